@@ -1,0 +1,204 @@
+package backends_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestClassify(t *testing.T) {
+	conflict := &backends.ConflictError{Op: "cas", Key: "k", Expected: 3, Found: true, Current: backends.Entry{Revision: 4}}
+	tests := []struct {
+		name string
+		err  error
+		want backends.Class
+	}{
+		{"nil", nil, backends.ClassNone},
+		{"conflict", conflict, backends.ClassLost},
+		{"wrapped conflict", fmt.Errorf("renew: %w", conflict), backends.ClassLost},
+		{"not found", fmt.Errorf("x: %w", backends.ErrNotFound), backends.ClassLost},
+		{"held", &backends.HeldError{Key: "k"}, backends.ClassLost},
+		{"not holder", backends.ErrNotHolder, backends.ClassLost},
+		{"unavailable", fmt.Errorf("dial: %w", backends.ErrUnavailable), backends.ClassTransient},
+		{"throttled", backends.ErrThrottled, backends.ClassTransient},
+		{"deadline", context.DeadlineExceeded, backends.ClassTransient},
+		{"unknown", errors.New("something odd"), backends.ClassTransient},
+		{"permission", backends.ErrPermission, backends.ClassFatal},
+		{"missing resource", backends.ErrMissingResource, backends.ClassFatal},
+		{"corrupt", backends.ErrCorrupt, backends.ClassFatal},
+		{"invalid", backends.ErrInvalid, backends.ClassFatal},
+		{"closed", backends.ErrClosed, backends.ClassFatal},
+		{"unsupported", backends.ErrUnsupported, backends.ClassFatal},
+		{"fatal wins over lost", fmt.Errorf("%w: %w", backends.ErrCorrupt, backends.ErrNotFound), backends.ClassFatal},
+		{"lost wins over transient", fmt.Errorf("%w: %w", backends.ErrUnavailable, backends.ErrConflict), backends.ClassLost},
+		{"explicit class", fmt.Errorf("x: %w", &backends.ClassError{Class: backends.ClassFatal, Err: backends.ErrUnavailable}), backends.ClassFatal},
+	}
+	for _, tt := range tests {
+		if got := backends.Classify(tt.err); got != tt.want {
+			t.Errorf("%s: Classify(%v) = %v, want %v", tt.name, tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestConflictErrorReasons(t *testing.T) {
+	exists := &backends.ConflictError{Op: "create", Key: "k", Found: true, Current: backends.Entry{Key: "k", Revision: 7}}
+	absent := &backends.ConflictError{Op: "cas", Key: "k", Expected: 7}
+	stale := &backends.ConflictError{Op: "cas", Key: "k", Expected: 7, Found: true, Current: backends.Entry{Key: "k", Revision: 9}}
+	tests := []struct {
+		err                       error
+		conflict, exists, missing bool
+	}{
+		{exists, true, true, false},
+		{absent, true, false, true},
+		{stale, true, false, false},
+	}
+	for _, tt := range tests {
+		if got := errors.Is(tt.err, backends.ErrConflict); got != tt.conflict {
+			t.Errorf("Is(%v, ErrConflict) = %v", tt.err, got)
+		}
+		if got := errors.Is(tt.err, backends.ErrExists); got != tt.exists {
+			t.Errorf("Is(%v, ErrExists) = %v", tt.err, got)
+		}
+		if got := errors.Is(tt.err, backends.ErrNotFound); got != tt.missing {
+			t.Errorf("Is(%v, ErrNotFound) = %v", tt.err, got)
+		}
+	}
+	var ce *backends.ConflictError
+	if !errors.As(fmt.Errorf("op: %w", stale), &ce) || ce.Current.Revision != 9 {
+		t.Errorf("errors.As did not recover the current entry: %+v", ce)
+	}
+}
+
+func TestUnsupportedWrapsStdlib(t *testing.T) {
+	if !errors.Is(backends.ErrUnsupported, errors.ErrUnsupported) {
+		t.Fatal("ErrUnsupported does not wrap errors.ErrUnsupported")
+	}
+}
+
+// stubStore declares whatever capabilities it is given and implements no
+// optional interface: the shape of a wrapper that hides its inner store's
+// Watch and Txn.
+type stubStore struct {
+	backends.Store
+	caps backends.Capabilities
+}
+
+func (s stubStore) Capabilities() backends.Capabilities { return s.caps }
+
+type watchingStub struct{ stubStore }
+
+func (watchingStub) Watch(context.Context, string) (<-chan backends.Event, error) { return nil, nil }
+
+func TestRequire(t *testing.T) {
+	all := backends.CapCreateIfAbsent | backends.CapCompareAndSet | backends.CapCompareAndDelete | backends.CapKeepAlive | backends.CapWatch | backends.CapTxn
+	tests := []struct {
+		name  string
+		store backends.Store
+		need  backends.Capability
+		ok    bool
+	}{
+		{"declared", stubStore{caps: backends.Capabilities{Atomic: backends.CapClaims}}, backends.CapClaims, true},
+		{"undeclared", stubStore{caps: backends.Capabilities{Atomic: backends.CapCreateIfAbsent}}, backends.CapClaims, false},
+		{"declares watch without Watch", stubStore{caps: backends.Capabilities{Atomic: all}}, backends.CapWatch, false},
+		{"declares txn without Txn", watchingStub{stubStore{caps: backends.Capabilities{Atomic: all}}}, backends.CapTxn, false},
+		{"watch with Watch", watchingStub{stubStore{caps: backends.Capabilities{Atomic: all}}}, backends.CapWatch, true},
+		{"has Watch but does not declare it", watchingStub{stubStore{caps: backends.Capabilities{Atomic: backends.CapClaims}}}, backends.CapWatch, false},
+		{"nil store", nil, backends.CapClaims, false},
+	}
+	for _, tt := range tests {
+		err := backends.Require(tt.store, tt.need)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: Require(%s) = %v, want ok=%v", tt.name, tt.need, err, tt.ok)
+		}
+		if err != nil && tt.store != nil && !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("%s: error %v does not wrap errors.ErrUnsupported", tt.name, err)
+		}
+	}
+	if _, err := backends.NewLocker(stubStore{caps: backends.Capabilities{Atomic: backends.CapCreateIfAbsent}}); !errors.Is(err, backends.ErrUnsupported) {
+		t.Errorf("NewLocker over a store without keep-alive: err = %v, want ErrUnsupported", err)
+	}
+}
+
+func TestRequireScope(t *testing.T) {
+	s := stubStore{caps: backends.Capabilities{Scope: backends.ScopeHost}}
+	if err := backends.RequireScope(s, backends.ScopeHost); err != nil {
+		t.Errorf("RequireScope(host) on a host store: %v", err)
+	}
+	if err := backends.RequireScope(s, backends.ScopeDistributed); !errors.Is(err, backends.ErrUnsupported) {
+		t.Errorf("RequireScope(distributed) on a host store: %v, want ErrUnsupported", err)
+	}
+}
+
+func TestClaimRoundTrip(t *testing.T) {
+	for _, id := range []string{"a", "node 1", "日本/ノード", "x/y/z", strings.Repeat("é", 200), `quote " and \ backslash`} {
+		h, err := backends.NewHolder(id)
+		if err != nil {
+			t.Fatalf("NewHolder(%q): %v", id, err)
+		}
+		got, err := backends.DecodeClaim(backends.EncodeClaim(h))
+		if err != nil || got != h {
+			t.Errorf("DecodeClaim(EncodeClaim(%v)) = %v, %v", h, got, err)
+		}
+	}
+	for _, bad := range []string{"", "null", "{}", `{"v":2,"id":"a"}`, `{"v":1,"id":""}`, "not json"} {
+		if _, err := backends.DecodeClaim([]byte(bad)); !errors.Is(err, backends.ErrCorrupt) {
+			t.Errorf("DecodeClaim(%q) = %v, want ErrCorrupt", bad, err)
+		}
+	}
+}
+
+func TestNewHolder(t *testing.T) {
+	a, err := backends.NewHolder("same")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := backends.NewHolder("same")
+	if a == b || a.Nonce == "" {
+		t.Errorf("two holders with one id are equal: %v %v", a, b)
+	}
+	for _, bad := range []string{"", "\xff", strings.Repeat("x", backends.MaxKeyBytes+1)} {
+		if _, err := backends.NewHolder(bad); !errors.Is(err, backends.ErrInvalid) {
+			t.Errorf("NewHolder(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		ok   bool
+	}{
+		{"key", backends.ValidateKey("a b/ü"), true},
+		{"empty key", backends.ValidateKey(""), false},
+		{"nul key", backends.ValidateKey("a\x00b"), false},
+		{"long key", backends.ValidateKey(strings.Repeat("k", backends.MaxKeyBytes+1)), false},
+		{"bad utf8", backends.ValidateKey("\xff"), false},
+		{"empty prefix", backends.ValidatePrefix(""), true},
+		{"big value", backends.ValidateValue(make([]byte, backends.MaxValueBytes+1)), false},
+		{"nil value", backends.ValidateValue(nil), true},
+		{"negative ttl", backends.ValidateTTL(-time.Second), false},
+		{"zero ttl", backends.ValidateTTL(0), true},
+		{"revision 0 where positive needed", backends.ValidateRevision(0, true), false},
+		{"negative revision", backends.ValidateRevision(-1, false), false},
+		{"txn twice", backends.ValidateTxn(nil, []backends.Op{{Kind: backends.OpPut, Key: "a"}, {Kind: backends.OpDelete, Key: "a"}}), false},
+		{"txn unknown op", backends.ValidateTxn(nil, []backends.Op{{Key: "a"}}), false},
+		{"txn ok", backends.ValidateTxn([]backends.Cond{{Key: "a"}}, []backends.Op{{Kind: backends.OpPut, Key: "a"}, {Kind: backends.OpDelete, Key: "b"}}), true},
+	}
+	for _, tt := range tests {
+		if (tt.err == nil) != tt.ok {
+			t.Errorf("%s: err = %v, want ok=%v", tt.name, tt.err, tt.ok)
+		}
+		if tt.err != nil && !errors.Is(tt.err, backends.ErrInvalid) {
+			t.Errorf("%s: %v does not wrap ErrInvalid", tt.name, tt.err)
+		}
+	}
+}

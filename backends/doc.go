@@ -1,0 +1,50 @@
+// Package backends is the contract between tenure's runtime (elector, slots)
+// and the stores that hold claims.
+//
+// The contract has two levels. A backend implements the lower one, [Store]: a
+// revisioned key-value store with TTLs and conditional writes. The upper one,
+// [Locker], is the claim level the elector runs on; [NewLocker] writes it once
+// over any Store, and slots.Group is a Locker over N slot keys.
+//
+// # Guarantees every Store makes
+//
+//   - Writes are linearizable per key. CreateIfAbsent succeeds for exactly one
+//     of any number of concurrent callers; CompareAndSet, CompareAndDelete and
+//     KeepAlive succeed only while the key's current Revision equals the one
+//     the caller names.
+//   - Revisions of one key strictly increase over the key's whole history:
+//     across updates, deletes, expiry, re-creation and restarts of the process
+//     or the backend. A create sets Revision = CreateRevision, and that value
+//     is greater than every revision the key had before. CreateRevision is
+//     therefore a fencing token: whoever created the current entry holds the
+//     highest token the key has ever issued.
+//   - KeepAlive extends an entry's TTL without changing its Revision or value.
+//   - An expired entry is absent for every operation (Get, List, the
+//     conditional writes, Txn). Each backend documents who judges expiry.
+//   - Operations after Close fail with an error wrapping [ErrClosed]; bad input
+//     fails with an error wrapping [ErrInvalid]. Neither panics.
+//   - Capabilities states what the backend enforces atomically and the scope
+//     in which its guarantees hold. What it does not declare it does not
+//     provide: [Require] fails closed.
+//
+// # What the contract does not promise
+//
+//   - Revisions are comparable only between entries of the same key. Some
+//     backends use one counter for the whole store; callers must not rely on it.
+//   - Entry.Remaining is an estimate for scheduling a retry, not a safety bound.
+//     A holder's own deadline is computed by the holder from its own monotonic
+//     clock (see package elector).
+//   - Watch streams are hints that something changed. They may end at any
+//     time (the channel is closed); the consumer re-reads and watches again.
+//     Expiry may or may not be delivered as an event.
+//   - A Store's scope bounds its safety: a memory store is safe within one
+//     process, a file store within one host.
+//
+// # Errors
+//
+// Callers branch on sentinel errors with [errors.Is] and on [*ConflictError]
+// with [errors.As]. [Classify] sorts any error into the three classes the
+// elector acts on: [ClassLost] (someone else holds the claim), [ClassTransient]
+// (the outcome is unknown; retry until the deadline) and [ClassFatal]
+// (retrying will not help; stop and report).
+package backends

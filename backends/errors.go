@@ -1,0 +1,175 @@
+package backends
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Backends wrap them (with %w) so callers can branch with
+// errors.Is; the message of the wrapping error names the operation and key.
+var (
+	// ErrNotFound: the key is absent or expired.
+	ErrNotFound = errors.New("backends: key not found")
+	// ErrExists: the key is present where the caller required it absent.
+	ErrExists = errors.New("backends: key exists")
+	// ErrConflict: a compare failed. Every *ConflictError matches it.
+	ErrConflict = errors.New("backends: revision conflict")
+	// ErrUnsupported: the store does not enforce what was asked. It wraps
+	// errors.ErrUnsupported.
+	ErrUnsupported = fmt.Errorf("backends: %w", errors.ErrUnsupported)
+	// ErrInvalid: the arguments are not acceptable (empty key, negative TTL,
+	// an oversized value, ...).
+	ErrInvalid = errors.New("backends: invalid argument")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("backends: store closed")
+
+	// ErrUnavailable: the backend could not be reached or did not answer in
+	// time; the outcome of a write is unknown.
+	ErrUnavailable = errors.New("backends: backend unavailable")
+	// ErrThrottled: the backend refused the request for rate reasons.
+	ErrThrottled = errors.New("backends: throttled")
+
+	// ErrPermission: the backend refused the caller's credentials.
+	ErrPermission = errors.New("backends: permission denied")
+	// ErrMissingResource: something the store lives in (a table, a
+	// namespace, a directory) does not exist.
+	ErrMissingResource = errors.New("backends: backend resource missing")
+	// ErrCorrupt: stored state cannot be decoded. Stores fail closed on it
+	// and never report such a key as absent.
+	ErrCorrupt = errors.New("backends: corrupt state")
+
+	// ErrHeld: a claim is held by another holder. TryAcquire returns it as
+	// a *HeldError.
+	ErrHeld = errors.New("backends: claim held by another holder")
+	// ErrNotHolder: the lease named in Renew or Release is no longer the
+	// caller's.
+	ErrNotHolder = errors.New("backends: lease not held")
+)
+
+// ConflictError reports a failed compare. It carries the entry the store
+// holds now, so the caller can retry without another read.
+type ConflictError struct {
+	Op       string // "create", "cas", "delete", "keepalive", "txn"
+	Key      string
+	Expected int64 // the revision the caller named; 0 = absent
+	// Current is the live entry; meaningful only when Found.
+	Current Entry
+	Found   bool
+}
+
+func (e *ConflictError) Error() string {
+	if !e.Found {
+		return fmt.Sprintf("backends: %s %q: expected revision %d, key is absent", e.Op, e.Key, e.Expected)
+	}
+	if e.Expected == 0 {
+		return fmt.Sprintf("backends: %s %q: key exists at revision %d", e.Op, e.Key, e.Current.Revision)
+	}
+	return fmt.Sprintf("backends: %s %q: revision conflict: expected %d, current %d", e.Op, e.Key, e.Expected, e.Current.Revision)
+}
+
+// Is makes every ConflictError match ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Unwrap gives the reason: ErrExists when the key was present but had to be
+// absent, ErrNotFound when it was absent but a revision was named.
+func (e *ConflictError) Unwrap() error {
+	switch {
+	case !e.Found:
+		return ErrNotFound
+	case e.Expected == 0:
+		return ErrExists
+	}
+	return nil
+}
+
+// HeldError is returned by TryAcquire when the claim is held. It wraps
+// ErrHeld and lists the live holders it saw.
+type HeldError struct {
+	Key     string
+	Holders []Lease
+}
+
+func (e *HeldError) Error() string {
+	if len(e.Holders) == 1 {
+		h := e.Holders[0]
+		return fmt.Sprintf("backends: claim %q held by %s (token %d)", e.Key, h.Holder, h.Token)
+	}
+	return fmt.Sprintf("backends: claim %q held by %d holders", e.Key, len(e.Holders))
+}
+
+func (e *HeldError) Unwrap() error { return ErrHeld }
+
+// Class is what an error means for a holder.
+type Class int
+
+const (
+	// ClassNone: no error.
+	ClassNone Class = iota
+	// ClassLost: the claim is someone else's (or gone); act on it now.
+	ClassLost
+	// ClassTransient: the outcome is unknown or the backend is briefly
+	// unable; retrying may succeed.
+	ClassTransient
+	// ClassFatal: retrying will not help (permissions, a missing resource,
+	// corrupt state, bad arguments, a closed or unsupported store).
+	ClassFatal
+)
+
+func (c Class) String() string {
+	switch c {
+	case ClassNone:
+		return "none"
+	case ClassLost:
+		return "lost"
+	case ClassTransient:
+		return "transient"
+	case ClassFatal:
+		return "fatal"
+	}
+	return fmt.Sprintf("class(%d)", int(c))
+}
+
+// Classifier lets an error state its class directly. Classify honours the
+// first Classifier in the error's chain before looking at sentinels.
+type Classifier interface {
+	ErrorClass() Class
+}
+
+// Classify sorts err into a Class. Fatal sentinels win over lost ones, and
+// lost over transient, so that an error carrying several reasons is treated
+// by the most conservative one. An error Classify does not recognise is
+// transient: its outcome is unknown, and a holder retries only until its
+// deadline, so this never extends leadership.
+func Classify(err error) Class {
+	if err == nil {
+		return ClassNone
+	}
+	var c Classifier
+	if errors.As(err, &c) {
+		return c.ErrorClass()
+	}
+	for _, s := range []error{ErrPermission, ErrMissingResource, ErrCorrupt, ErrInvalid, ErrUnsupported, ErrClosed} {
+		if errors.Is(err, s) {
+			return ClassFatal
+		}
+	}
+	for _, s := range []error{ErrConflict, ErrExists, ErrNotFound, ErrHeld, ErrNotHolder} {
+		if errors.Is(err, s) {
+			return ClassLost
+		}
+	}
+	// Timeouts and cancellations (context.DeadlineExceeded, context.Canceled)
+	// land here too: a write cut off mid-flight may or may not have happened.
+	return ClassTransient
+}
+
+// ClassError attaches a class to an error. Backends use it for errors whose
+// class is known but that match no sentinel.
+type ClassError struct {
+	Class Class
+	Err   error
+}
+
+func (e *ClassError) Error() string     { return e.Err.Error() }
+func (e *ClassError) Unwrap() error     { return e.Err }
+func (e *ClassError) ErrorClass() Class { return e.Class }

@@ -1,0 +1,270 @@
+package backends
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Holder identifies one claimant: the configured identity plus a nonce drawn
+// once per instance. Two processes configured with the same ID are two
+// holders; neither can renew or release the other's claim.
+type Holder struct {
+	ID    string
+	Nonce string
+}
+
+// NewHolder returns a Holder for id with a fresh random nonce. id may contain
+// any Unicode, spaces and slashes, but must be non-empty valid UTF-8.
+func NewHolder(id string) (Holder, error) {
+	if err := validateHolderID(id); err != nil {
+		return Holder{}, err
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return Holder{}, fmt.Errorf("backends: holder nonce: %w", err)
+	}
+	return Holder{ID: id, Nonce: hex.EncodeToString(b[:])}, nil
+}
+
+func validateHolderID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("backends: empty holder id: %w", ErrInvalid)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("backends: holder id %q is not valid UTF-8: %w", id, ErrInvalid)
+	case len(id) > MaxKeyBytes:
+		return fmt.Errorf("backends: holder id of %d bytes exceeds %d: %w", len(id), MaxKeyBytes, ErrInvalid)
+	}
+	return nil
+}
+
+// String is the form used in logs and errors: the quoted ID, then the nonce.
+func (h Holder) String() string {
+	if h.Nonce == "" {
+		return fmt.Sprintf("%q", h.ID)
+	}
+	return fmt.Sprintf("%q#%s", h.ID, h.Nonce)
+}
+
+// claim is the value a Locker writes for a holder.
+type claim struct {
+	V     int    `json:"v"`
+	ID    string `json:"id"`
+	Nonce string `json:"nonce,omitempty"`
+}
+
+// EncodeClaim is the value Lockers store for h. Backends that synthesize
+// claims from foreign objects (e.g. a Lease written by another library) use
+// it so that every Locker reads them alike.
+func EncodeClaim(h Holder) []byte {
+	b, _ := json.Marshal(claim{V: 1, ID: h.ID, Nonce: h.Nonce}) // cannot fail for strings
+	return b
+}
+
+// DecodeClaim parses a value written by EncodeClaim. Anything else is an error
+// wrapping ErrCorrupt: a claim key holding a foreign value is never read as
+// free.
+func DecodeClaim(value []byte) (Holder, error) {
+	var c claim
+	if err := json.Unmarshal(value, &c); err != nil {
+		return Holder{}, fmt.Errorf("backends: decode claim: %w: %v", ErrCorrupt, err)
+	}
+	if c.V != 1 || c.ID == "" {
+		return Holder{}, fmt.Errorf("backends: decode claim: %w: version %d, id %q", ErrCorrupt, c.V, c.ID)
+	}
+	return Holder{ID: c.ID, Nonce: c.Nonce}, nil
+}
+
+// Lease is a held claim as a Locker reports it.
+type Lease struct {
+	Key    string // the claim key (the group key for slot groups)
+	Slot   int    // the slot index; 0 for a singleton claim
+	Holder Holder
+
+	// Token is the fencing token: the CreateRevision of the entry. It is
+	// strictly greater than every token issued before for the same slot.
+	Token int64
+	// Revision is the entry's current revision, which Renew and Release
+	// compare against.
+	Revision int64
+
+	TTL time.Duration
+	// Remaining estimates the claim's time left as the backend judged it at
+	// the last read; a hint for scheduling, never a safety bound.
+	Remaining time.Duration
+}
+
+// Locker is the claim level the elector runs on. Implementations are safe for
+// concurrent use.
+type Locker interface {
+	// TryAcquire takes the claim key for holder if it is free, without
+	// waiting. If it is held the error is a *HeldError listing the holders.
+	TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Lease, error)
+
+	// Renew extends the lease by its TTL if it is still the caller's; else an
+	// error of class lost.
+	Renew(ctx context.Context, lease Lease) (Lease, error)
+
+	// Release gives the lease up if it is still the caller's. Releasing a
+	// lease that has already expired is not an error; one taken over by
+	// another holder gives an error wrapping ErrNotHolder.
+	Release(ctx context.Context, lease Lease) error
+
+	// Holders lists the live holders of key.
+	Holders(ctx context.Context, key string) ([]Lease, error)
+}
+
+// ClaimWatcher is implemented by Lockers that can signal changes to a claim.
+type ClaimWatcher interface {
+	// WatchClaim sends on the returned channel (coalescing: buffered, never
+	// blocking the sender) whenever claim key may have changed; the consumer
+	// re-reads Holders. The channel is closed when the watch ends (ctx done,
+	// the store closed or its stream broke). A Locker whose store cannot
+	// watch returns an error wrapping ErrUnsupported.
+	WatchClaim(ctx context.Context, key string) (<-chan struct{}, error)
+}
+
+// StoreLocker is the Locker over any Store, one key per claim.
+type StoreLocker struct {
+	store Store
+}
+
+var (
+	_ Locker       = (*StoreLocker)(nil)
+	_ ClaimWatcher = (*StoreLocker)(nil)
+)
+
+// NewLocker returns a Locker over s. It fails closed, with an error wrapping
+// ErrUnsupported, unless s enforces create-if-absent, compare-and-delete and
+// keep-alive atomically.
+func NewLocker(s Store) (*StoreLocker, error) {
+	if err := Require(s, CapClaims); err != nil {
+		return nil, fmt.Errorf("backends: locker: %w", err)
+	}
+	return &StoreLocker{store: s}, nil
+}
+
+// Store returns the store the locker writes to.
+func (l *StoreLocker) Store() Store { return l.store }
+
+// TryAcquire implements Locker.
+func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Lease, error) {
+	if err := validateHolderID(holder.ID); err != nil {
+		return Lease{}, err
+	}
+	if ttl <= 0 {
+		return Lease{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", key, ttl, ErrInvalid)
+	}
+	e, err := l.store.CreateIfAbsent(ctx, key, EncodeClaim(holder), ttl)
+	if err != nil {
+		var ce *ConflictError
+		if errors.As(err, &ce) && ce.Found {
+			cur, derr := LeaseOf(key, 0, ce.Current)
+			if derr != nil {
+				return Lease{}, derr
+			}
+			return Lease{}, &HeldError{Key: key, Holders: []Lease{cur}}
+		}
+		return Lease{}, fmt.Errorf("backends: acquire %q: %w", key, err)
+	}
+	return Lease{Key: key, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+}
+
+// Renew implements Locker.
+func (l *StoreLocker) Renew(ctx context.Context, lease Lease) (Lease, error) {
+	if lease.TTL <= 0 {
+		return Lease{}, fmt.Errorf("backends: renew %q: ttl %v must be positive: %w", lease.Key, lease.TTL, ErrInvalid)
+	}
+	e, err := l.store.KeepAlive(ctx, lease.Key, lease.Revision, lease.TTL)
+	if err != nil {
+		return Lease{}, fmt.Errorf("backends: renew %q: %w", lease.Key, err)
+	}
+	got, err := LeaseOf(lease.Key, lease.Slot, e)
+	if err != nil {
+		return Lease{}, err
+	}
+	if got.Holder != lease.Holder || got.Token != lease.Token {
+		return Lease{}, fmt.Errorf("backends: renew %q: held by %s (token %d), not %s: %w", lease.Key, got.Holder, got.Token, lease.Holder, ErrNotHolder)
+	}
+	return got, nil
+}
+
+// Release implements Locker.
+func (l *StoreLocker) Release(ctx context.Context, lease Lease) error {
+	err := l.store.CompareAndDelete(ctx, lease.Key, lease.Revision)
+	var ce *ConflictError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce) && !ce.Found:
+		return nil // already expired or deleted: nothing left to give up
+	case errors.As(err, &ce):
+		return fmt.Errorf("backends: release %q: now at revision %d: %w", lease.Key, ce.Current.Revision, ErrNotHolder)
+	}
+	return fmt.Errorf("backends: release %q: %w", lease.Key, err)
+}
+
+// Holders implements Locker.
+func (l *StoreLocker) Holders(ctx context.Context, key string) ([]Lease, error) {
+	e, err := l.store.Get(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backends: holders %q: %w", key, err)
+	}
+	le, err := LeaseOf(key, 0, e)
+	if err != nil {
+		return nil, err
+	}
+	return []Lease{le}, nil
+}
+
+// WatchClaim implements ClaimWatcher.
+func (l *StoreLocker) WatchClaim(ctx context.Context, key string) (<-chan struct{}, error) {
+	return WatchKeys(ctx, l.store, key, func(k string) bool { return k == key })
+}
+
+// WatchKeys watches prefix on s and signals (coalescing) for every event
+// whose key passes match. It is the building block of ClaimWatcher
+// implementations. The returned channel is closed when the underlying watch
+// ends; the goroutine it starts exits then too.
+func WatchKeys(ctx context.Context, s Store, prefix string, match func(key string) bool) (<-chan struct{}, error) {
+	if err := Require(s, CapWatch); err != nil {
+		return nil, err
+	}
+	events, err := s.(Watcher).Watch(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for ev := range events {
+			if !match(ev.Entry.Key) {
+				continue
+			}
+			select {
+			case out <- struct{}{}:
+			default: // a signal is already pending
+			}
+		}
+	}()
+	return out, nil
+}
+
+// LeaseOf decodes a claim entry into a Lease for claim key and slot. Lockers
+// built over several store keys (slot groups) use it too.
+func LeaseOf(key string, slot int, e Entry) (Lease, error) {
+	h, err := DecodeClaim(e.Value)
+	if err != nil {
+		return Lease{}, fmt.Errorf("backends: claim %q (store key %q): %w", key, e.Key, err)
+	}
+	return Lease{Key: key, Slot: slot, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+}
