@@ -1,0 +1,77 @@
+// Package filestore is a [backends.Store] kept in one directory of a local
+// filesystem, safe among the processes of one host.
+//
+// It declares create-if-absent, compare-and-set, compare-and-delete,
+// keep-alive and watch with [backends.ScopeHost]. It does not declare Txn and
+// has no Txn method: with one file per key a reader could see some of a
+// transaction's writes without the others, so [backends.Require] fails
+// closed for it.
+//
+// # How it works
+//
+// Each key has one canonical file, named after the key (base32hex of the
+// key, or a SHA-256 of keys over 150 bytes; the full key is stored inside
+// and checked on every read). That file is the key's serialization point. A
+// write takes the key's operation lock, reads the file, checks the
+// condition, writes the new content to a temp file in the same directory,
+// fsyncs it, renames it over the canonical file and fsyncs the directory.
+//
+// The operation lock is an OFD lock (fcntl F_OFD_SETLK) on one byte of the
+// store's lock file, chosen by a hash of the key, taken through a descriptor
+// of its own for every operation. The kernel releases it when the holder
+// closes it or dies, so a crashed process never leaves a key locked, and two
+// goroutines or two Store values of one process exclude each other exactly
+// like two processes do.
+//
+// # Guarantees
+//
+//   - On one host, among any number of processes and Store values sharing a
+//     directory on a local filesystem (ext4, xfs, tmpfs, btrfs), every write
+//     is atomic and linearizable per key.
+//   - Readers (Get, List, Watch) take no lock and never see a partial write
+//     or a temp file: canonical files are only ever replaced by rename.
+//   - A write that returned success is on disk: its file and the directory
+//     entry were fsynced before it returned. A process killed at any point of
+//     a write leaves the old content or the new one, never a mix.
+//   - Revisions never go back. A key's revision lives in its file; a delete
+//     leaves a tombstone that keeps the last revision, and an expired entry
+//     keeps its revision until it is replaced, so a re-created key continues
+//     above every revision it had — across deletes, expiry, crashes and
+//     restarts. CreateRevision is therefore a fencing token.
+//   - Expiry is judged by the host's boot id and CLOCK_BOOTTIME, never the
+//     wall clock: setting the time of day changes nothing, time spent
+//     suspended counts, and after a reboot every entry with a TTL is expired.
+//   - Bad state fails closed: a truncated, corrupted or foreign file where a
+//     key's file belongs is an error wrapping [backends.ErrCorrupt] (a
+//     [*CorruptFileError] naming the file), never "absent". Permission
+//     errors wrap [backends.ErrPermission] (fatal); a full disk or quota is
+//     transient (the write did not happen; the old state is intact).
+//   - Temp files of writers that died are removed by Open and, as they are
+//     come across, by List. A temp file is removed only once its key's lock
+//     can be taken, so a live writer's temp file is never touched.
+//
+// # What it does not promise
+//
+//   - Nothing on network or distributed filesystems (NFS, SMB, CephFS,
+//     FUSE): their locking, rename and fsync semantics vary, and their
+//     clients do not share a boot id or a clock.
+//   - Nothing across hosts, even ones that share the directory: expiry is
+//     judged on each host's own boottime clock, which means nothing on
+//     another host. Use backends/etcd or backends/kube there.
+//   - Deleted keys are not forgotten: each leaves a small tombstone file
+//     (that is how its revisions stay monotonic). A store of short-lived
+//     keys with distinct names grows.
+//   - Watch reports the latest state it reads: writes that follow each other
+//     faster than the watcher reads may arrive as one event with the latest
+//     revision. Expiry produces no event. inotify instances are a per-user
+//     kernel resource (fs.inotify.max_user_instances); each Watch uses one.
+//   - Writes to the store directory by anything but this package (editing,
+//     removing or renaming key files, rolling back a backup) void the
+//     revision guarantee; the store detects what it can and fails closed.
+//
+// # Time in tests
+//
+// [WithClock] replaces CLOCK_BOOTTIME with a clock.Clock and the boot id with
+// a given string, so that tests move expiry with a fake clock and simulate a
+// reboot by reopening with another boot id.
+package filestore

@@ -1,0 +1,553 @@
+package filestore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/tenure-go/tenure/backends"
+	"golang.org/x/sys/unix"
+)
+
+// Store is a backends.Store kept in one directory of a local filesystem. It
+// is safe for concurrent use by goroutines, and several Store values (in one
+// process or in many) may share a directory. Close it when done; it holds no
+// resources but its watches between calls.
+type Store struct {
+	dir      string
+	lockPath string
+	judge    judge
+	wall     clock.Clock // real time, only for pacing lock retries
+
+	closed atomic.Bool
+}
+
+var (
+	_ backends.Store = (*Store)(nil)
+)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	judge *judge
+}
+
+// WithClock makes c stand in for the host's CLOCK_BOOTTIME and bootID for its
+// boot id when the store judges expiry. Tests use it to move time with a fake
+// clock, and to simulate a reboot by opening the same directory with another
+// boot id. Every Store sharing a directory must use the same clock and boot
+// id; production code leaves the default (the host's own).
+func WithClock(bootID string, c clock.Clock) Option {
+	return func(o *options) {
+		j := clockJudge(bootID, c)
+		o.judge = &j
+	}
+}
+
+// Open opens the store kept in dir, creating dir (mode 0755 before umask) if
+// it does not exist. It removes temp files that writers which died mid-write
+// left behind.
+//
+// A directory the caller may read but not write opens: reads and watches
+// work, and every write fails with an error wrapping backends.ErrPermission.
+func Open(dir string, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var j judge
+	if o.judge != nil {
+		j = *o.judge
+		if j.bootID == "" || len(j.bootID) > maxBootID {
+			return nil, fmt.Errorf("filestore: open: boot id %q: %w", j.bootID, backends.ErrInvalid)
+		}
+	} else {
+		var err error
+		if j, err = hostJudge(); err != nil {
+			return nil, fmt.Errorf("filestore: open: %w", err)
+		}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+	}
+	fi, err := os.Stat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(abs, 0o755); err == nil {
+			fi, err = os.Stat(abs)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", abs, fsError(err))
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("filestore: open %s: not a directory: %w", abs, backends.ErrInvalid)
+	}
+	s := &Store{
+		dir:      abs,
+		lockPath: filepath.Join(abs, lockName),
+		judge:    j,
+		wall:     clock.New(),
+	}
+	if err := s.ensureLockFile(); err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", abs, err)
+	}
+	if names, err := s.readDirNames(); err == nil {
+		s.cleanTemps(names)
+	}
+	return s, nil
+}
+
+// ensureLockFile creates the lock file if it is missing. Its content is never
+// written; only byte-range locks are taken on it.
+func (s *Store) ensureLockFile() error {
+	if _, err := os.Stat(s.lockPath); err == nil {
+		return nil
+	}
+	f, err := os.OpenFile(s.lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fsError(err)
+	}
+	if err := f.Close(); err != nil {
+		return fsError(err)
+	}
+	return s.syncDir("")
+}
+
+// Dir is the directory the store keeps its files in.
+func (s *Store) Dir() string { return s.dir }
+
+// Capabilities implements backends.Store. Txn is not declared: with one file
+// per key, a reader could see some of a transaction's writes without the
+// others.
+func (s *Store) Capabilities() backends.Capabilities {
+	return backends.Capabilities{
+		Atomic: backends.CapCreateIfAbsent | backends.CapCompareAndSet |
+			backends.CapCompareAndDelete | backends.CapKeepAlive,
+		Scope:       backends.ScopeHost,
+		ExpiryJudge: "host boot id + CLOCK_BOOTTIME",
+	}
+}
+
+// Close implements backends.Store. Entries stay on disk.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+func (s *Store) usable(ctx context.Context, op, key string) error {
+	if s.closed.Load() {
+		return fmt.Errorf("filestore: %s %q: %w", op, key, backends.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("filestore: %s %q: %w", op, key, err)
+	}
+	return nil
+}
+
+// Get implements backends.Store.
+func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
+	if err := s.usable(ctx, "get", key); err != nil {
+		return backends.Entry{}, err
+	}
+	if err := backends.ValidateKey(key); err != nil {
+		return backends.Entry{}, fmt.Errorf("filestore: get: %w", err)
+	}
+	r, found, err := s.readKey(key)
+	if err != nil {
+		return backends.Entry{}, fmt.Errorf("filestore: get %q: %w", key, err)
+	}
+	if found {
+		if live, left := s.judge.live(r, s.judge.now()); live {
+			return entryOf(r, left), nil
+		}
+	}
+	return backends.Entry{}, fmt.Errorf("filestore: get %q: %w", key, backends.ErrNotFound)
+}
+
+// List implements backends.Store. It also removes temp files left by dead
+// writers that it comes across.
+func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
+	if err := s.usable(ctx, "list", prefix); err != nil {
+		return nil, err
+	}
+	if err := backends.ValidatePrefix(prefix); err != nil {
+		return nil, fmt.Errorf("filestore: list: %w", err)
+	}
+	names, err := s.readDirNames()
+	if err != nil {
+		return nil, fmt.Errorf("filestore: list %q: %w", prefix, err)
+	}
+	var out []backends.Entry
+	var temps []string
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("filestore: list %q: %w", prefix, err)
+		}
+		kind, key, err := parseName(name)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("filestore: list %q: %w", prefix, s.corruptFile(name, err))
+		case kind == nameTemp:
+			temps = append(temps, name)
+			continue
+		case kind == nameOther:
+			continue
+		case kind == nameInline && !strings.HasPrefix(key, prefix):
+			continue
+		}
+		r, found, err := s.readFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("filestore: list %q: %w", prefix, err)
+		}
+		if !found || !strings.HasPrefix(r.Key, prefix) {
+			continue
+		}
+		if live, left := s.judge.live(r, s.judge.now()); live {
+			out = append(out, entryOf(r, left))
+		}
+	}
+	s.cleanTemps(temps)
+	slices.SortFunc(out, func(a, b backends.Entry) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// CreateIfAbsent implements backends.Store.
+func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	return s.create(ctx, "create", key, value, ttl)
+}
+
+// CompareAndSet implements backends.Store.
+func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
+	if rev == 0 {
+		return s.create(ctx, "cas", key, value, ttl)
+	}
+	if err := backends.ValidateWrite(key, rev, value, ttl); err != nil {
+		return backends.Entry{}, fmt.Errorf("filestore: cas: %w", err)
+	}
+	return s.update(ctx, "cas", key, func(cur state) (record, error) {
+		if err := cur.expect("cas", rev); err != nil {
+			return record{}, err
+		}
+		return withTTL(record{
+			Key: key, Value: bytes.Clone(value), Revision: cur.rec.Revision + 1, CreateRevision: cur.rec.CreateRevision,
+		}, ttl, s.judge.bootID, cur.now), nil
+	})
+}
+
+func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	if err := backends.ValidateWrite(key, 0, value, ttl); err != nil {
+		return backends.Entry{}, fmt.Errorf("filestore: %s: %w", op, err)
+	}
+	return s.update(ctx, op, key, func(cur state) (record, error) {
+		if err := cur.expect(op, 0); err != nil {
+			return record{}, err
+		}
+		// A tombstone or an expired entry still holds the key's last
+		// revision: the new entry continues above it.
+		rev := cur.rec.Revision + 1
+		return withTTL(record{Key: key, Value: bytes.Clone(value), Revision: rev, CreateRevision: rev}, ttl, s.judge.bootID, cur.now), nil
+	})
+}
+
+// CompareAndDelete implements backends.Store. The key's file is replaced by
+// a tombstone that keeps its last revision.
+func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) error {
+	if err := backends.ValidateKey(key); err != nil {
+		return fmt.Errorf("filestore: delete: %w", err)
+	}
+	if err := backends.ValidateRevision(rev, true); err != nil {
+		return fmt.Errorf("filestore: delete %q: %w", key, err)
+	}
+	_, err := s.update(ctx, "delete", key, func(cur state) (record, error) {
+		if err := cur.expect("delete", rev); err != nil {
+			return record{}, err
+		}
+		return record{Key: key, Revision: cur.rec.Revision, CreateRevision: cur.rec.CreateRevision, Deleted: true}, nil
+	})
+	return err
+}
+
+// KeepAlive implements backends.Store. It rewrites the key's file with a new
+// expiry and the same revision; watches report nothing for it.
+func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
+	if err := backends.ValidateKey(key); err != nil {
+		return backends.Entry{}, fmt.Errorf("filestore: keepalive: %w", err)
+	}
+	if err := backends.ValidateRevision(rev, true); err != nil {
+		return backends.Entry{}, fmt.Errorf("filestore: keepalive %q: %w", key, err)
+	}
+	if ttl <= 0 {
+		return backends.Entry{}, fmt.Errorf("filestore: keepalive %q: ttl %v must be positive: %w", key, ttl, backends.ErrInvalid)
+	}
+	return s.update(ctx, "keepalive", key, func(cur state) (record, error) {
+		if err := cur.expect("keepalive", rev); err != nil {
+			return record{}, err
+		}
+		next := cur.rec
+		return withTTL(next, ttl, s.judge.bootID, cur.now), nil
+	})
+}
+
+// state is what a conditional write sees under the key's lock.
+type state struct {
+	key   string
+	rec   record // zero if the key has no file
+	live  bool
+	left  time.Duration
+	now   int64
+	found bool // the key has a file (live, expired or a tombstone)
+}
+
+// expect checks that the key's live revision is rev (0: absent).
+func (c state) expect(op string, rev int64) error {
+	switch {
+	case rev == 0 && !c.live:
+		return nil
+	case rev != 0 && c.live && c.rec.Revision == rev:
+		return nil
+	}
+	ce := &backends.ConflictError{Op: op, Key: c.key, Expected: rev, Found: c.live}
+	if c.live {
+		ce.Current = entryOf(c.rec, c.left)
+	}
+	return ce
+}
+
+func withTTL(r record, ttl time.Duration, bootID string, now int64) record {
+	r.TTL, r.BootID, r.Expiry = 0, "", 0
+	if ttl > 0 {
+		r.TTL, r.BootID = ttl, bootID
+		r.Expiry = math.MaxInt64
+		if int64(ttl) < math.MaxInt64-now {
+			r.Expiry = now + int64(ttl)
+		}
+	}
+	return r
+}
+
+func entryOf(r record, left time.Duration) backends.Entry {
+	return backends.Entry{
+		Key: r.Key, Value: r.Value, Revision: r.Revision, CreateRevision: r.CreateRevision,
+		TTL: r.TTL, Remaining: left,
+	}
+}
+
+// update is every conditional write: under key's operation lock it reads the
+// key's file, lets decide compute the next record (or a conflict), and
+// publishes it.
+func (s *Store) update(ctx context.Context, op, key string, decide func(state) (record, error)) (backends.Entry, error) {
+	if err := s.usable(ctx, op, key); err != nil {
+		return backends.Entry{}, err
+	}
+	off := lockOffset(key)
+	l, err := s.lock(ctx, off)
+	if err != nil {
+		return backends.Entry{}, fmt.Errorf("filestore: %s %q: %w", op, key, fsError(err))
+	}
+	defer l.unlock()
+
+	r, found, err := s.readKey(key)
+	if err != nil {
+		return backends.Entry{}, fmt.Errorf("filestore: %s %q: %w", op, key, err)
+	}
+	cur := state{key: key, rec: r, found: found, now: s.judge.now()}
+	if found {
+		cur.live, cur.left = s.judge.live(r, cur.now)
+	}
+	next, err := decide(cur)
+	if err != nil {
+		return backends.Entry{}, fmt.Errorf("filestore: %w", err)
+	}
+	if err := s.publish(off, fileName(key), next); err != nil {
+		return backends.Entry{}, fmt.Errorf("filestore: %s %q: %w", op, key, err)
+	}
+	_, left := s.judge.live(next, cur.now)
+	return entryOf(next, left), nil
+}
+
+// publish makes r the content of the canonical file name: it writes a temp
+// file in the same directory, syncs it, renames it over name and syncs the
+// directory. Readers see the old file or the new one, never a part of it.
+// The caller holds the operation lock at off.
+func (s *Store) publish(off int64, name string, r record) (err error) {
+	data := encodeRecord(r)
+	atStep(stepBeforeTempWrite)
+	tmp := filepath.Join(s.dir, tempName(off, rand.Uint64()))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fsError(err)
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fsError(err)
+	}
+	atStep(stepAfterTempWrite)
+	if err := f.Sync(); err != nil {
+		return fsError(err)
+	}
+	atStep(stepAfterTempSync)
+	if err := f.Close(); err != nil {
+		return fsError(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
+		return fsError(err)
+	}
+	renamed = true
+	atStep(stepAfterRename)
+	if err := s.syncDir(stepBeforeDirSync); err != nil {
+		// The new file is in place and visible, but may not survive a
+		// power loss: the outcome is unknown, so the error is transient.
+		return &backends.ClassError{Class: backends.ClassTransient,
+			Err: fmt.Errorf("written but not yet durable: %w", err)}
+	}
+	return nil
+}
+
+// syncDir makes the directory's entries durable. at names the write step it
+// is, if any.
+func (s *Store) syncDir(at step) error {
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return fsError(err)
+	}
+	defer d.Close()
+	if at != "" {
+		atStep(at)
+	}
+	if err := d.Sync(); err != nil {
+		return fsError(err)
+	}
+	return nil
+}
+
+// readKey reads key's canonical file. found is false if it has none.
+func (s *Store) readKey(key string) (record, bool, error) {
+	name := fileName(key)
+	r, found, err := s.readFile(name)
+	if err == nil && found && r.Key != key {
+		return record{}, false, s.corruptFile(name, corruptf("holds key %q, not %q", r.Key, key))
+	}
+	return r, found, err
+}
+
+// readFile reads and decodes the canonical file name and checks that it
+// holds the key the name belongs to.
+func (s *Store) readFile(name string) (record, bool, error) {
+	b, err := readLimited(filepath.Join(s.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, derr := os.Stat(s.dir); derr != nil {
+			return record{}, false, fsError(derr)
+		}
+		return record{}, false, nil
+	}
+	if err != nil {
+		return record{}, false, fsError(err)
+	}
+	r, err := decodeRecord(b)
+	if err != nil {
+		return record{}, false, s.corruptFile(name, err)
+	}
+	if fileName(r.Key) != name {
+		return record{}, false, s.corruptFile(name, corruptf("holds key %q, whose file is %s", r.Key, fileName(r.Key)))
+	}
+	return r, true, nil
+}
+
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// One byte over the limit is enough for decodeRecord to report the size.
+	return io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+}
+
+// CorruptFileError reports a file in the store directory that is not what
+// the store wrote there: truncated, corrupted, of another format or version,
+// or holding another key. It wraps backends.ErrCorrupt. The store never
+// treats such a key as absent; an operator must inspect Path.
+type CorruptFileError struct {
+	Path string
+	Err  error // wraps backends.ErrCorrupt
+}
+
+func (e *CorruptFileError) Error() string { return fmt.Sprintf("file %s: %v", e.Path, e.Err) }
+func (e *CorruptFileError) Unwrap() error { return e.Err }
+
+func (s *Store) corruptFile(name string, err error) error {
+	return &CorruptFileError{Path: filepath.Join(s.dir, name), Err: err}
+}
+
+// fsError classifies a filesystem error for backends.Classify: no permission
+// (or a read-only filesystem) is ErrPermission, a vanished directory is
+// ErrMissingResource, both fatal; a full disk or quota is transient, because
+// the write did not happen, nothing the store holds is damaged, and the
+// condition clears when space is freed: a holder retries until its deadline
+// and no longer, which never extends its leadership. Anything else is left
+// to Classify (transient: outcome unknown).
+func fsError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EROFS):
+		return fmt.Errorf("%w: %w", backends.ErrPermission, err)
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%w: %w", backends.ErrMissingResource, err)
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return &backends.ClassError{Class: backends.ClassTransient, Err: fmt.Errorf("no space: %w", err)}
+	}
+	return err
+}
+
+func (s *Store) readDirNames() ([]string, error) {
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return nil, fsError(err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fsError(err)
+	}
+	return names, nil
+}
+
+// cleanTemps removes the temp files among names whose writers are gone. A
+// writer creates its temp file only while it holds the key's operation lock
+// and renames or removes it before letting go, so a temp file whose lock can
+// be taken belongs to nobody. Errors are ignored: cleaning is opportunistic.
+func (s *Store) cleanTemps(names []string) {
+	for _, name := range names {
+		off, err := tempOffset(name)
+		if err != nil {
+			continue
+		}
+		l, err := s.tryLockAt(off)
+		if err != nil || l == nil {
+			continue
+		}
+		os.Remove(filepath.Join(s.dir, name))
+		l.unlock()
+	}
+}
