@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,10 +33,15 @@ type Store struct {
 	wall     clock.Clock // real time, only for pacing lock retries
 
 	closed atomic.Bool
+
+	mu      sync.Mutex
+	watches map[*watch]struct{} // guarded by mu; nil once closed
+	wg      sync.WaitGroup      // one per watch goroutine
 }
 
 var (
-	_ backends.Store = (*Store)(nil)
+	_ backends.Store   = (*Store)(nil)
+	_ backends.Watcher = (*Store)(nil)
 )
 
 // Option configures Open.
@@ -101,6 +107,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		lockPath: filepath.Join(abs, lockName),
 		judge:    j,
 		wall:     clock.New(),
+		watches:  make(map[*watch]struct{}),
 	}
 	if err := s.ensureLockFile(); err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", abs, err)
@@ -136,15 +143,26 @@ func (s *Store) Dir() string { return s.dir }
 func (s *Store) Capabilities() backends.Capabilities {
 	return backends.Capabilities{
 		Atomic: backends.CapCreateIfAbsent | backends.CapCompareAndSet |
-			backends.CapCompareAndDelete | backends.CapKeepAlive,
+			backends.CapCompareAndDelete | backends.CapKeepAlive | backends.CapWatch,
 		Scope:       backends.ScopeHost,
 		ExpiryJudge: "host boot id + CLOCK_BOOTTIME",
 	}
 }
 
-// Close implements backends.Store. Entries stay on disk.
+// Close implements backends.Store: it ends every watch (closing their
+// channels) and waits for their goroutines. Entries stay on disk.
 func (s *Store) Close() error {
-	s.closed.Store(true)
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock()
+	ws := s.watches
+	s.watches = nil
+	s.mu.Unlock()
+	for w := range ws {
+		w.stop()
+	}
+	s.wg.Wait()
 	return nil
 }
 

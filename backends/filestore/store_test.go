@@ -405,6 +405,8 @@ func TestCorruptStateFailsClosed(t *testing.T) {
 			check("delete", s.CompareAndDelete(ctx, "k", 1))
 			_, err = s.KeepAlive(ctx, "k", 1, time.Second)
 			check("keepalive", err)
+			_, err = s.Watch(ctx, "")
+			check("watch", err)
 			if got, _ := os.ReadFile(path); !bytes.Equal(got, tt.content) {
 				t.Errorf("the bad file was changed")
 			}
@@ -548,7 +550,7 @@ func TestConcurrentIncrements(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	s := newEnv(t).open()
-	if err := backends.Require(s, backends.CapClaims|backends.CapCompareAndSet); err != nil {
+	if err := backends.Require(s, backends.CapClaims|backends.CapCompareAndSet|backends.CapWatch); err != nil {
 		t.Errorf("Require(claims, cas, watch) = %v", err)
 	}
 	if err := backends.Require(s, backends.CapTxn); !errors.Is(err, backends.ErrUnsupported) {
@@ -581,7 +583,7 @@ func TestClosed(t *testing.T) {
 	_, e4 := s.CompareAndSet(ctx, "k", 1, nil, 0)
 	e5 := s.CompareAndDelete(ctx, "k", 1)
 	_, e6 := s.KeepAlive(ctx, "k", 1, time.Second)
-	var e7 error = backends.ErrClosed
+	_, e7 := s.Watch(ctx, "")
 	for i, err := range []error{e1, e2, e3, e4, e5, e6, e7} {
 		if !errors.Is(err, backends.ErrClosed) {
 			t.Errorf("op %d after Close: %v, want ErrClosed", i+1, err)
