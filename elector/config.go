@@ -1,0 +1,197 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/lifecycle"
+)
+
+// Defaults for the Config fields left zero.
+const (
+	DefaultTTL    = 15 * time.Second
+	DefaultJitter = 0.15
+	// MinSafetyMargin is the smallest default SafetyMargin.
+	MinSafetyMargin = 10 * time.Millisecond
+)
+
+// Config configures an Elector. Zero durations take the defaults documented
+// on each field; negative ones are errors. Validate states every rule.
+type Config struct {
+	// Key is the claim key. Required; any key backends.ValidateKey accepts.
+	Key string
+
+	// Identity names this participant in the claim (a host name, a pod
+	// name). Required, non-empty valid UTF-8 of at most
+	// backends.MaxKeyBytes. Each Elector adds a random nonce, so two
+	// Electors configured with the same Identity are two holders; seeing the
+	// other one hold the claim is reported as a duplicate identity.
+	Identity string
+
+	// TTL is the lease asked of the backend on every acquire and renew.
+	// Default DefaultTTL (15s).
+	TTL time.Duration
+
+	// RenewPeriod is the time between renewals while leading (jittered
+	// downward by Jitter, never later). Default TTL/3. Must be below TTL.
+	RenewPeriod time.Duration
+
+	// RenewTimeout bounds each acquire and renew request. Default
+	// RenewPeriod. TTL must exceed SafetyMargin + RenewTimeout, so that a
+	// renewal can finish before the local deadline.
+	RenewTimeout time.Duration
+
+	// SafetyMargin is taken off every local deadline: it covers the rate
+	// drift between this host's monotonic clock and the clock that judges
+	// expiry at the backend over one TTL, plus the scheduling delay of the
+	// timer that cancels the leader's context. Default TTL/100, but at least
+	// MinSafetyMargin (10ms). Must be below TTL.
+	SafetyMargin time.Duration
+
+	// RetryPeriod is the base of the follower's waits when nothing better is
+	// known (no holder's remaining time was observed) and of the
+	// exponential backoff after errors (capped at TTL). Default
+	// RenewPeriod/2.
+	RetryPeriod time.Duration
+
+	// Jitter is the fraction by which every renewal and retry wait is
+	// randomised: 0 < Jitter < 1. Zero means DefaultJitter (0.15); NoJitter
+	// turns jitter off (for tests that step a fake clock exactly).
+	Jitter float64
+
+	// DrainTimeout is how long a demoted leader waits for OnElected to
+	// return before it gives up waiting. If OnElected returns in time the
+	// claim is released; if not, the claim is left to expire (it is never
+	// released under running work) and the Elector does not campaign again
+	// until OnElected has returned. Default RenewPeriod.
+	DrainTimeout time.Duration
+
+	// ReleaseTimeout bounds every Release request. Default RenewTimeout.
+	ReleaseTimeout time.Duration
+
+	// Clock is the source of all time. Default clock.New(), the real clock.
+	Clock clock.Clock
+
+	// Logger receives structured logs with the keys key, holder, token, rev
+	// and state. Default: discard.
+	Logger *slog.Logger
+
+	// Observer receives metrics events. Default: NopObserver.
+	Observer Observer
+
+	// OnElected is called when this Elector becomes the leader. ctx is the
+	// leadership: it is cancelled at demotion, at the latest when the local
+	// deadline passes, and ctx.Deadline reports the current local deadline
+	// (renewals push it forward). OnElected may block until ctx is done,
+	// doing the leader's work, or return at once. The claim is not released
+	// before it returns. See the package documentation for the delivery
+	// rules shared by all callbacks.
+	OnElected func(ctx context.Context, term Term)
+
+	// OnDemoted is called exactly once after each OnElected call, when that
+	// term has ended and its claim was released or left to expire, with the
+	// reason it ended. It is never called for a term whose OnElected was not
+	// called.
+	OnDemoted func(term Term, cause Cause)
+
+	// OnNewLeader is called when the observed leader (holder and token)
+	// changes, including to this Elector.
+	OnNewLeader func(leader Leader)
+
+	// OnStateChange is called after every lifecycle transition.
+	OnStateChange func(from, to lifecycle.State)
+}
+
+// NoJitter, as Config.Jitter, turns jitter off.
+const NoJitter = -1.0
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.RenewPeriod == 0 {
+		c.RenewPeriod = c.TTL / 3
+	}
+	if c.RenewTimeout == 0 {
+		c.RenewTimeout = c.RenewPeriod
+	}
+	if c.SafetyMargin == 0 {
+		c.SafetyMargin = max(c.TTL/100, MinSafetyMargin)
+	}
+	if c.RetryPeriod == 0 {
+		c.RetryPeriod = c.RenewPeriod / 2
+	}
+	switch c.Jitter {
+	case 0:
+		c.Jitter = DefaultJitter
+	case NoJitter:
+		c.Jitter = 0
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = c.RenewPeriod
+	}
+	if c.ReleaseTimeout == 0 {
+		c.ReleaseTimeout = c.RenewTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clock.New()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
+	}
+	return c
+}
+
+// Validate reports every rule c breaks once defaults are applied, joined
+// with errors.Join; nil if c is usable.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("elector: config: "+format, args...))
+	}
+	if err := backends.ValidateKey(c.Key); err != nil {
+		bad("key: %w", err)
+	}
+	switch {
+	case c.Identity == "":
+		bad("identity is empty")
+	case !utf8.ValidString(c.Identity):
+		bad("identity %q is not valid UTF-8", c.Identity)
+	case len(c.Identity) > backends.MaxKeyBytes:
+		bad("identity of %d bytes exceeds %d", len(c.Identity), backends.MaxKeyBytes)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"ttl", c.TTL}, {"renew period", c.RenewPeriod}, {"renew timeout", c.RenewTimeout},
+		{"safety margin", c.SafetyMargin}, {"retry period", c.RetryPeriod},
+		{"drain timeout", c.DrainTimeout}, {"release timeout", c.ReleaseTimeout},
+	} {
+		if d.v < 0 {
+			bad("%s %v is negative", d.name, d.v)
+		}
+	}
+	if c.RenewPeriod >= c.TTL {
+		bad("renew period %v must be below ttl %v", c.RenewPeriod, c.TTL)
+	}
+	if c.SafetyMargin+c.RenewTimeout >= c.TTL {
+		bad("ttl %v must exceed safety margin %v + renew timeout %v", c.TTL, c.SafetyMargin, c.RenewTimeout)
+	}
+	if c.Jitter < 0 || c.Jitter >= 1 {
+		bad("jitter %v must be in [0, 1) (or NoJitter)", c.Jitter)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,79 @@
+// Package elector runs a leader election over a backends.Locker: a process
+// wraps its main loop in an Elector, which campaigns for a claim, renews it
+// while it leads, and tells the process exactly when it must stop acting.
+//
+// # Safety model
+//
+// The local deadline of a term is the clock reading taken before the
+// acquiring or renewing request was sent, plus the TTL, minus
+// Config.SafetyMargin. The backend counts the claim's TTL from the moment it
+// applied the request, which is later, so the holder's deadline always comes
+// before the backend lets another holder in (up to clock-rate drift, which
+// the margin covers).
+//
+//   - IsLeader is true only while the state is leader and the clock has not
+//     reached the local deadline. It is computed from the clock at each call,
+//     so it turns false when the deadline passes whatever the Elector's own
+//     goroutines are doing: blocked in a backend call, recovering a panic,
+//     starved. Once false it stays false for that term.
+//   - A renewal answered after the current deadline does not extend it: the
+//     term has ended and is demoted, never revived. An acquisition answered
+//     after the deadline it would have granted is released, not led.
+//   - The context handed to OnElected is cancelled at demotion, and at the
+//     latest when the local deadline passes; its Deadline method reports the
+//     current local deadline.
+//   - The claim is released only after OnElected has returned. If it has not
+//     returned within Config.DrainTimeout, the claim is left to expire, never
+//     released under running work, and the Elector does not campaign again
+//     until OnElected has returned: one process never runs two terms' work.
+//   - Renew errors are classified with backends.Classify: lost demotes at
+//     once; transient is retried with jittered exponential backoff until the
+//     deadline, then demotes; fatal demotes at once and is reported (error
+//     log, Observer, and ReasonFatal in OnDemoted).
+//   - Every goroutine is panic-safe. A panic in the Elector's loop (for
+//     example in a Locker) demotes, releases where that is safe, reports,
+//     and campaigns again; a panic in a callback is recovered and demotes the
+//     current term with ReasonPanic. After any loss, fatal error or panic
+//     the Elector campaigns again (with backoff after fatal errors and
+//     panics): it never idles as a zombie standby.
+//   - Stop releases a leader's claim after OnElected returns, so a follower
+//     can take over within milliseconds; Stop and every Release are bounded
+//     by timeouts. Cancelling the context given to Start behaves like Stop.
+//   - Followers watch the claim when the Locker implements
+//     backends.ClaimWatcher and try at once when it changes; otherwise, and
+//     as a fallback, they time the next attempt to the expiry the backend
+//     reported (plus a little jitter), not to a fixed poll. Every renewal and
+//     retry wait is jittered.
+//   - All time comes from Config.Clock.
+//
+// # What it does not promise
+//
+//   - No leader-election library can stop a process that pauses (a GC pause,
+//     a stopped VM, a swapped-out page) after checking IsLeader and before
+//     writing: the write lands after the deadline, maybe after another
+//     holder was elected. Protect shared resources with the fencing token:
+//     every write carries Term.Token and the resource rejects tokens lower
+//     than the highest it has seen.
+//   - Code that polls IsLeader gets no drain: the claim is released as soon
+//     as the term ends. Work that must finish before another holder starts
+//     belongs in OnElected, which is awaited (up to DrainTimeout).
+//   - The margin covers clock rate drift, not clock jumps of the host that
+//     judges expiry, and not a backend that judges expiry wrongly. The
+//     guarantees hold within the scope of the backend (one process for a
+//     memory store, one host for a file store).
+//   - Leader and OnNewLeader report what this Elector last observed; the
+//     claim may have changed hands since.
+//
+// # Callbacks
+//
+// OnStateChange, OnNewLeader, OnElected and OnDemoted are delivered on one
+// goroutine owned by the Elector, one at a time, in the order the events
+// happened; they never run concurrently with each other. While OnElected
+// blocks (doing the leader's work), callbacks queued meanwhile wait and are
+// delivered after it returns, in order. OnDemoted is called exactly once
+// after each OnElected, and never for a term whose OnElected was not
+// called (OnElected is skipped if its term ended before its turn came).
+// Callbacks may call the Elector's query methods, and Stop from a goroutine
+// of their own; Stop called from a callback waits for that same callback
+// and so times out.
+package elector

@@ -1,0 +1,496 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/lifecycle"
+)
+
+var (
+	// ErrAlreadyStarted: Start (or Run) was called on an Elector that was
+	// started before. An Elector runs once; make a new one to run again.
+	ErrAlreadyStarted = errors.New("elector: already started")
+	// ErrStopped: Start (or Run) was called after Stop.
+	ErrStopped = errors.New("elector: stopped")
+	// ErrStopTimeout: Stop gave up waiting for the Elector's goroutines.
+	ErrStopTimeout = errors.New("elector: stop timed out")
+)
+
+// Elector campaigns for one claim over a backends.Locker and, while it holds
+// the claim, renews it and runs the leader's work.
+//
+// Lifecycle and reuse: New returns an Elector in state follower. Start (or
+// Run) starts it once; a second Start, or a Start after Stop, returns an
+// error. Stop, or cancelling the context given to Start, ends it for good:
+// the state becomes stopped and Done is closed once its goroutines and
+// callbacks have finished. To campaign again, make a new Elector. The query
+// methods (IsLeader, Term, Leader, State, Done) are safe to call from any
+// goroutine at any time, including from callbacks.
+type Elector struct {
+	locker  backends.Locker
+	watcher backends.ClaimWatcher // nil when the locker cannot watch
+	cfg     Config
+	holder  backends.Holder
+	clock   clock.Clock
+	log     *slog.Logger
+	machine *lifecycle.Machine
+	disp    *dispatcher
+	done    chan struct{} // closed when the loop and the dispatcher have exited
+
+	mu        sync.Mutex
+	started   bool                    // guarded by mu
+	stopping  bool                    // guarded by mu
+	cancel    context.CancelCauseFunc // guarded by mu; cancels the run context
+	cur       *term                   // guarded by mu; the term led or being demoted
+	leader    Leader                  // guarded by mu; last observed leader
+	hasLeader bool                    // guarded by mu
+	lastDup   string                  // guarded by mu; nonce of the last duplicate reported
+}
+
+// New returns an Elector for cfg.Key over locker. It fails if cfg does not
+// validate (see Config.Validate). The Elector's holder is Identity plus a
+// fresh nonce.
+func New(locker backends.Locker, cfg Config) (*Elector, error) {
+	if locker == nil {
+		return nil, fmt.Errorf("elector: nil locker: %w", backends.ErrInvalid)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	h, err := backends.NewHolder(cfg.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("elector: %w", err)
+	}
+	e := &Elector{
+		locker:  locker,
+		cfg:     cfg,
+		holder:  h,
+		clock:   cfg.Clock,
+		log:     cfg.Logger.With("key", cfg.Key, "holder", h.String()),
+		machine: lifecycle.New(),
+		disp:    newDispatcher(),
+		done:    make(chan struct{}),
+	}
+	if w, ok := locker.(backends.ClaimWatcher); ok {
+		e.watcher = w
+	}
+	return e, nil
+}
+
+// Start starts campaigning in the background and returns. Cancelling ctx
+// has the effect of Stop (without waiting). Start returns ErrAlreadyStarted
+// if the Elector was started before and an error wrapping ErrStopped if it
+// was stopped.
+func (e *Elector) Start(ctx context.Context) error {
+	e.mu.Lock()
+	switch {
+	case e.started:
+		e.mu.Unlock()
+		return ErrAlreadyStarted
+	case e.stopping:
+		e.mu.Unlock()
+		return fmt.Errorf("elector: start: %w", ErrStopped)
+	}
+	e.started = true
+	runCtx, cancel := context.WithCancelCause(ctx)
+	e.cancel = cancel
+	e.mu.Unlock()
+
+	e.log.Info("elector: started", "state", e.machine.State())
+	go e.disp.run()
+	go e.run(runCtx)
+	return nil
+}
+
+// Stop ends the Elector. If it leads, IsLeader turns false at once, the
+// leader's context is cancelled, and once OnElected has returned the claim
+// is released, so a follower elsewhere can take over at once. Stop waits
+// until the Elector's goroutines and queued callbacks have finished (Done is
+// closed), but no longer than ctx allows nor than RenewTimeout +
+// DrainTimeout + ReleaseTimeout; then it returns an error (wrapping
+// ErrStopTimeout, or ctx's cause) and the Elector finishes in the
+// background. Stop may be called more than once and before Start.
+func (e *Elector) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.started {
+		if !e.stopping {
+			e.stopping = true
+			e.machine.Fire(lifecycle.Stop) // follower -> stopped: cannot fail
+			close(e.done)
+		}
+		e.mu.Unlock()
+		return nil
+	}
+	e.stopping = true
+	cancel, t := e.cancel, e.cur
+	cause := Cause{Reason: ReasonStopped}
+	tr, demoted := e.demoteLocked(t, cause)
+	e.mu.Unlock()
+	cancel(cause)
+	if demoted {
+		e.afterDemote(t, tr)
+	}
+	return e.wait(ctx)
+}
+
+func (e *Elector) wait(ctx context.Context) error {
+	select {
+	case <-e.done:
+		return nil
+	default:
+	}
+	bound := e.cfg.RenewTimeout + e.cfg.DrainTimeout + e.cfg.ReleaseTimeout
+	timer := e.clock.Timer(bound)
+	defer timer.Stop()
+	select {
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("elector: stop: %w", context.Cause(ctx))
+	case <-timer.C:
+		return fmt.Errorf("elector: stop: not done after %v: %w", bound, ErrStopTimeout)
+	}
+}
+
+// Run starts the Elector and blocks until ctx is cancelled (or Stop is
+// called elsewhere), then stops it as Stop does. It returns nil after a
+// clean stop, the error of Start, or the error of the bounded Stop.
+func (e *Elector) Run(ctx context.Context) error {
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+	}
+	return e.Stop(context.WithoutCancel(ctx))
+}
+
+// IsLeader reports whether this Elector leads now: its state is leader and
+// the local deadline has not passed. It is computed at the call from the
+// clock, whatever the Elector's goroutines are doing, and once it has
+// returned false it never returns true again for the same term.
+func (e *Elector) IsLeader() bool {
+	now := e.clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leadingLocked(now)
+}
+
+// leadingLocked is IsLeader's test; e.mu held. It records an observed expiry
+// so that a renewal answered after it cannot revive the term.
+func (e *Elector) leadingLocked(now time.Time) bool {
+	t := e.cur
+	if t == nil || t.demoted || t.expired || e.machine.State() != lifecycle.Leader {
+		return false
+	}
+	if !now.Before(t.pub.Deadline) {
+		t.expired = true
+		return false
+	}
+	return true
+}
+
+// Term returns the current term, with the current deadline, and true while
+// IsLeader would return true.
+func (e *Elector) Term() (Term, bool) {
+	now := e.clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.leadingLocked(now) {
+		return Term{}, false
+	}
+	return e.cur.pub, true
+}
+
+// Leader returns the last leader this Elector observed (itself included) and
+// whether it has observed one. It is a hint: the claim may have changed
+// hands since.
+func (e *Elector) Leader() (Leader, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leader, e.hasLeader
+}
+
+// State returns the lifecycle state.
+func (e *Elector) State() lifecycle.State { return e.machine.State() }
+
+// Holder returns this Elector's holder: Identity and its nonce.
+func (e *Elector) Holder() backends.Holder { return e.holder }
+
+// Done is closed when a stopped Elector has finished: its loop has exited
+// and every queued callback has returned.
+func (e *Elector) Done() <-chan struct{} { return e.done }
+
+// transition is a Fire's outcome, noted (logged, observed) after e.mu is
+// released.
+type transition struct {
+	ev       lifecycle.Event
+	from, to lifecycle.State
+	err      error
+}
+
+// fireLocked applies ev and queues OnStateChange in the same critical
+// section, so that callbacks see transitions in order; e.mu held.
+func (e *Elector) fireLocked(ev lifecycle.Event) transition {
+	from, to, err := e.machine.Fire(ev)
+	if err == nil {
+		if cb := e.cfg.OnStateChange; cb != nil {
+			e.disp.push(func() { e.callback("OnStateChange", func() { cb(from, to) }) })
+		}
+	}
+	return transition{ev: ev, from: from, to: to, err: err}
+}
+
+func (e *Elector) fire(ev lifecycle.Event) {
+	e.mu.Lock()
+	tr := e.fireLocked(ev)
+	e.mu.Unlock()
+	e.note(tr)
+}
+
+// note logs and observes tr; e.mu not held.
+func (e *Elector) note(tr transition) {
+	if tr.ev == 0 {
+		return
+	}
+	if tr.err != nil {
+		e.log.Error("elector: refused transition", "event", tr.ev, "state", tr.from, "err", tr.err)
+		return
+	}
+	e.log.Debug("elector: transition", "event", tr.ev, "from", tr.from, "state", tr.to)
+	e.observe(func(o Observer) { o.Transition(tr.from, tr.to) })
+}
+
+// demoteLocked ends t's leadership if it is the current, undemoted term:
+// leader -> demoting, so IsLeader is false from here on; e.mu held. The
+// caller then calls afterDemote.
+func (e *Elector) demoteLocked(t *term, c Cause) (transition, bool) {
+	if t == nil || e.cur != t || t.demoted {
+		return transition{}, false
+	}
+	t.demoted = true
+	t.cause = c
+	return e.fireLocked(lifecycle.Demote), true
+}
+
+// demote is demoteLocked and afterDemote.
+func (e *Elector) demote(t *term, c Cause) {
+	e.mu.Lock()
+	tr, ok := e.demoteLocked(t, c)
+	e.mu.Unlock()
+	if ok {
+		e.afterDemote(t, tr)
+	}
+}
+
+// afterDemote cancels the leader's context and reports; e.mu not held.
+func (e *Elector) afterDemote(t *term, tr transition) {
+	e.mu.Lock()
+	c, pub := t.cause, t.pub
+	e.mu.Unlock()
+	t.cancel(c)
+	e.note(tr)
+	level := slog.LevelWarn
+	switch c.Reason {
+	case ReasonStopped:
+		level = slog.LevelInfo
+	case ReasonFatal, ReasonPanic:
+		level = slog.LevelError
+	}
+	e.log.Log(context.Background(), level, "elector: demoted", "token", pub.Token, "reason", c.Reason, "err", c.Err, "state", lifecycle.Demoting)
+	e.observe(func(o Observer) { o.Demoted(pub, c) })
+}
+
+// onDeadline runs on a clock timer at t's local deadline.
+func (e *Elector) onDeadline(t *term) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.reportPanic(&PanicError{Where: "deadline timer", Value: r, Stack: debug.Stack()})
+		}
+	}()
+	now := e.clock.Now()
+	e.mu.Lock()
+	if e.cur != t || t.demoted || now.Before(t.pub.Deadline) {
+		e.mu.Unlock() // over, or extended: the renewal re-armed the timer
+		return
+	}
+	t.expired = true
+	tr, ok := e.demoteLocked(t, Cause{Reason: ReasonExpired, Err: ErrDeadlinePassed})
+	e.mu.Unlock()
+	if ok {
+		e.afterDemote(t, tr)
+	}
+}
+
+// callback runs a user callback on the dispatcher goroutine. A panic is
+// recovered, reported, and demotes the current term if there is one.
+func (e *Elector) callback(name string, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			perr := &PanicError{Where: name, Value: r, Stack: debug.Stack()}
+			e.reportPanic(perr)
+			e.mu.Lock()
+			t := e.cur
+			tr, ok := e.demoteLocked(t, Cause{Reason: ReasonPanic, Err: perr})
+			e.mu.Unlock()
+			if ok {
+				e.afterDemote(t, tr)
+			}
+		}
+	}()
+	f()
+}
+
+func (e *Elector) reportPanic(p *PanicError) {
+	e.log.Error("elector: recovered panic", "where", p.Where, "panic", fmt.Sprint(p.Value), "stack", string(p.Stack))
+	e.observe(func(o Observer) { o.Panicked(p.Where) })
+}
+
+// observe calls the Observer, recovering its panics.
+func (e *Elector) observe(f func(Observer)) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error("elector: observer panicked", "panic", fmt.Sprint(r))
+		}
+	}()
+	f(e.cfg.Observer)
+}
+
+// sawHolders records the holders an attempt found: the observed leader
+// (OnNewLeader) and a duplicate identity.
+func (e *Elector) sawHolders(hs []backends.Lease) {
+	if len(hs) == 0 {
+		return
+	}
+	var dup *backends.Holder
+	e.mu.Lock()
+	for _, h := range hs {
+		if h.Holder.ID == e.holder.ID && h.Holder.Nonce != e.holder.Nonce && h.Holder.Nonce != e.lastDup {
+			e.lastDup = h.Holder.Nonce
+			dup = &h.Holder
+		}
+	}
+	e.sawLeaderLocked(Leader{Holder: hs[0].Holder, Token: hs[0].Token, Slot: hs[0].Slot})
+	e.mu.Unlock()
+	if dup != nil {
+		e.log.Warn("elector: another holder with this identity holds the claim", "other", dup.String(), "token", hs[0].Token)
+		e.observe(func(o Observer) { o.DuplicateIdentity(*dup) })
+	}
+}
+
+// sawLeaderLocked queues OnNewLeader if ld differs from the last leader
+// observed; e.mu held.
+func (e *Elector) sawLeaderLocked(ld Leader) {
+	if e.hasLeader && e.leader == ld {
+		return
+	}
+	e.leader, e.hasLeader = ld, true
+	if cb := e.cfg.OnNewLeader; cb != nil {
+		e.disp.push(func() { e.callback("OnNewLeader", func() { cb(ld) }) })
+	}
+}
+
+// withTimeout is context.WithTimeout on the Elector's clock.
+func (e *Elector) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	t := e.clock.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
+	return timeoutCtx{Context: ctx, deadline: e.clock.Now().Add(d)}, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// timeoutCtx reports the deadline of a withTimeout context and, once it
+// passed, context.DeadlineExceeded from Err.
+type timeoutCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c timeoutCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
+
+func (c timeoutCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// jitterDown shortens d by up to Jitter of it: renewals come early, never
+// late.
+func (e *Elector) jitterDown(d time.Duration) time.Duration {
+	return d - time.Duration(rand.Float64()*e.cfg.Jitter*float64(d))
+}
+
+// jitterAround spreads d by up to Jitter either way.
+func (e *Elector) jitterAround(d time.Duration) time.Duration {
+	return d + time.Duration((2*rand.Float64()-1)*e.cfg.Jitter*float64(d))
+}
+
+// newBackoff returns a jittered exponential backoff on the Elector's clock
+// that never gives up.
+func (e *Elector) newBackoff(initial, maxInterval time.Duration) *backoff.ExponentialBackOff {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     initial,
+		RandomizationFactor: e.cfg.Jitter,
+		Multiplier:          2,
+		MaxInterval:         max(initial, maxInterval),
+		MaxElapsedTime:      0, // never stop: the v4 default of 15 minutes would end campaigning
+		Stop:                backoff.Stop,
+		Clock:               e.clock,
+	}
+	b.Reset()
+	return b
+}
+
+// grantedTTL is the TTL a deadline may count on: the one asked for, or less
+// if the backend says it granted less.
+func (e *Elector) grantedTTL(l backends.Lease) time.Duration {
+	if l.TTL > 0 && l.TTL < e.cfg.TTL {
+		return l.TTL
+	}
+	return e.cfg.TTL
+}
+
+// release gives lease up, bounded by ReleaseTimeout and even while ctx is
+// being cancelled. A panicking Locker is recovered: release runs while the
+// loop settles a term and must not fail it.
+func (e *Elector) release(ctx context.Context, lease backends.Lease) {
+	rctx, cancel := e.withTimeout(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout)
+	defer cancel()
+	err := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				perr := &PanicError{Where: "Release", Value: r, Stack: debug.Stack()}
+				e.reportPanic(perr)
+				err = perr
+			}
+		}()
+		return e.locker.Release(rctx, lease)
+	}()
+	if err != nil {
+		e.log.Warn("elector: release failed; the claim will expire", "token", lease.Token, "rev", lease.Revision, "err", err)
+		return
+	}
+	e.log.Info("elector: released", "token", lease.Token, "rev", lease.Revision)
+}

@@ -1,0 +1,506 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"runtime/debug"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/lifecycle"
+)
+
+// loop is the state of the Elector's campaign goroutine; only that goroutine
+// touches it.
+type loop struct {
+	e  *Elector
+	bo *backoff.ExponentialBackOff // follower backoff after errors
+
+	// wait is how long to wait before the next attempt.
+	wait time.Duration
+	// pendingElected, when set, is the electedDone of a term whose OnElected
+	// had not returned when its drain timed out: no campaign until it closes.
+	pendingElected <-chan struct{}
+	// pendingLease is a claim won but not led (stopping, answered too late,
+	// or a panic in between): settle releases it.
+	pendingLease *backends.Lease
+	// panicked is the panic recovered in the last step, for settle.
+	panicked *PanicError
+
+	watch        <-chan struct{} // nil while not watching
+	watchCancel  context.CancelFunc
+	watchOff     bool      // the locker cannot watch
+	watchRetryAt time.Time // no new watch before this
+}
+
+// run is the campaign goroutine: it owns the loop and, at the end, joins the
+// dispatcher and closes Done.
+func (e *Elector) run(ctx context.Context) {
+	l := &loop{e: e, bo: e.newBackoff(e.cfg.RetryPeriod, e.cfg.TTL), watchOff: e.watcher == nil}
+	for ctx.Err() == nil {
+		l.safely(ctx, l.step)
+	}
+	for range 3 { // settling panics only if the Locker keeps panicking
+		if e.machine.State() == lifecycle.Stopped {
+			break
+		}
+		l.safely(ctx, l.shutdown)
+	}
+	l.stopWatch()
+	e.log.Info("elector: stopped", "state", e.machine.State())
+	e.disp.close()
+	<-e.disp.done
+	close(e.done)
+}
+
+// safely runs f, recovering a panic for settle to clean up after.
+func (l *loop) safely(ctx context.Context, f func(context.Context)) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.panicked = &PanicError{Where: "loop", Value: r, Stack: debug.Stack()}
+			l.e.reportPanic(l.panicked)
+		}
+	}()
+	f(ctx)
+}
+
+// step is one round: settle what a panic left open, wait for the turn,
+// campaign, and lead if elected.
+func (l *loop) step(ctx context.Context) {
+	l.settle(ctx)
+	if !l.waitTurn(ctx) {
+		return
+	}
+	l.campaign(ctx)
+}
+
+// shutdown settles and stops.
+func (l *loop) shutdown(ctx context.Context) {
+	l.settle(ctx)
+	if l.e.machine.State() != lifecycle.Stopped {
+		l.e.fire(lifecycle.Stop)
+	}
+}
+
+// settle brings the Elector to rest after a panic or at shutdown: it ends an
+// open term (demote, drain, release), releases a claim won but not led, and
+// leaves acquiring.
+func (l *loop) settle(ctx context.Context) {
+	e := l.e
+	panicked := l.panicked
+	l.panicked = nil
+	e.mu.Lock()
+	t := e.cur
+	e.mu.Unlock()
+	if t != nil {
+		fallback := Cause{Reason: ReasonStopped}
+		if panicked != nil {
+			fallback = Cause{Reason: ReasonPanic, Err: panicked}
+		}
+		l.finishTerm(ctx, t, fallback)
+	}
+	if l.pendingLease != nil {
+		lease := *l.pendingLease
+		l.pendingLease = nil
+		e.release(ctx, lease)
+	}
+	if e.machine.State() == lifecycle.Acquiring {
+		if ctx.Err() != nil {
+			e.fire(lifecycle.Stop)
+		} else {
+			e.fire(lifecycle.Rejected)
+		}
+	}
+	if panicked != nil {
+		l.wait = l.bo.NextBackOff()
+	}
+}
+
+// waitTurn waits until the next attempt is due: a term's OnElected has
+// returned, the claim changed (watch), or the wait computed by the last
+// attempt passed. It reports false if ctx ended first.
+func (l *loop) waitTurn(ctx context.Context) bool {
+	if l.pendingElected != nil {
+		select {
+		case <-l.pendingElected:
+			l.pendingElected = nil
+		case <-ctx.Done():
+			return false
+		}
+	}
+	l.ensureWatch(ctx)
+	wait := l.wait
+	l.wait = 0
+	if wait <= 0 {
+		select { // the attempt is now; a pending signal is already answered by it
+		case _, ok := <-l.watch:
+			if !ok {
+				l.watchEnded()
+			}
+		default:
+		}
+		return ctx.Err() == nil
+	}
+	timer := l.e.clock.Timer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+	case _, ok := <-l.watch:
+		if !ok {
+			l.watchEnded()
+		}
+	}
+	return true
+}
+
+// ensureWatch starts a claim watch if the locker can and none is running.
+// It is called before each attempt, so a change after a failed attempt is
+// never missed while a watch runs.
+func (l *loop) ensureWatch(ctx context.Context) {
+	e := l.e
+	if l.watchOff || l.watch != nil || e.clock.Now().Before(l.watchRetryAt) {
+		return
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	ch, err := e.watcher.WatchClaim(wctx, e.cfg.Key)
+	if err != nil {
+		cancel()
+		if errors.Is(err, backends.ErrUnsupported) {
+			l.watchOff = true
+		}
+		l.watchRetryAt = e.clock.Now().Add(e.cfg.RetryPeriod)
+		e.log.Debug("elector: no claim watch; timing attempts to expiry", "err", err)
+		return
+	}
+	l.watch, l.watchCancel = ch, cancel
+}
+
+// watchEnded forgets a closed watch; the next one starts no sooner than
+// RetryPeriod later, so a watch that keeps ending cannot spin the loop.
+func (l *loop) watchEnded() {
+	l.watchCancel()
+	l.watch, l.watchCancel = nil, nil
+	l.watchRetryAt = l.e.clock.Now().Add(l.e.cfg.RetryPeriod)
+}
+
+// stopWatch ends the watch and waits (bounded) for its channel to close, so
+// that the goroutine feeding it has exited.
+func (l *loop) stopWatch() {
+	if l.watch == nil {
+		return
+	}
+	l.watchCancel()
+	timer := l.e.clock.Timer(l.e.cfg.ReleaseTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case _, ok := <-l.watch:
+			if ok {
+				continue
+			}
+		case <-timer.C:
+			l.e.log.Warn("elector: claim watch did not end")
+		}
+		l.watch = nil
+		return
+	}
+}
+
+// campaign makes one attempt and, if it wins, leads until the term ends.
+func (l *loop) campaign(ctx context.Context) {
+	e := l.e
+	e.fire(lifecycle.Campaign)
+	start := e.clock.Now()
+	rctx, cancel := e.withTimeout(ctx, e.cfg.RenewTimeout)
+	lease, err := e.locker.TryAcquire(rctx, e.cfg.Key, e.holder, e.cfg.TTL)
+	cancel()
+	end := e.clock.Now()
+	if err != nil {
+		l.rejected(ctx, err)
+		return
+	}
+	l.pendingLease = &lease
+	deadline := start.Add(e.grantedTTL(lease) - e.cfg.SafetyMargin)
+	if ctx.Err() != nil {
+		return // stopping: settle releases the claim
+	}
+	if !end.Before(deadline) {
+		e.log.Warn("elector: acquired too late to lead; releasing", "token", lease.Token, "took", end.Sub(start))
+		l.pendingLease = nil
+		e.release(ctx, lease)
+		e.fire(lifecycle.Rejected)
+		e.observe(func(o Observer) { o.ElectionLost(backends.ClassTransient) })
+		l.wait = l.bo.NextBackOff()
+		return
+	}
+
+	lctx, lcancel := context.WithCancelCause(ctx)
+	t := &term{
+		pub: Term{
+			Key: lease.Key, Slot: lease.Slot, Holder: e.holder, Token: lease.Token,
+			AcquiredAt: start, Deadline: deadline,
+		},
+		lease:       lease,
+		cancel:      lcancel,
+		electedDone: make(chan struct{}),
+	}
+	t.ctx = leaderCtx{Context: lctx, e: e, t: t}
+	e.mu.Lock()
+	if e.stopping || ctx.Err() != nil {
+		e.mu.Unlock() // Stop came in between: settle releases the claim
+		lcancel(Cause{Reason: ReasonStopped})
+		return
+	}
+	e.cur = t
+	tr := e.fireLocked(lifecycle.Acquired)
+	e.sawLeaderLocked(Leader{Holder: e.holder, Token: lease.Token, Slot: lease.Slot})
+	pub := t.pub
+	e.disp.push(func() { l.deliverElected(t, pub) })
+	e.mu.Unlock()
+	l.pendingLease = nil
+	t.timer = e.clock.AfterFunc(deadline.Sub(e.clock.Now()), func() { e.onDeadline(t) })
+
+	e.note(tr)
+	e.log.Info("elector: elected", "token", lease.Token, "rev", lease.Revision, "state", lifecycle.Leader, "deadline", deadline)
+	e.observe(func(o Observer) { o.ElectionWon(pub) })
+	l.bo.Reset()
+
+	l.lead(ctx, t)
+	l.finishTerm(ctx, t, Cause{Reason: ReasonStopped})
+}
+
+// deliverElected runs on the dispatcher: OnElected, unless the term ended
+// before its turn came, in which case neither it nor OnDemoted is called.
+func (l *loop) deliverElected(t *term, pub Term) {
+	defer close(t.electedDone)
+	if t.ctx.Err() != nil {
+		return
+	}
+	t.electedRan = true
+	if cb := l.e.cfg.OnElected; cb != nil {
+		l.e.callback("OnElected", func() { cb(t.ctx, pub) })
+	}
+}
+
+// rejected handles a failed attempt and sets the wait before the next one.
+func (l *loop) rejected(ctx context.Context, err error) {
+	e := l.e
+	if ctx.Err() != nil {
+		return // stopping; settle leaves acquiring
+	}
+	e.fire(lifecycle.Rejected)
+	var held *backends.HeldError
+	if errors.As(err, &held) {
+		e.observe(func(o Observer) { o.ElectionLost(backends.ClassLost) })
+		for _, h := range held.Holders {
+			if h.Holder == e.holder {
+				// An earlier attempt timed out yet took the claim. Its
+				// deadline is unknown, so it cannot be led: give it back.
+				e.log.Warn("elector: releasing a claim taken by a timed-out attempt", "token", h.Token, "rev", h.Revision)
+				e.release(ctx, h)
+				l.wait = l.bo.NextBackOff()
+				return
+			}
+		}
+		l.bo.Reset()
+		e.sawHolders(held.Holders)
+		l.wait = l.expiryWait(held.Holders)
+		e.log.Debug("elector: claim held", "err", err, "retry_in", l.wait)
+		return
+	}
+	class := backends.Classify(err)
+	e.observe(func(o Observer) { o.ElectionLost(class) })
+	l.wait = l.bo.NextBackOff()
+	if class == backends.ClassFatal {
+		e.log.Error("elector: acquire failed; retrying with backoff", "class", class, "err", err, "retry_in", l.wait)
+		return
+	}
+	e.log.Warn("elector: acquire failed", "class", class, "err", err, "retry_in", l.wait)
+}
+
+// expiryWait times the next attempt to the earliest observed expiry, plus a
+// little jitter so followers do not arrive together; RetryPeriod when no
+// holder's remaining time is known.
+func (l *loop) expiryWait(holders []backends.Lease) time.Duration {
+	least := time.Duration(-1)
+	for _, h := range holders {
+		if h.Remaining > 0 && (least < 0 || h.Remaining < least) {
+			least = h.Remaining
+		}
+	}
+	if least < 0 {
+		return l.e.jitterAround(l.e.cfg.RetryPeriod)
+	}
+	spread := min(time.Duration(l.e.cfg.Jitter*float64(l.e.cfg.RetryPeriod)), 10*time.Millisecond)
+	return least + time.Millisecond + time.Duration(rand.Int64N(int64(spread)+1))
+}
+
+// lead renews t every (jittered) RenewPeriod until its leadership ends.
+func (l *loop) lead(ctx context.Context, t *term) {
+	for {
+		timer := l.e.clock.Timer(l.e.jitterDown(l.e.cfg.RenewPeriod))
+		select {
+		case <-t.ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if !l.renew(ctx, t) {
+			return
+		}
+	}
+}
+
+// renew extends t's lease, retrying transient errors with backoff until the
+// deadline. It reports whether t still leads.
+func (l *loop) renew(ctx context.Context, t *term) bool {
+	e := l.e
+	bo := e.newBackoff(e.cfg.RetryPeriod, e.cfg.TTL)
+	for {
+		start := e.clock.Now()
+		rctx, cancel := e.withTimeout(t.ctx, e.cfg.RenewTimeout)
+		got, err := e.locker.Renew(rctx, t.lease)
+		cancel()
+		end := e.clock.Now()
+		latency := end.Sub(start)
+		if err == nil && (got.Token != t.lease.Token || got.Holder != e.holder) {
+			err = &backends.ClassError{Class: backends.ClassLost, Err: backends.ErrNotHolder}
+		}
+		if err == nil {
+			return l.extend(t, got, start, end, latency)
+		}
+
+		class := backends.Classify(err)
+		e.observe(func(o Observer) { o.RenewFailed(class, latency) })
+		if t.ctx.Err() != nil {
+			return false // ended while the request was out
+		}
+		switch class {
+		case backends.ClassLost:
+			e.demote(t, Cause{Reason: ReasonLost, Err: err})
+			return false
+		case backends.ClassFatal:
+			e.log.Error("elector: renew failed with a fatal error", "token", t.lease.Token, "rev", t.lease.Revision, "err", err)
+			e.demote(t, Cause{Reason: ReasonFatal, Err: err})
+			return false
+		}
+		e.mu.Lock()
+		left := t.pub.Deadline.Sub(end)
+		e.mu.Unlock()
+		wait := min(bo.NextBackOff(), left/2)
+		e.log.Warn("elector: renew failed; retrying until the deadline", "token", t.lease.Token, "class", class, "err", err, "left", left, "retry_in", wait)
+		timer := e.clock.Timer(wait)
+		select {
+		case <-t.ctx.Done():
+			timer.Stop()
+			return false
+		case <-timer.C:
+		}
+	}
+}
+
+// extend applies a successful renewal sent at start and answered at end:
+// the deadline moves to start + TTL - SafetyMargin, but only if the answer
+// came before the current deadline and the term was not demoted meanwhile.
+// An answer that comes later does not revive the term.
+func (l *loop) extend(t *term, got backends.Lease, start, end time.Time, latency time.Duration) bool {
+	e := l.e
+	e.mu.Lock()
+	ok := e.cur == t && !t.demoted && !t.expired && end.Before(t.pub.Deadline)
+	var deadline time.Time
+	var tr transition
+	var demoted bool
+	if ok {
+		t.pub.Deadline = start.Add(e.grantedTTL(got) - e.cfg.SafetyMargin)
+		deadline = t.pub.Deadline
+	} else {
+		if !end.Before(t.pub.Deadline) {
+			t.expired = true
+		}
+		tr, demoted = e.demoteLocked(t, Cause{Reason: ReasonExpired, Err: ErrLateAnswer})
+	}
+	e.mu.Unlock()
+	if !ok {
+		if demoted {
+			e.afterDemote(t, tr)
+		}
+		return false
+	}
+	t.lease = got
+	t.timer.Reset(deadline.Sub(e.clock.Now()))
+	left := deadline.Sub(end)
+	e.log.Debug("elector: renewed", "token", got.Token, "rev", got.Revision, "latency", latency, "left", left)
+	e.observe(func(o Observer) { o.Renewed(latency, left) })
+	return true
+}
+
+// finishTerm ends t: demote it (if nothing has yet), wait for OnElected to
+// return (at most DrainTimeout), release the claim only if it did, queue
+// OnDemoted, and go back to follower (or to stopped when ctx is done).
+func (l *loop) finishTerm(ctx context.Context, t *term, fallback Cause) {
+	e := l.e
+	e.demote(t, fallback)
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	drained := e.cfg.OnElected == nil || l.drain(t)
+	e.mu.Lock()
+	cause := t.cause
+	e.mu.Unlock()
+	switch {
+	case !drained:
+		e.log.Warn("elector: OnElected did not return within the drain timeout; leaving the claim to expire", "token", t.lease.Token, "drain_timeout", e.cfg.DrainTimeout)
+		l.pendingElected = t.electedDone
+	case cause.Reason == ReasonLost:
+		// someone else holds it: nothing to release
+	default:
+		e.release(ctx, t.lease)
+	}
+
+	e.mu.Lock()
+	e.cur = nil
+	final := t.pub
+	if cb := e.cfg.OnDemoted; cb != nil {
+		e.disp.push(func() {
+			if t.electedRan {
+				e.callback("OnDemoted", func() { cb(final, cause) })
+			}
+		})
+	}
+	ev := lifecycle.Demoted
+	if e.stopping || ctx.Err() != nil {
+		ev = lifecycle.Stop
+	}
+	tr := e.fireLocked(ev)
+	e.mu.Unlock()
+	e.note(tr)
+
+	switch cause.Reason {
+	case ReasonFatal, ReasonPanic:
+		l.wait = l.bo.NextBackOff()
+	default:
+		l.wait = 0
+	}
+}
+
+// drain waits up to DrainTimeout for t's OnElected to return.
+func (l *loop) drain(t *term) bool {
+	select {
+	case <-t.electedDone:
+		return true
+	default:
+	}
+	timer := l.e.clock.Timer(l.e.cfg.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-t.electedDone:
+		return true
+	case <-timer.C:
+		return false
+	}
+}

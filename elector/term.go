@@ -1,0 +1,160 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/tenure-go/tenure/backends"
+)
+
+// Term is one tenure of this Elector as leader.
+type Term struct {
+	Key    string
+	Slot   int // the slot held; 0 for a singleton claim
+	Holder backends.Holder
+
+	// Token is the fencing token of the claim (its CreateRevision). Every
+	// write the leader makes to a shared resource should carry it, so the
+	// resource can reject a holder whose term has ended (see the package
+	// documentation).
+	Token int64
+
+	// AcquiredAt is the clock reading taken before the acquiring request
+	// was sent.
+	AcquiredAt time.Time
+
+	// Deadline is the local deadline when the Term value was taken. While
+	// leading, each renewal moves it forward; the leader's context reports
+	// the current one.
+	Deadline time.Time
+}
+
+// Leader is a holder observed holding the claim.
+type Leader struct {
+	Holder backends.Holder
+	Token  int64
+	Slot   int
+}
+
+// Reason is why a term ended.
+type Reason int
+
+// The reasons.
+const (
+	// ReasonStopped: Stop was called, or the context given to Start or Run
+	// was cancelled.
+	ReasonStopped Reason = iota + 1
+	// ReasonLost: the backend said the claim is no longer this holder's.
+	ReasonLost
+	// ReasonExpired: the local deadline passed before a renewal succeeded in
+	// time (a slow or unreachable backend, transient errors, a renewal
+	// answered too late).
+	ReasonExpired
+	// ReasonFatal: the backend returned an error retrying cannot fix
+	// (backends.ClassFatal).
+	ReasonFatal
+	// ReasonPanic: a callback or the elector's own loop panicked. Err is a
+	// *PanicError.
+	ReasonPanic
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonStopped:
+		return "stopped"
+	case ReasonLost:
+		return "lost"
+	case ReasonExpired:
+		return "expired"
+	case ReasonFatal:
+		return "fatal"
+	case ReasonPanic:
+		return "panic"
+	}
+	return fmt.Sprintf("reason(%d)", int(r))
+}
+
+// Cause is why a term ended: the Reason and, where there is one, the error
+// behind it. It is also the cancellation cause of the leader's context
+// (context.Cause), except when the context given to Start was cancelled,
+// whose own cause then shows through.
+type Cause struct {
+	Reason Reason
+	Err    error
+}
+
+func (c Cause) Error() string {
+	if c.Err == nil {
+		return "elector: demoted: " + c.Reason.String()
+	}
+	return fmt.Sprintf("elector: demoted: %s: %v", c.Reason, c.Err)
+}
+
+func (c Cause) Unwrap() error { return c.Err }
+
+// Errors behind ReasonExpired.
+var (
+	// ErrDeadlinePassed: the local deadline passed with no renewal
+	// answered in time.
+	ErrDeadlinePassed = errors.New("elector: local deadline passed")
+	// ErrLateAnswer: a renewal (or acquisition) succeeded at the backend
+	// but its answer arrived after the deadline it would have extended; it
+	// is not used.
+	ErrLateAnswer = errors.New("elector: answer arrived after the local deadline")
+)
+
+// PanicError is the error behind ReasonPanic.
+type PanicError struct {
+	Where string // "loop", "OnElected", "OnDemoted", ...
+	Value any    // what was passed to panic
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("elector: panic in %s: %v", e.Where, e.Value)
+}
+
+// Unwrap returns the panic value if it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// term is the elector's record of one tenure. Fields marked e.mu are guarded
+// by the Elector's mutex; the rest are owned by the goroutine named.
+type term struct {
+	pub     Term      // e.mu (Deadline moves)
+	expired bool      // e.mu: the deadline was seen to pass; never cleared
+	demoted bool      // e.mu: Demote was fired for this term
+	cause   Cause     // e.mu: the first cause of demotion
+	settled bool      // e.mu: OnDemoted queued and the state left demoting
+	lease   backends.Lease // loop goroutine
+
+	ctx    context.Context // the leader's context, handed to OnElected
+	cancel context.CancelCauseFunc
+	timer  *clock.Timer // cancels ctx at the deadline; set once by the loop
+
+	// electedDone is closed by the dispatcher when OnElected has returned,
+	// or was skipped because the term had ended before its turn.
+	electedDone chan struct{}
+	electedRan  bool // dispatcher goroutine
+}
+
+// leaderCtx is the context handed to OnElected. It is cancelled by the
+// Elector (on a clock timer at the deadline, or at demotion), and its
+// Deadline reports the term's current local deadline, which renewals extend.
+type leaderCtx struct {
+	context.Context
+	e *Elector
+	t *term
+}
+
+func (c leaderCtx) Deadline() (time.Time, bool) {
+	c.e.mu.Lock()
+	defer c.e.mu.Unlock()
+	return c.t.pub.Deadline, true
+}
