@@ -20,6 +20,12 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// childRoles are the roles a re-executed test binary can play. A child
+// talks to its parent in lines: commands on stdin, answers on stdout.
+var childRoles = map[string]func() error{
+	"racer": childRacer,
+}
+
 // runChild runs a child role and returns its exit code.
 func runChild(role string) int {
 	f, ok := childRoles[role]
@@ -33,6 +39,3 @@ func runChild(role string) int {
 	}
 	return 0
 }
-
-// childRoles is filled by the files that define roles.
-var childRoles = map[string]func() error{}
