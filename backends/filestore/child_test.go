@@ -101,8 +101,14 @@ func startChild(t *testing.T, role string, attr *syscall.SysProcAttr, env ...str
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startChildExe(t, exe, role, attr, env...)
+}
+
+// startChildExe is startChild with another copy of the test binary.
+func startChildExe(t *testing.T, exe, role string, attr *syscall.SysProcAttr, env ...string) *child {
+	t.Helper()
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), childEnv+"="+role), env...)
+	cmd.Env = append(childEnviron(role), env...)
 	cmd.Stderr = &prefixWriter{t: t, prefix: role}
 	cmd.SysProcAttr = attr
 	stdin, err := cmd.StdinPipe()
@@ -138,6 +144,13 @@ func startChild(t *testing.T, role string, attr *syscall.SysProcAttr, env ...str
 		<-c.done
 	})
 	return c
+}
+
+// childEnviron is the environment of a child in role. Under the race
+// detector a process lingers a second at exit unless told otherwise.
+func childEnviron(role string) []string {
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	return append(os.Environ(), childEnv+"="+role, "GORACE="+gorace)
 }
 
 func (c *child) send(line string) {

@@ -23,8 +23,11 @@ func TestMain(m *testing.M) {
 // childRoles are the roles a re-executed test binary can play. A child
 // talks to its parent in lines: commands on stdin, answers on stdout.
 var childRoles = map[string]func() error{
-	"racer": childRacer,
-	"crash": childCrash,
+	"racer":      childRacer,
+	"crash":      childCrash,
+	"nospace":    childNoSpace,
+	"permission": childPermission,
+	"probe":      childProbe,
 }
 
 // runChild runs a child role and returns its exit code.
