@@ -144,4 +144,3 @@ func TestKilledAtEveryStep(t *testing.T) {
 		}
 	}
 }
-
