@@ -85,7 +85,7 @@ func childRacer() error {
 
 // child is a running copy of the test binary in a child role.
 type child struct {
-	t     *testing.T
+	t     testing.TB
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines chan string   // stdout, line by line; closed at EOF
@@ -95,7 +95,7 @@ type child struct {
 // startChild runs the test binary in role, with env added to its
 // environment. Cleanup closes its stdin, kills it if it is still running,
 // and waits for it.
-func startChild(t *testing.T, role string, attr *syscall.SysProcAttr, env ...string) *child {
+func startChild(t testing.TB, role string, attr *syscall.SysProcAttr, env ...string) *child {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -105,7 +105,7 @@ func startChild(t *testing.T, role string, attr *syscall.SysProcAttr, env ...str
 }
 
 // startChildExe is startChild with another copy of the test binary.
-func startChildExe(t *testing.T, exe, role string, attr *syscall.SysProcAttr, env ...string) *child {
+func startChildExe(t testing.TB, exe, role string, attr *syscall.SysProcAttr, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(childEnviron(role), env...)
@@ -193,7 +193,7 @@ func (c *child) kill() {
 
 // prefixWriter copies a child's stderr into the test log.
 type prefixWriter struct {
-	t      *testing.T
+	t      testing.TB
 	prefix string
 }
 
