@@ -1,0 +1,128 @@
+// Package etcd is a [backends.Store] over etcd v3: the distributed backend.
+//
+// A [Store] keeps every key under a prefix of the etcd keyspace (key k is the
+// etcd key prefix+k), stores values as they are, and maps the contract onto
+// etcd directly: Revision is the key's ModRevision, CreateRevision its etcd
+// CreateRevision, and a TTL is an etcd lease. Open one with [New] over a
+// client you configured, or with [OpenURL] from an etcd:// URL.
+//
+// # Guarantees
+//
+//   - Scope: distributed. Every process that reaches the same etcd cluster
+//     and uses the same prefix shares the same claims.
+//   - Linearizable. Every conditional write is one etcd transaction, decided
+//     by etcd's raft leader: CreateIfAbsent compares the key's Version with
+//     0, CompareAndSet and CompareAndDelete compare its ModRevision, and Txn
+//     puts all its compares and then all its puts and deletes into one
+//     transaction, so it is all-or-nothing and no reader sees part of it.
+//     Reads (Get, List, the reads inside KeepAlive) are linearizable reads,
+//     never serializable ones.
+//   - Tokens. CreateRevision comes from etcd's cluster-wide revision counter,
+//     which only grows and is never reused: across deletes, expiry, restarts
+//     of any member and leader changes. The CreateRevision of a key's current
+//     entry is greater than every revision the key had before, which makes it
+//     the fencing token the contract asks for.
+//   - Expiry is judged by etcd: the leader's lessor, on its own monotonic
+//     clock, revokes a lease when its TTL passes without a keep-alive and
+//     deletes the keys attached to it. An expired entry is therefore absent
+//     for every operation, and watchers see its deletion.
+//   - KeepAlive changes neither Revision nor value and produces no watch
+//     event. etcd cannot make a keep-alive conditional on a key's revision, so
+//     KeepAlive reads the key, checks its ModRevision, and only then keeps its
+//     lease alive. It is still linearizable at the read, because the lease it
+//     refreshes keeps nothing else alive: a per-entry lease is granted for one
+//     write of one key and never reused, so if the key changed or vanished
+//     after the read, the refresh extends nothing. KeepAlive refuses
+//     (ErrUnsupported) to refresh a lease that carries other keys. The new
+//     expiry counts from the keep-alive, which happens after the call began,
+//     so a holder that counts its deadline from before the call is safe.
+//   - No silent shortening. etcd keeps TTLs in whole seconds and grants at
+//     least its minimum, ceil(1.5 × election timeout) (2 s with etcd's
+//     default 1 s election timeout). A TTL is rounded up to whole seconds and
+//     the server may raise it further; Entry.TTL says what was granted, and
+//     Capabilities declares the granularity (1 s) and the minimum the server
+//     granted when the store was opened. Rounding up is safe: a holder's
+//     deadline comes from the TTL it asked for. A TTL above [MaxTTL] fails
+//     with ErrInvalid, and so does a KeepAlive asking for more than the
+//     entry's lease was granted (a lease's TTL is fixed at its grant; only a
+//     rewrite could change it, and a rewrite changes the Revision).
+//   - Errors are classified. Unavailable, deadline exceeded, no leader,
+//     leader changed and not-leader wrap ErrUnavailable (transient: a write's
+//     outcome is unknown); resource exhausted and too many requests wrap
+//     ErrThrottled (transient); permission denied and failed authentication
+//     wrap ErrPermission (fatal); requests etcd refuses as malformed wrap
+//     ErrInvalid (fatal); a corrupt cluster wraps ErrCorrupt (fatal). A
+//     keep-alive whose lease is gone is a *ConflictError with Found false:
+//     the claim is lost. Every request requires a leader, so a member cut
+//     off from its cluster answers ErrUnavailable at once instead of letting
+//     the caller wait for its deadline.
+//
+// # What it costs
+//
+// In etcd requests: CreateIfAbsent and CompareAndSet with a TTL, two (a lease
+// grant, then the transaction), and two more when the compare fails (the
+// current entry's TTL, and revoking the unused lease); without a TTL, one.
+// CompareAndDelete, one. KeepAlive, two (the read, then KeepAliveOnce), and
+// a third (the lease's attached keys) for an entry this store did not
+// write. Get, two for an entry with a TTL (the key, then its lease); List,
+// one plus one per distinct lease; Watch, one read plus the stream.
+//
+// # One lease for many claims
+//
+// With [WithSharedLease], all entries a store writes with the same TTL share
+// one etcd lease, and KeepAlive calls on them are answered in batches: each
+// batch reads the entries it verifies in one request (the keys themselves,
+// or the key range they span when they are many; so keep such keys under a
+// common prefix), and then keeps the shared lease alive with one
+// KeepAliveOnce, sent after the read and after every call in the batch
+// began. A process holding a thousand claims thus costs about two requests
+// per batch interval (at most one batch per interval, default
+// [DefaultSharedBatch]), instead of two per claim per renewal. A call waits
+// for its batch, at most one interval, and less for TTLs under four
+// intervals.
+//
+// A shared lease must never keep a dead claim alive. The rule is that a
+// holder that stops acting deletes its key; the store's part is that
+//
+//   - KeepAlive succeeds only for entries the batch found at the caller's
+//     revision on the store's shared lease;
+//   - an entry on a shared lease that nobody kept alive for its whole TTL
+//     (its holder's deadline has passed, so the holder stopped acting, and
+//     its release did not happen) is deleted by the store, conditionally on
+//     its revision and lease, at its next batch. The same holds for an entry
+//     a write with an unknown outcome may have left. Expiry of shared entries
+//     is thus judged twice: by etcd for the process as a whole (a crashed or
+//     cut-off process stops keeping the lease alive), and by the writing
+//     store, on its clock, for each entry;
+//   - the shared lease is kept alive only by batches serving KeepAlive
+//     calls and by writes, never by a timer of its own, and Close stops
+//     everything: it deletes nothing and revokes nothing, and the lease
+//     expires one TTL after the last keep-alive.
+//
+// A crashed process's claims on a shared lease disappear when the lease
+// expires, one TTL after its last batch, exactly like per-entry leases.
+//
+// # What it does not promise
+//
+//   - The etcd client's own lease keep-alive (clientv3's KeepAlive, which
+//     computes its deadline from when a response arrived) is never used and
+//     is not a safety deadline. A holder's deadline is its own, counted from
+//     before its request on its own monotonic clock.
+//   - Expiry may come later than the TTL: by the rounding above, and because
+//     a new etcd leader extends every lease by an election timeout. That costs
+//     liveness after a crash, never safety.
+//   - Entry.Remaining comes from etcd in whole seconds and is a hint. Events
+//     carry no TTL (TTL and Remaining are zero); Get reports it.
+//   - Revisions are etcd's cluster-wide revisions, so they are comparable
+//     across keys; the contract does not promise that, and callers must not
+//     rely on it.
+//   - The prefix isolates stores that respect it; nothing stops another etcd
+//     client from writing under it. Values and keys are stored as they are,
+//     readable with etcdctl.
+//   - A watch ends when etcd compacts revisions it still needs, when its
+//     member loses its leader, or when its consumer falls far behind; the
+//     consumer re-reads and watches again.
+//   - With a shared lease, a store judges its entries' expiry on its own
+//     clock (WithClock); a clock that runs fast deletes entries early. The
+//     system clock is the default.
+package etcd

@@ -1,0 +1,531 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const (
+	// maxRound bounds one batch's requests when no caller in it has a
+	// deadline; callers with deadlines end it sooner by giving up.
+	maxRound = 30 * time.Second
+	// exactRead is the number of keys up to which a batch reads exactly
+	// those keys (one transaction of gets); above it, it reads the key range
+	// they span, so that a batch stays one request however many entries it
+	// verifies. Also the number of deletes per garbage-collecting request.
+	exactRead = 64
+)
+
+// shared answers KeepAlive calls on entries of the store's shared leases in
+// batches. One batch reads every entry it verifies in one request and keeps
+// each shared lease involved alive with one KeepAliveOnce, after the read.
+// It also deletes entries nobody keeps alive any more, so that a shared
+// lease never keeps a dead claim alive.
+type shared struct {
+	s     *Store
+	batch time.Duration
+	kick  chan struct{} // buffered; wakes the batcher when its schedule may move earlier
+
+	mu      sync.Mutex
+	pending []*keepReq // guarded by mu
+	due     time.Time  // guarded by mu; the earliest time a pending call must be served
+	stopped bool       // guarded by mu
+}
+
+// keepReq is one KeepAlive call waiting for a batch.
+type keepReq struct {
+	ctx   context.Context
+	k     string // etcd key
+	key   string // store key
+	rev   int64
+	start time.Time
+	done  chan keepResult // buffered: the batcher never blocks on a caller that left
+}
+
+type keepResult struct {
+	e   backends.Entry
+	err error
+}
+
+func newShared(s *Store, batch time.Duration) *shared {
+	return &shared{s: s, batch: batch, kick: make(chan struct{}, 1)}
+}
+
+// keepAlive serves a KeepAlive call if the registry knows k at rev on a
+// shared lease; ok is false otherwise, and the caller takes the direct path.
+func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64, start time.Time) (e backends.Entry, ok bool, err error) {
+	s := sh.s
+	s.mu.Lock()
+	h := s.held[k]
+	if h == nil || !h.shared || h.unknown || h.rev != rev {
+		s.mu.Unlock()
+		return backends.Entry{}, false, nil
+	}
+	granted := h.granted
+	s.mu.Unlock()
+	if seconds(secs) > granted {
+		return backends.Entry{}, true, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its shared lease was granted: %w",
+			key, seconds(secs), granted, backends.ErrInvalid)
+	}
+
+	req := &keepReq{ctx: ctx, k: k, key: key, rev: rev, start: start, done: make(chan keepResult, 1)}
+	due := start.Add(min(sh.batch, seconds(secs)/4))
+	sh.mu.Lock()
+	if sh.stopped {
+		sh.mu.Unlock()
+		return backends.Entry{}, true, fmt.Errorf("etcd: keepalive %q: %w", key, backends.ErrClosed)
+	}
+	sh.pending = append(sh.pending, req)
+	wake := len(sh.pending) == 1 || due.Before(sh.due)
+	if wake {
+		sh.due = due
+	}
+	sh.mu.Unlock()
+	if wake {
+		select {
+		case sh.kick <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case r := <-req.done:
+		return r.e, true, r.err
+	case <-ctx.Done():
+		return backends.Entry{}, true, fmt.Errorf("etcd: keepalive %q: %w", key, ctx.Err())
+	}
+}
+
+// run is the batcher's loop. It is owned by the Store and ends at Close.
+func (sh *shared) run() {
+	defer sh.s.wg.Done()
+	var last time.Time
+	for {
+		wake, ok := sh.nextWake(last)
+		if !ok || wake.After(sh.s.clock.Now()) {
+			var fire <-chan time.Time
+			var timer interface{ Stop() bool }
+			if ok {
+				t := sh.s.clock.Timer(wake.Sub(sh.s.clock.Now()))
+				fire, timer = t.C, t
+			}
+			select {
+			case <-sh.s.ctx.Done():
+				if timer != nil {
+					timer.Stop()
+				}
+				sh.stop()
+				return
+			case <-sh.kick:
+				if timer != nil {
+					timer.Stop()
+				}
+				continue
+			case <-fire:
+			}
+		}
+		last = sh.s.clock.Now()
+		sh.round(sh.take())
+	}
+}
+
+// nextWake is when the next batch is due: no sooner than one interval after
+// the last, unless a pending call's TTL needs it sooner; and when an entry
+// nobody kept alive becomes garbage.
+func (sh *shared) nextWake(last time.Time) (time.Time, bool) {
+	var wake time.Time
+	sh.mu.Lock()
+	if len(sh.pending) > 0 {
+		wake = maxTime(last.Add(sh.batch), sh.pending[0].start)
+		if sh.due.Before(wake) {
+			wake = sh.due
+		}
+	}
+	sh.mu.Unlock()
+	if gc, ok := sh.s.garbageAt(); ok {
+		gc = maxTime(gc, last.Add(sh.batch))
+		if wake.IsZero() || gc.Before(wake) {
+			wake = gc
+		}
+	}
+	return wake, !wake.IsZero()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func (sh *shared) take() []*keepReq {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	reqs := sh.pending
+	sh.pending = nil
+	return reqs
+}
+
+// stop fails every waiting call; later calls fail at once.
+func (sh *shared) stop() {
+	sh.mu.Lock()
+	sh.stopped = true
+	reqs := sh.pending
+	sh.pending = nil
+	sh.mu.Unlock()
+	for _, r := range reqs {
+		r.done <- keepResult{err: fmt.Errorf("etcd: keepalive %q: %w", r.key, backends.ErrClosed)}
+	}
+}
+
+// round runs one batch: garbage first, then the keep-alives.
+func (sh *shared) round(reqs []*keepReq) {
+	s := sh.s
+	ctx, cancel := context.WithTimeout(s.ctx, maxRound)
+	defer cancel()
+	if len(reqs) > 0 {
+		// The batch's requests are for its callers: when all of them have
+		// given up, it stops.
+		var live atomic.Int64
+		live.Store(int64(len(reqs)))
+		for _, r := range reqs {
+			stop := context.AfterFunc(r.ctx, func() {
+				if live.Add(-1) == 0 {
+					cancel()
+				}
+			})
+			defer stop()
+		}
+	}
+	busy := make(map[string]bool, len(reqs))
+	for _, r := range reqs {
+		busy[r.k] = true
+	}
+	s.collectGarbage(ctx, busy)
+	if len(reqs) > 0 {
+		sh.serve(ctx, reqs)
+	}
+}
+
+// serve verifies that each caller's entry is still at its revision, then
+// keeps the shared leases of the verified entries alive. The read comes
+// first: an entry changed or deleted after it is not kept alive by the
+// refresh of a lease that no longer carries it.
+func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
+	s := sh.s
+	keys := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		keys = append(keys, r.k)
+	}
+	kvs, err := s.readKeys(ctx, keys)
+	if err != nil {
+		for _, r := range reqs {
+			r.done <- keepResult{err: s.fail("keepalive", r.key, err)}
+		}
+		return
+	}
+	byLease := make(map[clientv3.LeaseID][]*keepReq)
+	for _, r := range reqs {
+		kv := kvs[r.k]
+		switch {
+		case kv == nil:
+			s.forgetRev(r.k, r.rev)
+			r.done <- keepResult{err: s.lost(r.key, r.rev)}
+		case kv.ModRevision != r.rev:
+			ce := &backends.ConflictError{Op: "keepalive", Key: r.key, Expected: r.rev}
+			if resp, err := s.cli.Get(opctx(ctx), r.k); err == nil && len(resp.Kvs) > 0 {
+				ce.Current, ce.Found = s.current(ctx, resp.Kvs[0]), true
+			}
+			r.done <- keepResult{err: fmt.Errorf("etcd: %w", ce)}
+		default:
+			id := clientv3.LeaseID(kv.Lease)
+			byLease[id] = append(byLease[id], r)
+		}
+	}
+	for id, rs := range byLease {
+		ka, err := s.cli.KeepAliveOnce(opctx(ctx), id)
+		if isLeaseNotFound(err) {
+			s.leaseGone(id)
+			for _, r := range rs {
+				r.done <- keepResult{err: s.lost(r.key, r.rev)}
+			}
+			continue
+		}
+		if err != nil {
+			for _, r := range rs {
+				r.done <- keepResult{err: s.fail("keepalive", r.key, err)}
+			}
+			continue
+		}
+		granted := seconds(ka.TTL)
+		for _, r := range rs {
+			e, ok := s.renewed(r.k, r.rev, id, granted, r.start)
+			if !ok {
+				// Our own write replaced the entry after the read; the
+				// caller's revision is no longer current.
+				r.done <- keepResult{err: s.lost(r.key, r.rev)}
+				continue
+			}
+			e.Key = r.key
+			r.done <- keepResult{e: e}
+		}
+	}
+}
+
+// renewed records a successful keep-alive of k at rev and returns its entry.
+func (s *Store) renewed(k string, rev int64, id clientv3.LeaseID, granted time.Duration, start time.Time) (backends.Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[k]
+	if h == nil || h.rev != rev || h.lease != id || h.unknown {
+		return backends.Entry{}, false
+	}
+	if start.After(h.renewed) {
+		h.renewed = start
+	}
+	h.granted = granted
+	return backends.Entry{Value: h.value, Revision: h.rev, CreateRevision: h.createRev, TTL: granted, Remaining: granted}, true
+}
+
+// readKeys reads keys (without values) in one request: exactly those keys
+// when they are few, else the key range they span.
+func (s *Store) readKeys(ctx context.Context, keys []string) (map[string]*mvccpb.KeyValue, error) {
+	sort.Strings(keys)
+	out := make(map[string]*mvccpb.KeyValue, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	if len(keys) > exactRead {
+		resp, err := s.cli.Get(opctx(ctx), keys[0], clientv3.WithRange(keys[len(keys)-1]+"\x00"), clientv3.WithKeysOnly())
+		if err != nil {
+			return nil, err
+		}
+		want := make(map[string]bool, len(keys))
+		for _, k := range keys {
+			want[k] = true
+		}
+		for _, kv := range resp.Kvs {
+			if want[string(kv.Key)] {
+				out[string(kv.Key)] = kv
+			}
+		}
+		return out, nil
+	}
+	ops := make([]clientv3.Op, 0, len(keys))
+	for i, k := range keys {
+		if i > 0 && k == keys[i-1] {
+			continue
+		}
+		ops = append(ops, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+	}
+	resp, err := s.cli.Txn(opctx(ctx)).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().GetKvs() {
+			out[string(kv.Key)] = kv
+		}
+	}
+	return out, nil
+}
+
+// garbageAt is when the earliest shared entry becomes garbage: at once for
+// an unknown write, else when its holder's deadline has certainly passed.
+func (s *Store) garbageAt() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var at time.Time
+	for k, h := range s.held {
+		if !h.shared || s.inflight[k] > 0 {
+			continue
+		}
+		t := h.renewed.Add(h.granted)
+		if h.unknown {
+			t = time.Time{}.Add(1) // as soon as possible
+		}
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at, !at.IsZero()
+}
+
+type garbage struct {
+	k   string
+	rev int64
+	h   *heldEntry
+}
+
+// collectGarbage deletes the entries of our shared leases that nobody keeps
+// alive: those not kept alive for their whole TTL (their holders' deadlines
+// have passed, so they stopped acting), and those a write with an unknown
+// outcome may have left. Each delete is conditional on the revision and the
+// lease, so an entry anyone wrote since is never touched. Keys in busy are
+// being kept alive by this batch and are skipped.
+func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
+	now := s.clock.Now()
+	var dead []garbage
+	var unknown []garbage
+	s.mu.Lock()
+	for k, h := range s.held {
+		if !h.shared || busy[k] || s.inflight[k] > 0 {
+			continue
+		}
+		switch {
+		case h.unknown:
+			unknown = append(unknown, garbage{k: k, h: h})
+		case now.After(h.renewed.Add(h.granted)):
+			dead = append(dead, garbage{k: k, rev: h.rev, h: h})
+		}
+	}
+	s.mu.Unlock()
+
+	if len(unknown) > 0 {
+		keys := make([]string, 0, len(unknown))
+		for _, g := range unknown {
+			keys = append(keys, g.k)
+		}
+		kvs, err := s.readKeys(ctx, keys)
+		if err != nil {
+			return // next time
+		}
+		for _, g := range unknown {
+			kv := kvs[g.k]
+			if kv == nil || clientv3.LeaseID(kv.Lease) != g.h.lease {
+				s.dropGarbage(g)
+				continue
+			}
+			// Delete it only if no write of ours has started since the read
+			// that could have made this very revision: the read saw it, and
+			// any write of ours still in flight or finished since then
+			// would show in inflight or have replaced the record.
+			s.mu.Lock()
+			ok := s.held[g.k] == g.h && s.inflight[g.k] == 0
+			s.mu.Unlock()
+			if ok {
+				dead = append(dead, garbage{k: g.k, rev: kv.ModRevision, h: g.h})
+			}
+		}
+	}
+	for len(dead) > 0 {
+		n := min(len(dead), exactRead)
+		chunk := dead[:n]
+		dead = dead[n:]
+		ops := make([]clientv3.Op, 0, n)
+		for _, g := range chunk {
+			ops = append(ops, clientv3.OpTxn(
+				[]clientv3.Cmp{
+					clientv3.Compare(clientv3.ModRevision(g.k), "=", g.rev),
+					clientv3.Compare(clientv3.LeaseValue(g.k), "=", g.h.lease),
+				},
+				[]clientv3.Op{clientv3.OpDelete(g.k)}, nil))
+		}
+		resp, err := s.cli.Txn(opctx(ctx)).Then(ops...).Commit()
+		if err != nil {
+			return // next time
+		}
+		for i, g := range chunk {
+			if resp.Responses[i].GetResponseTxn().GetSucceeded() {
+				s.log.Info("etcd: deleted an entry of a shared lease that was not kept alive",
+					"key", g.k[len(s.prefix):], "rev", g.rev, "lease", fmt.Sprintf("%x", int64(g.h.lease)))
+			}
+			s.dropGarbage(g)
+		}
+	}
+}
+
+func (s *Store) dropGarbage(g garbage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[g.k] == g.h {
+		delete(s.held, g.k)
+	}
+}
+
+// sharedLease returns the shared lease for secs, kept alive (or granted)
+// after the call started, so that an entry written on it lives at least
+// secs from the call's start.
+func (s *Store) sharedLease(ctx context.Context, secs int64) (writeLease, error) {
+	for {
+		s.mu.Lock()
+		g := s.groups[secs]
+		if g == nil {
+			g = &leaseGroup{}
+			s.groups[secs] = g
+		}
+		if ch := g.granting; ch != nil {
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return writeLease{}, ctx.Err()
+			}
+		}
+		if id := g.id; id != clientv3.NoLease {
+			s.mu.Unlock()
+			ka, err := s.cli.KeepAliveOnce(opctx(ctx), id)
+			if isLeaseNotFound(err) {
+				s.leaseGone(id)
+				continue
+			}
+			if err != nil {
+				return writeLease{}, err
+			}
+			return writeLease{id: id, granted: seconds(ka.TTL), shared: true}, nil
+		}
+		ch := make(chan struct{})
+		g.granting = ch
+		s.mu.Unlock()
+
+		resp, err := s.cli.Grant(opctx(ctx), secs)
+		s.mu.Lock()
+		g.granting = nil
+		close(ch)
+		if err == nil {
+			g.id, g.granted = resp.ID, seconds(resp.TTL)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return writeLease{}, err
+		}
+		return writeLease{id: resp.ID, granted: seconds(resp.TTL), shared: true}, nil
+	}
+}
+
+// owns reports whether id is one of the store's shared leases.
+func (sh *shared) owns(id clientv3.LeaseID) bool {
+	s := sh.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.groups {
+		if g.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseGone forgets a lease etcd no longer has, and every entry on it.
+func (s *Store) leaseGone(id clientv3.LeaseID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.groups {
+		if g.id == id {
+			g.id = clientv3.NoLease
+		}
+	}
+	for k, h := range s.held {
+		if h.lease == id {
+			delete(s.held, k)
+		}
+	}
+}

@@ -1,0 +1,780 @@
+package etcd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/tenure-go/tenure/backends"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// MaxTTL is the longest TTL etcd grants (its lessor's MaxLeaseTTL, 9e9
+// seconds). Longer TTLs are refused with ErrInvalid.
+const MaxTTL = 9_000_000_000 * time.Second
+
+// DefaultSharedBatch is how long KeepAlive calls on a shared lease wait, at
+// most, to be answered together when WithSharedLease is given no interval.
+const DefaultSharedBatch = 500 * time.Millisecond
+
+// Store is a backends.Store over etcd. Keys live under the store's prefix;
+// values are stored as they are. Revision is the etcd ModRevision and
+// CreateRevision the etcd CreateRevision of the key. TTLs are etcd leases.
+//
+// A Store is safe for concurrent use. Close releases what it started
+// (watches, the shared-lease batcher, and the client if the store opened
+// it); it deletes nothing and revokes no lease.
+type Store struct {
+	cli        *clientv3.Client
+	ownsClient bool
+	prefix     string
+	clock      clock.Clock
+	log        *slog.Logger
+	minTTL     time.Duration
+
+	shared *shared // nil unless WithSharedLease
+
+	// ctx is done when Close is called; watches and the batcher derive from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the goroutines of watches and of the batcher
+
+	mu       sync.Mutex
+	closed   bool                  // guarded by mu
+	held     map[string]*heldEntry // guarded by mu; by etcd key
+	inflight map[string]int        // guarded by mu; writes in flight, by etcd key
+	groups   map[int64]*leaseGroup // guarded by mu; shared leases by TTL in seconds
+	pruneAt  int                   // guarded by mu; len(held) that triggers a prune
+}
+
+var (
+	_ backends.Store   = (*Store)(nil)
+	_ backends.Watcher = (*Store)(nil)
+	_ backends.Txner   = (*Store)(nil)
+)
+
+// heldEntry is what the store knows about an entry it wrote with a TTL.
+//
+// For a per-entry lease it records that the lease was granted by this store
+// for this key alone, so that KeepAlive need not ask etcd which keys the lease
+// carries. For a shared lease it is the registry the batcher verifies and
+// collects garbage from.
+type heldEntry struct {
+	rev, createRev int64
+	value          []byte
+	lease          clientv3.LeaseID
+	granted        time.Duration
+	shared         bool
+
+	// renewed is the start of the last successful write or keep-alive: the
+	// holder's deadline is at most renewed + granted. A shared entry not kept
+	// alive past that is garbage (its holder stopped acting) and the batcher
+	// deletes it.
+	renewed time.Time
+
+	// unknown: a write of this key on a shared lease failed with an unknown
+	// outcome, so the key may hold an entry nobody knows the revision of. The
+	// batcher deletes it unless a later write of ours took the key over.
+	unknown bool
+}
+
+// leaseGroup is the shared lease of one TTL.
+type leaseGroup struct {
+	id       clientv3.LeaseID // 0 while there is none
+	granted  time.Duration
+	granting chan struct{} // non-nil while a Grant is in flight; closed after it
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	clock  clock.Clock
+	log    *slog.Logger
+	shared bool
+	batch  time.Duration
+}
+
+// WithClock sets the clock the store schedules its batches and judges its
+// shared entries by. The default is the system clock.
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLogger sets the logger for what the store does on its own (deleting
+// abandoned entries of a shared lease). The default discards.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithSharedLease makes every entry written with the same TTL share one etcd
+// lease, and answers KeepAlive calls on those entries in batches: at most one
+// batch per interval (DefaultSharedBatch if interval is not positive, and
+// sooner for entries whose TTL is under four intervals), each costing two
+// etcd requests whatever the number of entries. See the package
+// documentation for what changes.
+func WithSharedLease(interval time.Duration) Option {
+	return func(o *options) {
+		o.shared = true
+		o.batch = interval
+	}
+}
+
+// New returns a Store over cli whose keys live under prefix (prefix + key
+// is the etcd key; an empty prefix means the whole keyspace). The caller
+// keeps ownership of cli: Close does not close it.
+//
+// New asks etcd for the shortest lease it grants (one Grant and one Revoke),
+// so it fails if etcd cannot be reached before ctx is done.
+func New(ctx context.Context, cli *clientv3.Client, prefix string, opts ...Option) (*Store, error) {
+	return newStore(ctx, cli, false, prefix, opts)
+}
+
+func newStore(ctx context.Context, cli *clientv3.Client, owns bool, prefix string, opts []Option) (*Store, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("etcd: new: nil client: %w", backends.ErrInvalid)
+	}
+	if err := backends.ValidatePrefix(prefix); err != nil {
+		return nil, fmt.Errorf("etcd: new: prefix: %w", err)
+	}
+	o := options{clock: clock.New(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil || o.log == nil {
+		return nil, fmt.Errorf("etcd: new: nil clock or logger: %w", backends.ErrInvalid)
+	}
+	if o.batch <= 0 {
+		o.batch = DefaultSharedBatch
+	}
+	s := &Store{
+		cli:        cli,
+		ownsClient: owns,
+		prefix:     prefix,
+		clock:      o.clock,
+		log:        o.log,
+		held:       make(map[string]*heldEntry),
+		inflight:   make(map[string]int),
+		groups:     make(map[int64]*leaseGroup),
+		pruneAt:    64,
+	}
+	minTTL, err := s.probeMinTTL(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.minTTL = minTTL
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if o.shared {
+		s.shared = newShared(s, o.batch)
+		s.wg.Add(1)
+		go s.shared.run()
+	}
+	return s, nil
+}
+
+// probeMinTTL grants the shortest lease there is and reads what etcd made of
+// it: the server raises short TTLs to its minimum, ceil(1.5 × election
+// timeout) in whole seconds.
+func (s *Store) probeMinTTL(ctx context.Context) (time.Duration, error) {
+	resp, err := s.cli.Grant(clientv3.WithRequireLeader(ctx), 1)
+	if err != nil {
+		return 0, s.fail("probe lease ttl", "", err)
+	}
+	// The probe lease carries no key; revoking it is tidiness, and if it
+	// fails the lease simply expires.
+	_, _ = s.cli.Revoke(clientv3.WithRequireLeader(ctx), resp.ID)
+	return time.Duration(resp.TTL) * time.Second, nil
+}
+
+// Capabilities implements backends.Store. The shortest TTL is what the
+// server granted when the store was created.
+func (s *Store) Capabilities() backends.Capabilities {
+	judge := "etcd server (per-entry lease)"
+	if s.shared != nil {
+		judge = "etcd server (a lease shared by the writing store's entries of one TTL; the writing store deletes entries not kept alive)"
+	}
+	return backends.Capabilities{
+		Atomic: backends.CapCreateIfAbsent | backends.CapCompareAndSet | backends.CapCompareAndDelete |
+			backends.CapKeepAlive | backends.CapWatch | backends.CapTxn,
+		Scope:          backends.ScopeDistributed,
+		ExpiryJudge:    judge,
+		TTLGranularity: time.Second,
+		MinTTL:         s.minTTL,
+	}
+}
+
+// Prefix is the prefix of every etcd key the store uses.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Close implements backends.Store. It stops the store's watches and its
+// shared-lease batcher and waits for them, and closes the client if OpenURL
+// opened it. It deletes nothing and revokes nothing: entries on a shared
+// lease expire with that lease, which nobody keeps alive any more.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	if s.ownsClient {
+		if err := s.cli.Close(); err != nil {
+			return fmt.Errorf("etcd: close client: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Store) checkOpen(op, key string) error {
+	if s.isClosed() {
+		return fmt.Errorf("etcd: %s %q: %w", op, key, backends.ErrClosed)
+	}
+	return nil
+}
+
+// opctx marks a request so that a member without a leader refuses it at once
+// (ErrUnavailable) instead of letting it wait for the caller's deadline.
+func opctx(ctx context.Context) context.Context { return clientv3.WithRequireLeader(ctx) }
+
+// ttlSeconds converts a TTL to the whole seconds etcd keeps, rounding up:
+// a longer TTL than asked is safe for the holder, whose deadline comes from
+// the TTL it asked for; a shorter one never happens.
+func ttlSeconds(op, key string, ttl time.Duration) (int64, error) {
+	if err := backends.ValidateTTL(ttl); err != nil {
+		return 0, fmt.Errorf("etcd: %s %q: %w", op, key, err)
+	}
+	if ttl > MaxTTL {
+		return 0, fmt.Errorf("etcd: %s %q: ttl %v exceeds etcd's maximum lease of %v: %w", op, key, ttl, MaxTTL, backends.ErrInvalid)
+	}
+	return int64((ttl + time.Second - 1) / time.Second), nil
+}
+
+func seconds(n int64) time.Duration { return time.Duration(n) * time.Second }
+
+// entry converts an etcd key-value to an Entry without TTL information.
+func (s *Store) entry(kv *mvccpb.KeyValue) backends.Entry {
+	return backends.Entry{
+		Key:            string(kv.Key[len(s.prefix):]),
+		Value:          kv.Value,
+		Revision:       kv.ModRevision,
+		CreateRevision: kv.CreateRevision,
+	}
+}
+
+// leaseTTL is what etcd says about a lease.
+type leaseTTL struct {
+	granted, remaining time.Duration
+	gone               bool // the lease expired or was revoked
+}
+
+// leaseTTLs asks etcd for the granted and remaining TTL of each distinct
+// lease in ids (one request per lease).
+func (s *Store) leaseTTLs(ctx context.Context, ids []clientv3.LeaseID) (map[clientv3.LeaseID]leaseTTL, error) {
+	out := make(map[clientv3.LeaseID]leaseTTL, len(ids))
+	for _, id := range ids {
+		if id == clientv3.NoLease {
+			continue
+		}
+		if _, ok := out[id]; ok {
+			continue
+		}
+		resp, err := s.cli.TimeToLive(opctx(ctx), id)
+		switch {
+		case isLeaseNotFound(err):
+			out[id] = leaseTTL{gone: true}
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if resp.TTL < 0 {
+			out[id] = leaseTTL{gone: true}
+			continue
+		}
+		out[id] = leaseTTL{granted: seconds(resp.GrantedTTL), remaining: seconds(resp.TTL)}
+	}
+	return out, nil
+}
+
+// current converts the entry a failed compare found into the Current of a
+// ConflictError, with its TTL as etcd reports it. The TTL is best effort:
+// if etcd cannot say, TTL is the server's minimum (the lease had at least
+// that) and Remaining is 0.
+func (s *Store) current(ctx context.Context, kv *mvccpb.KeyValue) backends.Entry {
+	e := s.entry(kv)
+	if kv.Lease == 0 {
+		return e
+	}
+	e.TTL = s.minTTL
+	ttls, err := s.leaseTTLs(ctx, []clientv3.LeaseID{clientv3.LeaseID(kv.Lease)})
+	if err == nil {
+		if t := ttls[clientv3.LeaseID(kv.Lease)]; !t.gone {
+			e.TTL, e.Remaining = t.granted, t.remaining
+		}
+	}
+	return e
+}
+
+// Get implements backends.Store. It costs two requests for an entry with a
+// TTL (the key, then its lease's TTL) and one otherwise.
+func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
+	if err := backends.ValidateKey(key); err != nil {
+		return backends.Entry{}, fmt.Errorf("etcd: get: %w", err)
+	}
+	if err := s.checkOpen("get", key); err != nil {
+		return backends.Entry{}, err
+	}
+	resp, err := s.cli.Get(opctx(ctx), s.prefix+key)
+	if err != nil {
+		return backends.Entry{}, s.fail("get", key, err)
+	}
+	entries, err := s.withTTLs(ctx, resp.Kvs)
+	if err != nil {
+		return backends.Entry{}, s.fail("get", key, err)
+	}
+	if len(entries) == 0 {
+		return backends.Entry{}, fmt.Errorf("etcd: get %q: %w", key, backends.ErrNotFound)
+	}
+	return entries[0], nil
+}
+
+// List implements backends.Store. It costs one request, plus one per
+// distinct lease among the entries (entries on a shared lease cost one
+// together).
+func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
+	if err := backends.ValidatePrefix(prefix); err != nil {
+		return nil, fmt.Errorf("etcd: list: %w", err)
+	}
+	if err := s.checkOpen("list", prefix); err != nil {
+		return nil, err
+	}
+	resp, err := s.cli.Get(opctx(ctx), s.prefix+prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, s.fail("list", prefix, err)
+	}
+	entries, err := s.withTTLs(ctx, resp.Kvs)
+	if err != nil {
+		return nil, s.fail("list", prefix, err)
+	}
+	return entries, nil
+}
+
+// withTTLs converts kvs to entries with their TTLs. An entry whose lease is
+// already gone is expired: etcd is deleting it, and it is left out.
+func (s *Store) withTTLs(ctx context.Context, kvs []*mvccpb.KeyValue) ([]backends.Entry, error) {
+	ids := make([]clientv3.LeaseID, 0, len(kvs))
+	for _, kv := range kvs {
+		ids = append(ids, clientv3.LeaseID(kv.Lease))
+	}
+	ttls, err := s.leaseTTLs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backends.Entry, 0, len(kvs))
+	for _, kv := range kvs {
+		e := s.entry(kv)
+		if kv.Lease != 0 {
+			t := ttls[clientv3.LeaseID(kv.Lease)]
+			if t.gone {
+				continue
+			}
+			e.TTL, e.Remaining = t.granted, t.remaining
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// CreateIfAbsent implements backends.Store: one etcd transaction comparing
+// the key's Version with 0, after a lease grant (or, with a shared lease, a
+// keep-alive of the shared lease) when ttl is positive.
+func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	return s.put(ctx, "create", key, 0, value, ttl)
+}
+
+// CompareAndSet implements backends.Store: one etcd transaction comparing
+// the key's ModRevision with rev (its Version with 0 when rev is 0).
+func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
+	return s.put(ctx, "cas", key, rev, value, ttl)
+}
+
+func (s *Store) put(ctx context.Context, op, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
+	if err := backends.ValidateWrite(key, rev, value, ttl); err != nil {
+		return backends.Entry{}, fmt.Errorf("etcd: %s: %w", op, err)
+	}
+	secs, err := ttlSeconds(op, key, ttl)
+	if err != nil {
+		return backends.Entry{}, err
+	}
+	if err := s.checkOpen(op, key); err != nil {
+		return backends.Entry{}, err
+	}
+	value = bytes.Clone(value) // the caller may reuse its buffer; the entry and the registry keep this one
+	k := s.prefix + key
+	start := s.clock.Now()
+	s.beginWrite(k)
+	defer s.endWrite(k)
+
+	wl, err := s.leaseFor(ctx, secs)
+	if err != nil {
+		return backends.Entry{}, s.fail(op, key, err)
+	}
+	putOpts := []clientv3.OpOption{clientv3.WithPrevKV()}
+	if wl.id != clientv3.NoLease {
+		putOpts = append(putOpts, clientv3.WithLease(wl.id))
+	}
+	resp, err := s.cli.Txn(opctx(ctx)).
+		If(cmpRevision(k, rev)).
+		Then(clientv3.OpPut(k, string(value), putOpts...)).
+		Else(clientv3.OpGet(k)).
+		Commit()
+	if err != nil {
+		if unknownOutcome(err) {
+			s.writeUnknown(k, wl)
+		} else {
+			s.discardLease(ctx, wl)
+		}
+		return backends.Entry{}, s.fail(op, key, err)
+	}
+	if !resp.Succeeded {
+		s.discardLease(ctx, wl)
+		ce := &backends.ConflictError{Op: op, Key: key, Expected: rev}
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			ce.Current, ce.Found = s.current(ctx, kvs[0]), true
+		}
+		return backends.Entry{}, fmt.Errorf("etcd: %w", ce)
+	}
+	e := backends.Entry{
+		Key:            key,
+		Value:          value,
+		Revision:       resp.Header.Revision,
+		CreateRevision: resp.Header.Revision,
+		TTL:            wl.granted,
+		Remaining:      wl.granted,
+	}
+	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
+		e.CreateRevision = prev.CreateRevision
+	}
+	s.wrote(k, e, wl, start)
+	return e, nil
+}
+
+// cmpRevision is the compare of a conditional write: the key is absent
+// (Version 0) when rev is 0, else its ModRevision is rev.
+func cmpRevision(k string, rev int64) clientv3.Cmp {
+	if rev == 0 {
+		return clientv3.Compare(clientv3.Version(k), "=", 0)
+	}
+	return clientv3.Compare(clientv3.ModRevision(k), "=", rev)
+}
+
+// CompareAndDelete implements backends.Store: one etcd transaction comparing
+// the key's ModRevision with rev. The entry's lease, if any, is left to
+// expire: it carries nothing any more.
+func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) error {
+	if err := backends.ValidateKey(key); err != nil {
+		return fmt.Errorf("etcd: delete: %w", err)
+	}
+	if err := backends.ValidateRevision(rev, true); err != nil {
+		return fmt.Errorf("etcd: delete %q: %w", key, err)
+	}
+	if err := s.checkOpen("delete", key); err != nil {
+		return err
+	}
+	k := s.prefix + key
+	s.beginWrite(k)
+	defer s.endWrite(k)
+	resp, err := s.cli.Txn(opctx(ctx)).
+		If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).
+		Then(clientv3.OpDelete(k)).
+		Else(clientv3.OpGet(k)).
+		Commit()
+	if err != nil {
+		return s.fail("delete", key, err)
+	}
+	if !resp.Succeeded {
+		ce := &backends.ConflictError{Op: "delete", Key: key, Expected: rev}
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			ce.Current, ce.Found = s.current(ctx, kvs[0]), true
+		}
+		return fmt.Errorf("etcd: %w", ce)
+	}
+	s.deleted(k)
+	return nil
+}
+
+// writeLease is the lease a write attaches its key to.
+type writeLease struct {
+	id      clientv3.LeaseID // NoLease for an entry without TTL
+	granted time.Duration
+	shared  bool
+}
+
+// leaseFor returns a lease whose expiry is at least secs seconds after the
+// call started: a fresh per-entry grant, or the shared lease of that TTL
+// kept alive (or granted) now.
+func (s *Store) leaseFor(ctx context.Context, secs int64) (writeLease, error) {
+	if secs == 0 {
+		return writeLease{}, nil
+	}
+	if s.shared != nil {
+		return s.sharedLease(ctx, secs)
+	}
+	resp, err := s.cli.Grant(opctx(ctx), secs)
+	if err != nil {
+		return writeLease{}, err
+	}
+	return writeLease{id: resp.ID, granted: seconds(resp.TTL)}, nil
+}
+
+// discardLease revokes a per-entry lease whose write certainly did not
+// happen, so that leases of lost races do not pile up until they expire.
+// Failure is harmless (the lease expires) and ignored.
+func (s *Store) discardLease(ctx context.Context, wl writeLease) {
+	if wl.id == clientv3.NoLease || wl.shared || ctx.Err() != nil {
+		return
+	}
+	_, _ = s.cli.Revoke(opctx(ctx), wl.id)
+}
+
+// KeepAlive implements backends.Store.
+//
+// etcd has no "keep this lease alive if that key is at this revision"
+// operation, so KeepAlive reads the key, checks its ModRevision, then keeps
+// its lease alive (KeepAliveOnce). That is still linearizable at the read,
+// because the lease it refreshes keeps nothing else alive: a per-entry lease
+// is granted for one write of one key and never attached to anything else,
+// so if the key changed or went away between the read and the keep-alive,
+// the refresh keeps alive no entry at all. KeepAlive refuses to refresh a
+// lease that carries other keys (ErrUnsupported). The new expiry counts
+// from the keep-alive, which is later than the call's start, so a holder
+// that counts its deadline from before the call is on the safe side.
+//
+// On a shared lease (WithSharedLease) the same check is made for a batch of
+// entries at once; see the package documentation.
+//
+// ttl may be shorter than the entry's lease (it is then rounded up to it)
+// but not longer: etcd cannot lengthen a lease without rewriting the key, so
+// a longer ttl fails with ErrInvalid rather than being shortened.
+func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
+	if err := backends.ValidateKey(key); err != nil {
+		return backends.Entry{}, fmt.Errorf("etcd: keepalive: %w", err)
+	}
+	if err := backends.ValidateRevision(rev, true); err != nil {
+		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: %w", key, err)
+	}
+	if ttl <= 0 {
+		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: ttl %v must be positive: %w", key, ttl, backends.ErrInvalid)
+	}
+	secs, err := ttlSeconds("keepalive", key, ttl)
+	if err != nil {
+		return backends.Entry{}, err
+	}
+	if err := s.checkOpen("keepalive", key); err != nil {
+		return backends.Entry{}, err
+	}
+	k := s.prefix + key
+	start := s.clock.Now()
+	if s.shared != nil {
+		if e, ok, err := s.shared.keepAlive(ctx, k, key, rev, secs, start); ok {
+			return e, err
+		}
+	}
+
+	resp, err := s.cli.Get(opctx(ctx), k)
+	if err != nil {
+		return backends.Entry{}, s.fail("keepalive", key, err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != rev {
+		ce := &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev}
+		if len(resp.Kvs) > 0 {
+			ce.Current, ce.Found = s.current(ctx, resp.Kvs[0]), true
+		}
+		return backends.Entry{}, fmt.Errorf("etcd: %w", ce)
+	}
+	kv := resp.Kvs[0]
+	id := clientv3.LeaseID(kv.Lease)
+	if id == clientv3.NoLease {
+		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: the entry has no TTL, and etcd cannot give it one without rewriting it: %w", key, backends.ErrInvalid)
+	}
+	if s.shared != nil && s.shared.owns(id) {
+		// An entry of ours on a shared lease that the registry lost track
+		// of (or never knew, after a write with an unknown outcome):
+		// register it and let the batch verify it.
+		s.adopt(k, kv, id, start)
+		e, _, err := s.shared.keepAlive(ctx, k, key, rev, secs, start)
+		return e, err
+	}
+
+	granted, known := s.perEntryLease(k, rev, id)
+	if !known {
+		ttlResp, err := s.cli.TimeToLive(opctx(ctx), id, clientv3.WithAttachedKeys())
+		if err != nil && !isLeaseNotFound(err) {
+			return backends.Entry{}, s.fail("keepalive", key, err)
+		}
+		if err != nil || ttlResp.TTL < 0 {
+			return backends.Entry{}, s.lost(key, rev)
+		}
+		if len(ttlResp.Keys) != 1 || string(ttlResp.Keys[0]) != k {
+			return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: its lease %x carries %d keys; keeping it alive would keep the others alive too: %w",
+				key, int64(id), len(ttlResp.Keys), backends.ErrUnsupported)
+		}
+		granted = seconds(ttlResp.GrantedTTL)
+	}
+	if seconds(secs) > granted {
+		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its lease was granted, and etcd cannot lengthen a lease without rewriting the key: %w",
+			key, ttl, granted, backends.ErrInvalid)
+	}
+	ka, err := s.cli.KeepAliveOnce(opctx(ctx), id)
+	if isLeaseNotFound(err) {
+		s.forget(k, id)
+		return backends.Entry{}, s.lost(key, rev)
+	}
+	if err != nil {
+		return backends.Entry{}, s.fail("keepalive", key, err)
+	}
+	e := s.entry(kv)
+	e.TTL = seconds(ka.TTL)
+	e.Remaining = e.TTL
+	s.wrote(k, e, writeLease{id: id, granted: e.TTL}, start)
+	return e, nil
+}
+
+// lost is the error of a keep-alive whose entry is gone (its lease expired,
+// or it was deleted): a conflict of class lost.
+func (s *Store) lost(key string, rev int64) error {
+	return fmt.Errorf("etcd: %w", &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev})
+}
+
+// beginWrite and endWrite bracket every write of k, so that the shared-lease
+// garbage collector never deletes an entry a write of ours may have just
+// made.
+func (s *Store) beginWrite(k string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight[k]++
+}
+
+func (s *Store) endWrite(k string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight[k]--; s.inflight[k] <= 0 {
+		delete(s.inflight, k)
+	}
+}
+
+// wrote records a successful write (or keep-alive) of k at e.Revision.
+func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if wl.id == clientv3.NoLease {
+		delete(s.held, k)
+		return
+	}
+	if h := s.held[k]; h != nil && h.rev == e.Revision && h.lease == wl.id && !h.unknown {
+		if start.After(h.renewed) {
+			h.renewed = start
+		}
+		h.granted = wl.granted
+		return
+	}
+	s.held[k] = &heldEntry{
+		rev: e.Revision, createRev: e.CreateRevision, value: e.Value,
+		lease: wl.id, granted: wl.granted, shared: wl.shared, renewed: start,
+	}
+	s.pruneLocked()
+}
+
+// adopt registers an entry found on one of our shared leases.
+func (s *Store) adopt(k string, kv *mvccpb.KeyValue, id clientv3.LeaseID, start time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.held[k]; h != nil && h.rev == kv.ModRevision && h.lease == id && !h.unknown {
+		return
+	}
+	granted := time.Duration(0)
+	for _, g := range s.groups {
+		if g.id == id {
+			granted = g.granted
+		}
+	}
+	s.held[k] = &heldEntry{
+		rev: kv.ModRevision, createRev: kv.CreateRevision, value: kv.Value,
+		lease: id, granted: granted, shared: true, renewed: start,
+	}
+}
+
+// writeUnknown records that a write of k may or may not have happened. On a
+// shared lease the possible entry is marked for the garbage collector: no
+// holder knows its revision, so nobody would ever delete it, and the shared
+// lease would keep it alive.
+func (s *Store) writeUnknown(k string, wl writeLease) {
+	if !wl.shared {
+		return // a per-entry lease expires by itself
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held[k] = &heldEntry{lease: wl.id, granted: wl.granted, shared: true, unknown: true}
+}
+
+func (s *Store) deleted(k string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.held, k)
+}
+
+// forget drops k if it is still recorded on lease id.
+func (s *Store) forget(k string, id clientv3.LeaseID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.held[k]; h != nil && h.lease == id {
+		delete(s.held, k)
+	}
+}
+
+// forgetRev drops k if it is still recorded at rev.
+func (s *Store) forgetRev(k string, rev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.held[k]; h != nil && h.rev == rev {
+		delete(s.held, k)
+	}
+}
+
+// perEntryLease reports the granted TTL of id if this store granted it for
+// k at rev alone.
+func (s *Store) perEntryLease(k string, rev int64, id clientv3.LeaseID) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[k]
+	if h == nil || h.shared || h.lease != id || h.rev != rev {
+		return 0, false
+	}
+	return h.granted, true
+}
+
+// pruneLocked drops per-entry records whose lease has certainly expired, so
+// that a store writing ever new keys does not grow without bound. They are
+// only a cache: KeepAlive asks etcd when a record is missing.
+func (s *Store) pruneLocked() {
+	if len(s.held) < s.pruneAt {
+		return
+	}
+	now := s.clock.Now()
+	for k, h := range s.held {
+		if !h.shared && now.Sub(h.renewed) > 2*h.granted {
+			delete(s.held, k)
+		}
+	}
+	s.pruneAt = 2*len(s.held) + 64
+}
