@@ -37,12 +37,20 @@ type conflictError struct {
 // conflict reports a failed compare of key against rev; it is the live item
 // or nil when the key is absent. The current entry is copied, value included.
 func conflict(op, key string, rev int64, it *item, now time.Time) error {
-	c := &conflictError{}
-	c.ce = backends.ConflictError{Op: op, Key: key, Expected: rev}
+	// Fields are set one by one: copying whole structs into the new object
+	// costs a bulk write barrier, which dominates this path.
+	c := new(conflictError)
+	c.ce.Op, c.ce.Key, c.ce.Expected = op, key, rev
 	if it != nil {
 		c.ce.Found = true
-		c.ce.Current = it.entry(now)
+		cur := &c.ce.Current
+		cur.Key = it.key
+		cur.Value = clone(it.value)
+		cur.Revision, cur.CreateRevision, cur.TTL = it.rev, it.createRev, it.ttl
+		if it.ttl > 0 {
+			cur.Remaining = it.expiresAt.Sub(now)
+		}
 	}
-	c.opError = opError{op: op, key: key, err: &c.ce}
+	c.op, c.key, c.err = op, key, &c.ce
 	return &c.opError
 }

@@ -1,7 +1,6 @@
 package memstore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -381,7 +380,7 @@ func (s *Store) write(it *item, key string, value []byte, ttl time.Duration, now
 		it = &item{key: key, createRev: s.rev, index: -1}
 		s.items[key] = it
 	}
-	it.value = bytes.Clone(value)
+	it.value = clone(value)
 	it.rev = s.rev
 	s.setTTL(it, ttl, now)
 	s.emit(backends.EventPut, it, now)
@@ -418,7 +417,7 @@ func (s *Store) setTTL(it *item, ttl time.Duration, now time.Time) {
 func (it *item) entry(now time.Time) backends.Entry {
 	e := backends.Entry{
 		Key:            it.key,
-		Value:          bytes.Clone(it.value),
+		Value:          clone(it.value),
 		Revision:       it.rev,
 		CreateRevision: it.createRev,
 		TTL:            it.ttl,
@@ -516,4 +515,14 @@ func checkCall(ctx context.Context, argErr error) error {
 		return fmt.Errorf("nil context: %w", backends.ErrInvalid)
 	}
 	return ctx.Err()
+}
+
+// clone copies a value, keeping nil and empty apart.
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
 }
