@@ -61,10 +61,12 @@
 //   - Deleted keys are not forgotten: each leaves a small tombstone file
 //     (that is how its revisions stay monotonic). A store of short-lived
 //     keys with distinct names grows.
-//   - Watch reports the latest state it reads: writes that follow each other
-//     faster than the watcher reads may arrive as one event with the latest
-//     revision. Expiry produces no event. inotify instances are a per-user
-//     kernel resource (fs.inotify.max_user_instances); each Watch uses one.
+//   - Watch reports every revision in order only while it keeps up within
+//     the history a key's file keeps (its last 16 states, up to 8 KiB of
+//     their values); a watch that falls further behind ends its stream
+//     rather than skip a revision. Expiry produces no event. inotify
+//     instances are a per-user kernel resource (fs.inotify.max_user_instances);
+//     each Watch uses one.
 //   - Writes to the store directory by anything but this package (editing,
 //     removing or renaming key files, rolling back a backup) void the
 //     revision guarantee; the store detects what it can and fails closed.

@@ -20,32 +20,40 @@ import (
 // One key's file, in full:
 //
 //	tenure-filestore v1\n
-//	{"key":"...","rev":7,"crev":5,"ttl_ns":...,"boot":"...","exp_ns":...,"deleted":false,"len":N}\n
-//	<N bytes of value>
+//	{"key":"...","rev":7,"crev":5,"ttl_ns":...,"boot":"...","exp_ns":...,"len":N,"hist":[{...},...]}\n
+//	<N bytes of value><the values of the history entries, in order>
 //	\ncrc32c=xxxxxxxx\n
 //
 // The checksum (CRC-32C, lowercase hex) covers every byte before the trailer.
 // The header is the exact output of encoding/json for the header struct; a
 // file whose header is not byte-for-byte canonical is rejected, so a file
 // decodes only if it is exactly what encodeRecord would have written.
+//
+// hist lists the key's previous states, newest first, each with its own
+// value: what a watcher that fell behind needs to report every revision in
+// order. It is bounded by histMax entries and histValueBytes of values.
 const (
 	magic         = "tenure-filestore v1\n"
 	magicFamily   = "tenure-filestore v"
 	trailerPrefix = "\ncrc32c="
 	trailerLen    = len(trailerPrefix) + 8 + 1
 
-	// maxFileBytes bounds what a read accepts: the largest file encodeRecord
-	// can write (a MaxKeyBytes key escaped at 6 bytes per byte, a
-	// MaxValueBytes value, a boot id and the numbers) is well below it.
+	histMax        = 16
+	histValueBytes = 8 << 10
+
+	// maxFileBytes bounds what a read accepts. The largest file
+	// encodeRecord writes (a MaxKeyBytes key escaped at 6 bytes per byte, a
+	// MaxValueBytes value, a full history, boot ids and numbers) is below it.
 	maxFileBytes = 128 << 10
 	maxBootID    = 64
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// record is the decoded content of one canonical file. A tombstone (Deleted)
-// keeps the last Revision and CreateRevision of the key, so a later create
-// continues above them.
+// record is the decoded content of one canonical file: the key's current
+// state and, in History, its previous states (newest first; their own
+// History is empty). A tombstone (Deleted) keeps the last Revision and
+// CreateRevision of the key, so a later create continues above them.
 type record struct {
 	Key            string
 	Value          []byte
@@ -55,10 +63,10 @@ type record struct {
 	BootID         string // the boot the expiry was computed in; "" when TTL is 0
 	Expiry         int64  // boottime nanoseconds at which the entry expires; 0 when TTL is 0
 	Deleted        bool
+	History        []record
 }
 
-type header struct {
-	Key     string `json:"key"`
+type version struct {
 	Rev     int64  `json:"rev"`
 	CRev    int64  `json:"crev"`
 	TTL     int64  `json:"ttl_ns"`
@@ -68,18 +76,44 @@ type header struct {
 	Len     int    `json:"len"`
 }
 
+type header struct {
+	Key string `json:"key"`
+	version
+	Hist []version `json:"hist,omitempty"`
+}
+
+func versionOf(r record) version {
+	return version{Rev: r.Revision, CRev: r.CreateRevision, TTL: int64(r.TTL), Boot: r.BootID,
+		Exp: r.Expiry, Deleted: r.Deleted, Len: len(r.Value)}
+}
+
+func (v version) record(key string, value []byte) record {
+	r := record{Key: key, Revision: v.Rev, CreateRevision: v.CRev, TTL: time.Duration(v.TTL),
+		BootID: v.Boot, Expiry: v.Exp, Deleted: v.Deleted}
+	if len(value) > 0 {
+		r.Value = bytes.Clone(value)
+	}
+	return r
+}
+
 // encodeRecord returns the file content for r. r must be valid (see
 // checkRecord); encodeRecord does not check it again.
 func encodeRecord(r record) []byte {
-	h, _ := json.Marshal(header{ // cannot fail: strings, integers and a bool
-		Key: r.Key, Rev: r.Revision, CRev: r.CreateRevision, TTL: int64(r.TTL),
-		Boot: r.BootID, Exp: r.Expiry, Deleted: r.Deleted, Len: len(r.Value),
-	})
-	b := make([]byte, 0, len(magic)+len(h)+1+len(r.Value)+trailerLen)
+	h := header{Key: r.Key, version: versionOf(r)}
+	size := len(r.Value)
+	for _, p := range r.History {
+		h.Hist = append(h.Hist, versionOf(p))
+		size += len(p.Value)
+	}
+	hb, _ := json.Marshal(h) // cannot fail: strings, integers and bools
+	b := make([]byte, 0, len(magic)+len(hb)+1+size+trailerLen)
 	b = append(b, magic...)
-	b = append(b, h...)
+	b = append(b, hb...)
 	b = append(b, '\n')
 	b = append(b, r.Value...)
+	for _, p := range r.History {
+		b = append(b, p.Value...)
+	}
 	sum := crc32.Checksum(b, crcTable)
 	b = append(b, trailerPrefix...)
 	b = fmt.Appendf(b, "%08x\n", sum)
@@ -128,7 +162,7 @@ func decodeRecord(b []byte) (record, error) {
 	if nl < 0 {
 		return record{}, corruptf("header line not terminated")
 	}
-	line, value := rest[:nl], rest[nl+1:]
+	line, values := rest[:nl], rest[nl+1:]
 	var h header
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -138,15 +172,24 @@ func decodeRecord(b []byte) (record, error) {
 	if canon, _ := json.Marshal(h); !bytes.Equal(canon, line) {
 		return record{}, corruptf("header is not in canonical form")
 	}
-	if h.Len != len(value) {
-		return record{}, corruptf("header says %d value bytes, file holds %d", h.Len, len(value))
+	if len(h.Hist) > histMax {
+		return record{}, corruptf("history of %d entries exceeds %d", len(h.Hist), histMax)
 	}
-	r := record{
-		Key: h.Key, Revision: h.Rev, CreateRevision: h.CRev, TTL: time.Duration(h.TTL),
-		BootID: h.Boot, Expiry: h.Exp, Deleted: h.Deleted,
+	total := h.Len
+	for _, v := range h.Hist {
+		if v.Len < 0 || v.Len > histValueBytes {
+			return record{}, corruptf("history value length %d out of range", v.Len)
+		}
+		total += v.Len
 	}
-	if len(value) > 0 {
-		r.Value = bytes.Clone(value)
+	if h.Len < 0 || total != len(values) {
+		return record{}, corruptf("header says %d value bytes, file holds %d", total, len(values))
+	}
+	r := h.version.record(h.Key, values[:h.Len])
+	values = values[h.Len:]
+	for _, v := range h.Hist {
+		r.History = append(r.History, v.record(h.Key, values[:v.Len]))
+		values = values[v.Len:]
 	}
 	if err := checkRecord(r); err != nil {
 		return record{}, err
@@ -159,6 +202,35 @@ func checkRecord(r record) error {
 	if err := backends.ValidateKey(r.Key); err != nil {
 		return corruptf("stored key: %v", err)
 	}
+	if err := checkState(r); err != nil {
+		return err
+	}
+	if len(r.History) > histMax {
+		return corruptf("history of %d entries exceeds %d", len(r.History), histMax)
+	}
+	next, n := r, 0
+	for _, p := range r.History {
+		if err := checkState(p); err != nil {
+			return corruptf("history: %v", err)
+		}
+		if len(p.History) > 0 || p.Key != r.Key {
+			return corruptf("history entry of another shape")
+		}
+		if !precedes(p, next) {
+			return corruptf("history state rev %d (deleted %v) cannot precede rev %d (deleted %v)",
+				p.Revision, p.Deleted, next.Revision, next.Deleted)
+		}
+		n += len(p.Value)
+		next = p
+	}
+	if n > histValueBytes {
+		return corruptf("history values of %d bytes exceed %d", n, histValueBytes)
+	}
+	return nil
+}
+
+// checkState enforces the invariants of one state of a key.
+func checkState(r record) error {
 	switch {
 	case r.Revision < 1:
 		return corruptf("revision %d below 1", r.Revision)
@@ -176,6 +248,34 @@ func checkRecord(r record) error {
 		return corruptf("tombstone with a value or ttl")
 	}
 	return nil
+}
+
+// precedes reports whether state p can be the state just before s. A write
+// either puts revision p+1 (a compare-and-set, or a create over a tombstone
+// or an expired entry) or deletes, which keeps the revision; keep-alives
+// make no new state.
+func precedes(p, s record) bool {
+	if s.Deleted {
+		return !p.Deleted && p.Revision == s.Revision
+	}
+	return p.Revision == s.Revision-1
+}
+
+// history is the history a record written after cur carries: cur's state,
+// then cur's own history, cut to the bounds.
+func history(cur record) []record {
+	prev := cur
+	prev.History = nil
+	out := make([]record, 0, min(histMax, 1+len(cur.History)))
+	n := 0
+	for _, p := range append([]record{prev}, cur.History...) {
+		n += len(p.Value)
+		if len(out) == histMax || n > histValueBytes {
+			break
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 func isLowerHex(b []byte) bool {

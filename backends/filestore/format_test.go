@@ -20,7 +20,75 @@ var sampleRecords = []record{
 	{Key: "gone", Revision: 9, CreateRevision: 4, Deleted: true},
 	{Key: "empty value", Revision: 2, CreateRevision: 2},
 	{Key: "ünïcödé / .. \n\t<&>", Value: []byte{0, 1, 2, 255, '\n'}, Revision: 3, CreateRevision: 3},
+	{Key: "with history", Value: []byte("v3"), Revision: 3, CreateRevision: 3, TTL: time.Second, BootID: "b", Expiry: 9,
+		History: []record{
+			{Key: "with history", Revision: 2, CreateRevision: 1, Deleted: true},
+			{Key: "with history", Value: []byte("v2"), Revision: 2, CreateRevision: 1},
+			{Key: "with history", Value: []byte("v1"), Revision: 1, CreateRevision: 1, TTL: time.Second, BootID: "a", Expiry: 5},
+		}},
 	{Key: strings.Repeat("x", backends.MaxKeyBytes), Value: bytes.Repeat([]byte{0xab}, backends.MaxValueBytes), Revision: 1 << 60, CreateRevision: 1},
+}
+
+// TestBiggestFileFits builds the largest file the store can write: the
+// longest key of the worst-escaped bytes, the largest value, long boot ids
+// and a full history. A read must accept it.
+func TestBiggestFileFits(t *testing.T) {
+	key := strings.Repeat("\x01", backends.MaxKeyBytes)
+	state := func(rev int64, n int) record {
+		return record{Key: key, Value: make([]byte, n), Revision: rev, CreateRevision: 1,
+			TTL: time.Hour, BootID: strings.Repeat("b", maxBootID), Expiry: 1 << 62}
+	}
+	r := state(1<<61, histValueBytes/histMax)
+	for range histMax {
+		next := state(r.Revision+1, histValueBytes/histMax)
+		next.History = history(r)
+		r = next
+	}
+	last := state(r.Revision+1, backends.MaxValueBytes)
+	last.History = history(r)
+	if len(last.History) != histMax {
+		t.Fatalf("history of %d states, want %d", len(last.History), histMax)
+	}
+	b := encodeRecord(last)
+	if len(b) > maxFileBytes {
+		t.Fatalf("largest file is %d bytes, over the %d a read accepts", len(b), maxFileBytes)
+	}
+	if _, err := decodeRecord(b); err != nil {
+		t.Fatalf("decode of the largest file: %v", err)
+	}
+	t.Logf("largest file: %d bytes", len(b))
+}
+
+func TestHistoryBounds(t *testing.T) {
+	small := func(rev int64, n int) record {
+		return record{Key: "k", Value: make([]byte, n), Revision: rev, CreateRevision: 1}
+	}
+	// A chain of 40 writes of small values keeps histMax states.
+	r := small(1, 10)
+	for rev := int64(2); rev <= 40; rev++ {
+		next := small(rev, 10)
+		next.History = history(r)
+		r = next
+	}
+	if len(r.History) != histMax || r.History[0].Revision != 39 || r.History[histMax-1].Revision != 40-histMax {
+		t.Errorf("history after 40 writes: %d states from rev %d; want %d from rev 39", len(r.History), r.History[0].Revision, histMax)
+	}
+	if err := checkRecord(r); err != nil {
+		t.Errorf("checkRecord: %v", err)
+	}
+	// Values count against histValueBytes; one too large ends the history.
+	big := small(5, histValueBytes/2+1)
+	big.History = []record{small(4, histValueBytes/2)}
+	next := small(6, 1)
+	next.History = history(big)
+	if len(next.History) != 1 || next.History[0].Revision != 5 {
+		t.Errorf("history over %d value bytes kept %d states, want 1", histValueBytes, len(next.History))
+	}
+	huge := small(7, histValueBytes+1)
+	after := small(8, 1)
+	if after.History = history(huge); len(after.History) != 0 {
+		t.Errorf("history of a value over %d bytes kept %d states, want 0", histValueBytes, len(after.History))
+	}
 }
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -30,9 +98,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("decode(encode(%.40q)): %v", want.Key, err)
 		}
-		if got.Key != want.Key || !bytes.Equal(got.Value, want.Value) || got.Revision != want.Revision ||
-			got.CreateRevision != want.CreateRevision || got.TTL != want.TTL || got.BootID != want.BootID ||
-			got.Expiry != want.Expiry || got.Deleted != want.Deleted {
+		if !sameRecord(got, want) {
 			t.Errorf("round trip of %.40q: got %+v, want %+v", want.Key, got, want)
 		}
 		if again := encodeRecord(got); !bytes.Equal(again, b) {
@@ -41,9 +107,23 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
+func sameRecord(a, b record) bool {
+	if a.Key != b.Key || !bytes.Equal(a.Value, b.Value) || a.Revision != b.Revision ||
+		a.CreateRevision != b.CreateRevision || a.TTL != b.TTL || a.BootID != b.BootID ||
+		a.Expiry != b.Expiry || a.Deleted != b.Deleted || len(a.History) != len(b.History) {
+		return false
+	}
+	for i := range a.History {
+		if !sameRecord(a.History[i], b.History[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // TestDecodeRejectsEveryTruncation cuts a file at every length: none decodes.
 func TestDecodeRejectsEveryTruncation(t *testing.T) {
-	for _, r := range sampleRecords[:5] {
+	for _, r := range sampleRecords[:6] {
 		b := encodeRecord(r)
 		for n := 0; n < len(b); n++ {
 			if _, err := decodeRecord(b[:n]); !errors.Is(err, backends.ErrCorrupt) {
@@ -55,7 +135,7 @@ func TestDecodeRejectsEveryTruncation(t *testing.T) {
 
 // TestDecodeRejectsEveryBitFlip flips each bit of a file: none decodes.
 func TestDecodeRejectsEveryBitFlip(t *testing.T) {
-	for _, r := range sampleRecords[:5] {
+	for _, r := range sampleRecords[:6] {
 		b := encodeRecord(r)
 		for i := range b {
 			for bit := range 8 {
@@ -114,6 +194,12 @@ func TestDecodeRejects(t *testing.T) {
 		{"expiry without ttl", withCRC(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":0,"boot":"b","len":0}` + "\n"), "without a ttl"},
 		{"tombstone with value", withCRC(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":0,"deleted":true,"len":1}` + "\nx"), "tombstone"},
 		{"oversized", bytes.Repeat([]byte("x"), maxFileBytes+1), "exceeds"},
+		{"history gap", withCRC(magic + `{"key":"k","rev":3,"crev":1,"ttl_ns":0,"len":0,"hist":[{"rev":1,"crev":1,"ttl_ns":0,"len":0}]}` + "\n"), "cannot precede"},
+		{"history of a tombstone", withCRC(magic + `{"key":"k","rev":2,"crev":1,"ttl_ns":0,"deleted":true,"len":0,"hist":[{"rev":1,"crev":1,"ttl_ns":0,"len":0}]}` + "\n"), "cannot precede"},
+		{"two tombstones", withCRC(magic + `{"key":"k","rev":2,"crev":2,"ttl_ns":0,"len":0,"hist":[{"rev":1,"crev":1,"ttl_ns":0,"deleted":true,"len":0},{"rev":1,"crev":1,"ttl_ns":0,"deleted":true,"len":0}]}` + "\n"), "cannot precede"},
+		{"empty history", withCRC(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":0,"len":0,"hist":[]}` + "\n"), "canonical"},
+		{"history lengths", withCRC(magic + `{"key":"k","rev":2,"crev":1,"ttl_ns":0,"len":0,"hist":[{"rev":1,"crev":1,"ttl_ns":0,"len":2}]}` + "\nx"), "value bytes"},
+		{"bad history state", withCRC(magic + `{"key":"k","rev":2,"crev":1,"ttl_ns":0,"len":0,"hist":[{"rev":1,"crev":1,"ttl_ns":-1,"len":0}]}` + "\n"), "history: "},
 	}
 	for _, tt := range tests {
 		_, err := decodeRecord(tt.in)
@@ -206,7 +292,7 @@ func TestTempNames(t *testing.T) {
 // record decode. Each input is tried as is and with a correct checksum
 // appended, so the fuzzer also reaches the header checks behind the CRC.
 func FuzzDecode(f *testing.F) {
-	for _, r := range sampleRecords[:5] {
+	for _, r := range sampleRecords[:6] {
 		b := encodeRecord(r)
 		f.Add(b)
 		f.Add(b[:len(b)-trailerLen])

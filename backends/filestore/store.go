@@ -390,6 +390,14 @@ func (s *Store) update(ctx context.Context, op, key string, decide func(state) (
 	if err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: %w", err)
 	}
+	next.History = nil
+	if found {
+		if next.Revision != r.Revision || next.Deleted != r.Deleted {
+			next.History = history(r) // a new state: the old one joins the history
+		} else {
+			next.History = r.History // a keep-alive: same state, same history
+		}
+	}
 	if err := s.publish(off, fileName(key), next); err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: %s %q: %w", op, key, err)
 	}

@@ -33,17 +33,19 @@ type mark struct {
 const watchBuffer = 64
 
 // Watch implements backends.Watcher through inotify on the store's
-// directory. When a key's file is replaced it reads the file and reports a
-// put (a higher revision) or a delete (a tombstone), at most once per
-// revision. Writes that follow each other faster than the watch reads may be
-// reported as one event carrying the latest revision; the order of a key's
-// events always follows its revisions. Keep-alives and expiry produce no
-// event. Temp files are never reported.
+// directory. When a key's file is replaced it reads the file and reports
+// every state the key went through since the last one it reported, in
+// revision order: a put for each new revision, a delete for each tombstone.
+// A watch that fell behind finds the states it missed in the file's history;
+// if it fell further behind than the history reaches, the stream ends
+// rather than skip a revision. Keep-alives and expiry produce no event.
+// Temp files are never reported.
 //
 // The stream ends (the channel is closed) when ctx is done, the store is
 // closed, inotify reports an error (such as a queue overflow), the directory
-// goes away, or a file turns out corrupt; the consumer re-reads and, in the
-// last case, gets the error.
+// goes away, a key's file is removed or moved by someone else, the history
+// does not reach back far enough, or a file turns out corrupt; the consumer
+// re-reads and, in the last case, gets the error.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := s.usable(ctx, "watch", prefix); err != nil {
 		return nil, err
@@ -131,72 +133,90 @@ func (s *Store) runWatch(ctx context.Context, w *watch, fw *fsnotify.Watcher, pr
 			if !ok {
 				return
 			}
-			ev, emit, cont := s.translate(fev, prefix, seen)
+			evs, cont := s.translate(fev, prefix, seen)
 			if !cont {
 				return
 			}
-			if !emit {
-				continue
-			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			case <-w.done:
-				return
+			for _, ev := range evs {
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				case <-w.done:
+					return
+				}
 			}
 		}
 	}
 }
 
-// translate turns one inotify notification into at most one store event.
-// cont is false when the stream must end.
-func (s *Store) translate(fev fsnotify.Event, prefix string, seen map[string]mark) (ev backends.Event, emit, cont bool) {
+// translate turns one inotify notification into the store events it
+// stands for. cont is false when the stream must end.
+func (s *Store) translate(fev fsnotify.Event, prefix string, seen map[string]mark) (evs []backends.Event, cont bool) {
 	if filepath.Clean(fev.Name) == s.dir {
-		return ev, false, false // the directory itself was removed or moved
+		return nil, false // the directory itself was removed or moved
 	}
 	name := filepath.Base(fev.Name)
 	kind, key, err := parseName(name)
 	switch {
 	case err != nil:
-		return ev, false, false
+		return nil, false
 	case kind == nameTemp || kind == nameOther:
-		return ev, false, true
+		return nil, true
 	case kind == nameInline && !strings.HasPrefix(key, prefix):
-		return ev, false, true
+		return nil, true
 	}
 	if fev.Has(fsnotify.Remove) || fev.Has(fsnotify.Rename) {
 		// The store replaces key files but never removes or moves them:
 		// someone else did, and the key's history is no longer trustworthy.
-		return ev, false, false
+		return nil, false
 	}
 	if !fev.Has(fsnotify.Create) && !fev.Has(fsnotify.Write) {
-		return ev, false, true
+		return nil, true
 	}
 	r, found, err := s.readFile(name)
 	if err != nil {
-		return ev, false, false
+		return nil, false
 	}
 	if !found || !strings.HasPrefix(r.Key, prefix) {
-		return ev, false, true
+		return nil, true
 	}
-	prev, known := seen[name]
-	switch {
-	case r.Deleted:
-		if known && prev.deleted && prev.rev >= r.Revision {
-			return ev, false, true
+	// The states newer than the last one reported, oldest first. A key
+	// without a mark had no file when the watch started: its first state
+	// is revision 1, which follows "deleted at revision 0".
+	last, known := seen[name]
+	if !known {
+		last = mark{rev: 0, deleted: true}
+	}
+	var newer []record
+	for i := len(r.History) - 1; i >= -1; i-- {
+		st := r
+		if i >= 0 {
+			st = r.History[i]
 		}
-		seen[name] = mark{rev: r.Revision, deleted: true}
-		return backends.Event{Kind: backends.EventDelete, Entry: backends.Entry{
-			Key: r.Key, Revision: r.Revision, CreateRevision: r.CreateRevision,
-		}}, true, true
-	case known && r.Revision <= prev.rev:
-		return ev, false, true // a keep-alive, or a write already reported
+		if st.Revision > last.rev || (st.Revision == last.rev && st.Deleted && !last.deleted) {
+			newer = append(newer, st)
+		}
 	}
-	seen[name] = mark{rev: r.Revision}
-	live, left := s.judge.live(r, s.judge.now())
-	if !live {
-		return ev, false, true
+	if len(newer) == 0 {
+		return nil, true // a keep-alive, or states already reported
 	}
-	return backends.Event{Kind: backends.EventPut, Entry: entryOf(r, left)}, true, true
+	if !precedes(record{Revision: last.rev, Deleted: last.deleted}, newer[0]) {
+		// The watch fell further behind than the file's history reaches:
+		// it cannot report every revision, so it ends.
+		return nil, false
+	}
+	now := s.judge.now()
+	for _, st := range newer {
+		if st.Deleted {
+			evs = append(evs, backends.Event{Kind: backends.EventDelete, Entry: backends.Entry{
+				Key: st.Key, Revision: st.Revision, CreateRevision: st.CreateRevision,
+			}})
+			continue
+		}
+		_, left := s.judge.live(st, now)
+		evs = append(evs, backends.Event{Kind: backends.EventPut, Entry: entryOf(st, left)})
+	}
+	seen[name] = mark{rev: r.Revision, deleted: r.Deleted}
+	return evs, true
 }

@@ -2,12 +2,14 @@ package filestore
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/tenure-go/tenure/backends"
 )
 
@@ -165,5 +167,98 @@ func TestWatchValidates(t *testing.T) {
 	cancel()
 	if _, err := s.Watch(ctx, ""); err == nil {
 		t.Errorf("Watch with a done context succeeded")
+	}
+}
+
+// TestWatchCatchesUpFromHistory feeds one notification to a watch that last
+// reported various states: it reports every state since, in order, from
+// the file's history, and ends the stream when the history does not reach
+// back far enough.
+func TestWatchCatchesUpFromHistory(t *testing.T) {
+	e := newEnv(t)
+	s := e.open()
+	ctx := ctxT(t)
+	c1 := mustCreate(t, s, "k", "v1", 0)
+	c2, err := s.CompareAndSet(ctx, "k", c1.Revision, []byte("v2"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompareAndDelete(ctx, "k", c2.Revision); err != nil {
+		t.Fatal(err)
+	}
+	c3 := mustCreate(t, s, "k", "v3", 0)
+	if _, err := s.KeepAlive(ctx, "k", c3.Revision, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CompareAndSet(ctx, "k", c3.Revision, []byte("v4"), 0); err != nil {
+		t.Fatal(err)
+	}
+	name := fileName("k")
+	notify := fsnotify.Event{Name: filepath.Join(e.dir, name), Op: fsnotify.Create}
+	put := func(rev, crev int64, v string) evWant { return evWant{backends.EventPut, "k", rev, crev, v} }
+	del := func(rev, crev int64) evWant { return evWant{backends.EventDelete, "k", rev, crev, ""} }
+	tests := []struct {
+		name string
+		last *mark
+		want []evWant
+	}{
+		{"never seen", nil, []evWant{put(1, 1, "v1"), put(2, 1, "v2"), del(2, 1), put(3, 3, "v3"), put(4, 3, "v4")}},
+		{"seen rev 2", &mark{rev: 2}, []evWant{del(2, 1), put(3, 3, "v3"), put(4, 3, "v4")}},
+		{"seen rev 2 deleted", &mark{rev: 2, deleted: true}, []evWant{put(3, 3, "v3"), put(4, 3, "v4")}},
+		{"seen rev 4", &mark{rev: 4}, nil},
+	}
+	for _, tt := range tests {
+		seen := map[string]mark{}
+		if tt.last != nil {
+			seen[name] = *tt.last
+		}
+		evs, cont := s.translate(notify, "", seen)
+		if !cont || len(evs) != len(tt.want) {
+			t.Errorf("%s: %d events, continue %v; want %d, true", tt.name, len(evs), cont, len(tt.want))
+			continue
+		}
+		for i := range evs {
+			checkEvent(t, fmt.Sprintf("%s: event %d", tt.name, i), evs[i], tt.want[i])
+		}
+		if got := seen[name]; got != (mark{rev: 4}) {
+			t.Errorf("%s: mark after = %+v, want rev 4", tt.name, got)
+		}
+	}
+
+	rev := int64(4)
+	for range histMax {
+		if _, err := s.CompareAndSet(ctx, "k", rev, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		rev++
+	}
+	seen := map[string]mark{name: {rev: 2, deleted: true}}
+	if evs, cont := s.translate(notify, "", seen); cont || len(evs) != 0 {
+		t.Errorf("beyond the history: %d events, continue %v; want none and the stream ended", len(evs), cont)
+	}
+}
+
+// TestWatchBurst writes a burst without reading the watch: every revision
+// arrives, in order.
+func TestWatchBurst(t *testing.T) {
+	e := newEnv(t)
+	s := e.open()
+	peer := e.open()
+	ctx := ctxT(t)
+	ch, err := s.Watch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writes = 12
+	rev := mustCreate(t, peer, "k", "0", 0).Revision
+	for i := 1; i < writes; i++ {
+		e, err := peer.CompareAndSet(ctx, "k", rev, []byte(fmt.Sprint(i)), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = e.Revision
+	}
+	for i := range writes {
+		checkEvent(t, fmt.Sprintf("write %d", i), nextEvent(t, ch), evWant{backends.EventPut, "k", int64(i + 1), 1, fmt.Sprint(i)})
 	}
 }
