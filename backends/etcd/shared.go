@@ -90,16 +90,23 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 	}
 	sh.mu.Unlock()
 	if wake {
-		select {
-		case sh.kick <- struct{}{}:
-		default:
-		}
+		sh.wake()
 	}
 	select {
 	case r := <-req.done:
 		return r.e, true, r.err
 	case <-ctx.Done():
 		return backends.Entry{}, true, fmt.Errorf("etcd: keepalive %q: %w", key, ctx.Err())
+	}
+}
+
+// wake makes the batcher recompute when its next batch is due: a call or
+// an entry may need one sooner. It never blocks, and is safe under the
+// store's lock.
+func (sh *shared) wake() {
+	select {
+	case sh.kick <- struct{}{}:
+	default: // a wake-up is already pending
 	}
 }
 
@@ -239,6 +246,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			s.forgetRev(r.k, r.rev)
 			r.done <- keepResult{err: s.lost(r.key, r.rev)}
 		case kv.ModRevision != r.rev:
+			s.forgetRev(r.k, r.rev)
 			ce := &backends.ConflictError{Op: "keepalive", Key: r.key, Expected: r.rev}
 			if resp, err := s.cli.Get(opctx(ctx), r.k); err == nil && len(resp.Kvs) > 0 {
 				ce.Current, ce.Found = s.current(ctx, resp.Kvs[0]), true

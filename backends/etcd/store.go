@@ -693,6 +693,9 @@ func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time
 		lease: wl.id, granted: wl.granted, shared: wl.shared, renewed: start,
 	}
 	s.pruneLocked()
+	if wl.shared {
+		s.shared.wake()
+	}
 }
 
 // adopt registers an entry found on one of our shared leases.
@@ -712,6 +715,7 @@ func (s *Store) adopt(k string, kv *mvccpb.KeyValue, id clientv3.LeaseID, start 
 		rev: kv.ModRevision, createRev: kv.CreateRevision, value: kv.Value,
 		lease: id, granted: granted, shared: true, renewed: start,
 	}
+	s.shared.wake()
 }
 
 // writeUnknown records that a write of k may or may not have happened. On a
@@ -725,6 +729,7 @@ func (s *Store) writeUnknown(k string, wl writeLease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.held[k] = &heldEntry{lease: wl.id, granted: wl.granted, shared: true, unknown: true}
+	s.shared.wake()
 }
 
 func (s *Store) deleted(k string) {

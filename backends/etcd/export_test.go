@@ -1,0 +1,23 @@
+package etcd
+
+import clientv3 "go.etcd.io/etcd/client/v3"
+
+// SharedLeaseOf returns the store's shared lease for TTLs of secs seconds,
+// or NoLease.
+func (s *Store) SharedLeaseOf(secs int64) clientv3.LeaseID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.groups[secs]; g != nil {
+		return g.id
+	}
+	return clientv3.NoLease
+}
+
+// WriteUnknown records that a write of key on the shared lease of secs
+// seconds had an unknown outcome, as a timed-out CreateIfAbsent would.
+func (s *Store) WriteUnknown(key string, secs int64) {
+	s.mu.Lock()
+	g := s.groups[secs]
+	s.mu.Unlock()
+	s.writeUnknown(s.prefix+key, writeLease{id: g.id, granted: g.granted, shared: true})
+}

@@ -1,0 +1,240 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/etcd"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// leaseOf reads the lease of an etcd key behind the store's back.
+func (f *fixture) leaseOf(t testing.TB, key string) clientv3.LeaseID {
+	t.Helper()
+	resp, err := f.raw.Get(testContext(t), f.prefix+key)
+	if err != nil {
+		t.Fatalf("raw Get(%q): %v", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return clientv3.NoLease
+	}
+	return clientv3.LeaseID(resp.Kvs[0].Lease)
+}
+
+func TestSharedLeaseOneLeasePerTTL(t *testing.T) {
+	f := newFixture(t, etcd.WithSharedLease(0))
+	ctx := testContext(t)
+	for _, k := range []string{"a", "b", "c"} {
+		mustCreate(t, f.store, k, "v", 2*time.Second)
+	}
+	mustCreate(t, f.store, "long", "v", 3*time.Second)
+	mustCreate(t, f.store, "plain", "v", 0)
+
+	shared := f.store.SharedLeaseOf(2)
+	for _, k := range []string{"a", "b", "c"} {
+		if got := f.leaseOf(t, k); got != shared || got == clientv3.NoLease {
+			t.Errorf("lease of %q = %x, want the shared 2s lease %x", k, got, shared)
+		}
+	}
+	if got := f.leaseOf(t, "long"); got == shared || got != f.store.SharedLeaseOf(3) {
+		t.Errorf("lease of the 3s entry = %x, want the shared 3s lease %x", got, f.store.SharedLeaseOf(3))
+	}
+	if got := f.leaseOf(t, "plain"); got != clientv3.NoLease {
+		t.Errorf("lease of an entry without TTL = %x, want none", got)
+	}
+	ttl, err := f.raw.TimeToLive(ctx, shared, clientv3.WithAttachedKeys())
+	if err != nil || len(ttl.Keys) != 3 || ttl.GrantedTTL != 2 {
+		t.Errorf("shared lease = %+v, %v; want 3 keys and a granted TTL of 2s", ttl, err)
+	}
+}
+
+// TestSharedKeepAliveBatches: fifty keep-alives cost the requests of one or
+// two batches, not fifty.
+func TestSharedKeepAliveBatches(t *testing.T) {
+	f := newFixture(t, etcd.WithSharedLease(0))
+	const n = 50
+	entries := make([]backends.Entry, n)
+	for i := range entries {
+		entries[i] = mustCreate(t, f.store, fmt.Sprintf("claims/%03d", i), fmt.Sprint(i), 2*time.Second)
+	}
+	f.reqs.reset()
+	ctx := testContext(t)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	got := make([]backends.Entry, n)
+	for i, e := range entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = f.store.KeepAlive(ctx, e.Key, e.Revision, 2*time.Second)
+		}()
+	}
+	wg.Wait()
+	for i, e := range entries {
+		g := got[i]
+		if errs[i] != nil || g.Revision != e.Revision || g.CreateRevision != e.CreateRevision || string(g.Value) != fmt.Sprint(i) || g.TTL != 2*time.Second || g.Key != e.Key {
+			t.Errorf("KeepAlive(%q) = %+v, %v; want revision %d, value %d, TTL 2s", e.Key, g, errs[i], e.Revision, i)
+		}
+	}
+	// The first call starts a batch at once; the others arrive during it
+	// and wait for the next. Each batch is one read and one KeepAliveOnce.
+	if got := f.reqs.Load(); got > 4 {
+		t.Errorf("%d keep-alives cost %d requests (%s), want at most 4", n, got, f.reqs)
+	}
+}
+
+func TestSharedKeepAliveVerifiesEachEntry(t *testing.T) {
+	f := newFixture(t, etcd.WithSharedLease(20*time.Millisecond))
+	ctx := testContext(t)
+	a := mustCreate(t, f.store, "a", "v", 2*time.Second)
+	b := mustCreate(t, f.store, "b", "v", 2*time.Second)
+	c := mustCreate(t, f.store, "c", "v", 2*time.Second)
+
+	// Behind the store's back: a is rewritten (on the same lease), b deleted.
+	put, err := f.raw.Put(ctx, f.prefix+"a", "other", clientv3.WithLease(f.store.SharedLeaseOf(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.raw.Delete(ctx, f.prefix+"b"); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
+	if ce := conflict(t, "KeepAlive of a rewritten entry", err); !ce.Found || ce.Current.Revision != put.Header.Revision || string(ce.Current.Value) != "other" {
+		t.Errorf("KeepAlive of a rewritten entry: conflict %+v, want current revision %d, value other", ce, put.Header.Revision)
+	}
+	if _, err := f.store.KeepAlive(ctx, "b", b.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+		t.Errorf("KeepAlive of a deleted entry = %v, want lost (ErrNotFound)", err)
+	}
+	if _, err := f.store.KeepAlive(ctx, "c", c.Revision, 2*time.Second); err != nil {
+		t.Errorf("KeepAlive of an untouched entry = %v, want nil", err)
+	}
+	if _, err := f.store.KeepAlive(ctx, "c", c.Revision, 3*time.Second); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("KeepAlive(ttl 3s) on the 2s shared lease = %v, want ErrInvalid", err)
+	}
+	// An entry of the shared lease the store does not know at that revision
+	// (a's rewrite) takes the direct path, and is adopted.
+	if got, err := f.store.KeepAlive(ctx, "a", put.Header.Revision, 2*time.Second); err != nil || got.Revision != put.Header.Revision || string(got.Value) != "other" {
+		t.Errorf("KeepAlive of the rewrite = %+v, %v; want revision %d, value other", got, err, put.Header.Revision)
+	}
+}
+
+// TestSharedLeaseRevoked: when the shared lease is gone, keep-alives report
+// the claims lost and the next write gets a new lease.
+func TestSharedLeaseRevoked(t *testing.T) {
+	f := newFixture(t, etcd.WithSharedLease(0))
+	ctx := testContext(t)
+	a := mustCreate(t, f.store, "a", "v", time.Second)
+	old := f.store.SharedLeaseOf(1)
+	if _, err := f.raw.Revoke(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.KeepAlive(ctx, "a", a.Revision, time.Second); backends.Classify(err) != backends.ClassLost {
+		t.Errorf("KeepAlive after the shared lease was revoked = %v, want class lost", err)
+	}
+	b := mustCreate(t, f.store, "b", "v", time.Second)
+	if now := f.store.SharedLeaseOf(1); now == old || now == clientv3.NoLease || f.leaseOf(t, "b") != now {
+		t.Errorf("shared lease after revocation = %x (b on %x), want a new one, not %x", now, f.leaseOf(t, "b"), old)
+	}
+	if _, err := f.store.KeepAlive(ctx, "b", b.Revision, time.Second); err != nil {
+		t.Errorf("KeepAlive on the new shared lease = %v", err)
+	}
+}
+
+// TestSharedAbandonedEntryDeleted: an entry nobody keeps alive is deleted by
+// the store after its TTL, although the shared lease it is on is kept alive
+// for another entry.
+func TestSharedAbandonedEntryDeleted(t *testing.T) {
+	f := newFixture(t, etcd.WithSharedLease(100*time.Millisecond))
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	mustCreate(t, f.store, "abandoned", "v", time.Second)
+	live := mustCreate(t, f.store, "live", "v", time.Second)
+	lease := f.leaseOf(t, "live")
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	renewErr := make(chan error, 1)
+	wg.Add(1)
+	go func() { // the holder of "live", renewing every TTL/4
+		defer wg.Done()
+		tk := clock.New().Ticker(250 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+			}
+			if _, err := f.store.KeepAlive(ctx, "live", live.Revision, time.Second); err != nil && ctx.Err() == nil {
+				renewErr <- err
+				return
+			}
+		}
+	}()
+	waitAbsent(t, f.store, "abandoned", 5*time.Second)
+	select {
+	case err := <-renewErr:
+		t.Fatalf("renewing the live entry: %v", err)
+	default:
+	}
+	if got := f.leaseOf(t, "live"); got != lease {
+		t.Errorf("live entry's lease = %x, want %x still alive: the abandoned entry must have been deleted by the store, not by expiry", got, lease)
+	}
+}
+
+func TestSharedCloseLetsLeaseExpire(t *testing.T) {
+	f := newFixture(t)
+	s := f.peer(t, etcd.WithSharedLease(0))
+	e := mustCreate(t, s, "k", "v", time.Second)
+	if _, err := s.KeepAlive(testContext(t), "k", e.Revision, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Get(testContext(t), "k"); err != nil {
+		t.Fatalf("entry right after Close: %v, want present (Close deletes nothing)", err)
+	}
+	waitAbsent(t, f.store, "k", 5*time.Second)
+}
+
+// TestSharedUnknownWriteCollected: an entry a write with an unknown outcome
+// may have left on the shared lease is deleted, unless a later write of the
+// store took the key over.
+func TestSharedUnknownWriteCollected(t *testing.T) {
+	f := newFixture(t, etcd.WithSharedLease(50*time.Millisecond))
+	ctx := testContext(t)
+	anchor := mustCreate(t, f.store, "anchor", "v", 2*time.Second)
+	lease := f.store.SharedLeaseOf(2)
+	for _, k := range []string{"ghost", "taken"} {
+		if _, err := f.raw.Put(ctx, f.prefix+k, "v", clientv3.WithLease(lease)); err != nil {
+			t.Fatal(err)
+		}
+		f.store.WriteUnknown(k, 2)
+	}
+	taken, err := f.store.Get(ctx, "taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.CompareAndSet(ctx, "taken", taken.Revision, []byte("mine"), 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitAbsent(t, f.store, "ghost", time.Second)
+	// Batches keep running for the anchor; "taken" is known and stays.
+	for i := 0; i < 3; i++ {
+		if _, err := f.store.KeepAlive(ctx, "anchor", anchor.Revision, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := f.store.Get(ctx, "taken"); err != nil || string(got.Value) != "mine" {
+		t.Errorf("taken = %+v, %v; want present with value mine", got, err)
+	}
+}
