@@ -64,6 +64,11 @@ type seen struct {
 	rev  int64
 }
 
+type seenAt struct {
+	key string
+	rev int64
+}
+
 func (s seen) String() string { return fmt.Sprintf("%v@%d", s.kind, s.rev) }
 
 func (s *suite) testWatchOrder(t *testing.T) {
@@ -79,10 +84,10 @@ func (s *suite) testWatchOrder(t *testing.T) {
 	}
 
 	want := map[string][]seen{}
-	values := map[int64]string{}
+	values := map[seenAt]string{} // revisions are per key: index by both
 	put := func(e backends.Entry) {
 		want[e.Key] = append(want[e.Key], seen{backends.EventPut, e.Revision})
-		values[e.Revision] = string(e.Value)
+		values[seenAt{e.Key, e.Revision}] = string(e.Value)
 	}
 	del := func(e backends.Entry) {
 		mustDelete(t, st, e.Key, e.Revision)
@@ -117,8 +122,8 @@ func (s *suite) testWatchOrder(t *testing.T) {
 			continue
 		}
 		got[e.Key] = append(got[e.Key], seen{ev.Kind, e.Revision})
-		if ev.Kind == backends.EventPut && string(e.Value) != values[e.Revision] {
-			t.Errorf("put event for %q at rev %d carries value %q, want %q", e.Key, e.Revision, e.Value, values[e.Revision])
+		if ev.Kind == backends.EventPut && string(e.Value) != values[seenAt{e.Key, e.Revision}] {
+			t.Errorf("put event for %q at rev %d carries value %q, want %q", e.Key, e.Revision, e.Value, values[seenAt{e.Key, e.Revision}])
 		}
 		if e.Key == end.Key {
 			break
