@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 var childRoles = map[string]func() error{
 	"racer":      childRacer,
 	"crash":      childCrash,
+	"elector":    childElector,
 	"handover":   childHandover,
 	"nospace":    childNoSpace,
 	"permission": childPermission,
