@@ -147,7 +147,7 @@ func (s *suite) testCreateRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			ents[i], errs[i] = st0(stores, i).CreateIfAbsent(t.Context(), key, []byte("racer-"+strconv.Itoa(i)), s.ttl)
+			ents[i], errs[i] = st0(stores, i).CreateIfAbsent(t.Context(), key, []byte("racer-"+strconv.Itoa(i)), 0)
 		}()
 	}
 	close(start)
