@@ -308,7 +308,9 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 			delete(s.watchers, w)
 			close(w.ch)
 			if !s.closed {
-				s.rearm(s.clock.Now())
+				now := s.clock.Now()
+				s.sweep(now) // so that the timer rearm arms is in the future
+				s.rearm(now)
 			}
 		}
 	})
@@ -462,7 +464,8 @@ func (s *Store) dropWatcher(w *watcher) {
 
 // rearm keeps one timer armed at the earliest expiry while a watch is open,
 // so that expiry is reported without waiting for the next operation, and
-// none otherwise.
+// none otherwise. Callers have swept at now, so the timer is always in the
+// future: a fake clock may fire a due timer synchronously.
 func (s *Store) rearm(now time.Time) {
 	if len(s.watchers) == 0 || len(s.expiry) == 0 {
 		if s.timer != nil {
