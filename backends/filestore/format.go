@@ -6,7 +6,6 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -20,18 +19,20 @@ import (
 // One key's file, in full:
 //
 //	tenure-filestore v1\n
-//	{"key":"...","rev":7,"crev":5,"ttl_ns":...,"boot":"...","exp_ns":...,"len":N,"hist":[{...},...]}\n
-//	<N bytes of value><the values of the history entries, in order>
+//	key "<the key, Go-quoted>"\n
+//	state <rev> <crev> <ttl ns> <expiry ns> <boot id or -> <put|del> <value length>\n
+//	state ...\n                  (its previous states, newest first)
+//	data\n
+//	<the current value><the values of the previous states, in order>
 //	\ncrc32c=xxxxxxxx\n
 //
-// The checksum (CRC-32C, lowercase hex) covers every byte before the trailer.
-// The header is the exact output of encoding/json for the header struct; a
-// file whose header is not byte-for-byte canonical is rejected, so a file
-// decodes only if it is exactly what encodeRecord would have written.
+// The checksum (CRC-32C, lowercase hex) covers every byte before the
+// trailer. A file decodes only if it is exactly what encodeRecord writes for
+// the record it decodes to: anything else is corrupt.
 //
-// hist lists the key's previous states, newest first, each with its own
-// value: what a watcher that fell behind needs to report every revision in
-// order. It is bounded by histMax entries and histValueBytes of values.
+// The previous states are what a watcher that fell behind needs to report
+// every revision in order. They are bounded by histMax states and
+// histValueBytes of values.
 const (
 	magic         = "tenure-filestore v1\n"
 	magicFamily   = "tenure-filestore v"
@@ -42,7 +43,7 @@ const (
 	histValueBytes = 8 << 10
 
 	// maxFileBytes bounds what a read accepts. The largest file
-	// encodeRecord writes (a MaxKeyBytes key escaped at 6 bytes per byte, a
+	// encodeRecord writes (a MaxKeyBytes key quoted at 4 bytes per byte, a
 	// MaxValueBytes value, a full history, boot ids and numbers) is below it.
 	maxFileBytes = 128 << 10
 	maxBootID    = 64
@@ -66,50 +67,62 @@ type record struct {
 	History        []record
 }
 
-type version struct {
-	Rev     int64  `json:"rev"`
-	CRev    int64  `json:"crev"`
-	TTL     int64  `json:"ttl_ns"`
-	Boot    string `json:"boot,omitempty"`
-	Exp     int64  `json:"exp_ns,omitempty"`
-	Deleted bool   `json:"deleted,omitempty"`
-	Len     int    `json:"len"`
-}
-
-type header struct {
-	Key string `json:"key"`
-	version
-	Hist []version `json:"hist,omitempty"`
-}
-
-func versionOf(r record) version {
-	return version{Rev: r.Revision, CRev: r.CreateRevision, TTL: int64(r.TTL), Boot: r.BootID,
-		Exp: r.Expiry, Deleted: r.Deleted, Len: len(r.Value)}
-}
-
-func (v version) record(key string, value []byte) record {
-	r := record{Key: key, Revision: v.Rev, CreateRevision: v.CRev, TTL: time.Duration(v.TTL),
-		BootID: v.Boot, Expiry: v.Exp, Deleted: v.Deleted}
-	if len(value) > 0 {
-		r.Value = bytes.Clone(value)
+// validBootID reports whether id can be stored: 1 to maxBootID bytes of
+// [A-Za-z0-9._-], and not "-" (which stands for no boot id).
+func validBootID(id string) bool {
+	if id == "" || id == "-" || len(id) > maxBootID {
+		return false
 	}
-	return r
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func appendState(b []byte, r record) []byte {
+	b = append(b, "state "...)
+	b = strconv.AppendInt(b, r.Revision, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, r.CreateRevision, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(r.TTL), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, r.Expiry, 10)
+	b = append(b, ' ')
+	if r.BootID == "" {
+		b = append(b, '-')
+	} else {
+		b = append(b, r.BootID...)
+	}
+	if r.Deleted {
+		b = append(b, " del "...)
+	} else {
+		b = append(b, " put "...)
+	}
+	b = strconv.AppendInt(b, int64(len(r.Value)), 10)
+	return append(b, '\n')
 }
 
 // encodeRecord returns the file content for r. r must be valid (see
 // checkRecord); encodeRecord does not check it again.
 func encodeRecord(r record) []byte {
-	h := header{Key: r.Key, version: versionOf(r)}
-	size := len(r.Value)
+	size := len(magic) + 8 + len(r.Key) + 64*(1+len(r.History)) + len(r.Value) + trailerLen
 	for _, p := range r.History {
-		h.Hist = append(h.Hist, versionOf(p))
 		size += len(p.Value)
 	}
-	hb, _ := json.Marshal(h) // cannot fail: strings, integers and bools
-	b := make([]byte, 0, len(magic)+len(hb)+1+size+trailerLen)
+	b := make([]byte, 0, size)
 	b = append(b, magic...)
-	b = append(b, hb...)
+	b = append(b, "key "...)
+	b = strconv.AppendQuote(b, r.Key)
 	b = append(b, '\n')
+	b = appendState(b, r)
+	for _, p := range r.History {
+		b = appendState(b, p)
+	}
+	b = append(b, "data\n"...)
 	b = append(b, r.Value...)
 	for _, p := range r.History {
 		b = append(b, p.Value...)
@@ -158,43 +171,97 @@ func decodeRecord(b []byte) (record, error) {
 	}
 
 	rest := body[len(magic):]
-	nl := bytes.IndexByte(rest, '\n')
-	if nl < 0 {
-		return record{}, corruptf("header line not terminated")
+	line, rest, ok := bytes.Cut(rest, []byte("\n"))
+	quoted, isKey := bytes.CutPrefix(line, []byte("key "))
+	if !ok || !isKey {
+		return record{}, corruptf("missing key line")
 	}
-	line, values := rest[:nl], rest[nl+1:]
-	var h header
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
-		return record{}, corruptf("header: %v", err)
+	key, err := strconv.Unquote(string(quoted))
+	if err != nil {
+		return record{}, corruptf("key line: %v", err)
 	}
-	if canon, _ := json.Marshal(h); !bytes.Equal(canon, line) {
-		return record{}, corruptf("header is not in canonical form")
-	}
-	if len(h.Hist) > histMax {
-		return record{}, corruptf("history of %d entries exceeds %d", len(h.Hist), histMax)
-	}
-	total := h.Len
-	for _, v := range h.Hist {
-		if v.Len < 0 || v.Len > histValueBytes {
-			return record{}, corruptf("history value length %d out of range", v.Len)
+	var states []record
+	var lens []int
+	for {
+		line, rest, ok = bytes.Cut(rest, []byte("\n"))
+		if !ok {
+			return record{}, corruptf("header not terminated")
 		}
-		total += v.Len
+		if string(line) == "data" {
+			break
+		}
+		if len(states) > histMax {
+			return record{}, corruptf("more than %d previous states", histMax)
+		}
+		st, n, err := parseState(key, line)
+		if err != nil {
+			return record{}, err
+		}
+		states, lens = append(states, st), append(lens, n)
 	}
-	if h.Len < 0 || total != len(values) {
-		return record{}, corruptf("header says %d value bytes, file holds %d", total, len(values))
+	if len(states) == 0 {
+		return record{}, corruptf("no state line")
 	}
-	r := h.version.record(h.Key, values[:h.Len])
-	values = values[h.Len:]
-	for _, v := range h.Hist {
-		r.History = append(r.History, v.record(h.Key, values[:v.Len]))
-		values = values[v.Len:]
+	total := 0
+	for _, n := range lens {
+		total += n
+	}
+	if total != len(rest) {
+		return record{}, corruptf("state lines give %d value bytes, file holds %d", total, len(rest))
+	}
+	for i := range states {
+		if lens[i] > 0 {
+			states[i].Value = bytes.Clone(rest[:lens[i]])
+		}
+		rest = rest[lens[i]:]
+	}
+	r := states[0]
+	if len(states) > 1 {
+		r.History = states[1:]
 	}
 	if err := checkRecord(r); err != nil {
 		return record{}, err
 	}
+	if !bytes.Equal(encodeRecord(r), b) {
+		return record{}, corruptf("not in canonical form")
+	}
 	return r, nil
+}
+
+// parseState parses one state line (see encodeRecord) and returns the state
+// without its value and the value's length.
+func parseState(key string, line []byte) (record, int, error) {
+	f := strings.Split(string(line), " ")
+	if len(f) != 8 || f[0] != "state" {
+		return record{}, 0, corruptf("malformed state line %q", line)
+	}
+	var n [5]int64
+	for i, j := range []int{1, 2, 3, 4, 7} {
+		v, err := strconv.ParseInt(f[j], 10, 64)
+		if err != nil {
+			return record{}, 0, corruptf("state line %q: %v", line, err)
+		}
+		n[i] = v
+	}
+	r := record{Key: key, Revision: n[0], CreateRevision: n[1], TTL: time.Duration(n[2]), Expiry: n[3]}
+	switch {
+	case f[5] == "-":
+	case validBootID(f[5]):
+		r.BootID = f[5]
+	default:
+		return record{}, 0, corruptf("state line %q: malformed boot id", line)
+	}
+	switch f[6] {
+	case "put":
+	case "del":
+		r.Deleted = true
+	default:
+		return record{}, 0, corruptf("state line %q: kind %q", line, f[6])
+	}
+	if n[4] < 0 || n[4] > backends.MaxValueBytes {
+		return record{}, 0, corruptf("state line %q: value length out of range", line)
+	}
+	return r, int(n[4]), nil
 }
 
 // checkRecord enforces the invariants every stored record keeps.
@@ -242,7 +309,7 @@ func checkState(r record) error {
 		return corruptf("negative ttl %d", r.TTL)
 	case r.TTL == 0 && (r.BootID != "" || r.Expiry != 0):
 		return corruptf("expiry without a ttl")
-	case r.TTL > 0 && (r.BootID == "" || len(r.BootID) > maxBootID):
+	case r.TTL > 0 && !validBootID(r.BootID):
 		return corruptf("ttl without a valid boot id")
 	case r.Deleted && (len(r.Value) > 0 || r.TTL != 0):
 		return corruptf("tombstone with a value or ttl")

@@ -180,26 +180,34 @@ func TestDecodeRejects(t *testing.T) {
 		{"future version", []byte("tenure-filestore v2\n{}\n"), "unsupported format version"},
 		{"appended", append(bytes.Clone(valid), 'x'), "trailer"},
 		{"bad crc", badCRC(valid), "checksum mismatch"},
-		{"upper hex crc", bytes.ToUpper(bytes.Clone(valid)), "not a filestore file"},
-		{"no header newline", withCRC(magic + `{"key":"k"}`), "not terminated"},
-		{"unknown field", withCRC(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":0,"len":0,"x":1}` + "\n"), "unknown field"},
-		{"not canonical", withCRC(magic + `{"key":"k", "rev":1,"crev":1,"ttl_ns":0,"len":0}` + "\n"), "canonical"},
-		{"field order", withCRC(magic + `{"rev":1,"key":"k","crev":1,"ttl_ns":0,"len":0}` + "\n"), "canonical"},
-		{"len mismatch", withCRC(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":0,"len":3}` + "\nab"), "value bytes"},
-		{"empty key", withCRC(magic + `{"key":"","rev":1,"crev":1,"ttl_ns":0,"len":0}` + "\n"), "stored key"},
-		{"zero rev", withCRC(magic + `{"key":"k","rev":0,"crev":0,"ttl_ns":0,"len":0}` + "\n"), "revision 0"},
-		{"crev above rev", withCRC(magic + `{"key":"k","rev":1,"crev":2,"ttl_ns":0,"len":0}` + "\n"), "create revision"},
-		{"negative ttl", withCRC(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":-1,"len":0}` + "\n"), "negative ttl"},
-		{"ttl without boot", withCRC(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":5,"exp_ns":9,"len":0}` + "\n"), "boot id"},
-		{"expiry without ttl", withCRC(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":0,"boot":"b","len":0}` + "\n"), "without a ttl"},
-		{"tombstone with value", withCRC(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":0,"deleted":true,"len":1}` + "\nx"), "tombstone"},
+		{"upper case", bytes.ToUpper(bytes.Clone(valid)), "not a filestore file"},
+		{"no key line", withCRC(magic + "state 1 1 0 0 - put 0\ndata\n"), "missing key line"},
+		{"unquoted key", withCRC(magic + "key k\nstate 1 1 0 0 - put 0\ndata\n"), "key line"},
+		{"not terminated", withCRC(magic + `key "k"` + "\nstate 1 1 0 0 - put 0"), "not terminated"},
+		{"no state", withCRC(magic + `key "k"` + "\ndata\n"), "no state line"},
+		{"short state", withCRC(magic + `key "k"` + "\nstate 1 1 0 0 - put\ndata\n"), "malformed state line"},
+		{"double space", withCRC(magic + `key "k"` + "\nstate 1  1 0 0 - put 0\ndata\n"), "malformed state line"},
+		{"not a number", withCRC(magic + `key "k"` + "\nstate 1 x 0 0 - put 0\ndata\n"), "invalid syntax"},
+		{"plus sign", withCRC(magic + `key "k"` + "\nstate +1 1 0 0 - put 0\ndata\n"), "canonical"},
+		{"leading zero", withCRC(magic + `key "k"` + "\nstate 01 1 0 0 - put 0\ndata\n"), "canonical"},
+		{"escaped key", withCRC(magic + `key "\x6b"` + "\nstate 1 1 0 0 - put 0\ndata\n"), "canonical"},
+		{"bad kind", withCRC(magic + `key "k"` + "\nstate 1 1 0 0 - set 0\ndata\n"), "kind"},
+		{"bad boot id", withCRC(magic + `key "k"` + "\nstate 1 1 5 9 b/c put 0\ndata\n"), "boot id"},
+		{"len mismatch", withCRC(magic + `key "k"` + "\nstate 1 1 0 0 - put 3\ndata\nab"), "value bytes"},
+		{"negative len", withCRC(magic + `key "k"` + "\nstate 1 1 0 0 - put -1\ndata\n"), "out of range"},
+		{"empty key", withCRC(magic + `key ""` + "\nstate 1 1 0 0 - put 0\ndata\n"), "stored key"},
+		{"zero rev", withCRC(magic + `key "k"` + "\nstate 0 0 0 0 - put 0\ndata\n"), "revision 0"},
+		{"crev above rev", withCRC(magic + `key "k"` + "\nstate 1 2 0 0 - put 0\ndata\n"), "create revision"},
+		{"negative ttl", withCRC(magic + `key "k"` + "\nstate 1 1 -1 0 - put 0\ndata\n"), "negative ttl"},
+		{"ttl without boot", withCRC(magic + `key "k"` + "\nstate 1 1 5 9 - put 0\ndata\n"), "boot id"},
+		{"expiry without ttl", withCRC(magic + `key "k"` + "\nstate 1 1 0 0 b put 0\ndata\n"), "without a ttl"},
+		{"tombstone with value", withCRC(magic + `key "k"` + "\nstate 1 1 0 0 - del 1\ndata\nx"), "tombstone"},
 		{"oversized", bytes.Repeat([]byte("x"), maxFileBytes+1), "exceeds"},
-		{"history gap", withCRC(magic + `{"key":"k","rev":3,"crev":1,"ttl_ns":0,"len":0,"hist":[{"rev":1,"crev":1,"ttl_ns":0,"len":0}]}` + "\n"), "cannot precede"},
-		{"history of a tombstone", withCRC(magic + `{"key":"k","rev":2,"crev":1,"ttl_ns":0,"deleted":true,"len":0,"hist":[{"rev":1,"crev":1,"ttl_ns":0,"len":0}]}` + "\n"), "cannot precede"},
-		{"two tombstones", withCRC(magic + `{"key":"k","rev":2,"crev":2,"ttl_ns":0,"len":0,"hist":[{"rev":1,"crev":1,"ttl_ns":0,"deleted":true,"len":0},{"rev":1,"crev":1,"ttl_ns":0,"deleted":true,"len":0}]}` + "\n"), "cannot precede"},
-		{"empty history", withCRC(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":0,"len":0,"hist":[]}` + "\n"), "canonical"},
-		{"history lengths", withCRC(magic + `{"key":"k","rev":2,"crev":1,"ttl_ns":0,"len":0,"hist":[{"rev":1,"crev":1,"ttl_ns":0,"len":2}]}` + "\nx"), "value bytes"},
-		{"bad history state", withCRC(magic + `{"key":"k","rev":2,"crev":1,"ttl_ns":0,"len":0,"hist":[{"rev":1,"crev":1,"ttl_ns":-1,"len":0}]}` + "\n"), "history: "},
+		{"history gap", withCRC(magic + `key "k"` + "\nstate 3 1 0 0 - put 0\nstate 1 1 0 0 - put 0\ndata\n"), "cannot precede"},
+		{"history of a tombstone", withCRC(magic + `key "k"` + "\nstate 2 1 0 0 - del 0\nstate 1 1 0 0 - put 0\ndata\n"), "cannot precede"},
+		{"two tombstones", withCRC(magic + `key "k"` + "\nstate 2 2 0 0 - put 0\nstate 1 1 0 0 - del 0\nstate 1 1 0 0 - del 0\ndata\n"), "cannot precede"},
+		{"bad history state", withCRC(magic + `key "k"` + "\nstate 2 1 0 0 - put 0\nstate 1 1 -1 0 - put 0\ndata\n"), "history: "},
+		{"history too long", withCRC(magic + `key "k"` + "\n" + strings.Repeat("state 1 1 0 0 - put 0\n", histMax+2) + "data\n"), "previous states"},
 	}
 	for _, tt := range tests {
 		_, err := decodeRecord(tt.in)
@@ -298,7 +306,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b[:len(b)-trailerLen])
 	}
 	f.Add([]byte(magic))
-	f.Add([]byte(magic + `{"key":"k","rev":1,"crev":1,"ttl_ns":0,"len":0}` + "\n"))
+	f.Add([]byte(magic + `key "k"` + "\nstate 2 1 5 9 b put 1\nstate 1 1 0 0 - del 0\ndata\nv"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkDecode(t, b)
 		checkDecode(t, withCRC(string(b)))

@@ -29,7 +29,7 @@ func hostJudge() (judge, error) {
 		return judge{}, fmt.Errorf("filestore: read boot id: %w", err)
 	}
 	id := string(bytes.TrimSpace(b))
-	if id == "" || len(id) > maxBootID {
+	if !validBootID(id) {
 		return judge{}, fmt.Errorf("filestore: boot id %q from %s is unusable", id, bootIDPath)
 	}
 	if _, err := bootTime(); err != nil {

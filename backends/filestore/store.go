@@ -77,7 +77,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	var j judge
 	if o.judge != nil {
 		j = *o.judge
-		if j.bootID == "" || len(j.bootID) > maxBootID {
+		if !validBootID(j.bootID) {
 			return nil, fmt.Errorf("filestore: open: boot id %q: %w", j.bootID, backends.ErrInvalid)
 		}
 	} else {
