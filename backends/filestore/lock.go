@@ -88,7 +88,11 @@ func tryLock(fd int, off int64) (bool, error) {
 	}
 }
 
-// unlock releases the lock by closing its description.
+// unlock releases the lock by closing its description. A second call does
+// nothing (it must not close a descriptor number reused since).
 func (l *keyLock) unlock() {
-	unix.Close(l.fd)
+	if l.fd >= 0 {
+		unix.Close(l.fd)
+		l.fd = -1
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/clocktest"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,7 +25,7 @@ type fakeClock interface {
 	Add(d time.Duration)
 }
 
-func newFakeClock() fakeClock { return clock.NewMock() }
+func newFakeClock() fakeClock { return clocktest.New(time.Time{}) }
 
 const testBoot = "boot-1"
 
@@ -477,29 +478,54 @@ func TestOrphanTempFiles(t *testing.T) {
 	}
 }
 
-// TestLockWaitHonoursContext holds a key's lock through another descriptor:
-// a write waits for it, and gives up when its context ends.
-func TestLockWaitHonoursContext(t *testing.T) {
-	s := newEnv(t).open()
-	held, err := s.lock(ctxT(t), lockOffset("k"))
-	if err != nil {
-		t.Fatal(err)
+// TestLockWait holds a key's lock through another descriptor: a write
+// polls for it on the store's wall clock (here a fake one), goes through
+// once it is free, and gives up when its context ends.
+func TestLockWait(t *testing.T) {
+	tests := []struct {
+		name    string
+		cancel  bool
+		wantErr error
+	}{
+		{"lock freed", false, nil},
+		{"context cancelled", true, context.Canceled},
 	}
-	ctx, cancel := context.WithCancel(ctxT(t))
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.CreateIfAbsent(ctx, "k", nil, 0)
-		done <- err
-	}()
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("create while the lock is held and ctx cancelled: %v, want context.Canceled", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newEnv(t).open()
+			wall := clocktest.New(time.Time{})
+			s.wall = wall
+			held, err := s.lock(ctxT(t), lockOffset("k"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(ctxT(t))
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.CreateIfAbsent(ctx, "k", nil, 0)
+				done <- err
+			}()
+			// One armed timer: the writer found the lock taken and waits.
+			if err := wall.BlockUntil(ctxT(t), 1); err != nil {
+				t.Fatal(err)
+			}
+			if tt.cancel {
+				cancel()
+			} else {
+				held.unlock()
+				wall.Add(lockPollMin)
+			}
+			if err := <-done; !errors.Is(err, tt.wantErr) || (err != nil) != (tt.wantErr != nil) {
+				t.Fatalf("create = %v, want %v", err, tt.wantErr)
+			}
+			held.unlock()
+			_, err = s.Get(ctxT(t), "k")
+			if wrote := err == nil; wrote != (tt.wantErr == nil) {
+				t.Fatalf("get after the create: %v; want written: %v", err, tt.wantErr == nil)
+			}
+		})
 	}
-	held.unlock()
-	if _, err := s.Get(ctxT(t), "k"); !errors.Is(err, backends.ErrNotFound) {
-		t.Fatalf("the cancelled create wrote: %v", err)
-	}
-	mustCreate(t, s, "k", "v", 0)
 }
 
 // TestConcurrentIncrements has goroutines of two Store values over one
