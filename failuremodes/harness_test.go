@@ -1,0 +1,533 @@
+package failuremodes_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"go.uber.org/goleak"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/backendtest/faults"
+	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/lifecycle"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The timings every scenario uses unless it says otherwise. The elector runs
+// without jitter (except in FM-09) so that each step of the fake clock lands
+// on a known event.
+const (
+	ttl          = 10 * time.Second
+	renewPeriod  = 3 * time.Second
+	renewTimeout = 2 * time.Second
+	margin       = 100 * time.Millisecond
+	retryPeriod  = time.Second
+	drainTimeout = 2 * time.Second
+	relTimeout   = time.Second
+	key          = "fm/claim"
+)
+
+// Armed timers of one elector on the fake clock, at rest.
+const (
+	leaderTimers   = 2 // the renew timer and the deadline timer
+	followerTimers = 1 // the wait before the next attempt
+)
+
+// world is one scenario: a fake clock, a store judged by it, and the
+// participants.
+type world struct {
+	t     *testing.T
+	ctx   context.Context // bounds every wait; never reached in a passing run
+	clk   *clocktest.Clock
+	store backends.Store
+	nodes []*node
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	clk := clocktest.New(time.Time{})
+	mem := memstore.New(memstore.WithClock(clk))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	w := &world{t: t, ctx: ctx, clk: clk, store: mem}
+	t.Cleanup(func() {
+		w.shutdown()
+		mem.Close()
+		cancel()
+	})
+	return w
+}
+
+// baseConfig is the Config every node starts from.
+func (w *world) baseConfig(name string) elector.Config {
+	return elector.Config{
+		Key:            key,
+		Identity:       name,
+		TTL:            ttl,
+		RenewPeriod:    renewPeriod,
+		RenewTimeout:   renewTimeout,
+		SafetyMargin:   margin,
+		RetryPeriod:    retryPeriod,
+		Jitter:         elector.NoJitter,
+		DrainTimeout:   drainTimeout,
+		ReleaseTimeout: relTimeout,
+		Clock:          w.clk,
+	}
+}
+
+// node is one participant: an Elector writing through its own fault
+// wrapper, and a recorder of everything it reported.
+type node struct {
+	w      *world
+	name   string
+	f      *faults.Store
+	locker backends.Locker
+	e      *elector.Elector
+	rec    *recorder
+	cancel context.CancelFunc // cancels the context given to Start
+}
+
+type nodeOption func(*nodeSetup)
+
+type nodeSetup struct {
+	cfg   elector.Config
+	store backends.Store // what the fault wrapper wraps
+	watch bool
+	wrap  func(backends.Locker) backends.Locker
+}
+
+// withConfig edits the node's Config.
+func withConfig(f func(*elector.Config)) nodeOption {
+	return func(s *nodeSetup) { f(&s.cfg) }
+}
+
+// withWatch lets the node watch the claim. Nodes do not watch by default:
+// a watch arms the store's expiry timer, and followers that time their
+// attempts to the observed expiry keep the timer count simple.
+func withWatch() nodeOption { return func(s *nodeSetup) { s.watch = true } }
+
+// onStore makes the node use s instead of the world's store.
+func onStore(s backends.Store) nodeOption { return func(ns *nodeSetup) { ns.store = s } }
+
+// newNode makes a node; it is not started.
+func (w *world) newNode(name string, opts ...nodeOption) *node {
+	w.t.Helper()
+	s := nodeSetup{cfg: w.baseConfig(name), store: w.store}
+	for _, o := range opts {
+		o(&s)
+	}
+	inner := s.store
+	if !s.watch {
+		inner = faults.Hide(inner, backends.CapWatch)
+	}
+	n := &node{w: w, name: name, f: faults.Wrap(inner, w.clk)}
+	n.rec = newRecorder(w.clk)
+	cfg := s.cfg
+	n.rec.hook(&cfg)
+	locker, err := backends.NewLocker(n.f)
+	if err != nil {
+		w.t.Fatalf("%s: NewLocker: %v", name, err)
+	}
+	n.locker = locker
+	if s.wrap != nil {
+		n.locker = s.wrap(locker)
+	}
+	if n.e, err = elector.New(n.locker, cfg); err != nil {
+		w.t.Fatalf("%s: elector.New: %v", name, err)
+	}
+	w.nodes = append(w.nodes, n)
+	return n
+}
+
+// start starts the node's Elector.
+func (n *node) start() *node {
+	n.w.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	if err := n.e.Start(ctx); err != nil {
+		n.w.t.Fatalf("%s: Start: %v", n.name, err)
+	}
+	return n
+}
+
+// shutdown stops every node at the end of a test, whatever state the test
+// left it in: faults are cleared, work is unblocked, every Elector is
+// stopped at once, and the clock is moved on until all have finished.
+func (w *world) shutdown() {
+	errs := make(chan error, len(w.nodes))
+	for _, n := range w.nodes {
+		n.f.Clear()
+		n.rec.unblock()
+		go func() { errs <- n.e.Stop(w.ctx) }()
+	}
+	for _, n := range w.nodes {
+		for done := false; !done; {
+			select {
+			case <-n.e.Done():
+				done = true
+			case <-w.ctx.Done():
+				w.t.Errorf("%s: did not stop: %v", n.name, w.ctx.Err())
+				return
+			default:
+				w.clk.Add(100 * time.Millisecond)
+				runtime.Gosched()
+			}
+		}
+		if n.cancel != nil {
+			n.cancel()
+		}
+	}
+	for range w.nodes {
+		<-errs
+	}
+}
+
+// settle waits until n timers are armed on the clock: every participant is
+// at rest, waiting for time to pass.
+func (w *world) settle(n int) {
+	w.t.Helper()
+	if err := w.clk.BlockUntil(w.ctx, n); err != nil {
+		w.t.Fatalf("settle: %v (at %v)", err, w.elapsed())
+	}
+}
+
+// step waits until n timers are armed, then moves the clock by d.
+func (w *world) step(n int, d time.Duration) {
+	w.t.Helper()
+	w.settle(n)
+	w.clk.Add(d)
+}
+
+var epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// elapsed is the fake time since the start of the scenario.
+func (w *world) elapsed() time.Duration { return w.clk.Now().Sub(epoch) }
+
+// leaders names the participants whose IsLeader is true now.
+func leaders(ps ...participant) []string {
+	var out []string
+	for _, p := range ps {
+		if p.IsLeader() {
+			out = append(out, p.Name())
+		}
+	}
+	return out
+}
+
+// participant is what the overlap checks need of a tenure node or a naive
+// one.
+type participant interface {
+	Name() string
+	IsLeader() bool
+}
+
+func (n *node) Name() string   { return n.name }
+func (n *node) IsLeader() bool { return n.e.IsLeader() }
+
+// event is one thing a participant reported.
+type event struct {
+	kind  string // see the kinds below
+	at    time.Time
+	term  elector.Term
+	cause elector.Cause
+	class backends.Class
+	other backends.Holder
+	from  lifecycle.State
+	to    lifecycle.State
+}
+
+// Event kinds.
+const (
+	evWon        = "won"         // Observer.ElectionWon
+	evLost       = "lost"        // Observer.ElectionLost
+	evRenewed    = "renewed"     // Observer.Renewed
+	evRenewFail  = "renew-fail"  // Observer.RenewFailed
+	evDemoted    = "demoted"     // Observer.Demoted
+	evDuplicate  = "duplicate"   // Observer.DuplicateIdentity
+	evPanicked   = "panicked"    // Observer.Panicked
+	evTransition = "transition"  // Observer.Transition
+	evElected    = "on-elected"  // OnElected started
+	evWorkDone   = "work-done"   // OnElected returned
+	evOnDemoted  = "on-demoted"  // OnDemoted
+	evNewLeader  = "new-leader"  // OnNewLeader
+	evAcquired   = "acquired"    // naive: took the claim
+	evDropped    = "dropped"     // naive: stopped leading
+	evAttempt    = "attempt"     // naive: tried to take the claim
+	evStopCalled = "stop-called" // naive: OnDemoted-like callback at Stop
+)
+
+// recorder is an elector.Observer and the callbacks of one node: it logs
+// every event with the fake time it was reported at, and lets the test wait
+// for events.
+type recorder struct {
+	elector.NopObserver
+	clk clock.Clock
+
+	mu      sync.Mutex
+	events  []event       // guarded by mu
+	changed chan struct{} // guarded by mu; closed at the next add
+	// work, if set, is the body of OnElected; by default OnElected blocks
+	// until its context is done.
+	work    func(ctx context.Context, t elector.Term) // guarded by mu
+	release chan struct{}                             // closed by unblock; ends work that waits on it
+}
+
+func newRecorder(clk clock.Clock) *recorder {
+	return &recorder{clk: clk, release: make(chan struct{})}
+}
+
+func (r *recorder) add(ev event) {
+	ev.at = r.clk.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
+}
+
+// setWork replaces the body of OnElected for terms elected from now on.
+func (r *recorder) setWork(f func(ctx context.Context, t elector.Term)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.work = f
+}
+
+// unblock ends work that waits on r.release.
+func (r *recorder) unblock() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.release:
+	default:
+		close(r.release)
+	}
+}
+
+// hook points cfg's Observer and callbacks at r.
+func (r *recorder) hook(cfg *elector.Config) {
+	cfg.Observer = r
+	cfg.OnElected = func(ctx context.Context, t elector.Term) {
+		r.add(event{kind: evElected, term: t})
+		defer r.add(event{kind: evWorkDone, term: t})
+		r.mu.Lock()
+		work := r.work
+		r.mu.Unlock()
+		if work != nil {
+			work(ctx, t)
+			return
+		}
+		<-ctx.Done()
+	}
+	cfg.OnDemoted = func(t elector.Term, c elector.Cause) { r.add(event{kind: evOnDemoted, term: t, cause: c}) }
+	cfg.OnNewLeader = func(l elector.Leader) {
+		r.add(event{kind: evNewLeader, other: l.Holder, term: elector.Term{Token: l.Token}})
+	}
+}
+
+func (r *recorder) Transition(from, to lifecycle.State) {
+	r.add(event{kind: evTransition, from: from, to: to})
+}
+func (r *recorder) ElectionWon(t elector.Term)    { r.add(event{kind: evWon, term: t}) }
+func (r *recorder) ElectionLost(c backends.Class) { r.add(event{kind: evLost, class: c}) }
+func (r *recorder) Renewed(_, _ time.Duration)    { r.add(event{kind: evRenewed}) }
+func (r *recorder) Demoted(t elector.Term, c elector.Cause) {
+	r.add(event{kind: evDemoted, term: t, cause: c})
+}
+func (r *recorder) RenewFailed(c backends.Class, _ time.Duration) {
+	r.add(event{kind: evRenewFail, class: c})
+}
+func (r *recorder) DuplicateIdentity(h backends.Holder) { r.add(event{kind: evDuplicate, other: h}) }
+func (r *recorder) Panicked(where string)               { r.add(event{kind: evPanicked}) }
+
+// count returns how many events of kind were recorded.
+func (r *recorder) count(kind string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, ev := range r.events {
+		if ev.kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// all returns the events of kind.
+func (r *recorder) all(kind string) []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []event
+	for _, ev := range r.events {
+		if ev.kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// wait blocks until at least n events of kind were recorded and returns the
+// n-th.
+func (r *recorder) wait(ctx context.Context, kind string, n int) (event, error) {
+	for {
+		r.mu.Lock()
+		seen := 0
+		for _, ev := range r.events {
+			if ev.kind == kind {
+				seen++
+				if seen == n {
+					r.mu.Unlock()
+					return ev, nil
+				}
+			}
+		}
+		if r.changed == nil {
+			r.changed = make(chan struct{})
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return event{}, fmt.Errorf("waiting for event %q #%d, saw %d: %w", kind, n, seen, ctx.Err())
+		}
+	}
+}
+
+// await is wait for a node, failing the test on timeout.
+func (n *node) await(kind string, count int) event {
+	n.w.t.Helper()
+	ev, err := n.rec.wait(n.w.ctx, kind, count)
+	if err != nil {
+		n.w.t.Fatalf("%s at %v: %v", n.name, n.w.elapsed(), err)
+	}
+	return ev
+}
+
+// holders returns the live holders of the claim as the store sees it now.
+func (w *world) holders() []backends.Lease {
+	w.t.Helper()
+	l, err := backends.NewLocker(w.store)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	hs, err := l.Holders(w.ctx, key)
+	if err != nil {
+		w.t.Fatalf("holders: %v", err)
+	}
+	return hs
+}
+
+// fenced is a downstream resource that accepts a write only if it carries a
+// token at least as high as the highest it has accepted.
+type fenced struct {
+	mu      sync.Mutex
+	highest int64    // guarded by mu
+	log     []string // guarded by mu; accepted writes
+}
+
+func (f *fenced) write(token int64, what string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if token < f.highest {
+		return fmt.Errorf("fenced: token %d is below %d: rejected %q", token, f.highest, what)
+	}
+	f.highest = token
+	f.log = append(f.log, what)
+	return nil
+}
+
+func (f *fenced) accepted() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.log)
+}
+
+// awaitRec is await for any recorder (naive participants have one too).
+func (w *world) awaitRec(who string, r *recorder, kind string, count int) event {
+	w.t.Helper()
+	ev, err := r.wait(w.ctx, kind, count)
+	if err != nil {
+		w.t.Fatalf("%s at %v: %v", who, w.elapsed(), err)
+	}
+	return ev
+}
+
+// wrapLocker puts f between the node's Elector and its Locker.
+func wrapLocker(f func(backends.Locker) backends.Locker) nodeOption {
+	return func(s *nodeSetup) { s.wrap = f }
+}
+
+// hookLocker runs test hooks around the calls of an inner Locker. Unlike
+// the store-level faults, a hook may ignore the caller's context: it models
+// an answer already received, or a loop wedged in code that does not look
+// at its context.
+type hookLocker struct {
+	backends.Locker
+	afterAcquire func(backends.Lease, error) // after TryAcquire answered, before the caller sees it
+	beforeRenew  func()                      // before Renew reaches the inner Locker
+	afterRenew   func(backends.Lease, error) // after Renew answered, before the caller sees it
+}
+
+func (h *hookLocker) TryAcquire(ctx context.Context, k string, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
+	l, err := h.Locker.TryAcquire(ctx, k, holder, ttl)
+	if h.afterAcquire != nil {
+		h.afterAcquire(l, err)
+	}
+	return l, err
+}
+
+func (h *hookLocker) Renew(ctx context.Context, l backends.Lease) (backends.Lease, error) {
+	if h.beforeRenew != nil {
+		h.beforeRenew()
+	}
+	got, err := h.Locker.Renew(ctx, l)
+	if h.afterRenew != nil {
+		h.afterRenew(got, err)
+	}
+	return got, err
+}
+
+// wallClock is a participant's wall clock: the world's clock plus an offset
+// the test may step at any time, as NTP does. Durations, timers and
+// deadlines pass through unchanged; only readings move.
+type wallClock struct {
+	*clocktest.Clock
+	mu     sync.Mutex
+	offset time.Duration // guarded by mu
+}
+
+func newWallClock(c *clocktest.Clock, offset time.Duration) *wallClock {
+	return &wallClock{Clock: c, offset: offset}
+}
+
+var _ clock.Clock = (*wallClock)(nil)
+
+func (c *wallClock) off() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.offset
+}
+
+// stepBy moves the reading by d (negative: back).
+func (c *wallClock) stepBy(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+func (c *wallClock) Now() time.Time                  { return c.Clock.Now().Add(c.off()) }
+func (c *wallClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *wallClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+func (c *wallClock) WithDeadline(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	return c.Clock.WithDeadline(parent, d.Add(-c.off()))
+}
