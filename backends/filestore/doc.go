@@ -26,7 +26,7 @@
 // # Guarantees
 //
 //   - On one host, among any number of processes and Store values sharing a
-//     directory on a local filesystem (ext4, xfs, tmpfs, btrfs), every write
+//     directory on a local filesystem (ext4, xfs, tmpfs), every write
 //     is atomic and linearizable per key.
 //   - Readers (Get, List, Watch) take no lock and never see a partial write
 //     or a temp file: canonical files are only ever replaced by rename.
@@ -46,9 +46,12 @@
 //     [*CorruptFileError] naming the file), never "absent". Permission
 //     errors wrap [backends.ErrPermission] (fatal); a full disk or quota is
 //     transient (the write did not happen; the old state is intact).
-//   - Temp files of writers that died are removed by Open and, as they are
-//     come across, by List. A temp file is removed only once its key's lock
+//   - Temp files of writers that died are removed by Open, and by List when
+//     it comes across them. A temp file is removed only once its key's lock
 //     can be taken, so a live writer's temp file is never touched.
+//   - Each key's file keeps its previous states (up to 16, with up to 8 KiB
+//     of their values), written atomically with the current one, so a
+//     watch that reads late still reports every revision in order.
 //
 // # What it does not promise
 //
@@ -58,13 +61,12 @@
 //   - Nothing across hosts, even ones that share the directory: expiry is
 //     judged on each host's own boottime clock, which means nothing on
 //     another host. Use backends/etcd or backends/kube there.
-//   - Deleted keys are not forgotten: each leaves a small tombstone file
-//     (that is how its revisions stay monotonic). A store of short-lived
-//     keys with distinct names grows.
+//   - Deleted keys are not forgotten: each leaves a tombstone file that
+//     keeps the key's recent history (that is how its revisions stay
+//     monotonic). A store of short-lived keys with distinct names grows.
 //   - Watch reports every revision in order only while it keeps up within
-//     the history a key's file keeps (its last 16 states, up to 8 KiB of
-//     their values); a watch that falls further behind ends its stream
-//     rather than skip a revision. Expiry produces no event. inotify
+//     the history a key's file keeps; a watch that falls further behind
+//     ends its stream rather than skip a revision. Expiry produces no event. inotify
 //     instances are a per-user kernel resource (fs.inotify.max_user_instances);
 //     each Watch uses one.
 //   - Writes to the store directory by anything but this package (editing,

@@ -51,8 +51,8 @@ type options struct {
 	judge *judge
 }
 
-// WithClock makes c stand in for the host's CLOCK_BOOTTIME and bootID for its
-// boot id when the store judges expiry. Tests use it to move time with a fake
+// WithClock makes c stand in for the host's CLOCK_BOOTTIME and bootID (1 to
+// 64 bytes of [A-Za-z0-9._-]) for its boot id when the store judges expiry. Tests use it to move time with a fake
 // clock, and to simulate a reboot by opening the same directory with another
 // boot id. Every Store sharing a directory must use the same clock and boot
 // id; production code leaves the default (the host's own).
