@@ -54,13 +54,21 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldOn(t, func(clk *clocktest.Clock) backends.Store {
+		return memstore.New(memstore.WithClock(clk))
+	})
+}
+
+// newWorldOn is newWorld over the store open returns; the world closes it.
+func newWorldOn(t *testing.T, open func(*clocktest.Clock) backends.Store) *world {
+	t.Helper()
 	clk := clocktest.New(time.Time{})
-	mem := memstore.New(memstore.WithClock(clk))
+	store := open(clk)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	w := &world{t: t, ctx: ctx, clk: clk, store: mem}
+	w := &world{t: t, ctx: ctx, clk: clk, store: store}
 	t.Cleanup(func() {
 		w.shutdown()
-		mem.Close()
+		store.Close()
 		cancel()
 	})
 	return w
@@ -204,6 +212,18 @@ func (w *world) step(n int, d time.Duration) {
 	w.t.Helper()
 	w.settle(n)
 	w.clk.Add(d)
+}
+
+// stepUntil steps the clock by d (each time once n timers are armed) until
+// done reports true, at most a minute of fake time.
+func (w *world) stepUntil(n int, d time.Duration, done func() bool) {
+	w.t.Helper()
+	for end := w.clk.Now().Add(time.Minute); !done(); {
+		if w.clk.Now().After(end) {
+			w.t.Fatalf("stepUntil: not done after a minute of fake time (at %v)", w.elapsed())
+		}
+		w.step(n, d)
+	}
 }
 
 var epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)

@@ -1,0 +1,298 @@
+package failuremodes_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/backendtest/faults"
+	"github.com/tenure-go/tenure/backends/filestore"
+	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/elector"
+)
+
+// FM-10: a stale read must never let an acquisition succeed.
+func TestFM10StaleReadCannotSteal(t *testing.T) {
+	t.Run("tenure acquires by one conditional write", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a").start()
+		a.await(evElected, 1)
+		w.step(leaderTimers, time.Second/2)
+		b := w.newNode("b")
+		stale, err := b.f.StaleReads(w.ctx) // b's replica stops at 0.5s
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.start()
+		b.await(evLost, 1)
+		for range 3 * ttl / time.Second {
+			w.step(leaderTimers+followerTimers, time.Second)
+			onlyLeader(t, w, "a", a, b)
+		}
+		// What b's replica says: a's claim, at its current revision,
+		// expired long ago.
+		hs, err := b.locker.Holders(w.ctx, key)
+		if err != nil || len(hs) != 1 || hs[0].Remaining > 0 || hs[0].Revision != w.holders()[0].Revision {
+			t.Fatalf("b's stale Holders = %+v, %v; want a's claim at its current revision, expired", hs, err)
+		}
+		if _, err := b.locker.TryAcquire(w.ctx, key, b.e.Holder(), ttl); !errors.Is(err, backends.ErrHeld) {
+			t.Errorf("b's TryAcquire after a stale read = %v, want ErrHeld", err)
+		}
+		if stale.Hits() == 0 {
+			t.Error("the stale snapshot was never read")
+		}
+	})
+	t.Run("naive read-then-write steals", func(t *testing.T) {
+		w := newWorld(t)
+		na := w.newNaive("a", &ttlLocker{store: w.naiveStore(), key: key, ttl: ttl})
+		na.Start(w.ctx) // ticks at 0s, 3s, 6s, ...: keep-alives, revision unchanged
+		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.clk.Add(time.Second / 2)
+		sb := w.naiveStore()
+		if _, err := sb.StaleReads(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		nb := w.newNaive("b", &ttlLocker{store: sb, key: key, ttl: ttl})
+		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ...
+		w.awaitRec("b", nb.rec, evLost, 1)
+		for i := 1; i <= 4; i++ {
+			w.clk.Add(5 * time.Second / 2) // a renews at 3i s
+			w.awaitRec("a", na.rec, evRenewed, i)
+			w.clk.Add(time.Second / 2) // b reads its replica at 3i+0.5 s
+			w.awaitRec("b", nb.rec, evAttempt, i+1)
+			if nb.IsLeader() {
+				break
+			}
+			w.awaitRec("b", nb.rec, evLost, i+1)
+		}
+		if got := leaders(na, nb); len(got) != 2 {
+			t.Fatalf("naive at %v: leaders = %v, want the failure mode [a b]", w.elapsed(), got)
+		}
+	})
+}
+
+// FM-11: throttling of every call for less than a lease must neither
+// demote the leader nor make anyone hammer the backend.
+func TestFM11SustainedThrottling(t *testing.T) {
+	const from, until = time.Second, 15 * time.Second / 2
+	t.Run("tenure backs off and keeps leading", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a").start()
+		a.await(evElected, 1)
+		w.step(leaderTimers, from)
+		throttleA := a.f.Fail(faults.AllOps, 0, backends.ErrThrottled)
+		b := w.newNode("b")
+		throttleB := b.f.Fail(faults.AllOps, 0, backends.ErrThrottled)
+		b.start()
+		b.await(evLost, 1)
+		for w.elapsed() < 12*time.Second {
+			w.step(leaderTimers+followerTimers, 50*time.Millisecond)
+			if w.elapsed() >= until && throttleA.Hits() > 0 {
+				throttleA.Remove()
+				throttleB.Remove()
+			}
+			onlyLeader(t, w, "a", a, b)
+		}
+		if n := a.rec.count(evDemoted); n != 0 {
+			t.Errorf("a demoted %d times under throttling shorter than its lease", n)
+		}
+		for _, ev := range append(a.rec.all(evRenewFail), b.rec.all(evLost)...) {
+			if ev.at.Sub(epoch) < until && ev.class != backends.ClassTransient {
+				t.Errorf("a throttled call was classified %v at %v, want transient", ev.class, ev.at.Sub(epoch))
+			}
+		}
+		// Renewals at 3s, 4s and 6s were refused, the one at 7.95s passed;
+		// b tried at 1s, 2s, 4s, then waited for the expiry.
+		if got := throttleA.Hits(); got > 4 {
+			t.Errorf("a made %d throttled calls in %v, want at most 4", got, until-from)
+		}
+		if got := throttleB.Hits(); got > 4 {
+			t.Errorf("b made %d throttled calls in %v, want at most 4", got, until-from)
+		}
+	})
+	t.Run("naive goes leaderless", func(t *testing.T) {
+		w := newWorld(t)
+		sa, sb := w.naiveStore(), w.naiveStore()
+		na := w.newNaive("a", &epochLocker{store: sa, key: key, ttl: ttl, wall: w.clk})
+		na.Start(w.ctx)
+		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.clk.Add(from)
+		sa.Fail(faults.AllOps, 0, backends.ErrThrottled)
+		sb.Fail(faults.AllOps, 0, backends.ErrThrottled)
+		nb := w.newNaive("b", &epochLocker{store: sb, key: key, ttl: ttl, wall: w.clk})
+		nb.Start(w.ctx)
+		w.awaitRec("b", nb.rec, evLost, 1)
+		w.clk.Add(2 * time.Second) // 3s
+		w.awaitRec("a", na.rec, evDropped, 1)
+		if got := leaders(na, nb); len(got) != 0 {
+			t.Fatalf("naive: leaders = %v, want the failure mode (none)", got)
+		}
+	})
+}
+
+// holderIDs are ids a record format might split on or mangle.
+var holderIDs = []string{
+	"node 1",
+	"host-1 pid 42",
+	"日本/ノード",
+	"a/b/c",
+	`quote " and \ backslash`,
+	"tab\tand\nnewline",
+	"emoji 🚀",
+	"'single' `back`",
+	strings.Repeat("é", 200),
+}
+
+// FM-12: a holder id with spaces (or any other character) must round-trip
+// through every backend.
+func TestFM12AnyHolderIDRoundTrips(t *testing.T) {
+	stores := []struct {
+		name string
+		open func(t *testing.T, clk *clocktest.Clock) backends.Store
+	}{
+		{"memstore", func(t *testing.T, clk *clocktest.Clock) backends.Store { return memstore.New(memstore.WithClock(clk)) }},
+		{"filestore", func(t *testing.T, clk *clocktest.Clock) backends.Store {
+			s, err := filestore.Open(t.TempDir(), filestore.WithClock("fm-boot", clk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}},
+	}
+	for _, st := range stores {
+		for _, id := range holderIDs {
+			t.Run(st.name+"/"+id, func(t *testing.T) {
+				w := newWorldOn(t, func(clk *clocktest.Clock) backends.Store { return st.open(t, clk) })
+				a := w.newNode(id).start()
+				term := a.await(evElected, 1).term
+				if term.Holder.ID != id {
+					t.Errorf("term holder id = %q, want %q", term.Holder.ID, id)
+				}
+				if hs := w.holders(); len(hs) != 1 || hs[0].Holder != a.e.Holder() {
+					t.Fatalf("stored holders = %+v, want %v", hs, a.e.Holder())
+				}
+				obs := w.newNode("observer").start()
+				obs.await(evLost, 1)
+				if ev := obs.await(evNewLeader, 1); ev.other != a.e.Holder() {
+					t.Errorf("observer saw leader %v, want %v", ev.other, a.e.Holder())
+				}
+				w.step(leaderTimers+followerTimers, renewPeriod)
+				a.await(evRenewed, 1)
+				if err := a.e.Stop(w.ctx); err != nil {
+					t.Fatalf("Stop: %v", err)
+				}
+				if hs := w.holders(); len(hs) != 0 {
+					t.Errorf("holders after Stop = %+v, want released", hs)
+				}
+			})
+		}
+	}
+	t.Run("naive cannot renew or release node 1", func(t *testing.T) {
+		w := newWorld(t)
+		s := w.naiveStore()
+		n := w.newNaive("node 1", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
+		n.Start(w.ctx)
+		w.awaitRec("node 1", n.rec, evAcquired, 1)
+		w.clk.Add(renewPeriod)
+		w.awaitRec("node 1", n.rec, evDropped, 1)
+		n.mu.Lock()
+		n.leader = true // as if Stop had read "leader": it tries to release
+		n.mu.Unlock()
+		if err := n.Stop(w.ctx); err == nil {
+			t.Fatalf("naive: Stop released a claim it cannot parse")
+		}
+		w.clk.Add(10 * ttl)
+		other := w.newNaive("other", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		other.Start(w.ctx)
+		w.awaitRec("other", other.rec, evLost, 1)
+		if _, err := s.Inner().Get(w.ctx, key); err != nil {
+			t.Fatalf("naive: the claim is gone (%v), want the failure mode: stuck for good", err)
+		}
+	})
+}
+
+// FM-13: a throttled renewal must not demote.
+func TestFM13ThrottledRenewal(t *testing.T) {
+	t.Run("tenure retries", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a").start()
+		a.await(evElected, 1)
+		a.f.Fail(faults.OpKeepAlive, 1, backends.ErrThrottled)
+		w.step(leaderTimers, renewPeriod)
+		if ev := a.await(evRenewFail, 1); ev.class != backends.ClassTransient {
+			t.Errorf("throttled renewal class = %v, want transient", ev.class)
+		}
+		w.step(leaderTimers, retryPeriod)
+		a.await(evRenewed, 1)
+		if n := a.rec.count(evDemoted); n != 0 || !a.IsLeader() {
+			t.Errorf("after one throttled renewal: demotions = %d, IsLeader = %v; want 0, true", n, a.IsLeader())
+		}
+	})
+	t.Run("naive demotes", func(t *testing.T) {
+		w := newWorld(t)
+		s := w.naiveStore()
+		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
+		n.Start(w.ctx)
+		w.awaitRec("n", n.rec, evAcquired, 1)
+		s.Fail(faults.Reads, 1, backends.ErrThrottled)
+		w.clk.Add(renewPeriod)
+		w.awaitRec("n", n.rec, evDropped, 1)
+		if n.IsLeader() {
+			t.Fatal("naive: still leader")
+		}
+	})
+}
+
+// FM-14: two processes configured with the same identity must be two
+// holders, and the duplicate must be reported.
+func TestFM14DuplicateIdentity(t *testing.T) {
+	const id = "same"
+	t.Run("tenure tells them apart", func(t *testing.T) {
+		w := newWorld(t)
+		same := withConfig(func(c *elector.Config) { c.Identity = id })
+		a := w.newNode("a", same).start()
+		a.await(evElected, 1)
+		b := w.newNode("b", same).start()
+		b.await(evLost, 1)
+		if ev := b.await(evDuplicate, 1); ev.other != a.e.Holder() {
+			t.Errorf("b reported duplicate %v, want %v", ev.other, a.e.Holder())
+		}
+		if a.e.Holder() == b.e.Holder() {
+			t.Fatalf("two electors with identity %q share holder %v", id, a.e.Holder())
+		}
+		for range 3 * ttl / time.Second {
+			w.step(leaderTimers+followerTimers, time.Second)
+			onlyLeader(t, w, "a", a, b)
+		}
+		if n := b.rec.count(evDuplicate); n != 1 {
+			t.Errorf("b reported the duplicate %d times, want once", n)
+		}
+		if n := b.f.Calls(faults.OpKeepAlive | faults.OpCompareAndDelete); n != 0 {
+			t.Errorf("b renewed or released %d times while a held the claim", n)
+		}
+		if err := a.e.Stop(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		// b's next attempt is timed to the expiry it last observed.
+		w.stepUntil(followerTimers, 100*time.Millisecond, func() bool { return b.rec.count(evElected) > 0 })
+		second := b.await(evElected, 1).term
+		if second.Holder != b.e.Holder() || second.Token <= a.rec.all(evElected)[0].term.Token {
+			t.Errorf("b's term = %+v, want b's holder and a higher token", second)
+		}
+	})
+	t.Run("naive: both lead", func(t *testing.T) {
+		w := newWorld(t)
+		na := w.newNaive(id, &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		na.Start(w.ctx)
+		w.awaitRec("a", na.rec, evAcquired, 1)
+		nb := w.newNaive(id, &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		nb.Start(w.ctx)
+		w.awaitRec("b", nb.rec, evAcquired, 1)
+		if !na.IsLeader() || !nb.IsLeader() {
+			t.Fatalf("naive: IsLeader a=%v b=%v, want the failure mode (both)", na.IsLeader(), nb.IsLeader())
+		}
+	})
+}
