@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/backendtest"
 	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/clocktest"
 	"go.uber.org/goleak"
 )
 
@@ -96,7 +96,7 @@ func TestBrokenStore(t *testing.T) {
 	if _, ok := defects[name]; !ok {
 		t.Fatalf("unknown defect %q", name)
 	}
-	clk := clock.NewMock()
+	clk := clocktest.New(time.Time{})
 	backendtest.Run(t, backendtest.Harness{
 		New: func(t *testing.T) backends.Store {
 			s := memstore.New(memstore.WithClock(clk))

@@ -6,15 +6,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/clocktest"
 )
 
 // A claim taken with create-if-absent, a compare-and-set that lost to a
 // newer write, and expiry judged by a fake clock.
 func Example() {
-	clk := clock.NewMock()
+	clk := clocktest.New(time.Time{})
 	s := memstore.New(memstore.WithClock(clk))
 	defer s.Close()
 	ctx := context.Background()

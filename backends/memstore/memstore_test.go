@@ -6,30 +6,29 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/backendtest"
 	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/clocktest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // newStore returns a store on a fresh fake clock, closed at the end of t.
-func newStore(t *testing.T, opts ...memstore.Option) (*memstore.Store, *clock.Mock) {
+func newStore(t *testing.T, opts ...memstore.Option) (*memstore.Store, *clocktest.Clock) {
 	t.Helper()
-	clk := clock.NewMock()
+	clk := clocktest.New(time.Time{})
 	s := memstore.New(append([]memstore.Option{memstore.WithClock(clk)}, opts...)...)
 	t.Cleanup(func() { _ = s.Close() })
 	return s, clk
 }
 
 func TestConformance(t *testing.T) {
-	clk := clock.NewMock()
+	clk := clocktest.New(time.Time{})
 	backendtest.Run(t, backendtest.Harness{
 		New: func(t *testing.T) backends.Store {
 			s := memstore.New(memstore.WithClock(clk))
@@ -152,46 +151,65 @@ func TestExpiryNoticedByAnOperationFirst(t *testing.T) {
 	wantEvent(t, recv(t, ch), backends.EventPut, "k", n.Revision)
 }
 
-// countingClock counts the timers the store arms.
-type countingClock struct {
-	*clock.Mock
-	armed atomic.Int64
-}
-
-func (c *countingClock) AfterFunc(d time.Duration, f func()) *clock.Timer {
-	c.armed.Add(1)
-	return c.Mock.AfterFunc(d, f)
-}
-
-func TestNoTimerWithoutWatch(t *testing.T) {
-	clk := &countingClock{Mock: clock.NewMock()}
-	s := memstore.New(memstore.WithClock(clk))
-	defer s.Close()
+// TestOneTimerOnlyWhileWatched checks the store's footprint on a fake
+// clock: no timer without a watch, one (at the earliest expiry) with any
+// number of watches, none again once the last watch ends.
+func TestOneTimerOnlyWhileWatched(t *testing.T) {
+	s, clk := newStore(t)
 	ctx := t.Context()
 	for i := range 100 {
 		if _, err := s.CreateIfAbsent(ctx, fmt.Sprintf("k/%d", i), nil, time.Duration(i+1)*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := clk.armed.Load(); n != 0 {
-		t.Errorf("store armed %d timers with no watch open, want 0", n)
+	if n := clk.Waiters(); n != 0 {
+		t.Errorf("Waiters() with no watch open = %d, want 0", n)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	if _, err := s.Watch(wctx, "other/"); err != nil {
+	wctx1, cancel1 := context.WithCancel(ctx)
+	ch1, err := s.Watch(wctx1, "other/")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if n := clk.armed.Load(); n != 1 {
-		t.Errorf("store armed %d timers with one watch open, want 1 (at the earliest expiry)", n)
+	wctx2, cancel2 := context.WithCancel(ctx)
+	ch2, err := s.Watch(wctx2, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range 10 {
-		if _, err := s.CreateIfAbsent(ctx, fmt.Sprintf("later/%d", i), nil, time.Hour); err != nil {
+	if _, err := s.CreateIfAbsent(ctx, "later", nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := clk.Waiters(); n != 1 {
+		t.Errorf("Waiters() with two watches open = %d, want 1", n)
+	}
+	wantEvent(t, recv(t, ch2), backends.EventPut, "later", 101)
+	// The timer reports each expiry in deadline order and re-arms for the
+	// next one.
+	clk.Add(3 * time.Second)
+	for i := range 3 {
+		wantEvent(t, recv(t, ch2), backends.EventDelete, fmt.Sprintf("k/%d", i), int64(i+1))
+	}
+	settle := func() { // an operation waits out the callback that sent the event
+		t.Helper()
+		if _, err := s.Get(ctx, "later"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := clk.armed.Load(); n != 1 {
-		t.Errorf("store armed %d timers after writes expiring later than the armed one, want still 1", n)
+	settle()
+	if n := clk.Waiters(); n != 1 {
+		t.Errorf("Waiters() after three expiries = %d, want 1 (re-armed for the fourth)", n)
 	}
-	cancel()
+	cancel1()
+	closedWithin(t, ch1)
+	settle()
+	if n := clk.Waiters(); n != 1 {
+		t.Errorf("Waiters() with one watch left = %d, want 1", n)
+	}
+	cancel2()
+	closedWithin(t, ch2)
+	settle()
+	if n := clk.Waiters(); n != 0 {
+		t.Errorf("Waiters() after the last watch ended = %d, want 0", n)
+	}
 }
 
 func TestSlowWatcherIsClosed(t *testing.T) {
@@ -227,7 +245,7 @@ func TestSlowWatcherIsClosed(t *testing.T) {
 }
 
 func TestCloseSemantics(t *testing.T) {
-	clk := clock.NewMock()
+	clk := clocktest.New(time.Time{})
 	s := memstore.New(memstore.WithClock(clk))
 	ctx := t.Context()
 	ch, err := s.Watch(ctx, "")
