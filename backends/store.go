@@ -104,11 +104,12 @@ type Event struct {
 // it with CapWatch.
 type Watcher interface {
 	// Watch streams changes to keys that start with prefix, made after the
-	// call returned. Events of one key arrive in the order the writes took
-	// effect. The channel is closed when ctx is done, the store is closed or
-	// the stream broke (for example the consumer fell too far behind); the
-	// consumer then re-reads what it needs and watches again. A slow consumer
-	// never blocks writers.
+	// call returned. Every write of a key yields one event, in the order the
+	// writes took effect; a stream that cannot deliver one ends instead of
+	// skipping it. The channel is closed when ctx is done, the store is
+	// closed or the stream broke (for example the consumer fell too far
+	// behind); the consumer then re-reads what it needs and watches again. A
+	// slow consumer never blocks writers.
 	Watch(ctx context.Context, prefix string) (<-chan Event, error)
 }
 
