@@ -102,6 +102,13 @@ type Lease struct {
 
 // Locker is the claim level the elector runs on. Implementations are safe for
 // concurrent use.
+//
+// A Lease is a capability: Renew and Release act on the claim it names, by
+// its revision, and cannot tell who passes it. Leases listed by Holders or in
+// a HeldError describe other holders' claims too; a caller passes to Renew or
+// Release only leases whose Holder is its own. The elector does exactly
+// that, which is what keeps two holders with one identity apart. Renew
+// checks the holder the store returns and reports a mismatch as lost.
 type Locker interface {
 	// TryAcquire takes the claim key for holder if it is free, without
 	// waiting. If it is held the error is a *HeldError listing the holders.

@@ -7,7 +7,9 @@ import (
 	"unicode/utf8"
 )
 
-// Limits every backend accepts. A backend may accept more; none accepts less.
+// Limits of keys and values. Every backend accepts keys and values within
+// them; the Validate functions reject anything beyond them, so a backend that
+// validates with them accepts exactly these.
 const (
 	MaxKeyBytes   = 512
 	MaxValueBytes = 64 << 10
