@@ -42,3 +42,57 @@ func TestStartRestart(t *testing.T) {
 		t.Fatalf("get after restart = %v, want k=v1", resp.Kvs)
 	}
 }
+
+func TestCluster(t *testing.T) {
+	c := etcdtest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lead, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := (lead + 1) % c.Size()
+	cli := c.Client(t, h)
+	if _, err := cli.Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("put through member %d: %v", h, err)
+	}
+
+	// Blackholed: requests hang until their deadline.
+	c.Blackhole(h)
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = cli.Get(short, "k")
+	cancelShort()
+	if err == nil {
+		t.Errorf("get through a blackholed bridge: no error, want a timeout")
+	}
+	c.Unblackhole(h)
+	if _, err := cli.Get(ctx, "k"); err != nil {
+		t.Errorf("get after unblackhole: %v", err)
+	}
+
+	// Partitioned: the member loses its leader and refuses linearizable
+	// reads; healed, it serves again.
+	c.Partition(h)
+	failed := false
+	for i := 0; i < 50 && !failed; i++ {
+		short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := cli.Get(short, "k")
+		cancelShort()
+		failed = err != nil
+	}
+	if !failed {
+		t.Errorf("linearizable gets on a partitioned member kept succeeding")
+	}
+	c.Heal(h)
+	if _, err := cli.Get(ctx, "k"); err != nil {
+		t.Errorf("get after heal: %v", err)
+	}
+
+	// Stopped and restarted: the data survives and the client reconnects.
+	c.Stop(h)
+	c.Restart(t, h)
+	resp, err := cli.Get(ctx, "k")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("get after restart = %v, %v; want k", resp, err)
+	}
+}

@@ -1,0 +1,447 @@
+package etcdtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// startTries bounds the attempts to start a cluster: its ports are picked
+// free and then bound by etcd, and another process may take one in between.
+const startTries = 3
+
+// pollInterval is how often WaitLeader looks at the members.
+const pollInterval = 10 * time.Millisecond
+
+// Cluster is a multi-member etcd cluster in the test process, for fault
+// tests: each member's clients reach it through a bridge that can blackhole
+// their traffic, members can be cut off from each other, stopped and
+// restarted. Members use the same fast timings as Start (10 ms ticks, 100 ms
+// election timeout, no fsync, 1 s minimum lease) and log nothing.
+//
+// Its methods are called from the test goroutine; Endpoints, Client and
+// Leader are also safe from others.
+type Cluster struct {
+	members []*member
+}
+
+type member struct {
+	name       string
+	dir        string
+	client     url.URL // the member's own client URL
+	peer       url.URL // where the member listens for its peers
+	peerBridge *bridge // what its peers dial: it forwards to peer
+	initial    string  // the --initial-cluster of every member
+	bridge     *bridge // what its clients dial: it forwards to client
+
+	mu   sync.Mutex
+	etcd *embed.Etcd // nil while stopped
+}
+
+// StartCluster starts an n-member cluster, waits until it has a leader and
+// every member serves, and stops it at cleanup.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("etcdtest: cluster of %d members", n)
+	}
+	var err error
+	for try := 0; try < startTries; try++ {
+		var c *Cluster
+		c, err = startCluster(t, n)
+		if err == nil {
+			t.Cleanup(c.close)
+			return c
+		}
+	}
+	t.Fatalf("etcdtest: start cluster: %v", err)
+	return nil
+}
+
+func startCluster(t testing.TB, n int) (*Cluster, error) {
+	c := &Cluster{}
+	var initial []string
+	for i := 0; i < n; i++ {
+		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(t.TempDir(), "data")}
+		clientPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		peerPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		m.client = url.URL{Scheme: "http", Host: clientPort}
+		m.peer = url.URL{Scheme: "http", Host: peerPort}
+		// Peers talk through a bridge too, so that closing the cluster can
+		// cut every peer connection at once: etcd leaves a peer connection
+		// that is still busy open when it stops, and with it goroutines.
+		if m.peerBridge, err = newBridge(peerPort); err != nil {
+			c.close()
+			return nil, err
+		}
+		initial = append(initial, m.name+"=http://"+m.peerBridge.addr())
+		c.members = append(c.members, m)
+	}
+	for _, m := range c.members {
+		m.initial = strings.Join(initial, ",")
+	}
+	errs := make(chan error, n)
+	for _, m := range c.members {
+		go func() { errs <- m.start(false) }()
+	}
+	var all []error
+	for range c.members {
+		all = append(all, <-errs)
+	}
+	if err := errors.Join(all...); err != nil {
+		c.close()
+		return nil, err
+	}
+	for _, m := range c.members {
+		b, err := newBridge(m.client.Host)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		m.bridge = b
+	}
+	return c, nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("pick a port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// start starts the member and waits until it serves (which needs a quorum:
+// the first start of a cluster starts every member at once).
+func (m *member) start(restart bool) error {
+	cfg := embed.NewConfig()
+	cfg.Name = m.name
+	cfg.Dir = m.dir
+	cfg.ListenClientUrls = []url.URL{m.client}
+	cfg.AdvertiseClientUrls = []url.URL{m.client}
+	cfg.ListenPeerUrls = []url.URL{m.peer}
+	cfg.AdvertisePeerUrls = []url.URL{{Scheme: "http", Host: m.peerBridge.addr()}}
+	cfg.InitialCluster = m.initial
+	cfg.InitialClusterToken = "etcdtest"
+	if restart {
+		cfg.ClusterState = embed.ClusterStateFlagExisting
+	}
+	cfg.TickMs = 10
+	cfg.ElectionMs = 100
+	cfg.UnsafeNoFsync = true
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", m.name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("%s failed: %w", m.name, err)
+	case <-ctx.Done():
+		e.Close()
+		return fmt.Errorf("%s not ready after %v", m.name, readyTimeout)
+	}
+	m.mu.Lock()
+	m.etcd = e
+	m.mu.Unlock()
+	return nil
+}
+
+// stop stops the member abruptly, like a crash: a leader does not hand its
+// leadership over first (which, when all members stop together, waits for a
+// transfer that cannot happen).
+func (m *member) stop() {
+	m.mu.Lock()
+	e := m.etcd
+	m.etcd = nil
+	m.mu.Unlock()
+	if e != nil {
+		e.Server.HardStop()
+		e.Close()
+	}
+}
+
+func (m *member) server() *embed.Etcd {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.etcd
+}
+
+func (c *Cluster) close() {
+	for _, m := range c.members {
+		for _, b := range []*bridge{m.bridge, m.peerBridge} {
+			if b != nil {
+				b.close()
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, m := range c.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.stop()
+		}()
+	}
+	wg.Wait()
+}
+
+// Size is the number of members.
+func (c *Cluster) Size() int { return len(c.members) }
+
+// Endpoints are the client URLs of member i, through its bridge.
+func (c *Cluster) Endpoints(i int) []string {
+	return []string{"http://" + c.members[i].bridge.addr()}
+}
+
+// AllEndpoints are the bridged client URLs of every member.
+func (c *Cluster) AllEndpoints() []string {
+	var eps []string
+	for i := range c.members {
+		eps = append(eps, c.Endpoints(i)...)
+	}
+	return eps
+}
+
+// Client returns a client of member i (through its bridge), closed at
+// cleanup.
+func (c *Cluster) Client(t testing.TB, i int) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(i), DialTimeout: dialTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcdtest: client of member %d: %v", i, err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Leader is the index of the member that is the raft leader, as the
+// running members see it, or -1 if none is.
+func (c *Cluster) Leader() int {
+	for i, m := range c.members {
+		e := m.server()
+		if e != nil && e.Server.Leader() == e.Server.MemberID() {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitLeader waits until a running member leads and every running member
+// knows it, and returns its index.
+func (c *Cluster) WaitLeader(ctx context.Context) (int, error) {
+	tk := clock.New().Ticker(pollInterval)
+	defer tk.Stop()
+	for {
+		if l := c.Leader(); l >= 0 && c.agree(l) {
+			return l, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, fmt.Errorf("etcdtest: no leader: %w", ctx.Err())
+		case <-tk.C:
+		}
+	}
+}
+
+func (c *Cluster) agree(l int) bool {
+	id := c.members[l].server().Server.MemberID()
+	for _, m := range c.members {
+		if e := m.server(); e != nil && e.Server.Leader() != id {
+			return false
+		}
+	}
+	return true
+}
+
+// Blackhole makes member i's bridge drop everything its clients send and
+// everything it answers, keeping their connections open: requests hang
+// until their deadlines, like behind a broken network.
+func (c *Cluster) Blackhole(i int) { c.members[i].bridge.setBlackhole(true) }
+
+// Unblackhole restores member i's client traffic.
+func (c *Cluster) Unblackhole(i int) { c.members[i].bridge.setBlackhole(false) }
+
+// Partition cuts member i off from every other member (its clients still
+// reach it): a minority member has no leader and refuses what needs one.
+func (c *Cluster) Partition(i int) {
+	self := c.members[i].server()
+	for j, m := range c.members {
+		other := m.server()
+		if j == i || self == nil || other == nil {
+			continue
+		}
+		self.Server.CutPeer(other.Server.MemberID())
+		other.Server.CutPeer(self.Server.MemberID())
+	}
+}
+
+// Heal restores member i's links to every other member.
+func (c *Cluster) Heal(i int) {
+	self := c.members[i].server()
+	for j, m := range c.members {
+		other := m.server()
+		if j == i || self == nil || other == nil {
+			continue
+		}
+		self.Server.MendPeer(other.Server.MemberID())
+		other.Server.MendPeer(self.Server.MemberID())
+	}
+}
+
+// Stop stops member i abruptly, as a crash would (a leader does not hand
+// over its leadership); its data is kept for Restart.
+func (c *Cluster) Stop(i int) { c.members[i].stop() }
+
+// Restart starts member i again (stopping it first if it runs) on the same
+// ports and data, and waits until it serves.
+func (c *Cluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	m := c.members[i]
+	m.stop()
+	if err := m.start(true); err != nil {
+		t.Fatalf("etcdtest: restart member %d: %v", i, err)
+	}
+}
+
+// bridge forwards TCP connections from its listener to a member's client
+// address, and can drop their traffic.
+type bridge struct {
+	target string
+	ln     net.Listener
+	wg     sync.WaitGroup // the accept loop and every connection's copiers
+
+	mu        sync.Mutex
+	blackhole bool                  // guarded by mu
+	conns     map[net.Conn]struct{} // guarded by mu; both ends of every connection
+	closed    bool                  // guarded by mu
+}
+
+func newBridge(target string) (*bridge, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bridge to %s: %w", target, err)
+	}
+	b := &bridge{target: target, ln: ln, conns: make(map[net.Conn]struct{})}
+	b.wg.Add(1)
+	go b.accept()
+	return b, nil
+}
+
+func (b *bridge) addr() string { return b.ln.Addr().String() }
+
+func (b *bridge) setBlackhole(on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.blackhole = on
+}
+
+func (b *bridge) dropping() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.blackhole
+}
+
+func (b *bridge) track(cs ...net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	for _, c := range cs {
+		b.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (b *bridge) untrack(cs ...net.Conn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range cs {
+		delete(b.conns, c)
+	}
+}
+
+func (b *bridge) accept() {
+	defer b.wg.Done()
+	for {
+		in, err := b.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		out, err := net.Dial("tcp", b.target)
+		if err != nil {
+			in.Close() // the member is down: the client sees a refused connection
+			continue
+		}
+		if !b.track(in, out) {
+			in.Close()
+			out.Close()
+			return
+		}
+		b.wg.Add(2)
+		go b.pipe(out, in)
+		go b.pipe(in, out)
+	}
+}
+
+// pipe copies src to dst, dropping what it reads while blackholed. When
+// either side ends, it closes both, so its partner ends too.
+func (b *bridge) pipe(dst, src net.Conn) {
+	defer b.wg.Done()
+	defer func() {
+		src.Close()
+		dst.Close()
+		b.untrack(src, dst)
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !b.dropping() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // EOF or closed: the deferred closes end the partner too
+		}
+	}
+}
+
+func (b *bridge) close() {
+	b.mu.Lock()
+	b.closed = true
+	conns := make([]net.Conn, 0, len(b.conns))
+	for c := range b.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	b.ln.Close()
+	for _, c := range conns {
+		c.Close()
+	}
+	b.wg.Wait()
+}
