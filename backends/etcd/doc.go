@@ -53,9 +53,10 @@
 //     wrap ErrPermission (fatal); requests etcd refuses as malformed wrap
 //     ErrInvalid (fatal); a corrupt cluster wraps ErrCorrupt (fatal). A
 //     keep-alive whose lease is gone is a *ConflictError with Found false:
-//     the claim is lost. Every request requires a leader, so a member cut
-//     off from its cluster answers ErrUnavailable at once instead of letting
-//     the caller wait for its deadline.
+//     the claim is lost. Every request requires a leader: a member cut off
+//     from its cluster refuses transactions at once (ErrUnavailable), and
+//     the client retries reads and lease requests, on its other endpoints
+//     if it has any, until the caller's deadline.
 //
 // # What it costs
 //

@@ -1,0 +1,262 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/etcd"
+	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+)
+
+// The fault tests run a real three-member etcd cluster in the test process
+// (etcdtest.Cluster: 10 ms ticks, 100 ms election timeout, so the shortest
+// lease is 1 s), whose members' clients go through bridges the tests can
+// blackhole, and whose members the tests can cut off from each other, stop
+// and restart.
+
+func newCluster(t *testing.T) *etcdtest.Cluster {
+	t.Helper()
+	c := etcdtest.StartCluster(t, 3)
+	if _, err := c.WaitLeader(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// memberStore opens a store whose client talks to member i only, through
+// its bridge.
+func memberStore(t *testing.T, c *etcdtest.Cluster, i int, prefix string, opts ...etcd.Option) *etcd.Store {
+	t.Helper()
+	return openStore(t, newClient(t, c.Endpoints(i), nil), prefix, opts...)
+}
+
+// nonLeader is the index of a member that is neither the etcd leader nor
+// in not.
+func nonLeader(t *testing.T, c *etcdtest.Cluster, not ...int) int {
+	t.Helper()
+	lead, err := c.WaitLeader(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < c.Size(); i++ {
+		if i != lead && !slices.Contains(not, i) {
+			return i
+		}
+	}
+	t.Fatalf("no member other than the leader %d and %v", lead, not)
+	return -1
+}
+
+// takeOver polls CreateIfAbsent on s until it succeeds, and returns the entry
+// and when (on wall) the successful call was answered.
+func takeOver(t *testing.T, s *etcd.Store, key string, ttl time.Duration, limit time.Duration, wall clock.Clock) (backends.Entry, time.Time) {
+	t.Helper()
+	var got backends.Entry
+	var at time.Time
+	waitFor(t, limit, "take over "+key, func(ctx context.Context) bool {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		e, err := s.CreateIfAbsent(rctx, key, []byte("taker"), ttl)
+		if err != nil {
+			if !errors.Is(err, backends.ErrExists) && backends.Classify(err) != backends.ClassTransient {
+				t.Fatalf("CreateIfAbsent(%q) while waiting to take over: %v", key, err)
+			}
+			return false
+		}
+		got, at = e, wall.Now()
+		return true
+	})
+	return got, at
+}
+
+// TestFaultBlackholedHolder: the holder's member stops answering it. Its
+// requests fail as transient; the server expires its lease; another process
+// takes the claim over no sooner than the holder's own deadline, with a
+// higher token; and when the holder is heard again it learns it lost.
+func TestFaultBlackholedHolder(t *testing.T) {
+	c := newCluster(t)
+	wall := clock.New()
+	prefix := newPrefix(t)
+	h := nonLeader(t, c)
+	o := nonLeader(t, c, h)
+	holder := memberStore(t, c, h, prefix)
+	other := memberStore(t, c, o, prefix)
+	ctx := testContext(t)
+
+	sent := wall.Now()
+	e := mustCreate(t, holder, "claim", "holder", time.Second)
+	deadline := sent.Add(e.TTL) // the holder's deadline, without a safety margin
+
+	c.Blackhole(h)
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
+	cancel()
+	if err == nil || backends.Classify(err) != backends.ClassTransient {
+		t.Errorf("KeepAlive through a blackholed member = %v, want a transient error", err)
+	}
+
+	taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
+	if at.Before(deadline) {
+		t.Errorf("taken over %v before the holder's deadline: overlap", deadline.Sub(at))
+	}
+	if taken.CreateRevision <= e.CreateRevision {
+		t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
+	}
+
+	c.Unblackhole(h)
+	waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
+		_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
+		return backends.Classify(err) == backends.ClassLost
+	})
+}
+
+// TestFaultPartitionedMember: the holder's member is cut off from the rest
+// of the cluster. Requiring a leader, its requests fail fast as
+// unavailable; the majority expires the lease and another takes over.
+func TestFaultPartitionedMember(t *testing.T) {
+	c := newCluster(t)
+	wall := clock.New()
+	prefix := newPrefix(t)
+	h := nonLeader(t, c)
+	o := nonLeader(t, c, h)
+	holder := memberStore(t, c, h, prefix)
+	other := memberStore(t, c, o, prefix)
+	ctx := testContext(t)
+
+	sent := wall.Now()
+	e := mustCreate(t, holder, "claim", "holder", time.Second)
+	c.Partition(h)
+
+	// Transactions fail at once with "no leader"; reads and lease requests
+	// are retried by the client until their deadline (with more endpoints it
+	// would fail over). Both are transient.
+	waitFor(t, 5*time.Second, "partitioned member refuses writes with ErrUnavailable", func(ctx context.Context) bool {
+		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		_, err := holder.CreateIfAbsent(rctx, "probe", []byte("x"), 0)
+		if err == nil {
+			t.Fatalf("CreateIfAbsent on a partitioned member succeeded")
+		}
+		return errors.Is(err, backends.ErrUnavailable)
+	})
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
+	cancel()
+	if backends.Classify(err) != backends.ClassTransient {
+		t.Errorf("KeepAlive on a partitioned member = %v, want a transient error", err)
+	}
+
+	taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
+	if at.Before(sent.Add(e.TTL)) {
+		t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
+	}
+	if taken.CreateRevision <= e.CreateRevision {
+		t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
+	}
+	c.Heal(h)
+	waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
+		_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
+		return backends.Classify(err) == backends.ClassLost
+	})
+	if _, err := holder.CreateIfAbsent(ctx, "claim", []byte("again"), time.Second); !errors.Is(err, backends.ErrExists) {
+		t.Errorf("holder's create while the other holds = %v, want ErrExists", err)
+	}
+}
+
+// TestFaultMemberRestart: the holder's member stops and comes back. While it
+// is down the holder cannot renew, the claim expires and another takes it;
+// after the restart the holder learns it lost, and tokens only grew.
+func TestFaultMemberRestart(t *testing.T) {
+	c := newCluster(t)
+	wall := clock.New()
+	prefix := newPrefix(t)
+	h := nonLeader(t, c)
+	o := nonLeader(t, c, h)
+	holder := memberStore(t, c, h, prefix)
+	other := memberStore(t, c, o, prefix)
+	ctx := testContext(t)
+
+	sent := wall.Now()
+	e := mustCreate(t, holder, "claim", "holder", time.Second)
+	c.Stop(h)
+	// The taker's claim must outlive the restart below.
+	taken, at := takeOver(t, other, "claim", 10*time.Second, 10*time.Second, wall)
+	if at.Before(sent.Add(e.TTL)) {
+		t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
+	}
+	c.Restart(t, h)
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
+		_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
+		return backends.Classify(err) == backends.ClassLost
+	})
+	if err := other.CompareAndDelete(ctx, "claim", taken.Revision); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	again := mustCreate(t, holder, "claim", "holder", time.Second)
+	if !(e.CreateRevision < taken.CreateRevision && taken.CreateRevision < again.CreateRevision) {
+		t.Errorf("tokens %d, %d, %d across the restart, want strictly increasing", e.CreateRevision, taken.CreateRevision, again.CreateRevision)
+	}
+}
+
+// TestFaultLeaderChange: the etcd leader stops while a claim is held and
+// renewed. The holder keeps its claim (a new leader extends leases, never
+// shortens them), and tokens issued before, during and after the change
+// strictly increase.
+func TestFaultLeaderChange(t *testing.T) {
+	c := newCluster(t)
+	prefix := newPrefix(t)
+	lead := c.Leader()
+	h := nonLeader(t, c, lead)
+	holder := memberStore(t, c, h, prefix)
+	ctx := testContext(t)
+
+	var tokens []int64
+	claim := mustCreate(t, holder, "claim", "holder", 2*time.Second)
+	tokens = append(tokens, claim.CreateRevision)
+	before := mustCreate(t, holder, "other", "x", 0)
+	tokens = append(tokens, before.CreateRevision)
+
+	c.Stop(lead)
+	if nl, err := c.WaitLeader(ctx); err != nil || nl == lead {
+		t.Fatalf("new leader = %d, %v; want one other than %d", nl, err, lead)
+	}
+	// The claim survived the change: renewals succeed (after, at most, a few
+	// transient errors while the cluster elects).
+	waitFor(t, 5*time.Second, "renew after the leader change", func(ctx context.Context) bool {
+		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		got, err := holder.KeepAlive(rctx, "claim", claim.Revision, 2*time.Second)
+		if err != nil && backends.Classify(err) != backends.ClassTransient {
+			t.Fatalf("KeepAlive across the leader change = %v, want success or transient", err)
+		}
+		return err == nil && got.CreateRevision == claim.CreateRevision
+	})
+	if err := holder.CompareAndDelete(ctx, "claim", claim.Revision); err != nil {
+		t.Fatalf("release after the change: %v", err)
+	}
+	after := mustCreate(t, holder, "claim", "holder", 2*time.Second)
+	tokens = append(tokens, after.CreateRevision)
+
+	c.Restart(t, lead)
+	if _, err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.CompareAndDelete(ctx, "claim", after.Revision); err != nil {
+		t.Fatalf("release after the old leader came back: %v", err)
+	}
+	last := mustCreate(t, holder, "claim", "holder", 2*time.Second)
+	tokens = append(tokens, last.CreateRevision)
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Errorf("tokens %v: not strictly increasing at %d", tokens, i)
+		}
+	}
+}
