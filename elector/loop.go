@@ -114,7 +114,7 @@ func (l *loop) settle(ctx context.Context) {
 			e.fire(lifecycle.Rejected)
 		}
 	}
-	if panicked != nil {
+	if panicked != nil && t == nil { // finishTerm set the backoff otherwise
 		l.wait = l.bo.NextBackOff()
 	}
 }
@@ -392,7 +392,9 @@ func (l *loop) renew(ctx context.Context, t *term) bool {
 		e.mu.Lock()
 		left := t.pub.Deadline.Sub(end)
 		e.mu.Unlock()
-		wait := min(bo.NextBackOff(), left/2)
+		// Halve the time left at most, so attempts continue up to the
+		// deadline, but not below a floor, so they do not spin.
+		wait := max(min(bo.NextBackOff(), left/2), min(e.cfg.RetryPeriod/4, 50*time.Millisecond))
 		e.log.Warn("elector: renew failed; retrying until the deadline", "token", t.lease.Token, "class", class, "err", err, "left", left, "retry_in", wait)
 		timer := e.clock.Timer(wait)
 		select {

@@ -127,11 +127,11 @@ func (e *PanicError) Unwrap() error {
 // term is the elector's record of one tenure. Fields marked e.mu are guarded
 // by the Elector's mutex; the rest are owned by the goroutine named.
 type term struct {
-	pub     Term      // e.mu (Deadline moves)
-	expired bool      // e.mu: the deadline was seen to pass; never cleared
-	demoted bool      // e.mu: Demote was fired for this term
-	cause   Cause     // e.mu: the first cause of demotion
-	settled bool      // e.mu: OnDemoted queued and the state left demoting
+	pub     Term           // e.mu (Deadline moves)
+	expired bool           // e.mu: the deadline was seen to pass; never cleared
+	demoted bool           // e.mu: Demote was fired for this term
+	cause   Cause          // e.mu: the first cause of demotion
+	settled bool           // e.mu: OnDemoted queued and the state left demoting
 	lease   backends.Lease // loop goroutine
 
 	ctx    context.Context // the leader's context, handed to OnElected

@@ -1,0 +1,90 @@
+package elector
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Config
+		want Config // durations and jitter only
+	}{
+		{"all zero", Config{}, Config{
+			TTL: 15 * time.Second, RenewPeriod: 5 * time.Second, RenewTimeout: 5 * time.Second,
+			SafetyMargin: 150 * time.Millisecond, RetryPeriod: 2500 * time.Millisecond, Jitter: DefaultJitter,
+			DrainTimeout: 5 * time.Second, ReleaseTimeout: 5 * time.Second,
+		}},
+		{"short ttl keeps the margin floor", Config{TTL: 2 * time.Second, RenewPeriod: 500 * time.Millisecond}, Config{
+			TTL: 2 * time.Second, RenewPeriod: 500 * time.Millisecond, RenewTimeout: 500 * time.Millisecond,
+			SafetyMargin: 20 * time.Millisecond, RetryPeriod: 250 * time.Millisecond, Jitter: DefaultJitter,
+			DrainTimeout: 500 * time.Millisecond, ReleaseTimeout: 500 * time.Millisecond,
+		}},
+		{"tiny ttl", Config{TTL: 300 * time.Millisecond, Jitter: NoJitter}, Config{
+			TTL: 300 * time.Millisecond, RenewPeriod: 100 * time.Millisecond, RenewTimeout: 100 * time.Millisecond,
+			SafetyMargin: MinSafetyMargin, RetryPeriod: 50 * time.Millisecond, Jitter: 0,
+			DrainTimeout: 100 * time.Millisecond, ReleaseTimeout: 100 * time.Millisecond,
+		}},
+	} {
+		got := tc.in.withDefaults()
+		if got.TTL != tc.want.TTL || got.RenewPeriod != tc.want.RenewPeriod || got.RenewTimeout != tc.want.RenewTimeout ||
+			got.SafetyMargin != tc.want.SafetyMargin || got.RetryPeriod != tc.want.RetryPeriod || got.Jitter != tc.want.Jitter ||
+			got.DrainTimeout != tc.want.DrainTimeout || got.ReleaseTimeout != tc.want.ReleaseTimeout {
+			t.Errorf("%s: withDefaults(%+v) =\n%+v\nwant\n%+v", tc.name, tc.in, got, tc.want)
+		}
+		if got.Clock == nil || got.Logger == nil || got.Observer == nil {
+			t.Errorf("%s: withDefaults left Clock, Logger or Observer nil", tc.name)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Key: "k", Identity: "me"}
+	for _, tc := range []struct {
+		name  string
+		edit  func(c *Config)
+		wants []string // substrings of the error; none: valid
+	}{
+		{"defaults", func(*Config) {}, nil},
+		{"no key", func(c *Config) { c.Key = "" }, []string{"key"}},
+		{"no identity", func(c *Config) { c.Identity = "" }, []string{"identity is empty"}},
+		{"bad utf8 identity", func(c *Config) { c.Identity = "\xff" }, []string{"UTF-8"}},
+		{"negative ttl", func(c *Config) { c.TTL = -time.Second }, []string{"ttl -1s is negative"}},
+		{"renew period not below ttl", func(c *Config) { c.TTL, c.RenewPeriod = time.Second, time.Second }, []string{"renew period 1s must be below ttl 1s"}},
+		{"renew timeout too long", func(c *Config) { c.TTL, c.RenewPeriod, c.RenewTimeout = time.Second, 300*time.Millisecond, time.Second }, []string{"must exceed safety margin"}},
+		{"margin too big", func(c *Config) {
+			c.TTL, c.RenewPeriod, c.SafetyMargin = time.Second, 300*time.Millisecond, 900*time.Millisecond
+		}, []string{"must exceed safety margin 900ms"}},
+		{"jitter one", func(c *Config) { c.Jitter = 1 }, []string{"jitter 1 must be in [0, 1)"}},
+		{"jitter negative", func(c *Config) { c.Jitter = -0.5 }, []string{"jitter -0.5"}},
+		{"no jitter", func(c *Config) { c.Jitter = NoJitter }, nil},
+		{"negative drain", func(c *Config) { c.DrainTimeout = -1 }, []string{"drain timeout -1ns is negative"}},
+		{"several at once", func(c *Config) { c.Key, c.Identity, c.Jitter = "", "", 2 }, []string{"key", "identity", "jitter"}},
+	} {
+		c := ok
+		tc.edit(&c)
+		err := c.Validate()
+		if len(tc.wants) == 0 {
+			if err != nil {
+				t.Errorf("%s: Validate() = %v, want nil", tc.name, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s: Validate() = nil, want errors %q", tc.name, tc.wants)
+			continue
+		}
+		for _, w := range tc.wants {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: Validate() = %q, want it to mention %q", tc.name, err, w)
+			}
+		}
+		var joined interface{ Unwrap() []error }
+		if errors.As(err, &joined) && len(joined.Unwrap()) < len(tc.wants) {
+			t.Errorf("%s: Validate() joined %d errors, want at least %d", tc.name, len(joined.Unwrap()), len(tc.wants))
+		}
+	}
+}

@@ -1,0 +1,856 @@
+package elector_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/lifecycle"
+)
+
+func TestNewRejects(t *testing.T) {
+	clk := clocktest.New(t0)
+	if _, err := elector.New(nil, baseConfig(clk, "a")); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("New(nil locker) error = %v, want ErrInvalid", err)
+	}
+	cfg := baseConfig(clk, "")
+	cfg.Key = ""
+	_, err := elector.New(newFakeLocker(clk), cfg)
+	if err == nil || !strings.Contains(err.Error(), "identity") || !strings.Contains(err.Error(), "key") {
+		t.Errorf("New(empty key and identity) error = %v, want both reported", err)
+	}
+}
+
+func TestStartStopRules(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+
+	t.Run("start twice", func(t *testing.T) {
+		e := startElector(t, newFakeLocker(clk), baseConfig(clk, "a"))
+		if err := e.Start(ctx); !errors.Is(err, elector.ErrAlreadyStarted) {
+			t.Errorf("second Start = %v, want ErrAlreadyStarted", err)
+		}
+		if err := e.Run(ctx); !errors.Is(err, elector.ErrAlreadyStarted) {
+			t.Errorf("Run after Start = %v, want ErrAlreadyStarted", err)
+		}
+	})
+	t.Run("start after stop", func(t *testing.T) {
+		e := startElector(t, newFakeLocker(clk), baseConfig(clk, "a"))
+		stopAndWait(t, e)
+		if err := e.Start(ctx); err == nil {
+			t.Errorf("Start after Stop = nil, want an error")
+		}
+		if err := e.Stop(ctx); err != nil {
+			t.Errorf("second Stop = %v, want nil", err)
+		}
+	})
+	t.Run("stop before start", func(t *testing.T) {
+		e, err := elector.New(newFakeLocker(clk), baseConfig(clk, "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Stop(ctx); err != nil {
+			t.Errorf("Stop before Start = %v", err)
+		}
+		select {
+		case <-e.Done():
+		default:
+			t.Errorf("Done not closed after Stop before Start")
+		}
+		if err := e.Start(ctx); !errors.Is(err, elector.ErrStopped) {
+			t.Errorf("Start after Stop = %v, want ErrStopped", err)
+		}
+		if got := e.State(); got != lifecycle.Stopped {
+			t.Errorf("State() = %v, want stopped", got)
+		}
+	})
+}
+
+func TestElectAndRenew(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec, o := newRecorder(t), newObs()
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	cfg.Observer = o
+	e := startElector(t, newFakeLocker(clk), cfg)
+
+	tm := rec.waitElected(t, ctx, 1)
+	want := elector.Term{Key: key, Holder: e.Holder(), Token: 1, AcquiredAt: t0, Deadline: t0.Add(ttl - margin)}
+	if tm != want {
+		t.Errorf("OnElected term = %+v, want %+v", tm, want)
+	}
+	if !e.IsLeader() {
+		t.Errorf("IsLeader() = false after OnElected")
+	}
+	_, lctx := rec.term(0)
+	if d, ok := lctx.Deadline(); !ok || !d.Equal(want.Deadline) {
+		t.Errorf("leader ctx Deadline() = %v, %v; want %v", d, ok, want.Deadline)
+	}
+	if ld, ok := e.Leader(); !ok || ld.Holder != e.Holder() || ld.Token != 1 {
+		t.Errorf("Leader() = %+v, %v; want this elector with token 1", ld, ok)
+	}
+
+	for i := 1; i <= 3; i++ {
+		if err := clk.BlockUntil(ctx, 2); err != nil { // the deadline timer and the renew timer
+			t.Fatal(err)
+		}
+		clk.Add(renewPeriod)
+		eventually(t, ctx, "renewal", func() bool { return o.get(func(o *obs) int { return o.renewed }) >= i })
+		wantDeadline := t0.Add(time.Duration(i)*renewPeriod + ttl - margin)
+		got, ok := e.Term()
+		if !ok || !got.Deadline.Equal(wantDeadline) || got.Token != 1 {
+			t.Errorf("after renewal %d: Term() = %+v, %v; want token 1, deadline %v", i, got, ok, wantDeadline)
+		}
+		if d, _ := lctx.Deadline(); !d.Equal(wantDeadline) {
+			t.Errorf("after renewal %d: leader ctx Deadline() = %v, want %v", i, d, wantDeadline)
+		}
+		if lctx.Err() != nil {
+			t.Errorf("leader ctx done while leading: %v", context.Cause(lctx))
+		}
+	}
+}
+
+// TestDeadlineWhileRenewBlocked: IsLeader turns false exactly at the local
+// deadline while the renewal is stuck in the backend, and the renewal's late
+// success does not revive the term. With starved timers (the deadline timer
+// never runs), IsLeader still turns false on time, and the late answer itself
+// ends the term.
+func TestDeadlineWhileRenewBlocked(t *testing.T) {
+	for _, starved := range []bool{false, true} {
+		t.Run(fmt.Sprintf("starved=%v", starved), func(t *testing.T) {
+			testDeadlineWhileRenewBlocked(t, starved)
+		})
+	}
+}
+
+func testDeadlineWhileRenewBlocked(t *testing.T, starved bool) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec, o := newRecorder(t), newObs()
+	cfg := baseConfig(clk, "a")
+	if starved {
+		cfg.Clock = starvedTimers{Clock: clk, never: clocktest.New(t0)}
+	}
+	rec.install(&cfg)
+	cfg.Observer = o
+	fl := newFaultLocker(newFakeLocker(clk))
+	block, entered := make(chan struct{}), make(chan struct{})
+	fl.set("renew", &fault{once: true, block: block, entered: entered})
+	e := startElector(t, fl, cfg)
+
+	rec.waitElected(t, ctx, 1)
+	waiters := 2 // the deadline timer and the renew timer
+	if starved {
+		waiters = 1 // the deadline timer is on the other clock
+	}
+	if err := clk.BlockUntil(ctx, waiters); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(renewPeriod)
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("renewal never reached the backend")
+	}
+
+	deadline := t0.Add(ttl - margin)
+	clk.Set(deadline.Add(-time.Nanosecond))
+	if !e.IsLeader() {
+		t.Errorf("IsLeader() = false 1ns before the deadline")
+	}
+	clk.Add(time.Nanosecond)
+	if e.IsLeader() {
+		t.Errorf("IsLeader() = true at the deadline while the renewal is blocked")
+	}
+	if _, ok := e.Term(); ok {
+		t.Errorf("Term() reports a term at its deadline")
+	}
+	_, lctx := rec.term(0)
+	wantErr := elector.ErrLateAnswer
+	if !starved {
+		wantErr = elector.ErrDeadlinePassed
+		select {
+		case <-lctx.Done():
+		case <-ctx.Done():
+			t.Fatal("leader ctx not cancelled at the deadline")
+		}
+		var c elector.Cause
+		if !errors.As(context.Cause(lctx), &c) || c.Reason != elector.ReasonExpired {
+			t.Errorf("leader ctx cause = %v, want ReasonExpired", context.Cause(lctx))
+		}
+		eventually(t, ctx, "state demoting", func() bool { return e.State() == lifecycle.Demoting })
+	}
+
+	close(block) // the renewal succeeds at the backend, after the deadline
+	if got := rec.waitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired || !errors.Is(got, wantErr) {
+		t.Errorf("OnDemoted cause = %v, want ReasonExpired wrapping %v", got, wantErr)
+	}
+	if n := o.get(func(o *obs) int { return o.renewed }); n != 0 {
+		t.Errorf("%d renewals counted as successful, want 0 (the answer was late)", n)
+	}
+	if tm, _ := rec.term(0); !tm.Deadline.Equal(deadline) {
+		t.Errorf("term 1 deadline = %v, want %v", tm.Deadline, deadline)
+	}
+	// The claim was released after OnElected returned, so the next attempt,
+	// at the same instant, wins a new term.
+	tm := rec.waitElected(t, ctx, 2)
+	if tm.Token <= 1 || !tm.AcquiredAt.Equal(deadline) {
+		t.Errorf("second term = %+v, want a new token acquired at %v", tm, deadline)
+	}
+}
+
+// starvedTimers is a clock whose AfterFunc callbacks never run, as if the
+// goroutine that would run them were starved: the elector's deadline timer
+// and request timeouts never fire.
+type starvedTimers struct {
+	*clocktest.Clock
+	never *clocktest.Clock
+}
+
+func (c starvedTimers) AfterFunc(d time.Duration, f func()) *clock.Timer {
+	return c.never.AfterFunc(d, f)
+}
+
+func TestTransientRenewErrorsRetriedUntilDeadline(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec, o := newRecorder(t), newObs()
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	cfg.Observer = o
+	fl := newFaultLocker(newFakeLocker(clk))
+	fl.set("renew", &fault{err: fmt.Errorf("flaky: %w", backends.ErrUnavailable)})
+	e := startElector(t, fl, cfg)
+	rec.waitElected(t, ctx, 1)
+
+	deadline := t0.Add(ttl - margin)
+	for now := clk.Now(); now.Before(deadline); now = clk.Now() {
+		if err := clk.BlockUntil(ctx, 2); err != nil { // deadline timer + retry (or request) timer
+			t.Fatal(err)
+		}
+		if !e.IsLeader() || e.State() != lifecycle.Leader {
+			t.Fatalf("at %v (deadline %v): IsLeader() = %v, State() = %v; want leader until the deadline", now.Sub(t0), deadline.Sub(t0), e.IsLeader(), e.State())
+		}
+		clk.Add(min(100*time.Millisecond, deadline.Sub(now)))
+	}
+	if tm, ok := e.Term(); ok && tm.Token == 1 {
+		t.Errorf("term 1 leads at its deadline")
+	}
+	if got := rec.waitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired {
+		t.Errorf("OnDemoted cause = %v, want ReasonExpired", got)
+	}
+	if n := o.get(func(o *obs) int { return o.renewFailed[backends.ClassTransient] }); n < 3 {
+		t.Errorf("%d transient renew failures, want several retries before the deadline", n)
+	}
+	fl.set("renew", nil)
+	if tm := rec.waitElected(t, ctx, 2); tm.Token <= 1 {
+		t.Errorf("re-elected with token %d, want a new token", tm.Token)
+	}
+}
+
+func TestLostRenewDemotesAtOnce(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec, o := newRecorder(t), newObs()
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	cfg.Observer = o
+	fk := newFakeLocker(clk)
+	fl := newFaultLocker(fk)
+	e := startElector(t, fl, cfg)
+	rec.waitElected(t, ctx, 1)
+	if err := clk.BlockUntil(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	thief := backends.Holder{ID: "thief", Nonce: "1"}
+	stolen := fk.steal(thief)
+	clk.Add(renewPeriod)
+
+	c := rec.waitDemoted(t, ctx, 1)
+	if c.Reason != elector.ReasonLost || !errors.Is(c, backends.ErrNotHolder) {
+		t.Errorf("OnDemoted cause = %v, want ReasonLost wrapping ErrNotHolder", c)
+	}
+	if now := clk.Now(); !now.Equal(t0.Add(renewPeriod)) {
+		t.Errorf("demoted at %v, want at the failed renewal (%v)", now.Sub(t0), renewPeriod)
+	}
+	if e.IsLeader() {
+		t.Errorf("IsLeader() = true after the claim was lost")
+	}
+	if n := fl.count("release"); n != 0 {
+		t.Errorf("Release called %d times for a lost claim, want 0", n)
+	}
+	if n := o.get(func(o *obs) int { return o.renewFailed[backends.ClassLost] }); n != 1 {
+		t.Errorf("lost renew failures observed = %d, want 1", n)
+	}
+	// It campaigns again and sees the thief.
+	eventually(t, ctx, "the thief observed as leader", func() bool {
+		ld, ok := e.Leader()
+		return ok && ld.Holder == thief && ld.Token == stolen.Token
+	})
+}
+
+func TestFatalRenewDemotesAndReports(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec, o, logs := newRecorder(t), newObs(), &logBuffer{}
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	cfg.Observer, cfg.Logger = o, logs.logger()
+	fl := newFaultLocker(newFakeLocker(clk))
+	fl.set("renew", &fault{once: true, err: fmt.Errorf("denied: %w", backends.ErrPermission)})
+	e := startElector(t, fl, cfg)
+	rec.waitElected(t, ctx, 1)
+	if err := clk.BlockUntil(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(renewPeriod)
+
+	c := rec.waitDemoted(t, ctx, 1)
+	if c.Reason != elector.ReasonFatal || !errors.Is(c, backends.ErrPermission) {
+		t.Errorf("OnDemoted cause = %v, want ReasonFatal wrapping ErrPermission", c)
+	}
+	if n := o.get(func(o *obs) int { return o.renewFailed[backends.ClassFatal] }); n != 1 {
+		t.Errorf("fatal renew failures observed = %d, want 1", n)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "denied") {
+		t.Errorf("no error-level log of the fatal error; logs:\n%s", l)
+	}
+	eventually(t, ctx, "release", func() bool { return fl.count("release") == 1 })
+	// It campaigns again after a backoff of RetryPeriod.
+	waitFollowing(t, ctx, clk, e)
+	clk.Add(retryPeriod)
+	if tm := rec.waitElected(t, ctx, 2); tm.Token <= 1 {
+		t.Errorf("re-elected with token %d, want a new token", tm.Token)
+	}
+}
+
+func TestReleaseOnlyAfterOnElectedReturns(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec := newRecorder(t)
+	sawDone, allow := make(chan struct{}), make(chan struct{})
+	rec.elected = func(ctx context.Context, _ elector.Term) {
+		<-ctx.Done()
+		close(sawDone)
+		<-allow // the leader's work winds down slowly
+	}
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	fk := newFakeLocker(clk)
+	fl := newFaultLocker(fk)
+	e := startElector(t, fl, cfg)
+	rec.waitElected(t, ctx, 1)
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop(ctx) }()
+	<-sawDone
+	if e.IsLeader() {
+		t.Errorf("IsLeader() = true after Stop cancelled the leader ctx")
+	}
+	if err := clk.BlockUntil(ctx, 2); err != nil { // the drain timer and Stop's bound
+		t.Fatal(err)
+	}
+	if n := fl.count("release"); n != 0 {
+		t.Fatalf("Release called %d times while OnElected still runs", n)
+	}
+	close(allow)
+	if err := <-stopped; err != nil {
+		t.Errorf("Stop = %v", err)
+	}
+	if n := fl.count("release"); n != 1 {
+		t.Errorf("Release called %d times after OnElected returned, want 1", n)
+	}
+	if _, held := fk.holder(); held {
+		t.Errorf("claim still held after Stop released it")
+	}
+	if c := rec.cause(0); c.Reason != elector.ReasonStopped {
+		t.Errorf("OnDemoted cause = %v, want ReasonStopped", c)
+	}
+}
+
+func TestDrainTimeoutLeavesClaimToExpire(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec := newRecorder(t)
+	allow := make(chan struct{})
+	rec.elected = func(ctx context.Context, tm elector.Term) {
+		if tm.Token == 1 {
+			<-allow // stuck work that ignores its context
+			return
+		}
+		<-ctx.Done()
+	}
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	fk := newFakeLocker(clk)
+	fl := newFaultLocker(fk)
+	fl.set("renew", &fault{once: true, err: fmt.Errorf("denied: %w", backends.ErrPermission)})
+	e := startElector(t, fl, cfg)
+	rec.waitElected(t, ctx, 1)
+	if err := clk.BlockUntil(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(renewPeriod) // fatal: demote, then drain
+
+	for i := 0; e.State() != lifecycle.Follower; i++ {
+		if i == 10 {
+			t.Fatalf("state %v after %d drain timeouts, want follower", e.State(), i)
+		}
+		if err := clk.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(drainTimeout)
+		eventually(t, ctx, "demoting or follower", func() bool {
+			s := e.State()
+			return s == lifecycle.Demoting || s == lifecycle.Follower
+		})
+	}
+	if n := fl.count("release"); n != 0 {
+		t.Errorf("Release called %d times while OnElected still runs, want 0", n)
+	}
+	if h, held := fk.holder(); !held || h.Holder != e.Holder() {
+		t.Errorf("claim after the drain timeout = %+v (held %v), want still ours until it expires", h, held)
+	}
+	if _, d := rec.counts(); d != 0 {
+		t.Errorf("OnDemoted delivered while OnElected still runs")
+	}
+	clk.Add(3 * ttl) // long past expiry: still no campaign while OnElected runs
+	if n := fl.count("acquire"); n != 1 {
+		t.Errorf("%d acquire attempts while the old term's OnElected runs, want 1", n)
+	}
+	if e.IsLeader() {
+		t.Errorf("IsLeader() = true after demotion")
+	}
+
+	close(allow)
+	if c := rec.waitDemoted(t, ctx, 1); c.Reason != elector.ReasonFatal {
+		t.Errorf("OnDemoted cause = %v, want ReasonFatal", c)
+	}
+	waitFollowing(t, ctx, clk, e) // the backoff after a fatal error
+	clk.Add(retryPeriod)
+	if tm := rec.waitElected(t, ctx, 2); tm.Token <= 1 {
+		t.Errorf("re-elected with token %d, want a new token", tm.Token)
+	}
+}
+
+func TestLoopPanicRecovered(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec, o := newRecorder(t), newObs()
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	cfg.Observer = o
+	fl := newFaultLocker(newFakeLocker(clk))
+	fl.set("renew", &fault{once: true, panicV: "boom"})
+	e := startElector(t, fl, cfg)
+	rec.waitElected(t, ctx, 1)
+	if err := clk.BlockUntil(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(renewPeriod)
+
+	c := rec.waitDemoted(t, ctx, 1)
+	var pe *elector.PanicError
+	if c.Reason != elector.ReasonPanic || !errors.As(c, &pe) || pe.Where != "loop" || pe.Value != "boom" {
+		t.Errorf("OnDemoted cause = %v, want ReasonPanic from the loop with value boom", c)
+	}
+	if e.IsLeader() {
+		t.Errorf("IsLeader() = true after a panic demoted the term")
+	}
+	eventually(t, ctx, "release", func() bool { return fl.count("release") == 1 })
+	if got := o.get(func(o *obs) int { return len(o.panics) }); got != 1 {
+		t.Errorf("panics observed = %d, want 1", got)
+	}
+	waitFollowing(t, ctx, clk, e)
+	clk.Add(retryPeriod)
+	if tm := rec.waitElected(t, ctx, 2); tm.Token <= 1 {
+		t.Errorf("re-elected with token %d, want a new token", tm.Token)
+	}
+}
+
+func TestCallbackPanics(t *testing.T) {
+	t.Run("OnElected", func(t *testing.T) {
+		clk := clocktest.New(t0)
+		ctx := barrier(t)
+		rec := newRecorder(t)
+		rec.elected = func(ctx context.Context, tm elector.Term) {
+			if tm.Token == 1 {
+				panic("elected boom")
+			}
+			<-ctx.Done()
+		}
+		cfg := baseConfig(clk, "a")
+		rec.install(&cfg)
+		fl := newFaultLocker(newFakeLocker(clk))
+		e := startElector(t, fl, cfg)
+		c := rec.waitDemoted(t, ctx, 1)
+		var pe *elector.PanicError
+		if c.Reason != elector.ReasonPanic || !errors.As(c, &pe) || pe.Where != "OnElected" {
+			t.Errorf("OnDemoted cause = %v, want ReasonPanic in OnElected", c)
+		}
+		if e.IsLeader() {
+			t.Errorf("IsLeader() = true after OnElected panicked")
+		}
+		waitFollowing(t, ctx, clk, e)
+		if n := fl.count("release"); n != 1 {
+			t.Errorf("Release called %d times after OnElected panicked, want 1", n)
+		}
+		clk.Add(retryPeriod)
+		rec.waitElected(t, ctx, 2)
+	})
+
+	t.Run("OnStateChange while leading", func(t *testing.T) {
+		clk := clocktest.New(t0)
+		ctx := barrier(t)
+		rec, o := newRecorder(t), newObs()
+		cfg := baseConfig(clk, "a")
+		rec.install(&cfg)
+		cfg.Observer = o
+		inner := cfg.OnStateChange
+		var once sync.Once
+		cfg.OnStateChange = func(from, to lifecycle.State) {
+			inner(from, to)
+			if to == lifecycle.Leader {
+				once.Do(func() { panic("state boom") })
+			}
+		}
+		e := startElector(t, newFakeLocker(clk), cfg)
+		eventually(t, ctx, "a demotion", func() bool { return o.get(func(o *obs) int { return len(o.demoted) }) == 1 })
+		o.mu.Lock()
+		c := o.demoted[0]
+		o.mu.Unlock()
+		var pe *elector.PanicError
+		if c.Reason != elector.ReasonPanic || !errors.As(c, &pe) || pe.Where != "OnStateChange" {
+			t.Errorf("demotion cause = %v, want ReasonPanic in OnStateChange", c)
+		}
+		// The term ended before its OnElected could run: neither OnElected
+		// nor OnDemoted is delivered for it.
+		waitFollowing(t, ctx, clk, e)
+		clk.Add(retryPeriod)
+		tm := rec.waitElected(t, ctx, 1)
+		if tm.Token <= 1 {
+			t.Errorf("first OnElected for token %d, want the second term's", tm.Token)
+		}
+		if _, d := rec.counts(); d != 0 {
+			t.Errorf("OnDemoted delivered for a term whose OnElected was skipped")
+		}
+		if !e.IsLeader() {
+			t.Errorf("IsLeader() = false in the second term")
+		}
+	})
+
+	t.Run("OnNewLeader while following", func(t *testing.T) {
+		clk := clocktest.New(t0)
+		ctx := barrier(t)
+		fk := newFakeLocker(clk)
+		ra := newRecorder(t)
+		cfgA := baseConfig(clk, "a")
+		ra.install(&cfgA)
+		startElector(t, fk, cfgA)
+		ra.waitElected(t, ctx, 1)
+
+		o := newObs()
+		cfgB := baseConfig(clk, "b")
+		cfgB.Observer = o
+		cfgB.OnNewLeader = func(elector.Leader) { panic("leader boom") }
+		b := startElector(t, fk, cfgB)
+		eventually(t, ctx, "the panic reported", func() bool { return o.get(func(o *obs) int { return len(o.panics) }) == 1 })
+		if n := o.get(func(o *obs) int { return len(o.demoted) }); n != 0 || b.IsLeader() {
+			t.Errorf("follower demoted %d times (IsLeader %v) by a callback panic, want nothing", n, b.IsLeader())
+		}
+	})
+}
+
+// TestCallbacksQueueBehindOnElected: a demotion while OnElected runs is
+// reported after it returns, in order.
+func TestCallbacksQueueBehindOnElected(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec := newRecorder(t)
+	allow := make(chan struct{})
+	rec.elected = func(ctx context.Context, _ elector.Term) { <-ctx.Done(); <-allow }
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	e := startElector(t, newFakeLocker(clk), cfg)
+	rec.waitElected(t, ctx, 1)
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop(ctx) }()
+	eventually(t, ctx, "state demoting", func() bool { return e.State() == lifecycle.Demoting })
+	if rec.sawState(lifecycle.Leader, lifecycle.Demoting) {
+		t.Errorf("OnStateChange(leader, demoting) delivered while OnElected runs")
+	}
+	close(allow)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	want := "state follower->acquiring; state acquiring->leader; leader 1; elected 1; state leader->demoting; demoted 1 stopped; state demoting->stopped"
+	if got := rec.eventLog(); got != want {
+		t.Errorf("callbacks:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestNeverLeaderGetsNoOnDemoted(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	fk := newFakeLocker(clk)
+	ra, rb := newRecorder(t), newRecorder(t)
+	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
+	ra.install(&cfgA)
+	rb.install(&cfgB)
+	startElector(t, fk, cfgA)
+	ra.waitElected(t, ctx, 1)
+	b := startElector(t, fk, cfgB)
+	eventually(t, ctx, "b follows", func() bool { return rb.sawState(lifecycle.Acquiring, lifecycle.Follower) })
+	stopAndWait(t, b)
+	eventually(t, ctx, "b's last callback", func() bool { return rb.lastState() == lifecycle.Stopped })
+	if e, d := rb.counts(); e != 0 || d != 0 {
+		t.Errorf("never-leader got %d OnElected, %d OnDemoted; want 0, 0", e, d)
+	}
+	want := "state follower->acquiring; state acquiring->follower; leader 1; state follower->stopped"
+	if got := rb.eventLog(); got != want {
+		t.Errorf("never-leader callbacks:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestParentCancelIsStop: cancelling Run's context demotes, releases and
+// stops, and a watching follower takes over without the clock moving.
+func TestParentCancelIsStop(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	wl := watchingLocker{newFakeLocker(clk)}
+	ra, rb := newRecorder(t), newRecorder(t)
+	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
+	ra.install(&cfgA)
+	rb.install(&cfgB)
+
+	a, err := elector.New(wl, cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- a.Run(runCtx) }()
+	ra.waitElected(t, ctx, 1)
+	startElector(t, wl, cfgB)
+	eventually(t, ctx, "b follows", func() bool { return rb.sawState(lifecycle.Acquiring, lifecycle.Follower) })
+
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run after cancel = %v, want nil", err)
+	}
+	<-a.Done()
+	if a.State() != lifecycle.Stopped || a.IsLeader() {
+		t.Errorf("after cancel: State() = %v, IsLeader() = %v; want stopped, false", a.State(), a.IsLeader())
+	}
+	if c := ra.cause(0); c.Reason != elector.ReasonStopped {
+		t.Errorf("OnDemoted cause = %v, want ReasonStopped", c)
+	}
+	tm := rb.waitElected(t, ctx, 1)
+	if !tm.AcquiredAt.Equal(t0) {
+		t.Errorf("follower took over at %v, want at once (the clock never moved)", tm.AcquiredAt.Sub(t0))
+	}
+	if err := a.Start(ctx); err == nil {
+		t.Errorf("Start after Run = nil, want an error")
+	}
+}
+
+func TestStopBoundedWhenBackendHangs(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	fl := newFaultLocker(newFakeLocker(clk))
+	rec := newRecorder(t)
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	e := startElector(t, fl, cfg)
+	t.Cleanup(fl.uncrash) // runs before the elector's cleanup
+	rec.waitElected(t, ctx, 1)
+	if err := clk.BlockUntil(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	fl.crash()
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop(context.Background()) }()
+	eventually(t, ctx, "release to hang", func() bool { return fl.count("release") == 1 })
+	if e.IsLeader() {
+		t.Errorf("IsLeader() = true during Stop")
+	}
+	if err := clk.BlockUntil(ctx, 2); err != nil { // Stop's bound and the release timeout
+		t.Fatal(err)
+	}
+	clk.Add(renewTimeout + drainTimeout + releaseTimeout)
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, elector.ErrStopTimeout) {
+			t.Errorf("Stop with a hung backend = %v, want ErrStopTimeout", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Stop did not return with the backend hung")
+	}
+	select {
+	case <-e.Done():
+		t.Errorf("Done closed while the release still hangs")
+	default:
+	}
+	fl.uncrash()
+	select {
+	case <-e.Done():
+	case <-ctx.Done():
+		t.Fatal("Done not closed after the backend came back")
+	}
+
+	t.Run("ctx", func(t *testing.T) {
+		fl := newFaultLocker(newFakeLocker(clk))
+		e := startElector(t, fl, baseConfig(clk, "b"))
+		t.Cleanup(fl.uncrash)
+		eventually(t, ctx, "leader", e.IsLeader)
+		fl.crash()
+		sctx, cancel := context.WithCancel(ctx)
+		stopped := make(chan error, 1)
+		go func() { stopped <- e.Stop(sctx) }()
+		eventually(t, ctx, "release to hang", func() bool { return fl.count("release") == 1 })
+		cancel()
+		if err := <-stopped; !errors.Is(err, context.Canceled) {
+			t.Errorf("Stop with a cancelled ctx = %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestDuplicateIdentityReported(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	fk := newFakeLocker(clk)
+	ra := newRecorder(t)
+	cfgA := baseConfig(clk, "same")
+	ra.install(&cfgA)
+	a := startElector(t, fk, cfgA)
+	ra.waitElected(t, ctx, 1)
+
+	o, logs := newObs(), &logBuffer{}
+	cfgB := baseConfig(clk, "same")
+	cfgB.Observer, cfgB.Logger = o, logs.logger()
+	b := startElector(t, fk, cfgB)
+	eventually(t, ctx, "duplicate reported", func() bool { return o.get(func(o *obs) int { return len(o.dups) }) == 1 })
+	o.mu.Lock()
+	dup := o.dups[0]
+	o.mu.Unlock()
+	if dup != a.Holder() || dup == b.Holder() {
+		t.Errorf("duplicate reported = %v, want the other holder %v", dup, a.Holder())
+	}
+	if !strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("duplicate identity not logged as a warning:\n%s", logs.String())
+	}
+	if b.IsLeader() {
+		t.Errorf("the duplicate leads too")
+	}
+}
+
+// TestTimedOutAcquireReleased: an attempt that took the claim but answered
+// with a timeout leaves a claim whose deadline is unknown; the next attempt
+// finds it and releases it instead of leading it.
+func TestTimedOutAcquireReleased(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec := newRecorder(t)
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	fl := newFaultLocker(newFakeLocker(clk))
+	fl.set("acquire", &fault{once: true, afterErr: context.DeadlineExceeded})
+	e := startElector(t, fl, cfg)
+	for i := 0; ; i++ {
+		eventually(t, ctx, "elected or waiting", func() bool {
+			n, _ := rec.counts()
+			return n == 1 || (e.State() == lifecycle.Follower && clk.Waiters() >= 1)
+		})
+		if n, _ := rec.counts(); n == 1 {
+			break
+		}
+		if i == 10 {
+			t.Fatal("not elected after 10 retries")
+		}
+		clk.Add(4 * retryPeriod)
+	}
+	tm, _ := rec.term(0)
+	if tm.Token != 2 || fl.count("release") != 1 {
+		t.Errorf("elected with token %d after %d releases; want token 2 after releasing the timed-out claim once", tm.Token, fl.count("release"))
+	}
+}
+
+func TestLateAcquireNotLed(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec := newRecorder(t)
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	fl := newFaultLocker(newFakeLocker(clk))
+	block, entered := make(chan struct{}), make(chan struct{})
+	fl.set("acquire", &fault{once: true, block: block, entered: entered})
+	e := startElector(t, fl, cfg)
+	<-entered
+	clk.Add(ttl) // the answer will come after the deadline it would grant
+	close(block)
+	eventually(t, ctx, "the late claim released", func() bool { return fl.count("release") == 1 })
+	if e.IsLeader() {
+		t.Errorf("IsLeader() = true on a late acquisition")
+	}
+	waitFollowing(t, ctx, clk, e)
+	clk.Add(retryPeriod)
+	tm := rec.waitElected(t, ctx, 1)
+	if tm.Token != 2 {
+		t.Errorf("first OnElected for token %d, want 2 (the late claim was never led)", tm.Token)
+	}
+}
+
+// TestFollowerTimesAttemptToExpiry: without a watch, a follower's next
+// attempt is timed to the holder's observed expiry, not to RetryPeriod.
+func TestFollowerTimesAttemptToExpiry(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	fk := newFakeLocker(clk)
+	fa := newFaultLocker(fk)
+	ra, rb := newRecorder(t), newRecorder(t)
+	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
+	cfgB.RetryPeriod = 4 * time.Second // a poll would come at 12s
+	ra.install(&cfgA)
+	rb.install(&cfgB)
+	startElector(t, fa, cfgA)
+	t.Cleanup(fa.uncrash)
+	ra.waitElected(t, ctx, 1)
+	b := startElector(t, fk, cfgB)
+	eventually(t, ctx, "b follows", func() bool { return rb.sawState(lifecycle.Acquiring, lifecycle.Follower) })
+	fa.crash() // a's next renewal never returns
+
+	if err := clk.BlockUntil(ctx, 3); err != nil { // a: deadline + renew; b: retry
+		t.Fatal(err)
+	}
+	clk.Add(ttl)
+	if b.IsLeader() {
+		t.Fatalf("b leads at the claim's expiry, before its attempt")
+	}
+	clk.Add(time.Millisecond)
+	tm := rb.waitElected(t, ctx, 1)
+	if want := t0.Add(ttl + time.Millisecond); !tm.AcquiredAt.Equal(want) {
+		t.Errorf("b acquired at %v, want %v (the observed expiry + 1ms)", tm.AcquiredAt.Sub(t0), want.Sub(t0))
+	}
+}
+
+// waitFollowing waits until e is a follower with its retry timer armed (the
+// only timer a follower of a fakeLocker arms).
+func waitFollowing(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector) {
+	t.Helper()
+	eventually(t, ctx, "a follower waiting to retry", func() bool {
+		return e.State() == lifecycle.Follower && clk.Waiters() >= 1
+	})
+}
