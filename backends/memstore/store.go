@@ -61,6 +61,11 @@ type Store struct {
 	timer    *clock.Timer // armed only while a watch is open and expiry is non-empty
 	timerAt  time.Time    // when timer fires
 	timerGen uint64       // identifies the current timer to its callback
+	// timerDone marks the current timer's callback as accounted for in wg,
+	// once: either its callback finished or Stop prevented it. A fake clock
+	// may report Stop true for a timer it fires anyway, so the two paths
+	// share one sync.Once rather than trusting Stop.
+	timerDone func()
 }
 
 type item struct {
@@ -484,25 +489,29 @@ func (s *Store) rearm(now time.Time) {
 	gen := s.timerGen
 	s.timerAt = at
 	s.wg.Add(1)
-	s.timer = s.clock.AfterFunc(at.Sub(now), func() { s.onTimer(gen) })
+	done := sync.OnceFunc(s.wg.Done)
+	s.timerDone = done
+	s.timer = s.clock.AfterFunc(at.Sub(now), func() {
+		defer done()
+		s.onTimer(gen)
+	})
 }
 
 func (s *Store) stopTimer() {
 	if s.timer.Stop() {
-		s.wg.Done() // the callback will never run
+		s.timerDone() // the callback should never run
 	}
-	s.timer = nil
+	s.timer, s.timerDone = nil, nil
 }
 
 func (s *Store) onTimer(gen uint64) {
-	defer s.wg.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
 	if gen == s.timerGen {
-		s.timer = nil
+		s.timer, s.timerDone = nil, nil
 	}
 	now := s.clock.Now()
 	s.sweep(now)
