@@ -478,6 +478,50 @@ func TestLoopPanicRecovered(t *testing.T) {
 	}
 }
 
+func TestAcquirePanicRecovered(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec, o := newRecorder(t), newObs()
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	cfg.Observer = o
+	fl := newFaultLocker(newFakeLocker(clk))
+	fl.set("acquire", &fault{once: true, panicV: "acquire boom"})
+	e := startElector(t, fl, cfg)
+	waitFollowing(t, ctx, clk, e) // back to follower, backing off
+	if got := o.get(func(o *obs) int { return len(o.panics) }); got != 1 {
+		t.Errorf("panics observed = %d, want 1", got)
+	}
+	clk.Add(retryPeriod)
+	rec.waitElected(t, ctx, 1)
+	if e, d := rec.counts(); e != 1 || d != 0 {
+		t.Errorf("callbacks: %d OnElected, %d OnDemoted; want 1, 0", e, d)
+	}
+}
+
+// panickyObserver panics in every method it implements.
+type panickyObserver struct{ elector.NopObserver }
+
+func (panickyObserver) Transition(from, to lifecycle.State) { panic("observer boom") }
+func (panickyObserver) ElectionWon(elector.Term)            { panic("observer boom") }
+
+func TestObserverPanicsRecovered(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec, logs := newRecorder(t), &logBuffer{}
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	cfg.Observer, cfg.Logger = panickyObserver{}, logs.logger()
+	e := startElector(t, newFakeLocker(clk), cfg)
+	rec.waitElected(t, ctx, 1)
+	if !e.IsLeader() {
+		t.Errorf("IsLeader() = false: a panicking Observer disturbed the election")
+	}
+	if !strings.Contains(logs.String(), "observer panicked") {
+		t.Errorf("observer panics not logged:\n%s", logs.String())
+	}
+}
+
 func TestCallbackPanics(t *testing.T) {
 	t.Run("OnElected", func(t *testing.T) {
 		clk := clocktest.New(t0)

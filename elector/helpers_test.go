@@ -189,6 +189,9 @@ func (r *recorder) install(cfg *elector.Config) {
 		defer r.exit()
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if n := len(r.leaders); n > 0 && ld.Token < r.leaders[n-1].Token {
+			r.t.Errorf("OnNewLeader(token %d) after token %d: out of order", ld.Token, r.leaders[n-1].Token)
+		}
 		r.leaders = append(r.leaders, ld)
 		r.events = append(r.events, fmt.Sprintf("leader %d", ld.Token))
 	}

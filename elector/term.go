@@ -101,9 +101,8 @@ var (
 	// ErrDeadlinePassed: the local deadline passed with no renewal
 	// answered in time.
 	ErrDeadlinePassed = errors.New("elector: local deadline passed")
-	// ErrLateAnswer: a renewal (or acquisition) succeeded at the backend
-	// but its answer arrived after the deadline it would have extended; it
-	// is not used.
+	// ErrLateAnswer: a renewal succeeded at the backend but its answer
+	// arrived after the deadline it would have extended; it is not used.
 	ErrLateAnswer = errors.New("elector: answer arrived after the local deadline")
 )
 
