@@ -40,7 +40,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
@@ -127,16 +126,6 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
-// LeakOptions are the goleak options a test package that uses kubetest passes
-// to goleak.VerifyTestMain: they ignore process-wide goroutines that
-// client-go and etcd start once per process and never stop (klog's flush
-// daemon and the like). They ignore nothing a Server or a store owns.
-func LeakOptions() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-	}
-}
-
 // Host is the API server's URL.
 func (s *Server) Host() string { return "https://127.0.0.1:" + strconv.Itoa(s.port) }
 
@@ -174,10 +163,21 @@ func (s *Server) Restart(t testing.TB) {
 	s.launch(t, false)
 }
 
-// Stop stops the API server (etcd keeps running) and waits for it to exit.
-// Restart brings it back.
+// Stop stops the API server gracefully (SIGTERM; etcd keeps running) and
+// waits for it to exit. Restart brings it back.
 func (s *Server) Stop(t testing.TB) {
 	t.Helper()
+	s.stop(t)
+}
+
+// Kill kills the API server (SIGKILL), as a crash would, and waits for it.
+// Restart brings it back.
+func (s *Server) Kill(t testing.TB) {
+	t.Helper()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
 	s.stop(t)
 }
 
@@ -306,6 +306,8 @@ func (s *Server) exec() error {
 		"--token-auth-file=" + filepath.Join(s.dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
 		"--endpoint-reconciler-type=none",
+		// Without it a graceful stop waits for open watches to end on their own.
+		"--shutdown-watch-termination-grace-period=1s",
 		"-v=1",
 	}
 	cmd := exec.Command(s.bin, args...)
@@ -400,6 +402,7 @@ func (s *Server) stop(t testing.TB) {
 	select {
 	case <-s.exited:
 	case <-timer.C:
+		t.Logf("kubetest: kube-apiserver still running %v after SIGTERM; killing it", stopTimeout)
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 	}

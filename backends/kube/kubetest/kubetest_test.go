@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, kubetest.LeakOptions()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestServer checks what the kube backend's tests rely on: the server
 // enforces resourceVersion preconditions, refuses the unprivileged user,
