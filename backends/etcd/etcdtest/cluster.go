@@ -312,16 +312,22 @@ func (c *Cluster) Heal(i int) {
 	}
 }
 
-// Stop stops member i abruptly, as a crash would (a leader does not hand
-// over its leadership); its data is kept for Restart.
-func (c *Cluster) Stop(i int) { c.members[i].stop() }
+// Stop stops member i abruptly, as a crash would: its client and peer
+// connections break at once, and a leader does not hand its leadership
+// over. Its data is kept for Restart.
+func (c *Cluster) Stop(i int) {
+	m := c.members[i]
+	m.bridge.drop()
+	m.peerBridge.drop()
+	m.stop()
+}
 
 // Restart starts member i again (stopping it first if it runs) on the same
 // ports and data, and waits until it serves.
 func (c *Cluster) Restart(t testing.TB, i int) {
 	t.Helper()
+	c.Stop(i)
 	m := c.members[i]
-	m.stop()
 	if err := m.start(true); err != nil {
 		t.Fatalf("etcdtest: restart member %d: %v", i, err)
 	}
@@ -431,17 +437,25 @@ func (b *bridge) pipe(dst, src net.Conn) {
 	}
 }
 
-func (b *bridge) close() {
+// drop closes every connection the bridge carries; it keeps accepting new
+// ones.
+func (b *bridge) drop() {
 	b.mu.Lock()
-	b.closed = true
 	conns := make([]net.Conn, 0, len(b.conns))
 	for c := range b.conns {
 		conns = append(conns, c)
 	}
 	b.mu.Unlock()
-	b.ln.Close()
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+func (b *bridge) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.ln.Close()
+	b.drop()
 	b.wg.Wait()
 }
