@@ -23,6 +23,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// nopLogger keeps etcd clients quiet.
+var nopLogger = zap.NewNop()
+
 // testTimeout bounds every wait on a real server in these tests.
 const testTimeout = 30 * time.Second
 
