@@ -6,11 +6,12 @@ import (
 	"net/url"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/filestore"
 )
 
-// openStore opens the store a --store URL names.
-func openStore(_ context.Context, raw string) (backends.Store, error) {
+// openStore opens the store a --store URL names. ctx bounds start-up.
+func openStore(ctx context.Context, raw string) (backends.Store, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("--store %q: %w", raw, err)
@@ -22,6 +23,8 @@ func openStore(_ context.Context, raw string) (backends.Store, error) {
 			return nil, fmt.Errorf("--store %q: no directory", raw)
 		}
 		return filestore.Open(dir)
+	case etcd.Scheme:
+		return etcd.OpenURL(ctx, u)
 	}
 	return nil, fmt.Errorf("--store %q: unknown scheme %q (want file, etcd or kube)", raw, u.Scheme)
 }
