@@ -414,6 +414,14 @@ func (e *Elector) withTimeout(parent context.Context, d time.Duration) (context.
 	}
 }
 
+// bounded runs f under a withTimeout context, stopping the timer however f
+// ends (a panicking Locker included).
+func (e *Elector) bounded(parent context.Context, d time.Duration, f func(context.Context) error) error {
+	ctx, cancel := e.withTimeout(parent, d)
+	defer cancel()
+	return f(ctx)
+}
+
 // timeoutCtx reports the deadline of a withTimeout context and, once it
 // passed, context.DeadlineExceeded from Err.
 type timeoutCtx struct {
@@ -476,9 +484,7 @@ func (e *Elector) grantedTTL(l backends.Lease) time.Duration {
 // being cancelled. A panicking Locker is recovered: release runs while the
 // loop settles a term and must not fail it.
 func (e *Elector) release(ctx context.Context, lease backends.Lease) {
-	rctx, cancel := e.withTimeout(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout)
-	defer cancel()
-	err := func() (err error) {
+	err := e.bounded(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout, func(ctx context.Context) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				perr := &PanicError{Where: "Release", Value: r, Stack: debug.Stack()}
@@ -486,8 +492,8 @@ func (e *Elector) release(ctx context.Context, lease backends.Lease) {
 				err = perr
 			}
 		}()
-		return e.locker.Release(rctx, lease)
-	}()
+		return e.locker.Release(ctx, lease)
+	})
 	if err != nil {
 		e.log.Warn("elector: release failed; the claim will expire", "token", lease.Token, "rev", lease.Revision, "err", err)
 		return

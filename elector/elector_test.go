@@ -76,13 +76,19 @@ func TestStartStopRules(t *testing.T) {
 }
 
 func TestElectAndRenew(t *testing.T) {
+	for _, kind := range lockerKinds {
+		t.Run(kind, func(t *testing.T) { testElectAndRenew(t, kind) })
+	}
+}
+
+func testElectAndRenew(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	rec, o := newRecorder(t), newObs()
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
 	cfg.Observer = o
-	e := startElector(t, newFakeLocker(clk), cfg)
+	e := startElector(t, newLocker(t, clk, kind), cfg)
 
 	tm := rec.waitElected(t, ctx, 1)
 	want := elector.Term{Key: key, Holder: e.Holder(), Token: 1, AcquiredAt: t0, Deadline: t0.Add(ttl - margin)}
@@ -126,14 +132,16 @@ func TestElectAndRenew(t *testing.T) {
 // never runs), IsLeader still turns false on time, and the late answer itself
 // ends the term.
 func TestDeadlineWhileRenewBlocked(t *testing.T) {
-	for _, starved := range []bool{false, true} {
-		t.Run(fmt.Sprintf("starved=%v", starved), func(t *testing.T) {
-			testDeadlineWhileRenewBlocked(t, starved)
-		})
+	for _, kind := range lockerKinds {
+		for _, starved := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/starved=%v", kind, starved), func(t *testing.T) {
+				testDeadlineWhileRenewBlocked(t, kind, starved)
+			})
+		}
 	}
 }
 
-func testDeadlineWhileRenewBlocked(t *testing.T, starved bool) {
+func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	rec, o := newRecorder(t), newObs()
@@ -143,7 +151,7 @@ func testDeadlineWhileRenewBlocked(t *testing.T, starved bool) {
 	}
 	rec.install(&cfg)
 	cfg.Observer = o
-	fl := newFaultLocker(newFakeLocker(clk))
+	fl := newFaultLocker(newLocker(t, clk, kind))
 	block, entered := make(chan struct{}), make(chan struct{})
 	fl.set("renew", &fault{once: true, block: block, entered: entered})
 	e := startElector(t, fl, cfg)
@@ -222,13 +230,19 @@ func (c starvedTimers) AfterFunc(d time.Duration, f func()) *clock.Timer {
 }
 
 func TestTransientRenewErrorsRetriedUntilDeadline(t *testing.T) {
+	for _, kind := range lockerKinds {
+		t.Run(kind, func(t *testing.T) { testTransientRenewErrorsRetriedUntilDeadline(t, kind) })
+	}
+}
+
+func testTransientRenewErrorsRetriedUntilDeadline(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	rec, o := newRecorder(t), newObs()
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
 	cfg.Observer = o
-	fl := newFaultLocker(newFakeLocker(clk))
+	fl := newFaultLocker(newLocker(t, clk, kind))
 	fl.set("renew", &fault{err: fmt.Errorf("flaky: %w", backends.ErrUnavailable)})
 	e := startElector(t, fl, cfg)
 	rec.waitElected(t, ctx, 1)
@@ -300,13 +314,19 @@ func TestLostRenewDemotesAtOnce(t *testing.T) {
 }
 
 func TestFatalRenewDemotesAndReports(t *testing.T) {
+	for _, kind := range lockerKinds {
+		t.Run(kind, func(t *testing.T) { testFatalRenewDemotesAndReports(t, kind) })
+	}
+}
+
+func testFatalRenewDemotesAndReports(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	rec, o, logs := newRecorder(t), newObs(), &logBuffer{}
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
 	cfg.Observer, cfg.Logger = o, logs.logger()
-	fl := newFaultLocker(newFakeLocker(clk))
+	fl := newFaultLocker(newLocker(t, clk, kind))
 	fl.set("renew", &fault{once: true, err: fmt.Errorf("denied: %w", backends.ErrPermission)})
 	e := startElector(t, fl, cfg)
 	rec.waitElected(t, ctx, 1)
@@ -335,6 +355,12 @@ func TestFatalRenewDemotesAndReports(t *testing.T) {
 }
 
 func TestReleaseOnlyAfterOnElectedReturns(t *testing.T) {
+	for _, kind := range lockerKinds {
+		t.Run(kind, func(t *testing.T) { testReleaseOnlyAfterOnElectedReturns(t, kind) })
+	}
+}
+
+func testReleaseOnlyAfterOnElectedReturns(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	rec := newRecorder(t)
@@ -346,8 +372,7 @@ func TestReleaseOnlyAfterOnElectedReturns(t *testing.T) {
 	}
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
-	fk := newFakeLocker(clk)
-	fl := newFaultLocker(fk)
+	fl := newFaultLocker(newLocker(t, clk, kind))
 	e := startElector(t, fl, cfg)
 	rec.waitElected(t, ctx, 1)
 
@@ -370,8 +395,8 @@ func TestReleaseOnlyAfterOnElectedReturns(t *testing.T) {
 	if n := fl.count("release"); n != 1 {
 		t.Errorf("Release called %d times after OnElected returned, want 1", n)
 	}
-	if _, held := fk.holder(); held {
-		t.Errorf("claim still held after Stop released it")
+	if hs, err := fl.inner.Holders(ctx, key); err != nil || len(hs) != 0 {
+		t.Errorf("Holders after Stop released the claim = %v, %v; want none", hs, err)
 	}
 	if c := rec.cause(0); c.Reason != elector.ReasonStopped {
 		t.Errorf("OnDemoted cause = %v, want ReasonStopped", c)
@@ -444,13 +469,19 @@ func TestDrainTimeoutLeavesClaimToExpire(t *testing.T) {
 }
 
 func TestLoopPanicRecovered(t *testing.T) {
+	for _, kind := range lockerKinds {
+		t.Run(kind, func(t *testing.T) { testLoopPanicRecovered(t, kind) })
+	}
+}
+
+func testLoopPanicRecovered(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	rec, o := newRecorder(t), newObs()
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
 	cfg.Observer = o
-	fl := newFaultLocker(newFakeLocker(clk))
+	fl := newFaultLocker(newLocker(t, clk, kind))
 	fl.set("renew", &fault{once: true, panicV: "boom"})
 	e := startElector(t, fl, cfg)
 	rec.waitElected(t, ctx, 1)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/lifecycle"
 )
@@ -69,6 +70,33 @@ func eventually(t *testing.T, ctx context.Context, what string, cond func() bool
 		runtime.Gosched()
 	}
 }
+
+// lockerKinds are the Lockers the single-elector tests run over: the
+// in-test fake and memstore under the generic StoreLocker.
+var lockerKinds = []string{"fake", "memstore"}
+
+// newLocker returns a Locker of kind judging expiry by clk. Neither
+// watches the claim, so neither arms timers of its own on clk.
+func newLocker(t *testing.T, clk clock.Clock, kind string) backends.Locker {
+	t.Helper()
+	switch kind {
+	case "fake":
+		return newFakeLocker(clk)
+	case "memstore":
+		store := memstore.New(memstore.WithClock(clk))
+		t.Cleanup(func() { store.Close() }) // after the electors stop
+		sl, err := backends.NewLocker(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return plainLocker{sl}
+	}
+	t.Fatalf("unknown locker kind %q", kind)
+	return nil
+}
+
+// plainLocker hides a Locker's claim watch.
+type plainLocker struct{ backends.Locker }
 
 // startElector makes and starts an Elector, and stops it when the test ends.
 func startElector(t *testing.T, l backends.Locker, cfg elector.Config) *elector.Elector {

@@ -216,9 +216,11 @@ func (l *loop) campaign(ctx context.Context) {
 	e := l.e
 	e.fire(lifecycle.Campaign)
 	start := e.clock.Now()
-	rctx, cancel := e.withTimeout(ctx, e.cfg.RenewTimeout)
-	lease, err := e.locker.TryAcquire(rctx, e.cfg.Key, e.holder, e.cfg.TTL)
-	cancel()
+	var lease backends.Lease
+	err := e.bounded(ctx, e.cfg.RenewTimeout, func(ctx context.Context) (err error) {
+		lease, err = e.locker.TryAcquire(ctx, e.cfg.Key, e.holder, e.cfg.TTL)
+		return err
+	})
 	end := e.clock.Now()
 	if err != nil {
 		l.rejected(ctx, err)
@@ -363,9 +365,11 @@ func (l *loop) renew(ctx context.Context, t *term) bool {
 	bo := e.newBackoff(e.cfg.RetryPeriod, e.cfg.TTL)
 	for {
 		start := e.clock.Now()
-		rctx, cancel := e.withTimeout(t.ctx, e.cfg.RenewTimeout)
-		got, err := e.locker.Renew(rctx, t.lease)
-		cancel()
+		var got backends.Lease
+		err := e.bounded(t.ctx, e.cfg.RenewTimeout, func(ctx context.Context) (err error) {
+			got, err = e.locker.Renew(ctx, t.lease)
+			return err
+		})
 		end := e.clock.Now()
 		latency := end.Sub(start)
 		if err == nil && (got.Token != t.lease.Token || got.Holder != e.holder) {
