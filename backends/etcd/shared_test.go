@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/etcd"
+	"github.com/tenure-go/tenure/clocktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -236,5 +237,43 @@ func TestSharedUnknownWriteCollected(t *testing.T) {
 	}
 	if got, err := f.store.Get(ctx, "taken"); err != nil || string(got.Value) != "mine" {
 		t.Errorf("taken = %+v, %v; want present with value mine", got, err)
+	}
+}
+
+// TestSharedGarbageNotBeforeDeadline: on the store's clock, an entry nobody
+// keeps alive is deleted once its TTL has passed since its last write or
+// keep-alive, and not a moment before, although batches for other entries
+// run meanwhile.
+func TestSharedGarbageNotBeforeDeadline(t *testing.T) {
+	clk := clocktest.New(time.Time{})
+	f := newFixture(t, etcd.WithSharedLease(100*time.Millisecond), etcd.WithClock(clk))
+	ctx := testContext(t)
+	mustCreate(t, f.store, "abandoned", "v", 2*time.Second) // its holder's deadline: t0 + 2s
+	kept := mustCreate(t, f.store, "kept", "v", 2*time.Second)
+	present := func(key string) bool {
+		resp, err := f.raw.Get(ctx, f.prefix+key)
+		if err != nil {
+			t.Fatalf("raw Get(%q): %v", key, err)
+		}
+		return len(resp.Kvs) == 1
+	}
+
+	clk.Add(1900 * time.Millisecond)
+	// A batch runs for "kept" at t0 + 1.9s, and collects garbage first.
+	if _, err := f.store.KeepAlive(ctx, "kept", kept.Revision, 2*time.Second); err != nil {
+		t.Fatalf("KeepAlive(kept) at t0+1.9s: %v", err)
+	}
+	if !present("abandoned") {
+		t.Fatalf("abandoned deleted at t0+1.9s, before its holder's deadline t0+2s")
+	}
+
+	// The batcher then sleeps until the abandoned entry's deadline; past it,
+	// it deletes the entry by itself.
+	if err := clk.AdvanceWhenBlocked(ctx, 1, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "abandoned deleted past its deadline", func(context.Context) bool { return !present("abandoned") })
+	if !present("kept") {
+		t.Errorf("kept (kept alive at t0+1.9s) deleted at t0+2.1s")
 	}
 }
