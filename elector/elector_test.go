@@ -929,3 +929,40 @@ func waitFollowing(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *e
 		return e.State() == lifecycle.Follower && clk.Waiters() >= 1
 	})
 }
+
+// TestStopDuringAcquireReleases: Stop while an attempt is in flight that then
+// wins the claim (the TOCTOU of the failure-mode table): the claim is
+// released, never led, and never left to expire.
+func TestStopDuringAcquireReleases(t *testing.T) {
+	for _, kind := range lockerKinds {
+		t.Run(kind, func(t *testing.T) {
+			clk := clocktest.New(t0)
+			ctx := barrier(t)
+			rec := newRecorder(t)
+			cfg := baseConfig(clk, "a")
+			rec.install(&cfg)
+			fl := newFaultLocker(newLocker(t, clk, kind))
+			block, entered := make(chan struct{}), make(chan struct{})
+			fl.set("acquire", &fault{once: true, block: block, entered: entered})
+			e := startElector(t, fl, cfg)
+			<-entered
+			stopped := make(chan error, 1)
+			go func() { stopped <- e.Stop(ctx) }()
+			// The attempt's timeout and Stop's bound: Stop has cancelled.
+			eventually(t, ctx, "Stop to cancel the attempt", func() bool { return clk.Waiters() >= 2 })
+			close(block) // the attempt wins the claim at the backend
+			if err := <-stopped; err != nil {
+				t.Fatalf("Stop = %v", err)
+			}
+			if n := fl.count("release"); n != 1 {
+				t.Errorf("Release called %d times for a claim won during Stop, want 1", n)
+			}
+			if hs, err := fl.inner.Holders(ctx, key); err != nil || len(hs) != 0 {
+				t.Errorf("Holders after Stop = %v, %v; want none", hs, err)
+			}
+			if got, want := rec.eventLog(), "state follower->acquiring; state acquiring->stopped"; got != want {
+				t.Errorf("callbacks:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
