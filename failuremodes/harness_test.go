@@ -3,8 +3,10 @@ package failuremodes_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -226,6 +228,40 @@ func (w *world) stepUntil(n int, d time.Duration, done func() bool) {
 	}
 }
 
+// logs collects the records of a slog.Logger.
+type logs struct {
+	mu      sync.Mutex
+	records []slog.Record // guarded by mu
+}
+
+func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r.Clone())
+	return nil
+}
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logs) WithGroup(string) slog.Handler      { return l }
+
+// find returns the first record at level or above whose message contains
+// text, with its attributes rendered as key=value.
+func (l *logs) find(level slog.Level, text string) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.records {
+		if r.Level >= level && strings.Contains(r.Message, text) {
+			out := r.Message
+			r.Attrs(func(a slog.Attr) bool {
+				out += " " + a.String()
+				return true
+			})
+			return out, true
+		}
+	}
+	return "", false
+}
+
 var epoch = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // elapsed is the fake time since the start of the scenario.
@@ -382,6 +418,13 @@ func (r *recorder) count(kind string) int {
 	return n
 }
 
+// snapshot returns every event so far.
+func (r *recorder) snapshot() []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
 // all returns the events of kind.
 func (r *recorder) all(kind string) []event {
 	r.mu.Lock()
@@ -493,9 +536,17 @@ func wrapLocker(f func(backends.Locker) backends.Locker) nodeOption {
 // at its context.
 type hookLocker struct {
 	backends.Locker
-	afterAcquire func(backends.Lease, error) // after TryAcquire answered, before the caller sees it
-	beforeRenew  func()                      // before Renew reaches the inner Locker
-	afterRenew   func(backends.Lease, error) // after Renew answered, before the caller sees it
+	afterAcquire  func(backends.Lease, error) // after TryAcquire answered, before the caller sees it
+	beforeRenew   func()                      // before Renew reaches the inner Locker
+	afterRenew    func(backends.Lease, error) // after Renew answered, before the caller sees it
+	beforeRelease func()                      // before Release reaches the inner Locker
+}
+
+func (h *hookLocker) Release(ctx context.Context, l backends.Lease) error {
+	if h.beforeRelease != nil {
+		h.beforeRelease()
+	}
+	return h.Locker.Release(ctx, l)
 }
 
 func (h *hookLocker) TryAcquire(ctx context.Context, k string, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {

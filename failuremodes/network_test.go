@@ -1,0 +1,305 @@
+package failuremodes_test
+
+import (
+	"errors"
+	"log/slog"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/backendtest/faults"
+	"github.com/tenure-go/tenure/elector"
+)
+
+// advance moves the clock by d in steps of at most step, yielding between
+// steps, and calls check after each. It does not wait for timers: it is for
+// stretches where the participants' timer counts vary and the checks hold
+// whatever their goroutines are doing.
+func (w *world) advance(d, step time.Duration, check func()) {
+	w.t.Helper()
+	for end := w.clk.Now().Add(d); w.clk.Now().Before(end); {
+		w.clk.Add(min(step, end.Sub(w.clk.Now())))
+		runtime.Gosched()
+		check()
+	}
+}
+
+// FM-15: a leader cut off from the backend leads until its deadline and
+// not a moment longer; a follower that can reach the backend takes over.
+func TestFM15PartitionFromBackend(t *testing.T) {
+	t.Run("tenure leads to its deadline, then hands over", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a").start()
+		term := a.await(evElected, 1).term
+		b := w.newNode("b").start()
+		b.await(evLost, 1) // b tries next at the expiry it saw: 10.001s
+		w.step(leaderTimers+followerTimers, time.Second)
+		cut := a.f.Partition(faults.PartitionBlock)
+		// Until 50ms before its deadline a leads, renewals hanging and
+		// retried.
+		for w.clk.Now().Before(term.Deadline.Add(-50 * time.Millisecond)) {
+			w.step(leaderTimers+followerTimers, 50*time.Millisecond)
+			onlyLeader(t, w, "a", a, b)
+		}
+		if cut.Hits() < 2 {
+			t.Errorf("a tried to renew %d times while partitioned, want at least 2", cut.Hits())
+		}
+		// From its deadline on a does not lead; b takes over after the
+		// claim's expiry, never overlapping a.
+		w.advance(ttl+time.Second-w.elapsed(), 10*time.Millisecond, func() {
+			if got := leaders(a, b); len(got) > 1 || (a.IsLeader() && !w.clk.Now().Before(term.Deadline)) {
+				t.Fatalf("at %v: leaders = %v (a's deadline %v)", w.elapsed(), got, term.Deadline.Sub(epoch))
+			}
+		})
+		if ev := a.await(evDemoted, 1); ev.cause.Reason != elector.ReasonExpired {
+			t.Errorf("a's term ended with %v, want expired", ev.cause)
+		}
+		if ev := b.await(evElected, 1); ev.term.AcquiredAt.Before(epoch.Add(ttl)) {
+			t.Errorf("b acquired at %v, before a's claim expired", ev.term.AcquiredAt.Sub(epoch))
+		}
+		// Healed, a follows.
+		cut.Remove()
+		w.stepUntil(0, 500*time.Millisecond, func() bool {
+			for _, ev := range a.rec.all(evLost) {
+				if ev.class == backends.ClassLost {
+					return true
+				}
+			}
+			return false
+		})
+		onlyLeader(t, w, "b", a, b)
+	})
+	t.Run("naive demotes at the first failed call", func(t *testing.T) {
+		w := newWorld(t)
+		sa := w.naiveStore()
+		na := w.newNaive("a", &epochLocker{store: sa, key: key, ttl: ttl, wall: w.clk})
+		na.Start(w.ctx)
+		w.awaitRec("a", na.rec, evAcquired, 1)
+		sa.Partition(faults.PartitionFail)
+		w.clk.Add(renewPeriod)
+		w.awaitRec("a", na.rec, evDropped, 1)
+		if na.IsLeader() {
+			t.Fatal("naive: still leader")
+		}
+		t.Logf("naive: leaderless from %v although its claim runs to 10s (the failure mode)", w.elapsed())
+	})
+	t.Run("naive hangs as leader", func(t *testing.T) {
+		w := newWorld(t)
+		sa := w.naiveStore()
+		na := w.newNaive("a", &epochLocker{store: sa, key: key, ttl: ttl, wall: w.clk})
+		na.Start(w.ctx)
+		w.awaitRec("a", na.rec, evAcquired, 1)
+		cut := sa.Partition(faults.PartitionBlock)
+		defer cut.Remove() // lets the hung call return at the end
+		w.clk.Add(time.Second / 2)
+		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ..., 12.5s
+		w.awaitRec("b", nb.rec, evLost, 1)
+		w.clk.Add(5 * time.Second / 2) // 3s: a's renewal hangs
+		if err := cut.AwaitHolding(w.ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range []time.Duration{time.Second / 2, 3 * time.Second, 3 * time.Second} { // 3.5s, 6.5s, 9.5s
+			w.clk.Add(d)
+			w.awaitRec("b", nb.rec, evLost, i+2)
+		}
+		w.clk.Add(3 * time.Second) // 12.5s
+		w.awaitRec("b", nb.rec, evAcquired, 1)
+		if got := leaders(na, nb); len(got) != 2 {
+			t.Fatalf("naive: leaders = %v, want the failure mode [a b]", got)
+		}
+	})
+}
+
+// FM-16: Stop must return in bounded time when the backend does not answer.
+func TestFM16StopBoundedWhenReleaseHangs(t *testing.T) {
+	t.Run("tenure: release times out", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a").start()
+		a.await(evElected, 1)
+		cut := a.f.Partition(faults.PartitionBlock)
+		stopped := make(chan error, 1)
+		go func() { stopped <- a.e.Stop(w.ctx) }()
+		if err := cut.AwaitHolding(w.ctx, 1); err != nil { // the release hangs
+			t.Fatal(err)
+		}
+		start := w.elapsed()
+		w.step(2, relTimeout) // the release's timeout and Stop's bound
+		if err := <-stopped; err != nil {
+			t.Errorf("Stop = %v, want nil once the release timed out", err)
+		}
+		if took := w.elapsed() - start; took > relTimeout {
+			t.Errorf("Stop took %v of fake time, want at most ReleaseTimeout %v", took, relTimeout)
+		}
+		if hs := w.holders(); len(hs) != 1 {
+			t.Errorf("holders = %v, want the unreleased claim, left to expire", hs)
+		}
+	})
+	t.Run("tenure: a Locker deaf to its context", func(t *testing.T) {
+		w := newWorld(t)
+		wedge := make(chan struct{})
+		defer close(wedge)
+		inRelease := make(chan struct{})
+		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
+			return &hookLocker{Locker: l, beforeRelease: func() {
+				close(inRelease)
+				<-wedge
+			}}
+		})).start()
+		a.await(evElected, 1)
+		stopped := make(chan error, 1)
+		go func() { stopped <- a.e.Stop(w.ctx) }()
+		<-inRelease
+		// The release's timeout and Stop's bound.
+		w.step(2, renewTimeout+drainTimeout+relTimeout)
+		if err := <-stopped; !errors.Is(err, elector.ErrStopTimeout) {
+			t.Errorf("Stop = %v, want ErrStopTimeout after its bound", err)
+		}
+	})
+	t.Run("naive: Stop blocks as long as the backend", func(t *testing.T) {
+		w := newWorld(t)
+		s := w.naiveStore()
+		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
+		n.Start(w.ctx)
+		w.awaitRec("n", n.rec, evAcquired, 1)
+		cut := s.Partition(faults.PartitionBlock)
+		stopped := make(chan error, 1)
+		go func() { stopped <- n.Stop(w.ctx) }()
+		if err := cut.AwaitHolding(w.ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		w.clk.Add(time.Hour)
+		select {
+		case err := <-stopped:
+			t.Fatalf("naive: Stop returned (%v), want the failure mode (still blocked)", err)
+		default:
+		}
+		cut.Remove() // the hung release fails; Stop returns
+		<-stopped
+	})
+}
+
+// FM-17: after a holder crashes, a follower takes over right after the
+// claim expires, with no polling period on top.
+func TestFM17CrashedHolderTakeover(t *testing.T) {
+	crash := func(w *world) {
+		w.t.Helper()
+		l, err := backends.NewLocker(w.store)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		h, _ := backends.NewHolder("crashed")
+		if _, err := l.TryAcquire(w.ctx, key, h, ttl); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	t.Run("tenure without jitter: at the expiry plus 1ms", func(t *testing.T) {
+		w := newWorld(t)
+		crash(w) // at 0s, never renewed
+		w.clk.Add(time.Second / 2)
+		b := w.newNode("b").start()
+		b.await(evLost, 1)
+		w.step(followerTimers, ttl-time.Second/2+time.Millisecond)
+		if ev := b.await(evElected, 1); ev.term.AcquiredAt.Sub(epoch) != ttl+time.Millisecond {
+			t.Errorf("b acquired at %v, want %v", ev.term.AcquiredAt.Sub(epoch), ttl+time.Millisecond)
+		}
+	})
+	t.Run("tenure with jitter: within 11ms of the expiry", func(t *testing.T) {
+		w := newWorld(t)
+		crash(w)
+		w.clk.Add(time.Second / 2)
+		b := w.newNode("b", withConfig(func(c *elector.Config) { c.Jitter = 0 })).start()
+		b.await(evLost, 1)
+		w.step(followerTimers, ttl-time.Second/2)
+		w.stepUntil(followerTimers, time.Millisecond, func() bool { return b.rec.count(evElected) > 0 })
+		if at := b.await(evElected, 1).term.AcquiredAt.Sub(epoch); at > ttl+11*time.Millisecond {
+			t.Errorf("b acquired at %v, want within 11ms of the expiry at %v", at, ttl)
+		}
+	})
+	t.Run("naive: up to a renew period late", func(t *testing.T) {
+		w := newWorld(t)
+		if ok, err := (&epochLocker{store: w.store, key: key, ttl: ttl, wall: w.clk}).tryAcquire(w.ctx, "crashed"); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		w.clk.Add(time.Second / 2)
+		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ...
+		w.awaitRec("b", nb.rec, evLost, 1)
+		for i := 2; i <= 4; i++ { // 3.5s, 6.5s, 9.5s
+			w.clk.Add(3 * time.Second)
+			w.awaitRec("b", nb.rec, evLost, i)
+		}
+		w.clk.Add(3 * time.Second) // 12.5s
+		w.awaitRec("b", nb.rec, evAcquired, 1)
+		if gap := w.elapsed() - ttl; gap < time.Second {
+			t.Fatalf("naive took over %v after the expiry, want the failure mode (a polling gap)", gap)
+		}
+	})
+}
+
+// FM-18: a deleted backend resource or revoked permission is fatal: the
+// leader demotes at once and the error is reported.
+func TestFM18FatalBackendError(t *testing.T) {
+	for _, sentinel := range []error{backends.ErrPermission, backends.ErrMissingResource} {
+		t.Run("tenure/"+sentinel.Error(), func(t *testing.T) {
+			w := newWorld(t)
+			log := &logs{}
+			a := w.newNode("a", withConfig(func(c *elector.Config) { c.Logger = slog.New(log) })).start()
+			term := a.await(evElected, 1).term
+			revoked := a.f.Fail(faults.AllOps, 0, sentinel)
+			w.step(leaderTimers, renewPeriod)
+			if ev := a.await(evRenewFail, 1); ev.class != backends.ClassFatal {
+				t.Errorf("renew failure class = %v, want fatal", ev.class)
+			}
+			ev := a.await(evOnDemoted, 1)
+			if ev.cause.Reason != elector.ReasonFatal || !errors.Is(ev.cause.Err, sentinel) {
+				t.Errorf("OnDemoted cause = %v, want fatal wrapping %v", ev.cause, sentinel)
+			}
+			if a.IsLeader() || !w.clk.Now().Before(term.Deadline) {
+				t.Errorf("at %v: IsLeader = %v; want demoted before the deadline %v", w.elapsed(), a.IsLeader(), term.Deadline.Sub(epoch))
+			}
+			if line, ok := log.find(slog.LevelError, "fatal"); !ok {
+				t.Errorf("no error log line about the fatal error")
+			} else {
+				t.Logf("logged: %s", line)
+			}
+			// It keeps campaigning, with backoff (1s, 2s, ...), and leads
+			// once restored.
+			w.step(followerTimers, retryPeriod)
+			a.await(evLost, 1)
+			w.step(followerTimers, 2*retryPeriod)
+			a.await(evLost, 2)
+			revoked.Remove()
+			w.stepUntil(followerTimers, 500*time.Millisecond, func() bool { return a.rec.count(evElected) > 1 })
+			for _, ev := range a.rec.all(evLost)[:1] {
+				if ev.class != backends.ClassFatal {
+					t.Errorf("attempt while revoked classified %v, want fatal", ev.class)
+				}
+			}
+		})
+	}
+	t.Run("naive: leaderless, nothing reported", func(t *testing.T) {
+		w := newWorld(t)
+		s := w.naiveStore()
+		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
+		n.Start(w.ctx)
+		w.awaitRec("n", n.rec, evAcquired, 1)
+		s.Fail(faults.AllOps, 0, backends.ErrPermission)
+		w.clk.Add(renewPeriod) // the renewal fails: dropped
+		w.awaitRec("n", n.rec, evDropped, 1)
+		for i := 1; i <= 10; i++ { // every attempt after fails alike
+			w.clk.Add(renewPeriod)
+			w.awaitRec("n", n.rec, evLost, i)
+		}
+		for _, ev := range n.rec.snapshot() {
+			if ev.cause.Err != nil || ev.class != backends.ClassNone {
+				t.Fatalf("naive reported %+v", ev)
+			}
+		}
+		if n.IsLeader() {
+			t.Fatal("naive: still leader")
+		}
+		t.Logf("naive: %d attempts, every %v, and no error surfaced (the failure mode)", n.rec.count(evAttempt), renewPeriod)
+	})
+}
