@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/backends/kube/kubetest"
 )
 
 // serveAll runs one indexer per id over storeURL until one of them serves,
@@ -84,5 +86,34 @@ func TestServeOverEtcd(t *testing.T) {
 	}
 	if starts != 1 {
 		t.Errorf("%d indexers started serving, want exactly 1; journal: %+v", starts, recs)
+	}
+}
+
+// TestServeOverKube runs two indexers over a real kube-apiserver through the
+// kube:// form of --store, with a kubeconfig file.
+func TestServeOverKube(t *testing.T) {
+	srv := kubetest.Start(t)
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := srv.WriteKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	recs := serveAll(t, "kube://default?kubeconfig="+url.QueryEscape(kc), "a", "b c")
+	starts := 0
+	for _, r := range recs {
+		if r.Event == "serve-start" {
+			starts++
+		}
+	}
+	if starts != 1 {
+		t.Errorf("%d indexers started serving, want exactly 1; journal: %+v", starts, recs)
+	}
+}
+
+func TestKubeURLs(t *testing.T) {
+	for _, bad := range []string{"kube://", "kube://ns/extra", "kube://ns?kubeconfig=/nonexistent", "kube://ns?other=1"} {
+		if s, err := openStore(context.Background(), bad); err == nil {
+			s.Close()
+			t.Errorf("openStore(%q) succeeded", bad)
+		}
 	}
 }
