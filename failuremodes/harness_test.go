@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -22,7 +23,13 @@ import (
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if path := os.Getenv(holdLockEnv); path != "" {
+		holdLock(path) // a child process of FM-19, killed by its parent
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // The timings every scenario uses unless it says otherwise. The elector runs
 // without jitter (except in FM-09) so that each step of the fake clock lands
@@ -334,6 +341,9 @@ type recorder struct {
 	// until its context is done.
 	work    func(ctx context.Context, t elector.Term) // guarded by mu
 	release chan struct{}                             // closed by unblock; ends work that waits on it
+	// newLeaderGate, if set before the node starts, holds OnNewLeader (and
+	// so every callback queued after it) until it is closed.
+	newLeaderGate chan struct{}
 }
 
 func newRecorder(clk clock.Clock) *recorder {
@@ -387,6 +397,12 @@ func (r *recorder) hook(cfg *elector.Config) {
 	cfg.OnDemoted = func(t elector.Term, c elector.Cause) { r.add(event{kind: evOnDemoted, term: t, cause: c}) }
 	cfg.OnNewLeader = func(l elector.Leader) {
 		r.add(event{kind: evNewLeader, other: l.Holder, term: elector.Term{Token: l.Token}})
+		if r.newLeaderGate != nil {
+			select {
+			case <-r.newLeaderGate:
+			case <-r.release:
+			}
+		}
 	}
 }
 

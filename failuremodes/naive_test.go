@@ -47,6 +47,9 @@ type naive struct {
 	// betweenReadAndCancel runs inside Stop, after the state was read and
 	// before the loop is cancelled: the window of the TOCTOU.
 	betweenReadAndCancel func()
+	// oneShot ends the loop when leadership is lost, as client-go's Run
+	// and etcd's Campaign do.
+	oneShot bool
 
 	mu      sync.Mutex
 	leader  bool                 // guarded by mu
@@ -105,39 +108,45 @@ func (n *naive) loop(ctx context.Context, done chan struct{}) {
 	defer func() { _ = recover() }() // the loop is gone; the state stays
 	tick := n.clk.Ticker(n.period)
 	defer tick.Stop()
-	n.tick(ctx)
+	if !n.tick(ctx) {
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			n.tick(ctx)
+			if !n.tick(ctx) {
+				return
+			}
 		}
 	}
 }
 
-func (n *naive) tick(ctx context.Context) {
+// tick makes one attempt or renewal; false ends a one-shot loop.
+func (n *naive) tick(ctx context.Context) bool {
 	if n.IsLeader() {
 		ok, err := n.lock.renew(ctx, n.owner)
 		if err != nil || !ok {
 			n.setLeader(false)
 			n.rec.add(event{kind: evDropped})
-			return
+			return !n.oneShot
 		}
 		n.rec.add(event{kind: evRenewed})
-		return
+		return true
 	}
 	n.rec.add(event{kind: evAttempt})
 	ok, err := n.lock.tryAcquire(ctx, n.owner)
 	if err != nil || !ok {
 		n.rec.add(event{kind: evLost})
-		return
+		return true
 	}
 	n.setLeader(true)
 	n.rec.add(event{kind: evAcquired})
 	if n.onElected != nil {
 		n.work.Go(func() { n.onElected(ctx) })
 	}
+	return true
 }
 
 // Stop is shardcoordinator's: read, cancel, release if the read said leader.
@@ -302,6 +311,75 @@ func (l *ttlLocker) release(ctx context.Context, _ string) error {
 	rev := l.rev
 	l.mu.Unlock()
 	return l.store.CompareAndDelete(ctx, l.key, rev)
+}
+
+// strictLocker is the naive loop's view of a correct Locker: holders with
+// nonces, conditional writes, fencing tokens. What stays naive is the loop:
+// a claim it holds but has no lease for is "held", like anyone else's.
+type strictLocker struct {
+	l      backends.Locker
+	key    string
+	ttl    time.Duration
+	holder backends.Holder
+
+	mu    sync.Mutex
+	lease backends.Lease // guarded by mu
+}
+
+func (l *strictLocker) tryAcquire(ctx context.Context, _ string) (bool, error) {
+	lease, err := l.l.TryAcquire(ctx, l.key, l.holder, l.ttl)
+	if errors.Is(err, backends.ErrHeld) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	l.mu.Lock()
+	l.lease = lease
+	l.mu.Unlock()
+	return true, nil
+}
+
+func (l *strictLocker) renew(ctx context.Context, _ string) (bool, error) {
+	l.mu.Lock()
+	lease := l.lease
+	l.mu.Unlock()
+	got, err := l.l.Renew(ctx, lease)
+	if err != nil {
+		return false, err
+	}
+	l.mu.Lock()
+	l.lease = got
+	l.mu.Unlock()
+	return true, nil
+}
+
+func (l *strictLocker) release(ctx context.Context, _ string) error {
+	l.mu.Lock()
+	lease := l.lease
+	l.mu.Unlock()
+	return l.l.Release(ctx, lease)
+}
+
+// pausing freezes renewals while its gate is closed: a stop-the-world
+// pause of the naive process.
+type pausing struct {
+	naiveLocker
+	paused chan struct{} // closed when a renewal is frozen
+	resume chan struct{} // closed by the test to end the pause
+	once   sync.Once
+}
+
+func newPausing(l naiveLocker) *pausing {
+	return &pausing{naiveLocker: l, paused: make(chan struct{}), resume: make(chan struct{})}
+}
+
+func (p *pausing) renew(ctx context.Context, owner string) (bool, error) {
+	p.once.Do(func() {
+		close(p.paused)
+		<-p.resume
+	})
+	return p.naiveLocker.renew(ctx, owner)
 }
 
 // ignoreConflict turns a lost compare into "not held" (false, nil), as the
