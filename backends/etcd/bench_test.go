@@ -12,6 +12,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/elector"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -31,8 +32,9 @@ const (
 
 // BenchmarkHeldClaims measures the requests per second one process sends to
 // etcd, at steady state, while it holds n claims (each on its own key) and
-// renews each every TTL/3. Compared: the store with a lease per entry, the
-// store with one shared lease (WithSharedLease), and etcd's
+// renews each every TTL/3. Compared: the store with a lease per entry and
+// with one shared lease (WithSharedLease), renewed by a plain loop per claim
+// and by n electors (package elector, default timings), and etcd's
 // concurrency.Election with a session (lease) per election or one session
 // for all. Requests are counted by a gRPC client interceptor: one per unary
 // call, one per message sent on a stream. Run with -benchtime=1x; the metric
@@ -45,6 +47,8 @@ func BenchmarkHeldClaims(b *testing.B) {
 	}{
 		{"store=per-entry-lease", holdStore()},
 		{"store=shared-lease", holdStore(etcd.WithSharedLease(0))},
+		{"elector=per-entry-lease", holdElectors()},
+		{"elector=shared-lease", holdElectors(etcd.WithSharedLease(0))},
 		{"etcd-election=session-each", holdElections(false)},
 		{"etcd-election=one-session", holdElections(true)},
 	}
@@ -170,6 +174,51 @@ func holdElections(shareSession bool) func(b *testing.B, cli *clientv3.Client, p
 			for _, s := range sessions {
 				s.Close()
 			}
+		}
+	}
+}
+
+// holdElectors runs n electors, each for its own key, over one store, and
+// waits until all of them lead.
+func holdElectors(opts ...etcd.Option) func(b *testing.B, cli *clientv3.Client, prefix string, n int) func() {
+	return func(b *testing.B, cli *clientv3.Client, prefix string, n int) func() {
+		s := openStore(b, cli, prefix, opts...)
+		locker, err := backends.NewLocker(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var leading sync.WaitGroup
+		leading.Add(n)
+		els := make([]*elector.Elector, n)
+		for i := range els {
+			var once sync.Once
+			el, err := elector.New(locker, elector.Config{
+				Key:      fmt.Sprintf("claims/%04d", i),
+				Identity: "bench",
+				TTL:      benchTTL,
+				OnElected: func(ctx context.Context, _ elector.Term) {
+					once.Do(leading.Done)
+				},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := el.Start(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			els[i] = el
+		}
+		leading.Wait()
+		return func() {
+			var wg sync.WaitGroup
+			for _, el := range els {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_ = el.Stop(context.Background())
+				}()
+			}
+			wg.Wait()
 		}
 	}
 }

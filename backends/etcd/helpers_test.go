@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
 }
 
 // nopLogger keeps etcd clients quiet.

@@ -56,8 +56,13 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 			s.discardLease(ctx, wl)
 		}
 	}
+	sharedBySecs := make(map[int64]writeLease) // one keep-alive per shared lease
 	for i := range ops {
 		if secs[i] == 0 {
+			continue
+		}
+		if wl, ok := sharedBySecs[secs[i]]; ok {
+			leases[i] = wl
 			continue
 		}
 		wl, err := s.leaseFor(ctx, secs[i])
@@ -66,6 +71,9 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 			return backends.TxnResult{}, s.fail("txn", ops[i].Key, err)
 		}
 		leases[i] = wl
+		if wl.shared {
+			sharedBySecs[secs[i]] = wl
+		}
 	}
 
 	cmps := make([]clientv3.Cmp, 0, len(conds))

@@ -192,6 +192,11 @@ func (m *member) server() *embed.Etcd {
 
 func (c *Cluster) close() {
 	for _, m := range c.members {
+		if m.peerBridge != nil {
+			m.peerBridge.setRefuse(true)
+		}
+	}
+	for _, m := range c.members {
 		for _, b := range []*bridge{m.bridge, m.peerBridge} {
 			if b != nil {
 				b.close()
@@ -317,6 +322,10 @@ func (c *Cluster) Heal(i int) {
 // over. Its data is kept for Restart.
 func (c *Cluster) Stop(i int) {
 	m := c.members[i]
+	// No peer request may reach a member while it stops: etcd closes its
+	// storage before its peer listener, and a request served in between
+	// blocks forever (see LeakOptions).
+	m.peerBridge.setRefuse(true)
 	m.bridge.drop()
 	m.peerBridge.drop()
 	m.stop()
@@ -328,6 +337,7 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 	t.Helper()
 	c.Stop(i)
 	m := c.members[i]
+	m.peerBridge.setRefuse(false)
 	if err := m.start(true); err != nil {
 		t.Fatalf("etcdtest: restart member %d: %v", i, err)
 	}
@@ -342,6 +352,7 @@ type bridge struct {
 
 	mu        sync.Mutex
 	blackhole bool                  // guarded by mu
+	refuse    bool                  // guarded by mu; close new connections at once
 	conns     map[net.Conn]struct{} // guarded by mu; both ends of every connection
 	closed    bool                  // guarded by mu
 }
@@ -363,6 +374,18 @@ func (b *bridge) setBlackhole(on bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.blackhole = on
+}
+
+func (b *bridge) setRefuse(on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refuse = on
+}
+
+func (b *bridge) refusing() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.refuse
 }
 
 func (b *bridge) dropping() bool {
@@ -397,6 +420,10 @@ func (b *bridge) accept() {
 		in, err := b.ln.Accept()
 		if err != nil {
 			return // closed
+		}
+		if b.refusing() {
+			in.Close()
+			continue
 		}
 		out, err := net.Dial("tcp", b.target)
 		if err != nil {

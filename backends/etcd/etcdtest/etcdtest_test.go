@@ -9,7 +9,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
 
 func TestStartRestart(t *testing.T) {
 	srv := etcdtest.Start(t)
