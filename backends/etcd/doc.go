@@ -44,8 +44,9 @@
 //     granted when the store was opened. Rounding up is safe: a holder's
 //     deadline comes from the TTL it asked for. A TTL above [MaxTTL] fails
 //     with ErrInvalid, and so does a KeepAlive asking for more than the
-//     entry's lease was granted (a lease's TTL is fixed at its grant; only a
-//     rewrite could change it, and a rewrite changes the Revision).
+//     entry's lease was granted, or for a TTL on an entry written without
+//     one (a lease's TTL is fixed at its grant, and moving a key to another
+//     lease is a write, which changes its Revision).
 //   - Errors are classified. Unavailable, deadline exceeded, no leader,
 //     leader changed and not-leader wrap ErrUnavailable (transient: a write's
 //     outcome is unknown); resource exhausted and too many requests wrap
@@ -66,7 +67,9 @@
 // CompareAndDelete, one. KeepAlive, two (the read, then KeepAliveOnce), and
 // a third (the lease's attached keys) for an entry this store did not
 // write. Get, two for an entry with a TTL (the key, then its lease); List,
-// one plus one per distinct lease; Watch, one read plus the stream.
+// one plus one per distinct lease; Watch, one read plus the stream. With a
+// shared lease a write with a TTL is also two (a keep-alive of the shared
+// lease instead of a grant, and nothing to revoke).
 //
 // # One lease for many claims
 //
@@ -109,9 +112,11 @@
 //     computes its deadline from when a response arrived) is never used and
 //     is not a safety deadline. A holder's deadline is its own, counted from
 //     before its request on its own monotonic clock.
-//   - Expiry may come later than the TTL: by the rounding above, and because
-//     a new etcd leader extends every lease by an election timeout. That costs
-//     liveness after a crash, never safety.
+//   - Expiry may come later than the TTL: by the rounding above; because
+//     etcd's lessor revokes expired leases on a fixed 500 ms tick, so a
+//     crashed holder's claim is deleted up to half a second after its TTL;
+//     and because a new etcd leader extends every lease by an election
+//     timeout. That costs liveness after a crash, never safety.
 //   - Entry.Remaining comes from etcd in whole seconds and is a hint. Events
 //     carry no TTL (TTL and Remaining are zero); Get reports it.
 //   - Revisions are etcd's cluster-wide revisions, so they are comparable
