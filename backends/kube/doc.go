@@ -5,12 +5,13 @@
 // # Mapping
 //
 // Each key is one Lease in the store's namespace. Lease names must be DNS-1123
-// labels while keys are any UTF-8 (spaces, slashes, unicode), so a key maps
-// to "tenure-" and 160 bits of its SHA-256 ([HashName]); the key itself is
-// kept in the tenure.dev/key annotation and checked on every read (a name
-// holding another key is corrupt state, never "absent"). Every object carries
-// the label tenure.dev/managed=true; List and Watch select on it and filter by
-// prefix in the process.
+// subdomains while keys are any UTF-8 (spaces, slashes, unicode), so a key
+// maps to "tenure-" and 160 bits of its SHA-256 ([HashName]); the key itself
+// is kept in the tenure.dev/key annotation and checked on every read (a name
+// holding another key is corrupt state, never "absent"). Every object tenure
+// writes carries the label tenure.dev/managed=true; List and Watch select on
+// it (on the whole namespace when Options.LeaseNames adopts unlabelled
+// Leases) and filter by prefix in the process.
 //
 // The value, the exact TTL and the logical revisions live in annotations; the
 // Lease spec is kept the way client-go's tools/leaderelection keeps it
