@@ -37,7 +37,9 @@ lint:
 	fi; rm -f go.mod.lint-bak go.sum.lint-bak
 
 bench:
-	$(GO) test $(BENCHFLAGS) $(PKGS)
+	@bin=$$($(APISERVER_BUILD)) || { echo "make bench: building the test kube-apiserver failed" >&2; exit 1; }; \
+	bin=$$(printf '%s\n' "$$bin" | tail -n 1); \
+	TENURE_KUBE_APISERVER="$$bin" $(GO) test $(BENCHFLAGS) $(PKGS)
 
 demo:
 	$(GO) run ./examples/indexer demo
