@@ -20,7 +20,10 @@ type Harness struct {
 	// Elapse makes d pass for the store's expiry judge (e.g. a fake clock's
 	// Add). Nil means the store judges expiry on real time; the suite then
 	// waits for expiry by polling under a bounded context deadline (never a
-	// fixed sleep).
+	// fixed sleep). Elapse must bring every judge up to date: where each
+	// Store value judges expiry by its own observation (kube), the stores
+	// New and Peer returned must all have observed the current state before
+	// the time passes, or a peer may rightly still see an entry as live.
 	Elapse func(d time.Duration)
 	// TTL is the TTL the suite gives entries that must expire (default 1s);
 	// the store must honour it.
