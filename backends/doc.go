@@ -39,6 +39,9 @@
 //     Expiry may or may not be delivered as an event.
 //   - A Store's scope bounds its safety: a memory store is safe within one
 //     process, a file store within one host.
+//   - Revisions survive restarts, not restores: putting a backend's state
+//     back from a backup (an etcd snapshot, a copied directory) can bring
+//     old revisions back, and tokens can then repeat.
 //
 // # Errors
 //
