@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 	// client-go's leaderelection and reflectors log through klog; the
 	// benchmarks would print a line per election.
 	klog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
 }
 
 // cluster is one real API server shared by the subtests of a test, with an

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"os"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
 }
 
 // TestDemo runs the demo end to end, with real processes over a filestore,

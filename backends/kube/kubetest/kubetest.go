@@ -28,7 +28,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,12 +38,16 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
+	"github.com/benbjohnson/clock"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
+
+	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 )
+
+// wall is the real clock: the API server is a real process on real time.
+var wall = clock.New()
 
 // EnvBinary names the environment variable that holds the path of the
 // kube-apiserver binary.
@@ -73,7 +76,7 @@ type Server struct {
 
 	adminToken, userToken string
 
-	etcd  *embed.Etcd
+	etcd  *etcdtest.Server
 	conns *connrotation.ConnectionTracker
 
 	cmd     *exec.Cmd
@@ -116,10 +119,7 @@ func Start(t testing.TB) *Server {
 	t.Cleanup(s.conns.CloseAll)
 
 	s.writeCredentials(t)
-	s.startEtcd(t)
-	t.Cleanup(func() {
-		s.etcd.Close()
-	})
+	s.etcd = etcdtest.Start(t)
 	t.Cleanup(func() { s.stop(t) })
 	s.launch(t, true)
 	t.Logf("kubetest: kube-apiserver ready at %s", s.Host())
@@ -151,7 +151,7 @@ func (s *Server) restConfig(token string) *rest.Config {
 }
 
 // EtcdEndpoint is the embedded etcd's client URL.
-func (s *Server) EtcdEndpoint() string { return "http://" + s.etcd.Clients[0].Addr().String() }
+func (s *Server) EtcdEndpoint() string { return s.etcd.Endpoints()[0] }
 
 // Restart stops the API server and starts it again on the same port, etcd,
 // certificates and credentials, and waits until it is ready. Stored objects
@@ -230,37 +230,6 @@ func (s *Server) writeCredentials(t testing.TB) {
 	}
 }
 
-func (s *Server) startEtcd(t testing.TB) {
-	t.Helper()
-	local, _ := url.Parse("http://127.0.0.1:0")
-	cfg := embed.NewConfig()
-	cfg.Name = "kubetest"
-	cfg.Dir = filepath.Join(s.dir, "etcd")
-	cfg.ListenClientUrls = []url.URL{*local}
-	cfg.AdvertiseClientUrls = []url.URL{*local}
-	cfg.ListenPeerUrls = []url.URL{*local}
-	cfg.AdvertisePeerUrls = []url.URL{*local}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.TickMs = 10
-	cfg.ElectionMs = 100
-	cfg.UnsafeNoFsync = true
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("kubetest: start etcd: %v", err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		t.Fatalf("kubetest: etcd failed: %v", err)
-	case <-time.After(startTimeout):
-		e.Close()
-		t.Fatalf("kubetest: etcd not ready after %v", startTimeout)
-	}
-	s.etcd = e
-}
-
 // launch starts the kube-apiserver and waits for /readyz. On the first start
 // it picks a free port, and picks again if the server could not bind it; a
 // restart keeps the port, which clients hold in their configs.
@@ -334,9 +303,9 @@ func (s *Server) exec() error {
 // waitReady polls /readyz until it answers ok, the process exits or the
 // start timeout passes.
 func (s *Server) waitReady() error {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	ctx, cancel := wall.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	tick := time.NewTicker(pollInterval)
+	tick := wall.Ticker(pollInterval)
 	defer tick.Stop()
 	var (
 		client *http.Client
@@ -397,7 +366,7 @@ func (s *Server) stop(t testing.TB) {
 		return
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	timer := time.NewTimer(stopTimeout)
+	timer := wall.Timer(stopTimeout)
 	defer timer.Stop()
 	select {
 	case <-s.exited:

@@ -2,6 +2,7 @@ package kubetest_test
 
 import (
 	"context"
+	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
 
 // TestServer checks what the kube backend's tests rely on: the server
 // enforces resourceVersion preconditions, refuses the unprivileged user,
