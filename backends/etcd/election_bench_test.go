@@ -26,7 +26,7 @@ import (
 const (
 	candidates      = 3
 	handoverRounds  = 40
-	failoverRounds  = 8
+	failoverRounds  = 12
 	electRenew      = 500 * time.Millisecond
 	electionTimeout = 30 * time.Second
 )
