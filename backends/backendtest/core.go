@@ -434,27 +434,48 @@ func (s *suite) testKeepAliveKeeps(t *testing.T) {
 	st := s.store(t)
 	const key = "keepalive/key"
 	e := mustCreate(t, st, key, []byte("value"), s.ttl)
-	k, err := st.KeepAlive(t.Context(), key, e.Revision, 2*s.ttl)
+	k, err := st.KeepAlive(t.Context(), key, e.Revision, e.TTL)
 	if err != nil {
-		t.Fatalf("KeepAlive(%q, rev %d, %v): %v", key, e.Revision, 2*s.ttl, err)
+		t.Fatalf("KeepAlive(%q, rev %d, %v): %v", key, e.Revision, e.TTL, err)
 	}
 	sameEntry(t, fmt.Sprintf("KeepAlive(%q, rev %d)", key, e.Revision), k, e)
-	checkTTL(t, fmt.Sprintf("KeepAlive(%q, rev %d, %v)", key, e.Revision, 2*s.ttl), k, 2*s.ttl)
+	checkTTL(t, fmt.Sprintf("KeepAlive(%q, rev %d, %v)", key, e.Revision, e.TTL), k, e.TTL)
 	got := mustGet(t, st, key)
 	sameEntry(t, fmt.Sprintf("Get(%q) after KeepAlive", key), got, e)
-	checkTTL(t, fmt.Sprintf("Get(%q) after KeepAlive(%v)", key, 2*s.ttl), got, 2*s.ttl)
 	// A second keep-alive with the same revision still matches: it did not move.
-	if _, err := st.KeepAlive(t.Context(), key, e.Revision, s.ttl); err != nil {
+	if _, err := st.KeepAlive(t.Context(), key, e.Revision, e.TTL); err != nil {
 		t.Errorf("second KeepAlive(%q, rev %d): %v, want success (KeepAlive keeps the revision)", key, e.Revision, err)
 	}
-	// KeepAlive gives an entry without expiry a TTL.
+	// A keep-alive asking for another TTL either grants it, still keeping
+	// revision and value, or refuses with ErrInvalid and changes nothing:
+	// the contract lets a backend that cannot change a TTL in place (etcd
+	// leases) refuse rather than shorten or rewrite.
+	s.keepAliveNewTTL(t, st, e, 2*s.ttl, "a longer TTL")
 	f := mustCreate(t, st, "keepalive/forever", []byte("f"), 0)
-	kf, err := st.KeepAlive(t.Context(), f.Key, f.Revision, s.ttl)
-	if err != nil {
-		t.Fatalf("KeepAlive(%q, rev %d, %v) of an entry without TTL: %v", f.Key, f.Revision, s.ttl, err)
+	s.keepAliveNewTTL(t, st, f, s.ttl, "a TTL for an entry without one")
+}
+
+// keepAliveNewTTL asks KeepAlive for ttl on e, which has another TTL.
+func (s *suite) keepAliveNewTTL(t *testing.T, st backends.Store, e backends.Entry, ttl time.Duration, what string) {
+	t.Helper()
+	call := fmt.Sprintf("KeepAlive(%q, rev %d, %v), %s", e.Key, e.Revision, ttl, what)
+	k, err := st.KeepAlive(t.Context(), e.Key, e.Revision, ttl)
+	switch {
+	case errors.Is(err, backends.ErrInvalid):
+		got := mustGet(t, st, e.Key)
+		sameEntry(t, call+" refused, then Get", got, e)
+		if got.TTL != e.TTL {
+			t.Errorf("%s was refused (%v) but the TTL changed from %v to %v", call, err, e.TTL, got.TTL)
+		}
+	case err != nil:
+		t.Errorf("%s: %v, want success or an error wrapping ErrInvalid", call, err)
+	default:
+		sameEntry(t, call, k, e)
+		checkTTL(t, call, k, ttl)
+		got := mustGet(t, st, e.Key)
+		sameEntry(t, call+", then Get", got, e)
+		checkTTL(t, call+", then Get", got, ttl)
 	}
-	sameEntry(t, "KeepAlive of an entry without TTL", kf, f)
-	checkTTL(t, "KeepAlive of an entry without TTL", kf, s.ttl)
 }
 
 func (s *suite) testKeepAliveExtends(t *testing.T) {

@@ -3,7 +3,6 @@ package etcd_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"sort"
 	"strings"
@@ -23,14 +22,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	// Unless the caller chose what to skip, skip the conformance subtests
-	// etcd cannot pass (see conformanceSkip).
-	if f := flag.Lookup("test.skip"); f != nil && f.Value.String() == "" {
-		if err := f.Value.Set(conformanceSkip); err != nil {
-			panic(err)
-		}
-	}
 	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
 }
 
