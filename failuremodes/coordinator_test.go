@@ -149,14 +149,14 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 				<-proceed // the answer is in hand; the loop has not looked at it yet
 			}}
 		})).start()
-		<-answered
+		recv(w, answered)
 		stopped := make(chan error, 1)
 		go func() { stopped <- a.e.Stop(w.ctx) }()
 		// Stop has begun once its bounded wait is armed (the acquire's
 		// request timeout is the other timer).
 		w.settle(2)
 		close(proceed)
-		if err := <-stopped; err != nil {
+		if err := recv(w, stopped); err != nil {
 			t.Fatalf("Stop: %v", err)
 		}
 		if hs := w.holders(); len(hs) != 0 {
@@ -248,7 +248,7 @@ func TestFM05ParentContextCancelled(t *testing.T) {
 		a := w.newNode("a").start()
 		a.await(evElected, 1)
 		a.cancel()
-		<-a.e.Done()
+		recv(w, a.e.Done())
 		if a.IsLeader() || a.e.State() != lifecycle.Stopped {
 			t.Errorf("after the parent context was cancelled: IsLeader = %v, state = %v; want false, stopped", a.IsLeader(), a.e.State())
 		}

@@ -22,7 +22,11 @@
 //
 // Every test runs on a fake clock (package clocktest) and the
 // fault-injecting store wrapper (package backends/backendtest/faults), over
-// memstore unless it says otherwise; none sleeps. Run them with
+// memstore unless it says otherwise; none sleeps. Where a fault has to
+// ignore the caller's context (an answer already received, a loop wedged
+// in code deaf to its context, a process paused) the test wraps the Locker
+// instead. Clock skew between holders uses clocktest's Skewed views and
+// offset views of one fake clock. Run them with
 //
 //	go test -race ./failuremodes/
 //
@@ -58,6 +62,10 @@
 //   - Tenure: Stop marks the elector stopping under the same mutex the loop
 //     takes to become leader. An answer that arrives after that is not led
 //     but released; a term that began before is demoted and released.
+//   - Not covered: an acquiring request still in flight when Stop cancels
+//     it, which the backend applies but whose answer is lost to the
+//     cancellation. Its outcome is unknown to the elector (FM-26), so that
+//     claim is left to expire.
 //   - Test: TestFM03StopReleasesAcquiredClaim.
 //
 // # FM-04 Double Start
@@ -342,13 +350,17 @@
 //     jumps.
 //   - Naive: expiry written as wall time and judged by wall time moves with
 //     every jump.
-//   - Tenure: the elector's deadline is on the monotonic clock (a forward
-//     jump of the elector's own clock can only end a term early). Judges of
-//     expiry: filestore uses the boot id and CLOCK_BOOTTIME and ignores the
-//     wall clock; kube judges by this process's own observation on its
-//     monotonic clock; etcd's server judges its leases; memstore's judge is
-//     its injected clock, documented as process-local, and with the real
-//     clock that is Go's monotonic reading.
+//   - Tenure: the elector's deadline is on the monotonic clock: readings of
+//     the default clock carry Go's monotonic component, so a step of the
+//     wall clock moves no deadline, and a forward jump of the holder's own
+//     clock can only end its term early (IsLeader turns false at once; the
+//     renewal answered after the jump extends nothing). Judges of expiry, as
+//     each backend declares in Capabilities.ExpiryJudge: filestore uses the
+//     boot id and CLOCK_BOOTTIME and never the wall clock; kube judges by
+//     this process's own observation on its monotonic clock; etcd's server
+//     judges its leases; memstore's judge is its injected clock, documented
+//     as process-local: a jump of that clock expires entries for every user
+//     of the store alike, and the default clock's readings are monotonic.
 //   - Test: TestFM28ClockJumps.
 //
 // # FM-29 Clock rate skew

@@ -177,7 +177,11 @@ func (n *node) start() *node {
 
 // shutdown stops every node at the end of a test, whatever state the test
 // left it in: faults are cleared, work is unblocked, every Elector is
-// stopped at once, and the clock is moved on until all have finished.
+// stopped at once, and the clock is moved on if some have not finished
+// (a drain or a release still waiting for time to pass). The clock is moved
+// only after nothing has finished for a while, so that no timer fires while
+// electors are arming others: the mock clock under clocktest fires a due
+// timer twice if one is armed while Add runs.
 func (w *world) shutdown() {
 	errs := make(chan error, len(w.nodes))
 	for _, n := range w.nodes {
@@ -185,24 +189,34 @@ func (w *world) shutdown() {
 		n.rec.unblock()
 		go func() { errs <- n.e.Stop(w.ctx) }()
 	}
-	for _, n := range w.nodes {
-		for done := false; !done; {
+	pending := slices.Clone(w.nodes)
+	for stalled := 0; len(pending) > 0; {
+		before := len(pending)
+		pending = slices.DeleteFunc(pending, func(n *node) bool {
 			select {
 			case <-n.e.Done():
-				done = true
-			case <-w.ctx.Done():
-				w.t.Errorf("%s: did not stop: %v", n.name, w.ctx.Err())
-				return
+				return true
 			default:
+				return false
+			}
+		})
+		switch {
+		case w.ctx.Err() != nil:
+			w.t.Errorf("%d nodes did not stop (%s first): %v", len(pending), pending[0].name, w.ctx.Err())
+			return
+		case len(pending) < before:
+			stalled = 0
+		default:
+			if stalled++; stalled%10000 == 0 {
 				w.clk.Add(100 * time.Millisecond)
-				runtime.Gosched()
 			}
 		}
+		runtime.Gosched()
+	}
+	for _, n := range w.nodes {
 		if n.cancel != nil {
 			n.cancel()
 		}
-	}
-	for range w.nodes {
 		<-errs
 	}
 }
@@ -457,11 +471,17 @@ func (r *recorder) all(kind string) []event {
 // wait blocks until at least n events of kind were recorded and returns the
 // n-th.
 func (r *recorder) wait(ctx context.Context, kind string, n int) (event, error) {
+	return r.waitAny(ctx, []string{kind}, n)
+}
+
+// waitAny blocks until at least n events of any of kinds were recorded and
+// returns the n-th.
+func (r *recorder) waitAny(ctx context.Context, kinds []string, n int) (event, error) {
 	for {
 		r.mu.Lock()
 		seen := 0
 		for _, ev := range r.events {
-			if ev.kind == kind {
+			if slices.Contains(kinds, ev.kind) {
 				seen++
 				if seen == n {
 					r.mu.Unlock()
@@ -477,7 +497,7 @@ func (r *recorder) wait(ctx context.Context, kind string, n int) (event, error) 
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return event{}, fmt.Errorf("waiting for event %q #%d, saw %d: %w", kind, n, seen, ctx.Err())
+			return event{}, fmt.Errorf("waiting for event %q #%d, saw %d: %w", kinds, n, seen, ctx.Err())
 		}
 	}
 }
@@ -529,6 +549,20 @@ func (f *fenced) accepted() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.log)
+}
+
+// recv receives from ch, failing the test if the world's bound runs out
+// first.
+func recv[T any](w *world, ch <-chan T) T {
+	w.t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-w.ctx.Done():
+		w.t.Fatalf("at %v: nothing received: %v", w.elapsed(), w.ctx.Err())
+	}
+	var zero T
+	return zero
 }
 
 // awaitRec is await for any recorder (naive participants have one too).

@@ -126,7 +126,7 @@ func TestFM16StopBoundedWhenReleaseHangs(t *testing.T) {
 		}
 		start := w.elapsed()
 		w.step(2, relTimeout) // the release's timeout and Stop's bound
-		if err := <-stopped; err != nil {
+		if err := recv(w, stopped); err != nil {
 			t.Errorf("Stop = %v, want nil once the release timed out", err)
 		}
 		if took := w.elapsed() - start; took > relTimeout {
@@ -150,10 +150,10 @@ func TestFM16StopBoundedWhenReleaseHangs(t *testing.T) {
 		a.await(evElected, 1)
 		stopped := make(chan error, 1)
 		go func() { stopped <- a.e.Stop(w.ctx) }()
-		<-inRelease
+		recv(w, inRelease)
 		// The release's timeout and Stop's bound.
 		w.step(2, renewTimeout+drainTimeout+relTimeout)
-		if err := <-stopped; !errors.Is(err, elector.ErrStopTimeout) {
+		if err := recv(w, stopped); !errors.Is(err, elector.ErrStopTimeout) {
 			t.Errorf("Stop = %v, want ErrStopTimeout after its bound", err)
 		}
 	})
@@ -176,7 +176,7 @@ func TestFM16StopBoundedWhenReleaseHangs(t *testing.T) {
 		default:
 		}
 		cut.Remove() // the hung release fails; Stop returns
-		<-stopped
+		recv(w, stopped)
 	})
 }
 

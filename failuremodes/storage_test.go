@@ -171,7 +171,7 @@ func TestFM20StaleClaimOfEarlierIncarnation(t *testing.T) {
 		}()
 		first := old.await(evElected, 1).term
 		w.step(leaderTimers, renewPeriod)
-		<-paused
+		recv(w, paused)
 		w.clk.Add(time.Second / 2)
 		fresh := w.newNode("new", same).start()
 		fresh.await(evLost, 1)
@@ -229,7 +229,7 @@ func TestFM20StaleClaimOfEarlierIncarnation(t *testing.T) {
 		old.Start(w.ctx)
 		w.awaitRec("old", old.rec, evAcquired, 1)
 		w.clk.Add(renewPeriod)
-		<-p.paused
+		recv(w, p.paused)
 		w.clk.Add(ttl) // 13s: old's claim expired at 10s
 		fresh := w.newNaive(id, &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		fresh.Start(w.ctx)

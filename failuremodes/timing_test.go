@@ -131,7 +131,7 @@ func TestFM08SlowRenewResponse(t *testing.T) {
 		b := w.newNode("b").start()
 		b.await(evLost, 1)
 		w.step(leaderTimers+followerTimers, renewPeriod) // renew at 3s, applied
-		<-inFlight
+		recv(w, inFlight)
 		// a's deadline timer and request timeout, b's wait.
 		w.step(3, term.Deadline.Sub(w.clk.Now()))
 		if a.IsLeader() {

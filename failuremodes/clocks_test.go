@@ -1,0 +1,165 @@
+package failuremodes_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/backendtest/faults"
+	"github.com/tenure-go/tenure/backends/filestore"
+	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/elector"
+)
+
+// FM-28: clock jumps. The elector's deadline is on the monotonic clock;
+// which judges of expiry are immune depends on the backend.
+func TestFM28ClockJumps(t *testing.T) {
+	t.Run("tenure: the holder's clock jumps forward", func(t *testing.T) {
+		// A forward jump of the holder's clock can only end its term
+		// early: IsLeader is false the moment the clock reads past the
+		// deadline, and a renewal answered after that extends nothing.
+		w := newWorld(t)
+		clk := newWallClock(w.clk, 0)
+		a := w.newNode("a", withConfig(func(c *elector.Config) { c.Clock = clk })).start()
+		first := a.await(evElected, 1).term
+		b := w.newNode("b").start()
+		b.await(evLost, 1)
+		w.step(leaderTimers+followerTimers, time.Second)
+		clk.stepBy(time.Hour)
+		if a.IsLeader() {
+			t.Fatal("after its clock jumped an hour: IsLeader = true")
+		}
+		w.step(leaderTimers+followerTimers, renewPeriod-time.Second) // a's renewal, answered "an hour late"
+		if ev := a.await(evDemoted, 1); ev.cause.Reason != elector.ReasonExpired {
+			t.Errorf("a's term ended with %v, want expired", ev.cause)
+		}
+		// a released its claim and campaigned again at once: a new term,
+		// with a new token, timed on its clock as it now reads.
+		if second := a.await(evElected, 2).term; second.Token <= first.Token {
+			t.Errorf("a's new term has token %d, the first had %d", second.Token, first.Token)
+		}
+		onlyLeader(t, w, "a", a, b)
+	})
+	t.Run("tenure: readings are monotonic", func(t *testing.T) {
+		// With the real clock (Config.Clock's default), readings carry a
+		// monotonic component that Sub, Before and After use: a step of
+		// the wall clock, backward or forward, moves no deadline.
+		now := clock.New().Now()
+		if !strings.Contains(now.String(), " m=") {
+			t.Fatalf("clock.New().Now() = %v: no monotonic reading", now)
+		}
+		if later := now.Add(time.Second); later.Sub(now) != time.Second || !strings.Contains(later.String(), " m=") {
+			t.Errorf("a deadline computed from a reading lost its monotonic component: %v", later)
+		}
+	})
+	t.Run("judges of expiry", func(t *testing.T) {
+		clk := clocktest.New(time.Time{})
+		mem := memstore.New(memstore.WithClock(clk))
+		defer mem.Close()
+		host, err := filestore.Open(t.TempDir()) // the host's own judge
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer host.Close()
+		tests := []struct {
+			store backends.Store
+			judge string
+			scope backends.Scope
+		}{
+			{mem, "injected clock", backends.ScopeProcess},
+			{host, "CLOCK_BOOTTIME", backends.ScopeHost},
+		}
+		for _, tt := range tests {
+			c := tt.store.Capabilities()
+			if !strings.Contains(c.ExpiryJudge, tt.judge) || c.Scope != tt.scope {
+				t.Errorf("%T: judge %q, scope %v; want %q within %v", tt.store, c.ExpiryJudge, c.Scope, tt.judge, tt.scope)
+			}
+		}
+		// filestore's judge counts CLOCK_BOOTTIME, not the wall clock: the
+		// remaining time of a fresh entry is its TTL, whatever the time of
+		// day reads.
+		e, err := host.CreateIfAbsent(t.Context(), "k", []byte("v"), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Remaining <= 59*time.Minute || e.Remaining > time.Hour {
+			t.Errorf("filestore entry's remaining time %v, want about an hour", e.Remaining)
+		}
+		// memstore's judge is its injected clock: process-local by
+		// contract. A jump of that clock expires entries, for every user of
+		// the store alike; with the default clock its readings are
+		// monotonic (above).
+		if _, err := mem.CreateIfAbsent(t.Context(), "k", []byte("v"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(2 * time.Hour)
+		if _, err := mem.Get(t.Context(), "k"); err == nil {
+			t.Error("memstore entry outlived a jump of its clock past its expiry")
+		}
+	})
+	t.Run("naive: a follower's wall clock jumps forward", func(t *testing.T) {
+		w := newWorld(t)
+		na := w.newNaive("a", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		na.Start(w.ctx) // renews at 3s, 6s, ...
+		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.clk.Add(time.Second / 2)
+		wall := newWallClock(w.clk, 0)
+		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: wall})
+		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ...
+		w.awaitRec("b", nb.rec, evLost, 1)
+		w.clk.Add(5 * time.Second / 2) // 3s
+		w.awaitRec("a", na.rec, evRenewed, 1)
+		wall.stepBy(time.Hour)
+		w.clk.Add(time.Second / 2) // 3.5s
+		w.awaitRec("b", nb.rec, evAcquired, 1)
+		if got := leaders(na, nb); len(got) != 2 {
+			t.Fatalf("naive: leaders = %v, want the failure mode [a b]", got)
+		}
+	})
+}
+
+// FM-29: a holder whose clock runs slow against the judge of expiry stops
+// before the expiry as long as the drift over one TTL is within
+// SafetyMargin (100ms of 10s: 1%).
+func TestFM29ClockRateSkew(t *testing.T) {
+	tests := []struct {
+		name    string
+		rate    float64 // of a's clock against the store's
+		overlap bool
+	}{
+		{"0.9% slow, within the margin", 0.991, false},
+		{"2% slow, beyond the margin", 0.98, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			a := w.newNode("a", withConfig(func(c *elector.Config) { c.Clock = w.clk.Skewed(tt.rate) })).start()
+			a.await(evElected, 1)
+			b := w.newNode("b").start()
+			b.await(evLost, 1) // b tries next at 10.001s of the store's time
+			w.step(leaderTimers+followerTimers, time.Second)
+			a.f.Partition(faults.PartitionFail) // a renews no more
+			for w.elapsed() < 9900*time.Millisecond {
+				w.step(leaderTimers+followerTimers, 100*time.Millisecond)
+				onlyLeader(t, w, "a", a, b)
+			}
+			var overlap time.Duration
+			w.advance(ttl+150*time.Millisecond-w.elapsed(), time.Millisecond, func() {
+				if len(leaders(a, b)) > 1 {
+					overlap += time.Millisecond
+				}
+			})
+			b.await(evElected, 1)
+			if (overlap > 0) != tt.overlap {
+				t.Errorf("a's clock at rate %v: overlap %v, want overlap = %v", tt.rate, overlap, tt.overlap)
+			}
+			if overlap > 0 {
+				t.Logf("rate %v: both led for %v (the margin must cover the skew)", tt.rate, overlap)
+			}
+		})
+	}
+}

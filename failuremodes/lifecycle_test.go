@@ -1,0 +1,529 @@
+package failuremodes_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/backendtest/faults"
+	"github.com/tenure-go/tenure/elector"
+)
+
+// FM-21: of a thousand candidates campaigning at once, exactly one leads.
+func TestFM21ThousandElectorsOneLeader(t *testing.T) {
+	const n = 1000
+	t.Run("tenure", func(t *testing.T) {
+		// No fake time passes: the candidates campaign at start, and again
+		// when their watch of the claim sees the leader release it. (A
+		// thousand timers due at one instant would be fired by one Add while
+		// the woken electors arm new ones, which the archived mock clock
+		// underneath clocktest does not survive.)
+		w := newWorld(t)
+		nodes := make([]*node, n)
+		var acting, maxActing atomic.Int32
+		for i := range nodes {
+			nodes[i] = w.newNode(fmt.Sprintf("n%04d", i), withWatch())
+			nodes[i].rec.setWork(func(ctx context.Context, _ elector.Term) {
+				now := acting.Add(1)
+				for m := maxActing.Load(); now > m && !maxActing.CompareAndSwap(m, now); m = maxActing.Load() {
+				}
+				<-ctx.Done()
+				acting.Add(-1)
+			})
+		}
+		for _, nd := range nodes {
+			nd.start()
+		}
+		// Every candidate has made its attempt: campaign, then won or lost.
+		for _, nd := range nodes {
+			nd.await(evTransition, 2)
+		}
+		first := countLeaders(t, nodes, 1)
+
+		// The leader stops and releases; the others see it and campaign.
+		if err := first.e.Stop(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, nd := range nodes {
+			if nd != first {
+				nd.await(evTransition, 4)
+			}
+		}
+		second := countLeaders(t, nodes, 1)
+		if second == first {
+			t.Fatal("the stopped leader leads again")
+		}
+		second.await(evElected, 1)
+		if got := maxActing.Load(); got != 1 {
+			t.Errorf("OnElected ran in %d electors at once, want 1", got)
+		}
+		won := 0
+		for _, nd := range nodes {
+			won += nd.rec.count(evWon)
+		}
+		if won != 2 {
+			t.Errorf("%d elections won in all, want 2", won)
+		}
+	})
+	t.Run("naive list-then-register", func(t *testing.T) {
+		w := newWorld(t)
+		s := w.naiveStore()
+		lists := s.Pause(faults.OpList, faults.AfterCall, 0)
+		var registered atomic.Int32
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				members, err := s.List(w.ctx, "fm/members/")
+				if err != nil || len(members) > 0 {
+					return
+				}
+				if _, err := s.CreateIfAbsent(w.ctx, fmt.Sprintf("fm/members/%04d", i), nil, ttl); err == nil {
+					registered.Add(1)
+				}
+			})
+		}
+		// Every candidate lists before any registers.
+		calls := make([]*faults.Call, 0, n)
+		for range n {
+			c, err := lists.Next(w.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls = append(calls, c)
+		}
+		for _, c := range calls {
+			c.Release()
+		}
+		wg.Wait()
+		if got := registered.Load(); got < 2 {
+			t.Fatalf("naive: %d leaders registered, want the failure mode (many)", got)
+		}
+		t.Logf("naive: %d of %d candidates registered as leader", registered.Load(), n)
+	})
+}
+
+// countLeaders fails unless exactly want nodes lead, and returns the first.
+func countLeaders(t *testing.T, nodes []*node, want int) *node {
+	t.Helper()
+	var got []*node
+	for _, nd := range nodes {
+		if nd.IsLeader() {
+			got = append(got, nd)
+		}
+	}
+	if len(got) != want {
+		t.Fatalf("%d leaders, want %d", len(got), want)
+	}
+	return got[0]
+}
+
+// FM-22: the claim is never released while OnElected still runs.
+func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
+	t.Run("tenure: released once the work returns", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a")
+		a.rec.setWork(func(ctx context.Context, _ elector.Term) {
+			<-ctx.Done()
+			<-w.clk.After(time.Second) // a second to wind down
+		})
+		a.start()
+		a.await(evElected, 1)
+		b := w.newNode("b").start()
+		b.await(evLost, 1)
+		stopped := make(chan error, 1)
+		go func() { stopped <- a.e.Stop(w.ctx) }()
+		// The work's timer, the drain timer, Stop's bound, b's wait.
+		w.settle(4)
+		if hs := w.holders(); len(hs) != 1 || hs[0].Holder != a.e.Holder() {
+			t.Fatalf("holders while a's work winds down = %+v, want a's claim", hs)
+		}
+		w.clk.Add(time.Second)
+		if err := recv(w, stopped); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if hs := w.holders(); len(hs) != 0 {
+			t.Errorf("holders after a's work returned = %+v, want released", hs)
+		}
+		if done, demoted := a.await(evWorkDone, 1), a.await(evOnDemoted, 1); done.at.After(demoted.at) {
+			t.Errorf("OnDemoted at %v before the work returned at %v", demoted.at, done.at)
+		}
+	})
+	t.Run("tenure: work that outlives the drain timeout", func(t *testing.T) {
+		w := newWorld(t)
+		finish := make(chan struct{})
+		a := w.newNode("a")
+		a.rec.setWork(func(ctx context.Context, _ elector.Term) { <-finish }) // deaf to ctx
+		a.start()
+		a.await(evElected, 1)
+		b := w.newNode("b").start()
+		b.await(evLost, 1) // b tries next at 10.001s
+		a.f.Fail(faults.OpKeepAlive, 1, backends.ErrPermission)
+		w.step(leaderTimers+followerTimers, renewPeriod) // fatal: demoted at 3s
+		a.await(evDemoted, 1)
+		w.step(2, drainTimeout) // the drain timer and b's wait: 5s, drain gave up
+		creates := a.f.Calls(faults.OpCreate)
+		for w.elapsed() < ttl {
+			w.step(followerTimers, time.Second)
+			if hs := w.holders(); w.elapsed() < ttl && (len(hs) != 1 || hs[0].Holder != a.e.Holder()) {
+				t.Fatalf("at %v holders = %+v, want a's claim, left to expire", w.elapsed(), hs)
+			}
+		}
+		w.step(followerTimers, time.Millisecond) // 10.001s
+		b.await(evElected, 1)
+		if got := a.f.Calls(faults.OpCreate); got != creates {
+			t.Errorf("a campaigned %d times while its work still ran", got-creates)
+		}
+		close(finish)
+		a.await(evOnDemoted, 1)
+		w.stepUntil(followerTimers+leaderTimers, 100*time.Millisecond, func() bool { return a.f.Calls(faults.OpCreate) > creates })
+	})
+	t.Run("naive: released under running work", func(t *testing.T) {
+		w := newWorld(t)
+		s := w.naiveStore()
+		finish := make(chan struct{})
+		var working atomic.Bool
+		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
+		n.onElected = func(context.Context) {
+			working.Store(true)
+			<-finish
+			working.Store(false)
+		}
+		defer close(finish)
+		n.Start(w.ctx)
+		w.awaitRec("n", n.rec, evAcquired, 1)
+		if err := n.Stop(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Inner().Get(w.ctx, key); !errors.Is(err, backends.ErrNotFound) || !working.Load() {
+			t.Fatalf("naive: claim present = %v, work running = %v; want the failure mode (released, running)", err == nil, working.Load())
+		}
+	})
+}
+
+// FM-23: OnDemoted is called only after an OnElected.
+func TestFM23NoDemotedWithoutElected(t *testing.T) {
+	t.Run("tenure: a follower stops", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a").start()
+		a.await(evElected, 1)
+		b := w.newNode("b").start()
+		b.await(evLost, 1)
+		if err := b.e.Stop(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.rec.count(evOnDemoted); n != 0 {
+			t.Errorf("OnDemoted called %d times for a follower", n)
+		}
+	})
+	t.Run("tenure: a term that ends before OnElected's turn", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a")
+		a.rec.newLeaderGate = make(chan struct{})
+		a.start()
+		a.await(evWon, 1)
+		a.await(evNewLeader, 1) // the callback goroutine is held here
+		stopped := make(chan error, 1)
+		go func() { stopped <- a.e.Stop(w.ctx) }()
+		a.await(evDemoted, 1)
+		close(a.rec.newLeaderGate)
+		if err := recv(w, stopped); err != nil {
+			t.Fatal(err)
+		}
+		if e, d := a.rec.count(evElected), a.rec.count(evOnDemoted); e != 0 || d != 0 {
+			t.Errorf("OnElected %d, OnDemoted %d times for a term that ended first; want 0, 0", e, d)
+		}
+		if hs := w.holders(); len(hs) != 0 {
+			t.Errorf("holders = %+v, want released", hs)
+		}
+	})
+	t.Run("naive: the stop callback runs for a follower", func(t *testing.T) {
+		w := newWorld(t)
+		na := w.newNaive("a", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		na.Start(w.ctx)
+		w.awaitRec("a", na.rec, evAcquired, 1)
+		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		nb.onStopped = func() { nb.rec.add(event{kind: evStopCalled}) }
+		nb.Start(w.ctx)
+		w.awaitRec("b", nb.rec, evLost, 1)
+		if err := nb.Stop(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if nb.rec.count(evStopCalled) != 1 || nb.rec.count(evAcquired) != 0 {
+			t.Fatal("naive: want the failure mode (the stop callback ran for a node that never led)")
+		}
+	})
+}
+
+// steal deletes the claim and writes a foreign one in its place, as a
+// holder elsewhere would after an outage of ours.
+func steal(w *world) {
+	w.t.Helper()
+	l, err := backends.NewLocker(w.store)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	hs := w.holders()
+	if len(hs) != 1 {
+		w.t.Fatalf("holders = %+v", hs)
+	}
+	if err := l.Release(w.ctx, hs[0]); err != nil {
+		w.t.Fatal(err)
+	}
+	h, _ := backends.NewHolder("thief")
+	if _, err := l.TryAcquire(w.ctx, key, h, ttl); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// FM-24: after losing its claim an elector campaigns again.
+func TestFM24CampaignsAgainAfterLoss(t *testing.T) {
+	t.Run("tenure", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a").start()
+		first := a.await(evElected, 1).term
+		w.step(leaderTimers, time.Second)
+		steal(w) // at 1s; the thief never renews: its claim expires at 11s
+		w.step(leaderTimers, renewPeriod-time.Second)
+		if ev := a.await(evOnDemoted, 1); ev.cause.Reason != elector.ReasonLost {
+			t.Errorf("a's term ended with %v, want lost", ev.cause)
+		}
+		a.await(evLost, 1) // it campaigned again at once and found the thief
+		w.step(followerTimers, ttl-renewPeriod+time.Second+time.Millisecond)
+		if second := a.await(evElected, 2).term; second.Token <= first.Token {
+			t.Errorf("second term token %d, first %d", second.Token, first.Token)
+		}
+	})
+	t.Run("naive one-shot campaign", func(t *testing.T) {
+		w := newWorld(t)
+		n := w.newNaive("n", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		n.oneShot = true
+		n.Start(w.ctx)
+		w.awaitRec("n", n.rec, evAcquired, 1)
+		w.clk.Add(time.Second)
+		thief := &epochLocker{store: w.store, key: key, ttl: ttl, wall: w.clk}
+		e, err := w.store.Get(w.ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.store.CompareAndSet(w.ctx, key, e.Revision, thief.value("thief"), 0); err != nil {
+			t.Fatal(err)
+		}
+		w.clk.Add(renewPeriod - time.Second)
+		w.awaitRec("n", n.rec, evDropped, 1)
+		n.cleanup()        // the loop has returned
+		w.clk.Add(3 * ttl) // the thief's claim is long expired
+		if n.IsLeader() || n.rec.count(evAttempt) != 1 {
+			t.Fatalf("naive: leader %v after %d attempts; want the failure mode (never campaigns again)", n.IsLeader(), n.rec.count(evAttempt))
+		}
+	})
+}
+
+// FM-25: an acquisition answered after the deadline it would grant does
+// not make a leader.
+func TestFM25LateAcquireDoesNotLead(t *testing.T) {
+	t.Run("tenure", func(t *testing.T) {
+		w := newWorld(t)
+		answered, deliver := make(chan struct{}), make(chan struct{})
+		var once bool
+		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
+			return &hookLocker{Locker: l, afterAcquire: func(backends.Lease, error) {
+				if !once { // the loop goroutine is the only caller
+					once = true
+					close(answered)
+					<-deliver // created at 0s; the answer is slow
+				}
+			}}
+		})).start()
+		defer func() {
+			select {
+			case <-deliver:
+			default:
+				close(deliver)
+			}
+		}()
+		recv(w, answered)
+		w.clk.Add(time.Second / 2)
+		b := w.newNode("b").start()
+		b.await(evLost, 1) // b tries next at 10.001s
+		// a's request timer, b's wait.
+		w.step(2, ttl+time.Millisecond-w.elapsed())
+		b.await(evElected, 1)
+		close(deliver) // a's answer arrives at 10.001s; its deadline was 9.9s
+		a.await(evLost, 1)
+		if n := a.rec.count(evWon); n != 0 || a.IsLeader() {
+			t.Errorf("a won %d times, IsLeader %v, from an answer after its deadline", n, a.IsLeader())
+		}
+		if hs := w.holders(); len(hs) != 1 || hs[0].Holder != b.e.Holder() {
+			t.Errorf("holders = %+v, want b's claim untouched", hs)
+		}
+		onlyLeader(t, w, "b", a, b)
+	})
+	t.Run("naive", func(t *testing.T) {
+		w := newWorld(t)
+		sa := w.naiveStore()
+		slow := sa.DelayResponse(faults.OpCreate, 14*time.Second) // created at 0s, answered at 14s
+		na := w.newNaive("a", &epochLocker{store: sa, key: key, ttl: ttl, wall: w.clk})
+		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		overlap := make(chan bool, 1)
+		na.onElected = func(context.Context) { overlap <- nb.IsLeader() }
+		na.Start(w.ctx)
+		if err := slow.AwaitHolding(w.ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		w.clk.Add(time.Second / 2)
+		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ..., 12.5s
+		w.awaitRec("b", nb.rec, evLost, 1)
+		for i := 2; i <= 4; i++ {
+			w.clk.Add(3 * time.Second)
+			w.awaitRec("b", nb.rec, evLost, i)
+		}
+		w.clk.Add(3 * time.Second) // 12.5s: b takes the expired claim
+		w.awaitRec("b", nb.rec, evAcquired, 1)
+		w.clk.Add(3 * time.Second / 2) // 14s: a's answer
+		if !recv(w, overlap) {
+			t.Fatal("naive: a started leading while b did not lead; want the failure mode")
+		}
+	})
+}
+
+// FM-26: a write applied by the backend whose answer was lost.
+func TestFM26UnknownOutcome(t *testing.T) {
+	t.Run("tenure: acquire", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a")
+		a.f.DropResponse(faults.OpCreate, 1)
+		a.start()
+		if ev := a.await(evLost, 1); ev.class != backends.ClassTransient {
+			t.Errorf("lost answer classified %v, want transient", ev.class)
+		}
+		if hs := w.holders(); len(hs) != 1 || hs[0].Holder != a.e.Holder() {
+			t.Fatalf("holders = %+v, want a's claim, created unbeknownst to it", hs)
+		}
+		w.step(followerTimers, retryPeriod) // finds its own claim and releases it
+		a.await(evLost, 2)
+		w.step(followerTimers, 2*retryPeriod) // takes it afresh
+		term := a.await(evElected, 1).term
+		if at := term.AcquiredAt.Sub(epoch); at >= ttl {
+			t.Errorf("a led from %v, want before the orphaned claim would have expired (%v)", at, ttl)
+		}
+	})
+	t.Run("tenure: renew", func(t *testing.T) {
+		w := newWorld(t)
+		a := w.newNode("a").start()
+		a.await(evElected, 1)
+		a.f.DropResponse(faults.OpKeepAlive, 1)
+		w.step(leaderTimers, renewPeriod)
+		a.await(evRenewFail, 1)
+		w.step(leaderTimers, retryPeriod)
+		a.await(evRenewed, 1)
+		if n := a.rec.count(evDemoted); n != 0 {
+			t.Errorf("a demoted %d times", n)
+		}
+	})
+	t.Run("naive waits out its own claim", func(t *testing.T) {
+		w := newWorld(t)
+		s := w.naiveStore()
+		s.DropResponse(faults.OpCreate, 1)
+		l, err := backends.NewLocker(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := backends.NewHolder("n")
+		n := w.newNaive("n", &strictLocker{l: l, key: key, ttl: ttl, holder: h})
+		n.Start(w.ctx)
+		w.awaitRec("n", n.rec, evLost, 1)
+		for i := 2; i <= 4; i++ { // 3s, 6s, 9s: "held"
+			w.clk.Add(renewPeriod)
+			w.awaitRec("n", n.rec, evLost, i)
+		}
+		if n.IsLeader() {
+			t.Fatal("naive leads")
+		}
+		t.Logf("naive: leaderless for %v behind its own orphaned claim (the failure mode)", w.elapsed())
+	})
+}
+
+// FM-30: a leader paused past its lease writes with a stale token; the
+// fenced resource rejects it.
+func TestFM30PauseFencedByToken(t *testing.T) {
+	t.Run("tenure", func(t *testing.T) {
+		w := newWorld(t)
+		res := &fenced{}
+		pause, resume := make(chan struct{}), make(chan struct{})
+		late := make(chan error, 1)
+		var once bool
+		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
+			return &hookLocker{Locker: l, beforeRenew: func() {
+				if !once { // the loop goroutine is the only caller
+					once = true
+					<-resume // the whole process is paused
+				}
+			}}
+		}))
+		a.rec.setWork(func(ctx context.Context, term elector.Term) {
+			if err := res.write(term.Token, "a-1"); err != nil {
+				t.Error(err)
+			}
+			close(pause)
+			<-resume // paused mid-work
+			late <- res.write(term.Token, "a-2")
+		})
+		a.start()
+		recv(w, pause)
+		b := w.newNode("b")
+		bWrote := make(chan error, 1)
+		b.rec.setWork(func(ctx context.Context, term elector.Term) {
+			bWrote <- res.write(term.Token, "b-1")
+			<-ctx.Done()
+		})
+		b.start()
+		b.await(evLost, 1)
+		w.step(leaderTimers+followerTimers, renewPeriod) // a's renewal freezes
+		w.step(3, ttl+time.Millisecond-w.elapsed())      // b takes the expired claim
+		if err := recv(w, bWrote); err != nil {
+			t.Fatal(err)
+		}
+		close(resume)
+		err := recv(w, late)
+		if err == nil {
+			t.Fatalf("the paused leader's write was accepted: log %v", res.accepted())
+		}
+		if got := res.accepted(); len(got) != 2 || got[0] != "a-1" || got[1] != "b-1" {
+			t.Errorf("accepted writes = %v, want [a-1 b-1]", got)
+		}
+	})
+	t.Run("naive: no token to check", func(t *testing.T) {
+		w := newWorld(t)
+		res := &fenced{}
+		p := newPausing(&epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		na := w.newNaive("a", p)
+		late := make(chan error, 1)
+		na.onElected = func(context.Context) {
+			res.write(0, "a-1")
+			<-p.resume
+			late <- res.write(0, "a-2")
+		}
+		na.Start(w.ctx)
+		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.clk.Add(renewPeriod)
+		recv(w, p.paused)
+		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
+		bWrote := make(chan error, 1)
+		nb.onElected = func(context.Context) { bWrote <- res.write(0, "b-1") }
+		w.clk.Add(ttl) // 13s
+		nb.Start(w.ctx)
+		if err := recv(w, bWrote); err != nil {
+			t.Fatal(err)
+		}
+		close(p.resume)
+		if err := recv(w, late); err != nil {
+			t.Fatalf("naive: stale write rejected (%v); want the failure mode", err)
+		}
+		t.Logf("naive: accepted %v (the failure mode: a-2 after b-1)", res.accepted())
+	})
+}
