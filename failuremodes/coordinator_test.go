@@ -177,6 +177,28 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 			t.Errorf("claim after Stop = %v, want released", hs)
 		}
 	})
+	t.Run("tenure: acquire in flight when Stop cancels it", func(t *testing.T) {
+		// The backend applies the create, but Stop's cancellation cuts the
+		// answer off: the outcome is unknown to the elector. It must not
+		// lead on it; the claim is gone by its TTL at the latest.
+		w := newWorld(t)
+		a := w.newNode("a")
+		gate := a.f.Pause(faults.OpCreate, faults.AfterCall, 1)
+		a.start()
+		if _, err := gate.Next(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.e.Stop(w.ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if n := a.rec.count(evWon); n != 0 {
+			t.Errorf("won %d times on an answer cut off by Stop", n)
+		}
+		w.clk.Add(ttl)
+		if hs := w.holders(); len(hs) != 0 {
+			t.Errorf("holders after the TTL = %+v, want none", hs)
+		}
+	})
 	t.Run("naive leaves the claim held", func(t *testing.T) {
 		w := newWorld(t)
 		s := w.naiveStore()

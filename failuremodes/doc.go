@@ -65,7 +65,8 @@
 //   - Not covered: an acquiring request still in flight when Stop cancels
 //     it, which the backend applies but whose answer is lost to the
 //     cancellation. Its outcome is unknown to the elector (FM-26), so that
-//     claim is left to expire.
+//     claim is left to expire; the test checks that the elector does not
+//     lead on it and that it is gone by its TTL.
 //   - Test: TestFM03StopReleasesAcquiredClaim.
 //
 // # FM-04 Double Start
