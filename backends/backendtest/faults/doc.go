@@ -16,6 +16,11 @@
 // the timer to be armed) and stays deterministic. Nothing in the package
 // sleeps or reads the real time.
 //
+// A test knows a call is in flight before it moves the clock: AwaitHolding
+// returns once a fault holds that many calls (delayed, partitioned, gated),
+// and a Gate hands each held call to the test. Calls counts what reached
+// the wrapper, per operation.
+//
 // Wrap one store several times to give each participant its own faults: a
 // partition installed on one wrapper cuts off only the participant that
 // writes through it.
