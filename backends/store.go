@@ -64,6 +64,12 @@ type Store interface {
 	// produces no watch event. ttl must be positive. A backend that cannot
 	// honour a given ttl exactly returns an error wrapping ErrInvalid rather
 	// than shortening it.
+	//
+	// Because a keep-alive leaves the revision as it was, a CompareAndSet
+	// naming a revision read earlier still matches an entry its holder has
+	// kept alive since. Never take over a claim by CompareAndSet on a
+	// revision you judged expired: take claims with CreateIfAbsent, which
+	// succeeds only once the store itself judges the entry gone.
 	KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (Entry, error)
 
 	// Close releases the store's resources. It is idempotent; every other
