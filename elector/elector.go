@@ -96,12 +96,12 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 func (e *Elector) Start(ctx context.Context) error {
 	e.mu.Lock()
 	switch {
-	case e.started:
-		e.mu.Unlock()
-		return ErrAlreadyStarted
 	case e.stopping:
 		e.mu.Unlock()
 		return fmt.Errorf("elector: start: %w", ErrStopped)
+	case e.started:
+		e.mu.Unlock()
+		return ErrAlreadyStarted
 	}
 	e.started = true
 	runCtx, cancel := context.WithCancelCause(ctx)

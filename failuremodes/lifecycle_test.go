@@ -187,15 +187,22 @@ func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 		s := w.naiveStore()
 		finish := make(chan struct{})
 		var working atomic.Bool
+		started := make(chan struct{})
 		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
 		n.onElected = func(context.Context) {
 			working.Store(true)
+			close(started)
 			<-finish
 			working.Store(false)
 		}
 		defer close(finish)
 		n.Start(w.ctx)
 		w.awaitRec("n", n.rec, evAcquired, 1)
+		select { // the naive node starts its work in a goroutine of its own
+		case <-started:
+		case <-w.ctx.Done():
+			t.Fatal("naive: the work never started")
+		}
 		if err := n.Stop(w.ctx); err != nil {
 			t.Fatal(err)
 		}
