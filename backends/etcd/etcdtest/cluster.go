@@ -133,9 +133,7 @@ func freePort() (string, error) {
 // start starts the member and waits until it serves (which needs a quorum:
 // the first start of a cluster starts every member at once).
 func (m *member) start(restart bool) error {
-	cfg := embed.NewConfig()
-	cfg.Name = m.name
-	cfg.Dir = m.dir
+	cfg := fastConfig(m.name, m.dir)
 	cfg.ListenClientUrls = []url.URL{m.client}
 	cfg.AdvertiseClientUrls = []url.URL{m.client}
 	cfg.ListenPeerUrls = []url.URL{m.peer}
@@ -145,24 +143,9 @@ func (m *member) start(restart bool) error {
 	if restart {
 		cfg.ClusterState = embed.ClusterStateFlagExisting
 	}
-	cfg.TickMs = 10
-	cfg.ElectionMs = 100
-	cfg.UnsafeNoFsync = true
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	e, err := embed.StartEtcd(cfg)
+	e, err := startReady(cfg)
 	if err != nil {
-		return fmt.Errorf("start %s: %w", m.name, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return fmt.Errorf("%s failed: %w", m.name, err)
-	case <-ctx.Done():
-		e.Close()
-		return fmt.Errorf("%s not ready after %v", m.name, readyTimeout)
+		return err
 	}
 	m.mu.Lock()
 	m.etcd = e

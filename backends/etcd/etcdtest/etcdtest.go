@@ -125,33 +125,15 @@ func (s *Server) start() error {
 	clientURL, peerURL := s.clientURL, s.peerURL
 	s.mu.Unlock()
 
-	cfg := embed.NewConfig()
-	cfg.Name = "etcdtest"
-	cfg.Dir = s.dir
+	cfg := fastConfig("etcdtest", s.dir)
 	cfg.ListenClientUrls = []url.URL{clientURL}
 	cfg.AdvertiseClientUrls = []url.URL{clientURL}
 	cfg.ListenPeerUrls = []url.URL{peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.TickMs = 10
-	cfg.ElectionMs = 100
-	cfg.UnsafeNoFsync = true
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-
-	e, err := embed.StartEtcd(cfg)
+	e, err := startReady(cfg)
 	if err != nil {
-		return fmt.Errorf("start etcd on %s: %w", clientURL.Host, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return fmt.Errorf("etcd failed to start: %w", err)
-	case <-ctx.Done():
-		e.Close()
-		return fmt.Errorf("etcd not ready after %v", readyTimeout)
+		return err
 	}
 
 	s.mu.Lock()
@@ -159,4 +141,39 @@ func (s *Server) start() error {
 	s.etcd = e
 	s.clientURL = url.URL{Scheme: "http", Host: e.Clients[0].Addr().String()}
 	return nil
+}
+
+// fastConfig is the embedded-etcd configuration every server and member
+// here starts from: fast ticks and elections (a 10 ms tick, a 100 ms
+// election timeout, so a 1 s minimum lease), no fsync, no logs.
+func fastConfig(name, dir string) *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Name = name
+	cfg.Dir = dir
+	cfg.TickMs = 10
+	cfg.ElectionMs = 100
+	cfg.UnsafeNoFsync = true
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	return cfg
+}
+
+// startReady starts an etcd from cfg and waits, at most readyTimeout, until
+// it serves.
+func startReady(cfg *embed.Config) (*embed.Etcd, error) {
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start etcd %s: %w", cfg.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcd %s failed to start: %w", cfg.Name, err)
+	case <-ctx.Done():
+		e.Close()
+		return nil, fmt.Errorf("etcd %s not ready after %v", cfg.Name, readyTimeout)
+	}
 }
