@@ -127,9 +127,12 @@ func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 	t.Run("tenure: released once the work returns", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a")
+		winding := make(chan struct{})
 		a.rec.setWork(func(ctx context.Context, _ elector.Term) {
 			<-ctx.Done()
-			<-w.clk.After(time.Second) // a second to wind down
+			wound := w.clk.After(time.Second) // a second to wind down
+			close(winding)
+			<-wound
 		})
 		a.start()
 		a.await(evElected, 1)
@@ -137,6 +140,9 @@ func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 		b.await(evLost, 1)
 		stopped := make(chan error, 1)
 		go func() { stopped <- a.e.Stop(w.ctx) }()
+		// The work's own timer must be armed before the clock moves; the
+		// count alone could be met by timers that are about to be stopped.
+		recv(w, winding)
 		// The work's timer, the drain timer, Stop's bound, b's wait.
 		w.settle(4)
 		if hs := w.holders(); len(hs) != 1 || hs[0].Holder != a.e.Holder() {
