@@ -162,49 +162,70 @@ func (l *StoreLocker) Store() Store { return l.store }
 
 // TryAcquire implements Locker.
 func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Lease, error) {
+	return AcquireKey(ctx, l.store, key, key, 0, holder, ttl)
+}
+
+// Renew implements Locker.
+func (l *StoreLocker) Renew(ctx context.Context, lease Lease) (Lease, error) {
+	return RenewKey(ctx, l.store, lease.Key, lease)
+}
+
+// Release implements Locker.
+func (l *StoreLocker) Release(ctx context.Context, lease Lease) error {
+	return ReleaseKey(ctx, l.store, lease.Key, lease)
+}
+
+// AcquireKey takes the store key storeKey for holder with create-if-absent
+// and reports it as slot slot of claim key. If storeKey is held, the error
+// is a *HeldError listing its holder. Lockers built over several store keys
+// (slot groups) share it with StoreLocker.
+func AcquireKey(ctx context.Context, s Store, storeKey, key string, slot int, holder Holder, ttl time.Duration) (Lease, error) {
 	if err := validateHolderID(holder.ID); err != nil {
 		return Lease{}, err
 	}
 	if ttl <= 0 {
-		return Lease{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", key, ttl, ErrInvalid)
+		return Lease{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", storeKey, ttl, ErrInvalid)
 	}
-	e, err := l.store.CreateIfAbsent(ctx, key, EncodeClaim(holder), ttl)
+	e, err := s.CreateIfAbsent(ctx, storeKey, EncodeClaim(holder), ttl)
 	if err != nil {
 		var ce *ConflictError
 		if errors.As(err, &ce) && ce.Found {
-			cur, derr := LeaseOf(key, 0, ce.Current)
+			cur, derr := LeaseOf(key, slot, ce.Current)
 			if derr != nil {
 				return Lease{}, derr
 			}
 			return Lease{}, &HeldError{Key: key, Holders: []Lease{cur}}
 		}
-		return Lease{}, fmt.Errorf("backends: acquire %q: %w", key, err)
+		return Lease{}, fmt.Errorf("backends: acquire %q: %w", storeKey, err)
 	}
-	return Lease{Key: key, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+	return Lease{Key: key, Slot: slot, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
 }
 
-// Renew implements Locker.
-func (l *StoreLocker) Renew(ctx context.Context, lease Lease) (Lease, error) {
+// RenewKey keeps lease, held in the store key storeKey, alive by its TTL if
+// it is still the holder's; otherwise the error is of class lost.
+func RenewKey(ctx context.Context, s Store, storeKey string, lease Lease) (Lease, error) {
 	if lease.TTL <= 0 {
-		return Lease{}, fmt.Errorf("backends: renew %q: ttl %v must be positive: %w", lease.Key, lease.TTL, ErrInvalid)
+		return Lease{}, fmt.Errorf("backends: renew %q: ttl %v must be positive: %w", storeKey, lease.TTL, ErrInvalid)
 	}
-	e, err := l.store.KeepAlive(ctx, lease.Key, lease.Revision, lease.TTL)
+	e, err := s.KeepAlive(ctx, storeKey, lease.Revision, lease.TTL)
 	if err != nil {
-		return Lease{}, fmt.Errorf("backends: renew %q: %w", lease.Key, err)
+		return Lease{}, fmt.Errorf("backends: renew %q: %w", storeKey, err)
 	}
 	got, err := LeaseOf(lease.Key, lease.Slot, e)
 	if err != nil {
 		return Lease{}, err
 	}
 	if got.Holder != lease.Holder || got.Token != lease.Token {
-		return Lease{}, fmt.Errorf("backends: renew %q: held by %s (token %d), not %s: %w", lease.Key, got.Holder, got.Token, lease.Holder, ErrNotHolder)
+		return Lease{}, fmt.Errorf("backends: renew %q: held by %s (token %d), not %s: %w", storeKey, got.Holder, got.Token, lease.Holder, ErrNotHolder)
 	}
 	return got, nil
 }
 
-// Release implements Locker.
-func (l *StoreLocker) Release(ctx context.Context, lease Lease) error {
-	err := l.store.CompareAndDelete(ctx, lease.Key, lease.Revision)
+// ReleaseKey gives up lease, held in the store key storeKey. A claim that
+// already expired is not an error; one taken over by another holder gives
+// an error wrapping ErrNotHolder.
+func ReleaseKey(ctx context.Context, s Store, storeKey string, lease Lease) error {
+	err := s.CompareAndDelete(ctx, storeKey, lease.Revision)
 	var ce *ConflictError
 	switch {
 	case err == nil:
@@ -212,9 +233,9 @@ func (l *StoreLocker) Release(ctx context.Context, lease Lease) error {
 	case errors.As(err, &ce) && !ce.Found:
 		return nil // already expired or deleted: nothing left to give up
 	case errors.As(err, &ce):
-		return fmt.Errorf("backends: release %q: now at revision %d: %w", lease.Key, ce.Current.Revision, ErrNotHolder)
+		return fmt.Errorf("backends: release %q: now at revision %d: %w", storeKey, ce.Current.Revision, ErrNotHolder)
 	}
-	return fmt.Errorf("backends: release %q: %w", lease.Key, err)
+	return fmt.Errorf("backends: release %q: %w", storeKey, err)
 }
 
 // Holders implements Locker.

@@ -190,17 +190,13 @@ func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Ho
 		if taken[i] {
 			continue
 		}
-		e, err := g.store.CreateIfAbsent(ctx, SlotKey(group, i), backends.EncodeClaim(holder), ttl)
-		if err == nil {
-			return backends.Lease{Key: group, Slot: i, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
-		}
-		var ce *backends.ConflictError
-		if errors.As(err, &ce) && ce.Found {
-			cur, derr := backends.LeaseOf(group, i, ce.Current)
-			if derr != nil {
-				return backends.Lease{}, derr
-			}
-			live = append(live, cur)
+		l, err := backends.AcquireKey(ctx, g.store, SlotKey(group, i), group, i, holder, ttl)
+		var held *backends.HeldError
+		switch {
+		case err == nil:
+			return l, nil
+		case errors.As(err, &held):
+			live = append(live, held.Holders...)
 			continue
 		}
 		return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
@@ -245,35 +241,14 @@ func (g *Group) Renew(ctx context.Context, lease backends.Lease) (backends.Lease
 	if lease.Slot >= n {
 		return backends.Lease{}, fmt.Errorf("slots: renew %q slot %d: group resized to %d: %w", lease.Key, lease.Slot, n, backends.ErrNotHolder)
 	}
-	e, err := g.store.KeepAlive(ctx, SlotKey(lease.Key, lease.Slot), lease.Revision, lease.TTL)
-	if err != nil {
-		return backends.Lease{}, fmt.Errorf("slots: renew %q slot %d: %w", lease.Key, lease.Slot, err)
-	}
-	got, err := backends.LeaseOf(lease.Key, lease.Slot, e)
-	if err != nil {
-		return backends.Lease{}, err
-	}
-	if got.Holder != lease.Holder || got.Token != lease.Token {
-		return backends.Lease{}, fmt.Errorf("slots: renew %q slot %d: held by %s: %w", lease.Key, lease.Slot, got.Holder, backends.ErrNotHolder)
-	}
-	return got, nil
+	return backends.RenewKey(ctx, g.store, SlotKey(lease.Key, lease.Slot), lease)
 }
 
 // Release gives lease's slot up. A slot that already expired is not an
 // error; one taken over by another holder gives an error wrapping
 // backends.ErrNotHolder.
 func (g *Group) Release(ctx context.Context, lease backends.Lease) error {
-	err := g.store.CompareAndDelete(ctx, SlotKey(lease.Key, lease.Slot), lease.Revision)
-	var ce *backends.ConflictError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ce) && !ce.Found:
-		return nil
-	case errors.As(err, &ce):
-		return fmt.Errorf("slots: release %q slot %d: now at revision %d: %w", lease.Key, lease.Slot, ce.Current.Revision, backends.ErrNotHolder)
-	}
-	return fmt.Errorf("slots: release %q slot %d: %w", lease.Key, lease.Slot, err)
+	return backends.ReleaseKey(ctx, g.store, SlotKey(lease.Key, lease.Slot), lease)
 }
 
 // Holders lists the live holders of group, by slot. It includes holders of
