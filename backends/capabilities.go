@@ -89,6 +89,13 @@ type Capabilities struct {
 	// expired, e.g. "server lease", "host CLOCK_BOOTTIME".
 	ExpiryJudge string
 
+	// ExpiryEvents reports that Watch delivers an entry's expiry, as the
+	// store's expiry judge decides it, as an EventDelete to every watch
+	// open at the time, once the entry would read as absent. A follower
+	// that watches a claim of such a store needs no timer of its own for
+	// the holder's expiry. It is meaningful only with CapWatch.
+	ExpiryEvents bool
+
 	// TTLGranularity, when positive, is the unit TTLs are kept in; MinTTL,
 	// when positive, is the shortest TTL the store grants. A store rounds a
 	// TTL only upward, and says so in the returned Entry's TTL.

@@ -36,7 +36,8 @@
 //     clock (see package elector).
 //   - Watch streams are hints that something changed. They may end at any
 //     time (the channel is closed); the consumer re-reads and watches again.
-//     Expiry may or may not be delivered as an event.
+//     Expiry is delivered as an event only where a store declares
+//     Capabilities.ExpiryEvents.
 //   - A Store's scope bounds its safety: a memory store is safe within one
 //     process, a file store within one host.
 //   - Revisions survive restarts, not restores: putting a backend's state

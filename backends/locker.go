@@ -137,14 +137,30 @@ type ClaimWatcher interface {
 	WatchClaim(ctx context.Context, key string) (<-chan struct{}, error)
 }
 
+// ExpiryWatcher is a ClaimWatcher that can promise more: when SignalsExpiry
+// reports true, a WatchClaim channel also signals when a holder's claim
+// expires (its store declares Capabilities.ExpiryEvents), so a follower that
+// watches needs no timer of its own for the holder's expiry and sends no
+// request while the holder renews.
+type ExpiryWatcher interface {
+	ClaimWatcher
+	SignalsExpiry() bool
+}
+
+// SignalsExpiry reports whether s's watch delivers expiry events: it
+// declares CapWatch, implements Watcher and declares ExpiryEvents.
+func SignalsExpiry(s Store) bool {
+	return s != nil && s.Capabilities().ExpiryEvents && Require(s, CapWatch) == nil
+}
+
 // StoreLocker is the Locker over any Store, one key per claim.
 type StoreLocker struct {
 	store Store
 }
 
 var (
-	_ Locker       = (*StoreLocker)(nil)
-	_ ClaimWatcher = (*StoreLocker)(nil)
+	_ Locker        = (*StoreLocker)(nil)
+	_ ExpiryWatcher = (*StoreLocker)(nil)
 )
 
 // NewLocker returns a Locker over s. It fails closed, with an error wrapping
@@ -258,6 +274,10 @@ func (l *StoreLocker) Holders(ctx context.Context, key string) ([]Lease, error) 
 func (l *StoreLocker) WatchClaim(ctx context.Context, key string) (<-chan struct{}, error) {
 	return WatchKeys(ctx, l.store, key, func(k string) bool { return k == key })
 }
+
+// SignalsExpiry implements ExpiryWatcher: true when the store's watch
+// delivers expiry events.
+func (l *StoreLocker) SignalsExpiry() bool { return SignalsExpiry(l.store) }
 
 // WatchKeys watches prefix on s and signals (coalescing) for every event
 // whose key passes match. It is the building block of ClaimWatcher

@@ -84,8 +84,8 @@ type EventKind int
 const (
 	// EventPut: the key was created or its value written.
 	EventPut EventKind = iota + 1
-	// EventDelete: the key was deleted, or (where the backend reports it) it
-	// expired.
+	// EventDelete: the key was deleted, or it expired (where the backend
+	// declares Capabilities.ExpiryEvents).
 	EventDelete
 )
 

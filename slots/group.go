@@ -55,8 +55,8 @@ type holderKey struct {
 }
 
 var (
-	_ backends.Locker       = (*Group)(nil)
-	_ backends.ClaimWatcher = (*Group)(nil)
+	_ backends.Locker        = (*Group)(nil)
+	_ backends.ExpiryWatcher = (*Group)(nil)
 )
 
 // New returns a Group over store. It fails closed, with an error wrapping
@@ -285,3 +285,7 @@ func (g *Group) WatchClaim(ctx context.Context, group string) (<-chan struct{}, 
 		return ok || key == SizeKey(group)
 	})
 }
+
+// SignalsExpiry implements backends.ExpiryWatcher: true when the store's
+// watch delivers expiry events, so a slot freed by expiry is signalled.
+func (g *Group) SignalsExpiry() bool { return backends.SignalsExpiry(g.store) }

@@ -100,6 +100,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("OrderAndPrefix", s.testWatchOrder)
 		t.Run("OnlyLaterChanges", s.testWatchLater)
 		t.Run("ClosesOnCancel", s.testWatchCancel)
+		t.Run("ReportsExpiry", s.testWatchExpiry)
 	})
 	t.Run("Txn", func(t *testing.T) {
 		t.Run("AllOrNothing", s.testTxnAllOrNothing)

@@ -59,6 +59,7 @@ var defects = map[string]string{
 	"shared-value":     "Values/CopiedInAndOut",
 	"lost-update":      "CompareAndSet/NoLostUpdate",
 	"stale-get":        "Linearizable",
+	"silent-expiry":    "Watch/ReportsExpiry",
 }
 
 // TestSuiteCatches proves the suite can fail: each defect, planted in a
@@ -101,7 +102,7 @@ func TestBrokenStore(t *testing.T) {
 		New: func(t *testing.T) backends.Store {
 			s := memstore.New(memstore.WithClock(clk))
 			t.Cleanup(func() { _ = s.Close() })
-			b := &broken{Store: s, defect: name, created: map[string]backends.Entry{}, tokens: map[string]int64{}, reads: map[string]backends.Entry{}}
+			b := &broken{Store: s, defect: name, created: map[string]backends.Entry{}, tokens: map[string]int64{}, reads: map[string]backends.Entry{}, deleted: map[string]int64{}}
 			if name == "declares-no-txn" {
 				return noTxn{b}
 			}
@@ -122,6 +123,7 @@ type broken struct {
 	tokens  map[string]int64          // reused-token: first token per key
 	reads   map[string]backends.Entry // shared-value, stale-get: what Get handed out
 	gets    int                       // stale-get: reads so far
+	deleted map[string]int64          // silent-expiry: revisions deleted through the wrapper
 }
 
 // noTxn declares txn (through Capabilities) but has no Txn method.
@@ -256,6 +258,7 @@ func (b *broken) CompareAndDelete(ctx context.Context, key string, rev int64) er
 	if err == nil {
 		b.mu.Lock()
 		delete(b.created, key)
+		b.deleted[key] = rev
 		b.mu.Unlock()
 	}
 	return err
@@ -265,7 +268,28 @@ func (b *broken) Watch(ctx context.Context, prefix string) (<-chan backends.Even
 	if b.defect == "leaky-watch" {
 		prefix = ""
 	}
-	return b.Store.Watch(ctx, prefix)
+	ch, err := b.Store.Watch(ctx, prefix)
+	if err != nil || b.defect != "silent-expiry" {
+		return ch, err
+	}
+	// Declares expiry events (memstore does) but passes on only the
+	// deletes made through CompareAndDelete.
+	out := make(chan backends.Event, cap(ch))
+	go func() {
+		defer close(out)
+		for ev := range ch {
+			if ev.Kind == backends.EventDelete {
+				b.mu.Lock()
+				rev, ok := b.deleted[ev.Entry.Key]
+				b.mu.Unlock()
+				if !ok || rev != ev.Entry.Revision {
+					continue
+				}
+			}
+			out <- ev
+		}
+	}()
+	return out, nil
 }
 
 func (b *broken) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {

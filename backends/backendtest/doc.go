@@ -28,5 +28,6 @@
 //   - It checks the contract, not performance; benchmarks live with each
 //     backend.
 //   - Expiry events on a watch are not required (the contract makes them
-//     optional); a backend that delivers them tests that itself.
+//     optional); Watch/ReportsExpiry checks them only where the store
+//     declares Capabilities.ExpiryEvents.
 package backendtest

@@ -178,3 +178,53 @@ func (s *suite) testWatchCancel(t *testing.T) {
 	// The store works on after a watch ended.
 	mustCreate(t, st, "cancel/b", nil, 0)
 }
+
+// testWatchExpiry checks the promise of Capabilities.ExpiryEvents: an entry
+// that expires while a watch is open is reported as an EventDelete carrying
+// its last revision, and one kept alive is not reported.
+func (s *suite) testWatchExpiry(t *testing.T) {
+	st := s.store(t)
+	if !st.Capabilities().ExpiryEvents {
+		t.Skip("store does not declare expiry events")
+	}
+	need(t, st, backends.CapKeepAlive)
+	w := watcher(t, st)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	gone := mustCreate(t, st, "expiry/gone", []byte("g"), s.ttl)
+	ch, err := w.Watch(ctx, "expiry/")
+	if err != nil {
+		t.Fatalf("Watch(%q): %v", "expiry/", err)
+	}
+	s.expire(t, st, gone)
+	ev, _ := nextEvent(t, ch)
+	if ev.Kind != backends.EventDelete || ev.Entry.Key != gone.Key || ev.Entry.Revision != gone.Revision {
+		t.Fatalf("event after %q expired = %v %q@%d, want delete %q@%d", gone.Key, ev.Kind, ev.Entry.Key, ev.Entry.Revision, gone.Key, gone.Revision)
+	}
+
+	// An entry renewed before its TTL ran out is not reported. A wrong
+	// report is looked for until the put of a marker written after the
+	// entry's first TTL has passed arrives.
+	kept := mustCreate(t, st, "expiry/kept", []byte("k"), s.ttl)
+	if ev, _ := nextEvent(t, ch); ev.Kind != backends.EventPut || ev.Entry.Key != kept.Key {
+		t.Fatalf("event after creating %q = %v %q, want its put", kept.Key, ev.Kind, ev.Entry.Key)
+	}
+	if s.h.Elapse == nil {
+		return // without a fake judge, the renewal cannot be placed in time
+	}
+	s.h.Elapse(s.ttl / 2)
+	if _, err := st.KeepAlive(ctx, kept.Key, kept.Revision, s.ttl); err != nil {
+		t.Fatalf("KeepAlive(%q, rev %d): %v", kept.Key, kept.Revision, err)
+	}
+	s.h.Elapse(s.ttl/2 + s.ttl/10)
+	marker := mustCreate(t, st, "expiry/marker", nil, 0)
+	for {
+		ev, _ := nextEvent(t, ch)
+		if ev.Entry.Key == kept.Key {
+			t.Fatalf("%v event for %q, renewed within its TTL", ev.Kind, kept.Key)
+		}
+		if ev.Entry.Key == marker.Key {
+			return
+		}
+	}
+}

@@ -200,6 +200,7 @@ func (s *Store) Capabilities() backends.Capabilities {
 			backends.CapKeepAlive | backends.CapWatch | backends.CapTxn,
 		Scope:          backends.ScopeDistributed,
 		ExpiryJudge:    judge,
+		ExpiryEvents:   true, // etcd deletes the keys of an expired lease
 		TTLGranularity: time.Second,
 		MinTTL:         s.minTTL,
 	}

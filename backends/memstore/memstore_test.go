@@ -44,9 +44,10 @@ func TestCapabilities(t *testing.T) {
 	s, _ := newStore(t)
 	got := s.Capabilities()
 	want := backends.Capabilities{
-		Atomic:      backends.CapClaims | backends.CapCompareAndSet | backends.CapWatch | backends.CapTxn,
-		Scope:       backends.ScopeProcess,
-		ExpiryJudge: "injected clock",
+		Atomic:       backends.CapClaims | backends.CapCompareAndSet | backends.CapWatch | backends.CapTxn,
+		Scope:        backends.ScopeProcess,
+		ExpiryJudge:  "injected clock",
+		ExpiryEvents: true,
 	}
 	if got != want {
 		t.Errorf("Capabilities() = %+v, want %+v", got, want)

@@ -112,8 +112,9 @@ func (s *Store) Capabilities() backends.Capabilities {
 	return backends.Capabilities{
 		Atomic: backends.CapCreateIfAbsent | backends.CapCompareAndSet | backends.CapCompareAndDelete |
 			backends.CapKeepAlive | backends.CapWatch | backends.CapTxn,
-		Scope:       backends.ScopeProcess,
-		ExpiryJudge: "injected clock",
+		Scope:        backends.ScopeProcess,
+		ExpiryJudge:  "injected clock",
+		ExpiryEvents: true,
 	}
 }
 

@@ -139,6 +139,7 @@ func Wrap(inner backends.Store, clk clock.Clock) *Store {
 	caps := inner.Capabilities()
 	if _, ok := inner.(backends.Watcher); !ok {
 		caps.Atomic &^= backends.CapWatch
+		caps.ExpiryEvents = false
 	}
 	if _, ok := inner.(backends.Txner); !ok {
 		caps.Atomic &^= backends.CapTxn
