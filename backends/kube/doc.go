@@ -73,9 +73,16 @@
 //
 // Watch uses one API server watch per Store, shared by every Watch call and
 // started by the first; followers are told of changes instead of polling.
-// Events follow logical entries: a keep-alive produces none, a release or an
-// out-of-band deletion produces EventDelete, and expiry (judged locally) is
-// not reported.
+// Events follow logical entries: a keep-alive produces none, and a release,
+// an out-of-band deletion and an expiry produce EventDelete. Expiry is judged
+// here, by the same rule as every read: the watch keeps a timer per live
+// object, which each renewal it sees moves, and reports the entry expired
+// when the timer fires with the object still unchanged. So a follower that
+// watches a renewed claim sends no request at all until the claim is
+// released or its holder stops renewing (Capabilities.ExpiryEvents). A
+// watch that stalls without breaking sees no renewals, so its timers fire
+// early: the follower reads, finds the claim renewed, and waits again; it
+// costs requests, never safety.
 //
 // # Leases written by client-go
 //
@@ -108,8 +115,7 @@
 //     the store does not declare CapTxn and backends.Require fails closed.
 //   - Restoring etcd from a backup, or moving the objects to another cluster,
 //     can make resourceVersions, and so tokens, repeat.
-//   - Expiry costs a full TTL of observation after a process starts, and is
-//     not delivered by Watch.
+//   - Expiry costs a full TTL of observation after a process starts.
 //   - TTLs are exact for tenure readers; client-go readers see them rounded
 //     up to whole seconds.
 //   - Each Store keeps the newest version it saw of every object it touched,

@@ -3,10 +3,14 @@ package kube
 import (
 	"context"
 	"fmt"
+	"math"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,9 +42,40 @@ type stream struct {
 	// state is the last logical state of every object, by name; owned by
 	// the stream's goroutine once it runs.
 	state map[string]wstate
+	// timers fire at the local expiry of every present object with a TTL,
+	// by name; owned like state.
+	timers map[string]*clock.Timer
 	// seenRV is the resourceVersion of the last event handled, bookmarks
 	// and objects of no interest included.
 	seenRV atomic.Int64
+
+	dueMu sync.Mutex
+	due   map[string]struct{} // names whose expiry timer fired; guarded by dueMu
+	wake  chan struct{}       // signals due; buffered, never blocks
+}
+
+// markDue is the callback of an expiry timer: it hands the name to the
+// stream's goroutine, which judges it.
+func (st *stream) markDue(name string) {
+	st.dueMu.Lock()
+	st.due[name] = struct{}{}
+	st.dueMu.Unlock()
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (st *stream) takeDue() []string {
+	st.dueMu.Lock()
+	defer st.dueMu.Unlock()
+	names := make([]string, 0, len(st.due))
+	for name := range st.due {
+		names = append(names, name)
+	}
+	clear(st.due)
+	sort.Strings(names) // a stable order for the events of one tick
+	return names
 }
 
 // wstate is what a watch last reported about one object.
@@ -64,7 +99,11 @@ func newHub(s *Store) *hub { return &hub{s: s} }
 // Watch implements backends.Watcher. Events follow the logical entries, not
 // the objects: a KeepAlive (which rewrites the object) produces no event; a
 // delete (which clears the object) and an out-of-band deletion of the object
-// produce EventDelete; expiry judged by local observation produces none.
+// produce EventDelete, and so does expiry: once this process has seen an
+// object unchanged for its TTL (the moment a write would find it expired),
+// every open watch gets an EventDelete with the entry's last revisions. An
+// entry that changes after its expiry was reported (its holder's renewal
+// arriving late, or a new holder) is reported again as EventPut.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
 		return nil, err
@@ -119,10 +158,17 @@ func (h *hub) start(ctx context.Context, prefix string) (<-chan backends.Event, 
 	if err != nil {
 		return nil, fmt.Errorf("kube: watch %q: list: %w", prefix, err)
 	}
-	st := &stream{subs: map[*sub]struct{}{}, state: make(map[string]wstate, len(items))}
+	st := &stream{
+		subs:   map[*sub]struct{}{},
+		state:  make(map[string]wstate, len(items)),
+		timers: map[string]*clock.Timer{},
+		due:    map[string]struct{}{},
+		wake:   make(chan struct{}, 1),
+	}
 	for _, l := range items {
 		if ws, ok := h.logical(l); ok {
 			st.state[l.Name] = ws
+			h.track(st, l, ws)
 		}
 	}
 	wctx, cancel := context.WithCancel(context.Background())
@@ -222,30 +268,49 @@ func (h *hub) run(st *stream) {
 		h.endLocked(st)
 		h.mu.Unlock()
 		st.w.Stop()
+		for _, t := range st.timers {
+			t.Stop()
+		}
 	}()
-	for ev := range st.w.ResultChan() {
-		switch ev.Type {
-		case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
-		default: // watch.Error: expired resourceVersion, server going away
-			h.s.log.Debug("kube: watch ended by the server", "event", ev.Type, "object", fmt.Sprint(ev.Object))
-			return
-		}
-		l, ok := ev.Object.(*coordinationv1.Lease)
-		if !ok {
+	results := st.w.ResultChan()
+	for {
+		select {
+		case <-st.wake:
+			h.expireDue(st)
 			continue
+		case ev, ok := <-results:
+			if !ok {
+				return
+			}
+			if !h.event(st, ev) {
+				return
+			}
 		}
-		rv, err := parseRV(l.ResourceVersion)
-		if err != nil {
-			h.s.log.Warn("kube: watch: unusable object", "name", l.Name, "err", err)
-			return
-		}
-		if ev.Type == watch.Bookmark {
-			st.seenRV.Store(rv)
-			continue
-		}
-		h.handle(st, ev.Type, l, rv)
-		st.seenRV.Store(rv)
 	}
+}
+
+// event handles one API server watch event; false ends the stream.
+func (h *hub) event(st *stream, ev watch.Event) bool {
+	switch ev.Type {
+	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+	default: // watch.Error: expired resourceVersion, server going away
+		h.s.log.Debug("kube: watch ended by the server", "event", ev.Type, "object", fmt.Sprint(ev.Object))
+		return false
+	}
+	l, ok := ev.Object.(*coordinationv1.Lease)
+	if !ok {
+		return true
+	}
+	rv, err := parseRV(l.ResourceVersion)
+	if err != nil {
+		h.s.log.Warn("kube: watch: unusable object", "name", l.Name, "err", err)
+		return false
+	}
+	if ev.Type != watch.Bookmark {
+		h.handle(st, ev.Type, l, rv)
+	}
+	st.seenRV.Store(rv)
+	return true
 }
 
 // handle turns one object event into a logical event, if it is one.
@@ -254,6 +319,7 @@ func (h *hub) handle(st *stream, typ watch.EventType, l *coordinationv1.Lease, r
 	var cur wstate
 	if typ == watch.Deleted {
 		delete(st.state, l.Name)
+		h.untrack(st, l.Name)
 		h.s.forget(l.Name, rv)
 	} else {
 		var ok bool
@@ -261,7 +327,7 @@ func (h *hub) handle(st *stream, typ watch.EventType, l *coordinationv1.Lease, r
 			return
 		}
 		st.state[l.Name] = cur
-		_, _ = h.s.observe(l) // followers learn of renewals without polling
+		h.track(st, l, cur) // followers learn of renewals without polling
 	}
 	var out backends.Event
 	switch {
@@ -273,6 +339,72 @@ func (h *hub) handle(st *stream, typ watch.EventType, l *coordinationv1.Lease, r
 		return // a keep-alive, or nothing tenure sees
 	}
 	h.dispatch(st, out, rv)
+}
+
+// track records a version of an object seen by the watch and arms its
+// expiry timer from this process's sighting of it: a renewal moves the
+// timer, a cleared object or one without a TTL stops it.
+func (h *hub) track(st *stream, l *coordinationv1.Lease, ws wstate) {
+	sg, err := h.s.observe(l)
+	if err != nil || !ws.present {
+		h.untrack(st, l.Name)
+		return
+	}
+	v, err := h.s.judge(ws.key, sg)
+	if err != nil || v.st.entry.TTL <= 0 {
+		h.untrack(st, l.Name)
+		return
+	}
+	h.arm(st, l.Name, v.st.entry.Remaining) // 0 when already expired
+}
+
+func (h *hub) arm(st *stream, name string, d time.Duration) {
+	if t, ok := st.timers[name]; ok {
+		t.Stop()
+	}
+	st.timers[name] = h.s.clock.AfterFunc(d, func() { st.markDue(name) })
+}
+
+func (h *hub) untrack(st *stream, name string) {
+	if t, ok := st.timers[name]; ok {
+		t.Stop()
+		delete(st.timers, name)
+	}
+}
+
+// expireDue judges the objects whose expiry timers fired, by this
+// process's newest sighting of each: an entry still unchanged for its TTL
+// is reported expired; one renewed meanwhile gets its timer moved. A
+// sighting newer than the watch's state (a read or write got there first)
+// is left to the watch event that will bring it.
+func (h *hub) expireDue(st *stream) {
+	for _, name := range st.takeDue() {
+		ws, ok := st.state[name]
+		if !ok || !ws.present {
+			continue
+		}
+		sg, ok := h.s.cached(name)
+		if !ok {
+			continue
+		}
+		v, err := h.s.judge(ws.key, sg)
+		switch {
+		case err != nil || !v.st.present || v.st.entry.Revision != ws.revision:
+			continue
+		case v.live:
+			if v.st.entry.TTL > 0 {
+				h.arm(st, name, v.st.entry.Remaining)
+			}
+			continue
+		}
+		delete(st.timers, name)
+		st.state[name] = wstate{key: ws.key, revision: ws.revision, createRev: ws.createRev}
+		// Expiry happens now, for every consumer open now, whatever
+		// resourceVersion it joined at.
+		h.dispatch(st, backends.Event{Kind: backends.EventDelete, Entry: backends.Entry{
+			Key: ws.key, Revision: ws.revision, CreateRevision: ws.createRev,
+		}}, math.MaxInt64)
+	}
 }
 
 // caughtUp reports whether the running watch has handled every event up to
