@@ -40,10 +40,12 @@
 //     can take over within milliseconds; Stop and every Release are bounded
 //     by timeouts. Cancelling the context given to Start behaves like Stop.
 //   - Followers watch the claim when the Locker implements
-//     backends.ClaimWatcher and try at once when it changes; otherwise, and
-//     as a fallback, they time the next attempt to the expiry the backend
-//     reported (plus a little jitter), not to a fixed poll. Every renewal and
-//     retry wait is jittered.
+//     backends.ClaimWatcher and try at once when it changes. When the
+//     watch also signals expiry (backends.ExpiryWatcher), that is all a
+//     follower waits for: it sends nothing while the holder renews.
+//     Otherwise, and when no watch runs, they time the next attempt to the
+//     expiry the backend reported (plus a little jitter), not to a fixed
+//     poll. Every renewal and retry wait is jittered.
 //   - All time comes from Config.Clock.
 //
 // # What it does not promise

@@ -40,13 +40,16 @@ var (
 type Elector struct {
 	locker  backends.Locker
 	watcher backends.ClaimWatcher // nil when the locker cannot watch
-	cfg     Config
-	holder  backends.Holder
-	clock   clock.Clock
-	log     *slog.Logger
-	machine *lifecycle.Machine
-	disp    *dispatcher
-	done    chan struct{} // closed when the loop and the dispatcher have exited
+	// expiryWatch: the watcher also signals expiry, so a follower whose
+	// watch runs needs no timer for the holder's expiry.
+	expiryWatch bool
+	cfg         Config
+	holder      backends.Holder
+	clock       clock.Clock
+	log         *slog.Logger
+	machine     *lifecycle.Machine
+	disp        *dispatcher
+	done        chan struct{} // closed when the loop and the dispatcher have exited
 
 	mu        sync.Mutex
 	started   bool                    // guarded by mu
@@ -85,6 +88,9 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 	}
 	if w, ok := locker.(backends.ClaimWatcher); ok {
 		e.watcher = w
+	}
+	if w, ok := locker.(backends.ExpiryWatcher); ok {
+		e.expiryWatch = w.SignalsExpiry()
 	}
 	return e, nil
 }

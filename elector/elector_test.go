@@ -12,6 +12,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/lifecycle"
@@ -964,5 +965,60 @@ func TestStopDuringAcquireReleases(t *testing.T) {
 				t.Errorf("callbacks:\n got %s\nwant %s", got, want)
 			}
 		})
+	}
+}
+
+// TestFollowerWaitsForExpirySignal: over a store whose watch reports expiry,
+// a follower sends nothing while the leader renews (no timer of its own, so
+// no attempt at each observed expiry), and takes the claim at the instant
+// the watch reports that the crashed leader's claim expired.
+func TestFollowerWaitsForExpirySignal(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	store := memstore.New(memstore.WithClock(clk))
+	t.Cleanup(func() { store.Close() }) // after the electors stop
+	sl, err := backends.NewLocker(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, fb := newFaultLocker(sl), newFaultLocker(sl)
+	ra, rb, oa := newRecorder(t), newRecorder(t), newObs()
+	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
+	ra.install(&cfgA)
+	rb.install(&cfgB)
+	cfgA.Observer = oa
+	startElector(t, fa, cfgA)
+	t.Cleanup(fa.uncrash)
+	ra.waitElected(t, ctx, 1)
+	b := startElector(t, expiryFaultLocker{watchingFaultLocker{fb}}, cfgB)
+	eventually(t, ctx, "b follows", func() bool { return rb.sawState(lifecycle.Acquiring, lifecycle.Follower) })
+
+	// Five renewals span 15s: a follower timing its attempts to the expiry
+	// it observed would have tried again at 10s.
+	const renewals = 5
+	for i := 1; i <= renewals; i++ {
+		if err := clk.BlockUntil(ctx, 3); err != nil { // a: deadline + renew; the store's expiry timer
+			t.Fatal(err)
+		}
+		clk.Add(renewPeriod)
+		eventually(t, ctx, "renewal", func() bool { return oa.get(func(o *obs) int { return o.renewed }) >= i })
+	}
+	fa.crash() // a's next renewal never returns
+	if err := clk.BlockUntil(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(ttl) // to the expiry of a's last renewal
+	tm := rb.waitElected(t, ctx, 1)
+	if want := t0.Add(renewals*renewPeriod + ttl); !tm.AcquiredAt.Equal(want) {
+		t.Errorf("b acquired at %v, want %v (the instant the claim expired)", tm.AcquiredAt.Sub(t0), want.Sub(t0))
+	}
+	if !b.IsLeader() {
+		t.Errorf("b does not lead after OnElected")
+	}
+	if n := fb.count("acquire"); n != 2 {
+		t.Errorf("b made %d attempts, want 2: one on start and one on the expiry signal", n)
+	}
+	if n := fb.count("holders"); n != 0 {
+		t.Errorf("b listed holders %d times, want 0", n)
 	}
 }

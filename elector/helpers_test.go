@@ -502,6 +502,14 @@ func (l watchingFaultLocker) WatchClaim(ctx context.Context, key string) (<-chan
 	return l.inner.(backends.ClaimWatcher).WatchClaim(ctx, key)
 }
 
+// expiryFaultLocker also passes on whether the inner locker's watch
+// signals expiry.
+type expiryFaultLocker struct{ watchingFaultLocker }
+
+func (l expiryFaultLocker) SignalsExpiry() bool {
+	return l.inner.(backends.ExpiryWatcher).SignalsExpiry()
+}
+
 // logBuffer is a slog handler target safe for concurrent use.
 type logBuffer struct {
 	mu  sync.Mutex

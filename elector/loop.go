@@ -21,6 +21,10 @@ type loop struct {
 
 	// wait is how long to wait before the next attempt.
 	wait time.Duration
+	// onWatch: the next attempt waits for the claim watch alone (or for
+	// it to end), because the watch was open during the last attempt and
+	// signals the holder's expiry; wait is then unused.
+	onWatch bool
 	// pendingElected, when set, is the electedDone of a term whose OnElected
 	// had not returned when its drain timed out: no campaign until it closes.
 	pendingElected <-chan struct{}
@@ -121,7 +125,8 @@ func (l *loop) settle(ctx context.Context) {
 
 // waitTurn waits until the next attempt is due: a term's OnElected has
 // returned, the claim changed (watch), or the wait computed by the last
-// attempt passed. It reports false if ctx ended first.
+// attempt passed (when the watch does not signal expiry). It reports false
+// if ctx ended first.
 func (l *loop) waitTurn(ctx context.Context) bool {
 	if l.pendingElected != nil {
 		select {
@@ -132,8 +137,19 @@ func (l *loop) waitTurn(ctx context.Context) bool {
 		}
 	}
 	l.ensureWatch(ctx)
-	wait := l.wait
-	l.wait = 0
+	wait, onWatch := l.wait, l.onWatch && l.watch != nil
+	l.wait, l.onWatch = 0, false
+	if onWatch {
+		select {
+		case <-ctx.Done():
+			return false
+		case _, ok := <-l.watch:
+			if !ok {
+				l.watchEnded()
+			}
+		}
+		return true
+	}
 	if wait <= 0 {
 		select { // the attempt is now; a pending signal is already answered by it
 		case _, ok := <-l.watch:
@@ -311,6 +327,14 @@ func (l *loop) rejected(ctx context.Context, err error) {
 		}
 		l.bo.Reset()
 		e.sawHolders(held.Holders)
+		if e.expiryWatch && l.watch != nil {
+			// The watch was open before this attempt, so it will signal
+			// the release or expiry of the claim seen held: no timer, and
+			// no request while the holder renews.
+			l.onWatch = true
+			e.log.Debug("elector: claim held; waiting for the watch", "err", err)
+			return
+		}
 		l.wait = l.expiryWait(held.Holders)
 		e.log.Debug("elector: claim held", "err", err, "retry_in", l.wait)
 		return
