@@ -39,6 +39,9 @@
 //   - Stop releases a leader's claim after OnElected returns, so a follower
 //     can take over within milliseconds; Stop and every Release are bounded
 //     by timeouts. Cancelling the context given to Start behaves like Stop.
+//     Stop does not cancel an attempt in flight (it is bounded by
+//     RenewTimeout): a claim it wins is released, and one whose answer is
+//     lost is looked up and released.
 //   - Followers watch the claim when the Locker implements
 //     backends.ClaimWatcher and try at once when it changes. When the
 //     watch also signals expiry (backends.ExpiryWatcher), that is all a

@@ -1022,3 +1022,43 @@ func TestFollowerWaitsForExpirySignal(t *testing.T) {
 		t.Errorf("b listed holders %d times, want 0", n)
 	}
 }
+
+// TestStopDuringLostAnswerReleases: Stop while an attempt is in flight that
+// the backend has applied but whose answer never comes. Stop does not
+// cancel the attempt; when it times out, the outcome is unknown, so the
+// Elector looks for its own claim and releases it rather than leave it to
+// expire.
+func TestStopDuringLostAnswerReleases(t *testing.T) {
+	for _, kind := range lockerKinds {
+		t.Run(kind, func(t *testing.T) {
+			clk := clocktest.New(t0)
+			ctx := barrier(t)
+			rec := newRecorder(t)
+			cfg := baseConfig(clk, "a")
+			rec.install(&cfg)
+			fl := newFaultLocker(newLocker(t, clk, kind))
+			entered := make(chan struct{})
+			fl.set("acquire", &fault{once: true, lostAnswer: true, entered: entered})
+			e := startElector(t, fl, cfg)
+			<-entered // the claim is taken at the backend
+			stopped := make(chan error, 1)
+			go func() { stopped <- e.Stop(ctx) }()
+			if err := clk.BlockUntil(ctx, 2); err != nil { // the attempt's timeout and Stop's bound
+				t.Fatal(err)
+			}
+			clk.Add(renewTimeout)
+			if err := <-stopped; err != nil {
+				t.Fatalf("Stop = %v", err)
+			}
+			if n := fl.count("release"); n != 1 {
+				t.Errorf("Release called %d times for a claim taken by an unanswered attempt, want 1", n)
+			}
+			if hs, err := fl.inner.Holders(ctx, key); err != nil || len(hs) != 0 {
+				t.Errorf("Holders after Stop = %v, %v; want none", hs, err)
+			}
+			if got, want := rec.eventLog(), "state follower->acquiring; state acquiring->stopped"; got != want {
+				t.Errorf("callbacks:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}

@@ -374,6 +374,9 @@ type fault struct {
 	block    chan struct{} // wait for it to be closed (ignoring ctx), then call inner
 	entered  chan struct{} // closed when a call starts waiting on block
 	afterErr error         // call inner, then return this error anyway
+	// lostAnswer: call inner (the backend applies it), signal entered, then
+	// wait for ctx and return its error: the answer is lost.
+	lostAnswer bool
 }
 
 func newFaultLocker(inner backends.Locker) *faultLocker {
@@ -457,6 +460,13 @@ func (l *faultLocker) do(ctx context.Context, op string, call func(ctx context.C
 	}
 	if err := call(ctx); err != nil {
 		return err
+	}
+	if f.lostAnswer {
+		if f.entered != nil {
+			close(f.entered)
+		}
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	return f.afterErr
 }

@@ -233,7 +233,11 @@ func (l *loop) campaign(ctx context.Context) {
 	e.fire(lifecycle.Campaign)
 	start := e.clock.Now()
 	var lease backends.Lease
-	err := e.bounded(ctx, e.cfg.RenewTimeout, func(ctx context.Context) (err error) {
+	// Stop does not cancel an attempt in flight: cancelled, it could take
+	// the claim at the backend and report an error, and the claim would be
+	// left to expire. Run to its answer (at most RenewTimeout, which Stop's
+	// bound includes), a won claim is released by settle.
+	err := e.bounded(context.WithoutCancel(ctx), e.cfg.RenewTimeout, func(ctx context.Context) (err error) {
 		lease, err = e.locker.TryAcquire(ctx, e.cfg.Key, e.holder, e.cfg.TTL)
 		return err
 	})
@@ -308,11 +312,14 @@ func (l *loop) deliverElected(t *term, pub Term) {
 // rejected handles a failed attempt and sets the wait before the next one.
 func (l *loop) rejected(ctx context.Context, err error) {
 	e := l.e
-	if ctx.Err() != nil {
-		return // stopping; settle leaves acquiring
+	var held *backends.HeldError
+	if ctx.Err() != nil { // stopping; settle leaves acquiring
+		if !errors.As(err, &held) && backends.Classify(err) != backends.ClassLost {
+			l.releaseUnknown(ctx, err)
+		}
+		return
 	}
 	e.fire(lifecycle.Rejected)
-	var held *backends.HeldError
 	if errors.As(err, &held) {
 		e.observe(func(o Observer) { o.ElectionLost(backends.ClassLost) })
 		for _, h := range held.Holders {
@@ -347,6 +354,29 @@ func (l *loop) rejected(ctx context.Context, err error) {
 		return
 	}
 	e.log.Warn("elector: acquire failed", "class", class, "err", err, "retry_in", l.wait)
+}
+
+// releaseUnknown runs when an attempt failed without a definite answer
+// while the Elector stops: the backend may have granted the claim. It looks
+// for a claim of this Elector's holder and releases it, all within
+// ReleaseTimeout, so that a stopping Elector leaves nothing to expire.
+func (l *loop) releaseUnknown(ctx context.Context, cause error) {
+	e := l.e
+	var holders []backends.Lease
+	err := e.bounded(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout, func(ctx context.Context) (err error) {
+		holders, err = e.locker.Holders(ctx, e.cfg.Key)
+		return err
+	})
+	if err != nil {
+		e.log.Warn("elector: an attempt's outcome is unknown and the claim could not be read; a claim taken will expire", "attempt_err", cause, "err", err)
+		return
+	}
+	for _, h := range holders {
+		if h.Holder == e.holder {
+			e.log.Info("elector: releasing a claim taken by an attempt whose answer was lost", "token", h.Token, "rev", h.Revision)
+			e.release(ctx, h)
+		}
+	}
 }
 
 // expiryWait times the next attempt to the earliest observed expiry, plus a

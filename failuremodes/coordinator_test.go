@@ -177,10 +177,11 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 			t.Errorf("claim after Stop = %v, want released", hs)
 		}
 	})
-	t.Run("tenure: acquire in flight when Stop cancels it", func(t *testing.T) {
-		// The backend applies the create, but Stop's cancellation cuts the
-		// answer off: the outcome is unknown to the elector. It must not
-		// lead on it; the claim is gone by its TTL at the latest.
+	t.Run("tenure: acquire in flight when Stop comes, answer lost", func(t *testing.T) {
+		// The backend applies the create, but its answer never comes:
+		// Stop does not cancel the request, which ends at its timeout with
+		// an unknown outcome. The elector must not lead on it, and must
+		// find its claim and release it before Stop returns.
 		w := newWorld(t)
 		a := w.newNode("a")
 		gate := a.f.Pause(faults.OpCreate, faults.AfterCall, 1)
@@ -188,15 +189,17 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 		if _, err := gate.Next(w.ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.e.Stop(w.ctx); err != nil {
+		stopped := make(chan error, 1)
+		go func() { stopped <- a.e.Stop(w.ctx) }()
+		w.step(2, renewTimeout) // the request's timeout and Stop's bound
+		if err := recv(w, stopped); err != nil {
 			t.Fatalf("Stop: %v", err)
 		}
 		if n := a.rec.count(evWon); n != 0 {
-			t.Errorf("won %d times on an answer cut off by Stop", n)
+			t.Errorf("won %d times on an answer that never came", n)
 		}
-		w.clk.Add(ttl)
 		if hs := w.holders(); len(hs) != 0 {
-			t.Errorf("holders after the TTL = %+v, want none", hs)
+			t.Errorf("holders after Stop = %+v, want none: the claim taken was released", hs)
 		}
 	})
 	t.Run("naive leaves the claim held", func(t *testing.T) {

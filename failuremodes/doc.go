@@ -62,11 +62,11 @@
 //   - Tenure: Stop marks the elector stopping under the same mutex the loop
 //     takes to become leader. An answer that arrives after that is not led
 //     but released; a term that began before is demoted and released.
-//   - Not covered: an acquiring request still in flight when Stop cancels
-//     it, which the backend applies but whose answer is lost to the
-//     cancellation. Its outcome is unknown to the elector (FM-26), so that
-//     claim is left to expire; the test checks that the elector does not
-//     lead on it and that it is gone by its TTL.
+//     Stop does not cancel an acquiring request in flight: it waits for
+//     the answer, at most RenewTimeout. If the backend applied the request
+//     but the answer is lost, the outcome is unknown (FM-26); the stopping
+//     elector then reads the claim and releases it if it is its own, so
+//     the claim is free when Stop returns, not only after its TTL.
 //   - Test: TestFM03StopReleasesAcquiredClaim.
 //
 // # FM-04 Double Start
