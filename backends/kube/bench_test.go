@@ -30,13 +30,19 @@ import (
 //
 // Handover: three candidates; each iteration waits a random time below a
 // second, stops the leader and measures until another candidate's leader
-// callback runs. Elections100: 100
-// elections in one process, with one candidate each (leaders only) or three
-// (leaders and followers); candidate j of every election shares client j
-// (tenure: Store j, and so one watch). Each iteration is one second of
-// steady state; the metrics are API requests per second and how often
-// leadership moved once every election had its first leader (0 expected). tenure's Electors
-// get client-go's tolerance for slow answers (RenewTimeout = RenewDeadline).
+// callback runs.
+//
+// Elections100: 100 elections in one process, with one candidate each
+// (leaders only) or three (leaders and followers); candidate j of every
+// election shares client j (tenure: Store j, and so one watch). Each
+// iteration is one second of steady state; the metrics are API requests per
+// second and how often leadership moved once every election had its first
+// leader (0 expected). tenure's Electors get client-go's tolerance for slow
+// answers (RenewTimeout = RenewDeadline). tenure-default-renew runs the same
+// lease with tenure's default renewal period (TTL/3) instead of client-go's.
+//
+// Both report overlaps: pairs of leader callbacks of one election that ran
+// at the same time in this process (0 expected).
 const (
 	benchTTL    = 2 * time.Second
 	benchRenew  = 500 * time.Millisecond
@@ -67,16 +73,67 @@ type candidate interface {
 	stop() // gracefully: leader work ends, the claim is released
 }
 
-// elected records when candidates became leader.
+// elected records when candidates became leader, and when their leader
+// callbacks returned.
 type elected struct {
 	mu     sync.Mutex
 	at     map[string][]time.Time // by candidate name; guarded by mu
 	causes map[string][]string    // why terms ended, by candidate name; guarded by mu
+	spans  map[string][]span      // leader callbacks run, by election; guarded by mu
 	wake   chan struct{}
 }
 
+// span is one run of a leader callback; to is zero while it runs.
+type span struct {
+	who      string
+	from, to time.Time
+}
+
 func newElected() *elected {
-	return &elected{at: map[string][]time.Time{}, causes: map[string][]string{}, wake: make(chan struct{}, 1)}
+	return &elected{at: map[string][]time.Time{}, causes: map[string][]string{}, spans: map[string][]span{}, wake: make(chan struct{}, 1)}
+}
+
+// lead records a leader callback of name in election from its start until
+// the returned function is called (when the callback returns).
+func (e *elected) lead(election, name string) (done func()) {
+	e.record(name)
+	e.mu.Lock()
+	i := len(e.spans[election])
+	e.spans[election] = append(e.spans[election], span{who: name, from: time.Now()})
+	e.mu.Unlock()
+	return func() {
+		now := time.Now()
+		e.mu.Lock()
+		e.spans[election][i].to = now
+		e.mu.Unlock()
+	}
+}
+
+// overlaps counts the pairs of leader callbacks of one election that ran at
+// the same time, in this process's monotonic time; a callback still running
+// lasts until now.
+func (e *elected) overlaps() int {
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, ss := range e.spans {
+		for i := range ss {
+			for j := i + 1; j < len(ss); j++ {
+				a, b := ss[i], ss[j]
+				if a.to.IsZero() {
+					a.to = now
+				}
+				if b.to.IsZero() {
+					b.to = now
+				}
+				if a.from.Before(b.to) && b.from.Before(a.to) {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 func (e *elected) demoted(name, cause string) {
@@ -139,13 +196,13 @@ type tenureCandidate struct {
 	e *elector.Elector
 }
 
-func startTenure(b *testing.B, l backends.Locker, key, name string, rec *elected) *tenureCandidate {
+func startTenure(b *testing.B, l backends.Locker, key, name string, renew time.Duration, rec *elected) *tenureCandidate {
 	b.Helper()
 	e, err := elector.New(l, elector.Config{
-		Key: key, Identity: name, TTL: benchTTL, RenewPeriod: benchRenew,
+		Key: key, Identity: name, TTL: benchTTL, RenewPeriod: renew,
 		RenewTimeout: 2 * benchRenew, // as client-go's RenewDeadline
 		OnElected: func(ctx context.Context, _ elector.Term) {
-			rec.record(name)
+			defer rec.lead(key, name)()
 			<-ctx.Done()
 		},
 		OnDemoted: func(_ elector.Term, c elector.Cause) { rec.demoted(name, c.Error()) },
@@ -186,7 +243,7 @@ func startClientGo(b *testing.B, client kubernetes.Interface, ns, lease, name st
 		Name:            lease,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				rec.record(name)
+				defer rec.lead(lease, name)()
 				<-ctx.Done()
 			},
 			OnStoppedLeading: func() {},
@@ -219,7 +276,7 @@ func BenchmarkHandover(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return startTenure(b, l, "handover", name, rec), name
+			return startTenure(b, l, "handover", name, benchRenew, rec), name
 		})
 	})
 	b.Run("client-go", func(b *testing.B) {
@@ -270,13 +327,40 @@ func benchHandover(b *testing.B, start func(name string, rec *elected) (candidat
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	b.ReportMetric(ms(took[len(took)/2]), "p50-ms")
 	b.ReportMetric(ms(took[len(took)-1]), "max-ms")
+	b.ReportMetric(float64(rec.overlaps()), "overlaps")
 	b.ReportMetric(0, "ns/op")
 }
 
 func BenchmarkElections100(b *testing.B) {
 	c := startCluster(b)
-	for _, per := range []int{1, candidates} {
-		b.Run(fmt.Sprintf("candidates=%d/tenure", per), func(b *testing.B) {
+	for _, run := range []struct {
+		per   int
+		name  string
+		renew time.Duration
+	}{
+		{1, "tenure", benchRenew},
+		{1, "client-go", 0},
+		{candidates, "tenure", benchRenew},
+		{candidates, "client-go", 0},
+		// The same lease with tenure's default renewal period (TTL/3).
+		{candidates, "tenure-default-renew", benchTTL / 3},
+	} {
+		per := run.per
+		if run.name == "client-go" {
+			b.Run(fmt.Sprintf("candidates=%d/client-go", per), func(b *testing.B) {
+				ns := c.namespace(b)
+				var n atomic.Int64
+				clients := make([]kubernetes.Interface, per)
+				for j := range clients {
+					clients[j] = kubernetes.NewForConfigOrDie(counted(c.srv.RESTConfig(), &n))
+				}
+				benchElections(b, &n, per, func(i, j int, rec *elected) candidate {
+					return startClientGo(b, clients[j], ns, fmt.Sprintf("election-%d", i), fmt.Sprintf("node-%d-%d", i, j), rec)
+				})
+			})
+			continue
+		}
+		b.Run(fmt.Sprintf("candidates=%d/%s", per, run.name), func(b *testing.B) {
 			ns := c.namespace(b)
 			var n atomic.Int64
 			// Candidate j of every election runs in "process" j: one Store
@@ -293,18 +377,7 @@ func BenchmarkElections100(b *testing.B) {
 				}
 			}
 			benchElections(b, &n, per, func(i, j int, rec *elected) candidate {
-				return startTenure(b, lockers[j], fmt.Sprintf("election %d", i), fmt.Sprintf("node-%d-%d", i, j), rec)
-			})
-		})
-		b.Run(fmt.Sprintf("candidates=%d/client-go", per), func(b *testing.B) {
-			ns := c.namespace(b)
-			var n atomic.Int64
-			clients := make([]kubernetes.Interface, per)
-			for j := range clients {
-				clients[j] = kubernetes.NewForConfigOrDie(counted(c.srv.RESTConfig(), &n))
-			}
-			benchElections(b, &n, per, func(i, j int, rec *elected) candidate {
-				return startClientGo(b, clients[j], ns, fmt.Sprintf("election-%d", i), fmt.Sprintf("node-%d-%d", i, j), rec)
+				return startTenure(b, lockers[j], fmt.Sprintf("election %d", i), fmt.Sprintf("node-%d-%d", i, j), run.renew, rec)
 			})
 		})
 	}
@@ -354,6 +427,7 @@ func benchElections(b *testing.B, requests *atomic.Int64, per int, start func(i,
 	b.ReportMetric(0, "ns/op")
 	// Leadership should not move in a steady state; on an overloaded
 	// machine it can (renewals answered too late). Report it, with why.
+	b.ReportMetric(float64(rec.overlaps()), "overlaps")
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	moves := -elections
