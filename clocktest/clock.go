@@ -30,6 +30,14 @@ type Clock struct {
 	// AfterFuncs): the mock's Add computes the new time before firing and
 	// stores it after, so two concurrent Adds would lose one of them.
 	advance sync.Mutex
+	// step is held while the mock fires the timers of one deadline, and
+	// while the mock's Timer constructor runs: that constructor fires
+	// whatever timer is due, and the mock releases its own lock between
+	// choosing a timer and firing it, so the two together could fire one
+	// timer twice. Add takes it once per deadline, not for its whole
+	// advance, so a timer made while an Add fires is armed from the time
+	// reached so far, as with the mock alone.
+	step sync.Mutex
 
 	// handles is set once a Timer, AfterFunc or Ticker has been handed out.
 	// Its Reset can re-arm it on the mock without passing through the
@@ -74,7 +82,7 @@ func New(start time.Time) *Clock {
 func (c *Clock) Add(d time.Duration) {
 	c.advance.Lock()
 	defer c.advance.Unlock()
-	c.mock.Add(d)
+	c.moveTo(c.mock.Now().Add(d))
 	c.expire()
 	c.notify()
 }
@@ -85,9 +93,25 @@ func (c *Clock) Add(d time.Duration) {
 func (c *Clock) Set(t time.Time) {
 	c.advance.Lock()
 	defer c.advance.Unlock()
-	c.mock.Set(t)
+	c.moveTo(t)
 	c.expire()
 	c.notify()
+}
+
+// moveTo moves the mock to t one deadline at a time, holding step only
+// while the timers of one deadline fire. c.advance is held.
+func (c *Clock) moveTo(t time.Time) {
+	for {
+		c.step.Lock()
+		next, ok := c.layout.earliest(c.mock)
+		if !ok || next.After(t) {
+			c.mock.Set(t)
+			c.step.Unlock()
+			return
+		}
+		c.mock.Set(next)
+		c.step.Unlock()
+	}
 }
 
 // Waiters returns how many timers and tickers are armed right now: created
@@ -187,7 +211,9 @@ func (c *Clock) Timer(d time.Duration) *clock.Timer {
 }
 
 func (c *Clock) timer(d time.Duration) *clock.Timer {
+	c.step.Lock()
 	t := c.mock.Timer(max(d, 0))
+	c.step.Unlock()
 	c.notify()
 	return t
 }
@@ -205,7 +231,7 @@ func (c *Clock) afterFunc(d time.Duration, f func()) *clock.Timer {
 	if d <= 0 {
 		// The mock fires a due AfterFunc only on its next Add or Set.
 		c.advance.Lock()
-		c.mock.Add(0)
+		c.moveTo(c.mock.Now())
 		c.expire()
 		c.advance.Unlock()
 	}

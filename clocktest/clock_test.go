@@ -419,3 +419,53 @@ func TestConcurrentAdds(t *testing.T) {
 		t.Errorf("after 20 concurrent Add(1s): Now() = %v, want %v", got, want)
 	}
 }
+
+// TestTimerMadeDuringAddFiresOthersOnce: the mock's Timer constructor fires
+// whatever timer is due, and Add releases the mock's lock between choosing
+// a timer and firing it; a Timer made by another goroutine in that window
+// would fire Add's timer a second time (a channel timer then deadlocks the
+// clock). Every AfterFunc here must run exactly once while other goroutines
+// keep making timers.
+func TestTimerMadeDuringAddFiresOthersOnce(t *testing.T) {
+	c := New(start)
+	const rounds = 200
+	ran := make(chan int, 2*rounds) // a double run must not block
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c.Timer(time.Hour).Stop()
+			}
+		}()
+	}
+	for i := range rounds {
+		c.AfterFunc(time.Second, func() { ran <- i })
+		c.Add(time.Second)
+	}
+	close(stop)
+	wg.Wait()
+	// Every AfterFunc has been started; collect each round's first run,
+	// failing on any second run seen meanwhile.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	seen := make(map[int]bool, rounds)
+	for len(seen) < rounds {
+		select {
+		case i := <-ran:
+			if seen[i] {
+				t.Fatalf("the AfterFunc of round %d ran twice", i)
+			}
+			seen[i] = true
+		case <-ctx.Done():
+			t.Fatalf("%d of %d AfterFuncs ran", len(seen), rounds)
+		}
+	}
+}

@@ -30,6 +30,12 @@
 //     WithTimeout whose deadline has passed is done with
 //     context.DeadlineExceeded, as is every context derived from one of them
 //     with the context package.
+//   - A timer made while an Add fires (by a goroutine that a fired timer
+//     woke) is armed from the time reached so far, and fires in the same
+//     Add if it falls due by its end. No timer fires twice: Add moves from
+//     deadline to deadline, and a Timer constructor waits while the timers
+//     of one deadline fire (the mock's constructor fires due timers itself,
+//     and without that wait it could fire one that Add was firing).
 //   - [Clock.Waiters] is exact at the instant it reads: the number of timers
 //     and tickers registered with the mock, read under the mock's own mutex.
 //   - [Clock.BlockUntil] returns nil only after it has seen Waiters() >= n,
@@ -84,12 +90,12 @@
 //
 // # What it does not promise
 //
-//   - Speed. The mock sleeps 1 ms of real time at the end of every Add and
-//     Set and after every timer or tick it fires, inside the dependency. On
-//     the 2-core machines tenure is developed on (BenchmarkAdd*, with or
-//     without -race): an Add that fires nothing takes 1.1 ms, one that fires
-//     a timer 2.2–2.5 ms, one that fires ten ticks 12–13 ms. Advancing an
-//     hour past a 1 s ticker costs about 4 s. Advance in steps the code
+//   - Speed. The mock sleeps 1 ms of real time at the end of every move of
+//     its time and after every timer or tick it fires, inside the
+//     dependency, and Add moves it once per deadline it fires. On the 2-core
+//     machines tenure is developed on (BenchmarkAdd*): an Add that fires
+//     nothing takes 1.1 ms, one that fires a timer 3.3 ms, one that fires
+//     ten ticks 23 ms. Advancing an hour past a 1 s ticker costs about 8 s. Advance in steps the code
 //     under test cares about, and prefer long ticker periods in tests. The
 //     sleeps are no synchronisation either; use BlockUntil.
 //   - When an AfterFunc's f runs. Add starts it in a new goroutine and does

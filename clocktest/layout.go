@@ -79,3 +79,21 @@ func (l mockLayout) armed(m *clock.Mock) int {
 	mu.Unlock()
 	return n
 }
+
+// earliest returns the earliest deadline among the timers and tickers
+// registered with m, read under m.mu like armed; ok is false if there are
+// none.
+func (l mockLayout) earliest(m *clock.Mock) (next time.Time, ok bool) {
+	base := unsafe.Pointer(m)
+	mu := (*sync.Mutex)(unsafe.Add(base, l.mu))
+	timers := reflect.NewAt(l.timersType, unsafe.Add(base, l.timers)).Elem()
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range timers.Len() {
+		at := timers.Index(i).MethodByName("Next").Call(nil)[0].Interface().(time.Time)
+		if !ok || at.Before(next) {
+			next, ok = at, true
+		}
+	}
+	return next, ok
+}

@@ -179,9 +179,8 @@ func (n *node) start() *node {
 // left it in: faults are cleared, work is unblocked, every Elector is
 // stopped at once, and the clock is moved on if some have not finished
 // (a drain or a release still waiting for time to pass). The clock is moved
-// only after nothing has finished for a while, so that no timer fires while
-// electors are arming others: the mock clock under clocktest fires a due
-// timer twice if one is armed while Add runs.
+// only after nothing has finished for a while, so that electors still on
+// their way out are not pushed past timeouts they would not have reached.
 func (w *world) shutdown() {
 	errs := make(chan error, len(w.nodes))
 	for _, n := range w.nodes {
