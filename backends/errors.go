@@ -57,14 +57,16 @@ type ConflictError struct {
 	Found   bool
 }
 
+// Error reads `op "key": what failed`, e.g. `cas "k": revision conflict:
+// expected 3, current 5`; a store prefixes its own name ("etcd: ...").
 func (e *ConflictError) Error() string {
 	if !e.Found {
-		return fmt.Sprintf("backends: %s %q: expected revision %d, key is absent", e.Op, e.Key, e.Expected)
+		return fmt.Sprintf("%s %q: expected revision %d, key is absent", e.Op, e.Key, e.Expected)
 	}
 	if e.Expected == 0 {
-		return fmt.Sprintf("backends: %s %q: key exists at revision %d", e.Op, e.Key, e.Current.Revision)
+		return fmt.Sprintf("%s %q: key exists at revision %d", e.Op, e.Key, e.Current.Revision)
 	}
-	return fmt.Sprintf("backends: %s %q: revision conflict: expected %d, current %d", e.Op, e.Key, e.Expected, e.Current.Revision)
+	return fmt.Sprintf("%s %q: revision conflict: expected %d, current %d", e.Op, e.Key, e.Expected, e.Current.Revision)
 }
 
 // Is makes every ConflictError match ErrConflict.

@@ -386,7 +386,7 @@ func (s *Store) mutate(ctx context.Context, op, key string, decide mutation) (ba
 			if cached {
 				continue // confirm with a fresh read before reporting
 			}
-			return backends.Entry{}, err
+			return backends.Entry{}, fmt.Errorf("kube: %w", err)
 		}
 		e, retry, err := s.put(ctx, op, key, name, v, found, w)
 		if err != nil || !retry {

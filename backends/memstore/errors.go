@@ -19,6 +19,9 @@ type opError struct {
 func opErr(op, key string, err error) error { return &opError{op: op, key: key, err: err} }
 
 func (e *opError) Error() string {
+	if _, ok := e.err.(*backends.ConflictError); ok {
+		return "memstore: " + e.err.Error() // it names the op and key itself
+	}
 	if e.op == "txn" && e.key == "" {
 		return "memstore: txn: " + e.err.Error()
 	}
