@@ -949,22 +949,29 @@ func TestStopDuringAcquireReleases(t *testing.T) {
 			<-entered
 			stopped := make(chan error, 1)
 			go func() { stopped <- e.Stop(ctx) }()
-			// The attempt's timeout and Stop's bound: Stop has cancelled.
-			eventually(t, ctx, "Stop to cancel the attempt", func() bool { return clk.Waiters() >= 2 })
+			// The attempt's timeout and Stop's bound: Stop has begun.
+			eventually(t, ctx, "Stop to begin", func() bool { return clk.Waiters() >= 2 })
 			close(block) // the attempt wins the claim at the backend
 			if err := <-stopped; err != nil {
 				t.Fatalf("Stop = %v", err)
 			}
-			if n := fl.count("release"); n != 1 {
-				t.Errorf("Release called %d times for a claim won during Stop, want 1", n)
-			}
-			if hs, err := fl.inner.Holders(ctx, key); err != nil || len(hs) != 0 {
-				t.Errorf("Holders after Stop = %v, %v; want none", hs, err)
-			}
-			if got, want := rec.eventLog(), "state follower->acquiring; state acquiring->stopped"; got != want {
-				t.Errorf("callbacks:\n got %s\nwant %s", got, want)
-			}
+			wantReleasedNeverLed(t, ctx, fl, rec)
 		})
+	}
+}
+
+// wantReleasedNeverLed checks, after Stop, that the claim an interrupted
+// attempt took was released once and never led.
+func wantReleasedNeverLed(t *testing.T, ctx context.Context, fl *faultLocker, rec *recorder) {
+	t.Helper()
+	if n := fl.count("release"); n != 1 {
+		t.Errorf("Release called %d times for a claim taken while stopping, want 1", n)
+	}
+	if hs, err := fl.inner.Holders(ctx, key); err != nil || len(hs) != 0 {
+		t.Errorf("Holders after Stop = %v, %v; want none", hs, err)
+	}
+	if got, want := rec.eventLog(), "state follower->acquiring; state acquiring->stopped"; got != want {
+		t.Errorf("callbacks:\n got %s\nwant %s", got, want)
 	}
 }
 
@@ -1050,15 +1057,7 @@ func TestStopDuringLostAnswerReleases(t *testing.T) {
 			if err := <-stopped; err != nil {
 				t.Fatalf("Stop = %v", err)
 			}
-			if n := fl.count("release"); n != 1 {
-				t.Errorf("Release called %d times for a claim taken by an unanswered attempt, want 1", n)
-			}
-			if hs, err := fl.inner.Holders(ctx, key); err != nil || len(hs) != 0 {
-				t.Errorf("Holders after Stop = %v, %v; want none", hs, err)
-			}
-			if got, want := rec.eventLog(), "state follower->acquiring; state acquiring->stopped"; got != want {
-				t.Errorf("callbacks:\n got %s\nwant %s", got, want)
-			}
+			wantReleasedNeverLed(t, ctx, fl, rec)
 		})
 	}
 }
