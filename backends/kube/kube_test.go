@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +60,7 @@ func TestKube(t *testing.T) {
 	t.Run("MissingNamespace", func(t *testing.T) { testMissingNamespace(t, c) })
 	t.Run("ForeignObjectAtHashedName", func(t *testing.T) { testForeignName(t, c) })
 	t.Run("WatchStartsAndStops", func(t *testing.T) { testWatchLifecycle(t, c) })
+	t.Run("StalledWatchStillReportsExpiry", func(t *testing.T) { testStalledWatchExpiry(t, c) })
 	// Last: it restarts the API server under every other store.
 	t.Run("APIServerRestartMidLease", func(t *testing.T) { testRestart(t, c) })
 }
@@ -659,5 +663,99 @@ func TestNames(t *testing.T) {
 	}
 	if got := s.LeaseName("other"); got != HashName("other") {
 		t.Errorf("LeaseName of another key = %q, want the hashed name", got)
+	}
+}
+
+// stalledWatches makes every watch request through cfg hang: the API server
+// is never asked, and the response stream never sends a byte until the
+// request ends. Lists, reads and writes go through.
+func stalledWatches(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Query().Get("watch") != "true" {
+				return rt.RoundTrip(r)
+			}
+			return &http.Response{
+				StatusCode: http.StatusOK,
+				Header:     http.Header{"Content-Type": []string{"application/json"}},
+				Body:       &silentBody{ctx: r.Context(), closed: make(chan struct{})},
+				Request:    r,
+			}, nil
+		})
+	}
+	return cfg
+}
+
+// silentBody blocks every Read until its request ends or it is closed.
+type silentBody struct {
+	ctx    context.Context
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (b *silentBody) Read([]byte) (int, error) {
+	select {
+	case <-b.ctx.Done():
+	case <-b.closed:
+	}
+	return 0, io.EOF
+}
+
+func (b *silentBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// A watch that stalls without breaking delivers nothing, but the store's
+// own sightings still time expiry: here the claim was replaced (seen by a
+// read, never by the watch) and its new holder then stopped renewing. The
+// expiry of the new entry, at the revision the read saw, is still
+// reported, one TTL after that read.
+func testStalledWatchExpiry(t *testing.T, c *cluster) {
+	ctx := t.Context()
+	ns := c.namespace(t)
+	clk := clocktest.New(time.Time{})
+	writer := c.store(t, ns, clocktest.New(time.Time{}), nil)
+	s := c.store(t, ns, clk, stalledWatches(c.srv.RESTConfig()))
+	first, err := writer.CreateIfAbsent(ctx, "k", []byte("first"), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := s.Watch(wctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(ttl / 2)
+	second, err := writer.CompareAndSet(ctx, "k", first.Revision, []byte("second"), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, "k"); err != nil || got.Revision != second.Revision {
+		t.Fatalf("Get = rev %d, %v; want rev %d", got.Revision, err, second.Revision)
+	}
+	// The timer armed from the first sighting fires; the newer sighting is
+	// still live, so the timer moves to its expiry.
+	clk.Add(ttl/2 + ttl/4)
+	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer bcancel()
+	if err := clk.BlockUntil(bctx, 1); err != nil {
+		t.Fatalf("no expiry timer for the sighting the read made: %v", err)
+	}
+	select {
+	case ev := <-events:
+		t.Fatalf("event %v %q@%d before the replaced entry expired", ev.Kind, ev.Entry.Key, ev.Entry.Revision)
+	default:
+	}
+	clk.Add(ttl / 2)
+	select {
+	case ev, ok := <-events:
+		if !ok || ev.Kind != backends.EventDelete || ev.Entry.Revision != second.Revision || ev.Entry.CreateRevision != second.CreateRevision {
+			t.Fatalf("event = %v %q@%d/%d (open %v), want delete %q@%d/%d", ev.Kind, ev.Entry.Key, ev.Entry.Revision, ev.Entry.CreateRevision, ok, "k", second.Revision, second.CreateRevision)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no expiry event within 10s")
 	}
 }

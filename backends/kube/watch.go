@@ -373,10 +373,10 @@ func (h *hub) untrack(st *stream, name string) {
 }
 
 // expireDue judges the objects whose expiry timers fired, by this
-// process's newest sighting of each: an entry still unchanged for its TTL
-// is reported expired; one renewed meanwhile gets its timer moved. A
-// sighting newer than the watch's state (a read or write got there first)
-// is left to the watch event that will bring it.
+// process's newest sighting of each, which may be newer than the watch's
+// state (a read or write got there first, or the watch stalls): an entry
+// still unchanged for its TTL is reported expired, at the revisions that
+// sighting shows; one renewed or replaced meanwhile gets its timer moved.
 func (h *hub) expireDue(st *stream) {
 	for _, name := range st.takeDue() {
 		ws, ok := st.state[name]
@@ -389,20 +389,19 @@ func (h *hub) expireDue(st *stream) {
 		}
 		v, err := h.s.judge(ws.key, sg)
 		switch {
-		case err != nil || !v.st.present || v.st.entry.Revision != ws.revision:
-			continue
+		case err != nil || !v.st.present || v.st.entry.TTL <= 0:
+			continue // cleared or not expiring: the watch brings the change
 		case v.live:
-			if v.st.entry.TTL > 0 {
-				h.arm(st, name, v.st.entry.Remaining)
-			}
+			h.arm(st, name, v.st.entry.Remaining)
 			continue
 		}
 		delete(st.timers, name)
-		st.state[name] = wstate{key: ws.key, revision: ws.revision, createRev: ws.createRev}
+		e := v.st.entry
+		st.state[name] = wstate{key: ws.key, revision: e.Revision, createRev: e.CreateRevision}
 		// Expiry happens now, for every consumer open now, whatever
 		// resourceVersion it joined at.
 		h.dispatch(st, backends.Event{Kind: backends.EventDelete, Entry: backends.Entry{
-			Key: ws.key, Revision: ws.revision, CreateRevision: ws.createRev,
+			Key: ws.key, Revision: e.Revision, CreateRevision: e.CreateRevision,
 		}}, math.MaxInt64)
 	}
 }
