@@ -490,19 +490,24 @@ func (e *Elector) grantedTTL(l backends.Lease) time.Duration {
 // being cancelled. A panicking Locker is recovered: release runs while the
 // loop settles a term and must not fail it.
 func (e *Elector) release(ctx context.Context, lease backends.Lease) {
-	err := e.bounded(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout, func(ctx context.Context) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				perr := &PanicError{Where: "Release", Value: r, Stack: debug.Stack()}
-				e.reportPanic(perr)
-				err = perr
-			}
-		}()
-		return e.locker.Release(ctx, lease)
+	err := e.bounded(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout, func(ctx context.Context) error {
+		return e.releaseCall(ctx, lease)
 	})
 	if err != nil {
 		e.log.Warn("elector: release failed; the claim will expire", "token", lease.Token, "rev", lease.Revision, "err", err)
 		return
 	}
 	e.log.Info("elector: released", "token", lease.Token, "rev", lease.Revision)
+}
+
+// releaseCall calls the Locker's Release, recovering a panic as an error.
+func (e *Elector) releaseCall(ctx context.Context, lease backends.Lease) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			perr := &PanicError{Where: "Release", Value: r, Stack: debug.Stack()}
+			e.reportPanic(perr)
+			err = perr
+		}
+	}()
+	return e.locker.Release(ctx, lease)
 }

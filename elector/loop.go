@@ -3,6 +3,7 @@ package elector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
 	"time"
@@ -358,24 +359,26 @@ func (l *loop) rejected(ctx context.Context, err error) {
 
 // releaseUnknown runs when an attempt failed without a definite answer
 // while the Elector stops: the backend may have granted the claim. It looks
-// for a claim of this Elector's holder and releases it, all within
-// ReleaseTimeout, so that a stopping Elector leaves nothing to expire.
+// for a claim of this Elector's holder and releases it, the read and the
+// release together within one ReleaseTimeout (the release share of Stop's
+// bound), so that a stopping Elector leaves nothing to expire.
 func (l *loop) releaseUnknown(ctx context.Context, cause error) {
 	e := l.e
-	var holders []backends.Lease
-	err := e.bounded(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout, func(ctx context.Context) (err error) {
-		holders, err = e.locker.Holders(ctx, e.cfg.Key)
-		return err
+	err := e.bounded(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout, func(ctx context.Context) error {
+		holders, err := e.locker.Holders(ctx, e.cfg.Key)
+		if err != nil {
+			return fmt.Errorf("read the claim: %w", err)
+		}
+		for _, h := range holders {
+			if h.Holder == e.holder {
+				e.log.Info("elector: releasing a claim taken by an attempt whose answer was lost", "token", h.Token, "rev", h.Revision)
+				return e.releaseCall(ctx, h)
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		e.log.Warn("elector: an attempt's outcome is unknown and the claim could not be read; a claim taken will expire", "attempt_err", cause, "err", err)
-		return
-	}
-	for _, h := range holders {
-		if h.Holder == e.holder {
-			e.log.Info("elector: releasing a claim taken by an attempt whose answer was lost", "token", h.Token, "rev", h.Revision)
-			e.release(ctx, h)
-		}
+		e.log.Warn("elector: an attempt's outcome is unknown and its claim could not be released; a claim taken will expire", "attempt_err", cause, "err", err)
 	}
 }
 
