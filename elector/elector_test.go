@@ -347,12 +347,7 @@ func testFatalRenewDemotesAndReports(t *testing.T, kind string) {
 		t.Errorf("no error-level log of the fatal error; logs:\n%s", l)
 	}
 	eventually(t, ctx, "release", func() bool { return fl.count("release") == 1 })
-	// It campaigns again after a backoff of RetryPeriod.
-	waitFollowing(t, ctx, clk, e)
-	clk.Add(retryPeriod)
-	if tm := rec.waitElected(t, ctx, 2); tm.Token <= 1 {
-		t.Errorf("re-elected with token %d, want a new token", tm.Token)
-	}
+	wantReelectedAfterBackoff(t, ctx, clk, e, rec)
 }
 
 func TestReleaseOnlyAfterOnElectedReturns(t *testing.T) {
@@ -462,11 +457,7 @@ func TestDrainTimeoutLeavesClaimToExpire(t *testing.T) {
 	if c := rec.waitDemoted(t, ctx, 1); c.Reason != elector.ReasonFatal {
 		t.Errorf("OnDemoted cause = %v, want ReasonFatal", c)
 	}
-	waitFollowing(t, ctx, clk, e) // the backoff after a fatal error
-	clk.Add(retryPeriod)
-	if tm := rec.waitElected(t, ctx, 2); tm.Token <= 1 {
-		t.Errorf("re-elected with token %d, want a new token", tm.Token)
-	}
+	wantReelectedAfterBackoff(t, ctx, clk, e, rec)
 }
 
 func TestLoopPanicRecovered(t *testing.T) {
@@ -503,11 +494,7 @@ func testLoopPanicRecovered(t *testing.T, kind string) {
 	if got := o.get(func(o *obs) int { return len(o.panics) }); got != 1 {
 		t.Errorf("panics observed = %d, want 1", got)
 	}
-	waitFollowing(t, ctx, clk, e)
-	clk.Add(retryPeriod)
-	if tm := rec.waitElected(t, ctx, 2); tm.Token <= 1 {
-		t.Errorf("re-elected with token %d, want a new token", tm.Token)
-	}
+	wantReelectedAfterBackoff(t, ctx, clk, e, rec)
 }
 
 func TestAcquirePanicRecovered(t *testing.T) {
@@ -919,6 +906,17 @@ func TestFollowerTimesAttemptToExpiry(t *testing.T) {
 	tm := rb.waitElected(t, ctx, 1)
 	if want := t0.Add(ttl + time.Millisecond); !tm.AcquiredAt.Equal(want) {
 		t.Errorf("b acquired at %v, want %v (the observed expiry + 1ms)", tm.AcquiredAt.Sub(t0), want.Sub(t0))
+	}
+}
+
+// wantReelectedAfterBackoff: e, back to follower, campaigns again once its
+// backoff of RetryPeriod has passed, and wins a new token.
+func wantReelectedAfterBackoff(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector, rec *recorder) {
+	t.Helper()
+	waitFollowing(t, ctx, clk, e)
+	clk.Add(retryPeriod)
+	if tm := rec.waitElected(t, ctx, 2); tm.Token <= 1 {
+		t.Errorf("re-elected with token %d, want a new token", tm.Token)
 	}
 }
 
