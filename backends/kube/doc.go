@@ -79,9 +79,11 @@
 // object, which each renewal it sees moves, and reports the entry expired
 // when the timer fires with the object still unchanged. So a follower that
 // watches a renewed claim sends no request at all until the claim is
-// released or its holder stops renewing (Capabilities.ExpiryEvents). A
-// watch that stalls without breaking sees no renewals, so its timers fire
-// early: the follower reads, finds the claim renewed, and waits again; it
+// released or its holder stops renewing (Capabilities.ExpiryEvents). Reads
+// and writes time expiry too: a version this process sees through them is
+// timed even if the watch never delivers it. A watch that stalls without
+// breaking sees no renewals, so its timers fire early: the follower reads,
+// finds the claim renewed (which times it again), and waits again; it
 // costs requests, never safety.
 //
 // # Leases written by client-go

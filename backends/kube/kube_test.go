@@ -708,17 +708,17 @@ func (b *silentBody) Close() error {
 }
 
 // A watch that stalls without breaking delivers nothing, but the store's
-// own sightings still time expiry: here the claim was replaced (seen by a
-// read, never by the watch) and its new holder then stopped renewing. The
-// expiry of the new entry, at the revision the read saw, is still
-// reported, one TTL after that read.
+// own sightings still time expiry: here one claim was replaced and another
+// created after the watch began, both seen by reads and never by the watch,
+// and their holders then stopped renewing. The expiry of each is still
+// reported, at the revision the read saw, one TTL after that read.
 func testStalledWatchExpiry(t *testing.T, c *cluster) {
 	ctx := t.Context()
 	ns := c.namespace(t)
 	clk := clocktest.New(time.Time{})
 	writer := c.store(t, ns, clocktest.New(time.Time{}), nil)
 	s := c.store(t, ns, clk, stalledWatches(c.srv.RESTConfig()))
-	first, err := writer.CreateIfAbsent(ctx, "k", []byte("first"), ttl)
+	first, err := writer.CreateIfAbsent(ctx, "replaced", []byte("first"), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -729,33 +729,44 @@ func testStalledWatchExpiry(t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	clk.Add(ttl / 2)
-	second, err := writer.CompareAndSet(ctx, "k", first.Revision, []byte("second"), ttl)
+	replaced, err := writer.CompareAndSet(ctx, "replaced", first.Revision, []byte("second"), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Get(ctx, "k"); err != nil || got.Revision != second.Revision {
-		t.Fatalf("Get = rev %d, %v; want rev %d", got.Revision, err, second.Revision)
+	late, err := writer.CreateIfAbsent(ctx, "late", []byte("late"), ttl)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The timer armed from the first sighting fires; the newer sighting is
-	// still live, so the timer moves to its expiry.
-	clk.Add(ttl/2 + ttl/4)
+	want := map[string]backends.Entry{"replaced": replaced, "late": late}
+	for key, e := range want {
+		if got, err := s.Get(ctx, key); err != nil || got.Revision != e.Revision {
+			t.Fatalf("Get(%q) = rev %d, %v; want rev %d", key, got.Revision, err, e.Revision)
+		}
+	}
+	// Both sightings are timed: the timer armed from the first sighting of
+	// "replaced" moves, and "late" gets one.
 	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer bcancel()
-	if err := clk.BlockUntil(bctx, 1); err != nil {
-		t.Fatalf("no expiry timer for the sighting the read made: %v", err)
+	if err := clk.BlockUntil(bctx, 2); err != nil {
+		t.Fatalf("expiry timers for the sightings the reads made: %v", err)
 	}
+	clk.Add(ttl - time.Millisecond)
 	select {
 	case ev := <-events:
-		t.Fatalf("event %v %q@%d before the replaced entry expired", ev.Kind, ev.Entry.Key, ev.Entry.Revision)
+		t.Fatalf("event %v %q@%d before the entries expired", ev.Kind, ev.Entry.Key, ev.Entry.Revision)
 	default:
 	}
-	clk.Add(ttl / 2)
-	select {
-	case ev, ok := <-events:
-		if !ok || ev.Kind != backends.EventDelete || ev.Entry.Revision != second.Revision || ev.Entry.CreateRevision != second.CreateRevision {
-			t.Fatalf("event = %v %q@%d/%d (open %v), want delete %q@%d/%d", ev.Kind, ev.Entry.Key, ev.Entry.Revision, ev.Entry.CreateRevision, ok, "k", second.Revision, second.CreateRevision)
+	clk.Add(time.Millisecond)
+	for range want {
+		select {
+		case ev, ok := <-events:
+			e, known := want[ev.Entry.Key]
+			if !ok || !known || ev.Kind != backends.EventDelete || ev.Entry.Revision != e.Revision || ev.Entry.CreateRevision != e.CreateRevision {
+				t.Fatalf("event = %v %q@%d/%d (open %v), want the deletes of %v", ev.Kind, ev.Entry.Key, ev.Entry.Revision, ev.Entry.CreateRevision, ok, want)
+			}
+			delete(want, ev.Entry.Key)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no expiry event within 10s for %v", want)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no expiry event within 10s")
 	}
 }

@@ -173,10 +173,23 @@ func (s *Store) checkOpen() error {
 // older than one already seen (a watch event overtaken by a read, or the
 // result of a write overtaken by a watch event) is returned as seen now and
 // not recorded.
+//
+// A new version is also handed to the running watch, which times its expiry
+// from this sighting even if the watch itself never delivers that version.
 func (s *Store) observe(l *coordinationv1.Lease) (sighting, error) {
+	sg, newer, err := s.sight(l)
+	if newer {
+		s.hub.sighted(l.Name)
+	}
+	return sg, err
+}
+
+// sight is observe without telling the watch; newer reports a version not
+// seen before.
+func (s *Store) sight(l *coordinationv1.Lease) (sg sighting, newer bool, err error) {
 	rv, err := parseRV(l.ResourceVersion)
 	if err != nil {
-		return sighting{}, fmt.Errorf("lease %s: %w", l.Name, err)
+		return sighting{}, false, fmt.Errorf("lease %s: %w", l.Name, err)
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -186,12 +199,13 @@ func (s *Store) observe(l *coordinationv1.Lease) (sighting, error) {
 	case !ok || rv > cur.rv:
 		cur = &sighting{lease: l, rv: rv, since: now}
 		s.seen[l.Name] = cur
+		newer = true
 	case rv == cur.rv:
 		cur.lease = l
 	default:
-		return sighting{lease: l, rv: rv, since: now}, nil
+		return sighting{lease: l, rv: rv, since: now}, false, nil
 	}
-	return *cur, nil
+	return *cur, newer, nil
 }
 
 // forget drops what was seen of name, after the object was found deleted

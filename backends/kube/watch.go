@@ -345,7 +345,7 @@ func (h *hub) handle(st *stream, typ watch.EventType, l *coordinationv1.Lease, r
 // expiry timer from this process's sighting of it: a renewal moves the
 // timer, a cleared object or one without a TTL stops it.
 func (h *hub) track(st *stream, l *coordinationv1.Lease, ws wstate) {
-	sg, err := h.s.observe(l)
+	sg, _, err := h.s.sight(l)
 	if err != nil || !ws.present {
 		h.untrack(st, l.Name)
 		return
@@ -372,36 +372,52 @@ func (h *hub) untrack(st *stream, name string) {
 	}
 }
 
-// expireDue judges the objects whose expiry timers fired, by this
-// process's newest sighting of each, which may be newer than the watch's
-// state (a read or write got there first, or the watch stalls): an entry
-// still unchanged for its TTL is reported expired, at the revisions that
-// sighting shows; one renewed or replaced meanwhile gets its timer moved.
+// sighted hands the running watch, if any, an object of which this process
+// has just seen a new version through a read or a write, so that its expiry
+// is timed even if the watch never delivers that version (it lags or
+// stalls).
+func (h *hub) sighted(name string) {
+	h.mu.Lock()
+	st := h.cur
+	h.mu.Unlock()
+	if st != nil {
+		st.markDue(name)
+	}
+}
+
+// expireDue judges the objects whose expiry timers fired, or of which a
+// read or write saw a new version, by this process's newest sighting of
+// each, which may be newer than the watch's state: an entry still
+// unchanged for its TTL is reported expired, once, at the revisions that
+// sighting shows; a live one gets its timer moved to its expiry.
 func (h *hub) expireDue(st *stream) {
 	for _, name := range st.takeDue() {
-		ws, ok := st.state[name]
-		if !ok || !ws.present {
-			continue
-		}
 		sg, ok := h.s.cached(name)
 		if !ok {
 			continue
 		}
-		v, err := h.s.judge(ws.key, sg)
+		key, ok := h.s.keyOf(sg.lease)
+		if !ok {
+			continue
+		}
+		v, err := h.s.judge(key, sg)
 		switch {
 		case err != nil || !v.st.present || v.st.entry.TTL <= 0:
-			continue // cleared or not expiring: the watch brings the change
+			continue // cleared or not expiring: nothing to time
 		case v.live:
 			h.arm(st, name, v.st.entry.Remaining)
 			continue
 		}
-		delete(st.timers, name)
 		e := v.st.entry
-		st.state[name] = wstate{key: ws.key, revision: e.Revision, createRev: e.CreateRevision}
+		if ws, ok := st.state[name]; ok && !ws.present && ws.revision == e.Revision {
+			continue // reported already
+		}
+		delete(st.timers, name)
+		st.state[name] = wstate{key: key, revision: e.Revision, createRev: e.CreateRevision}
 		// Expiry happens now, for every consumer open now, whatever
 		// resourceVersion it joined at.
 		h.dispatch(st, backends.Event{Kind: backends.EventDelete, Entry: backends.Entry{
-			Key: ws.key, Revision: e.Revision, CreateRevision: e.CreateRevision,
+			Key: key, Revision: e.Revision, CreateRevision: e.CreateRevision,
 		}}, math.MaxInt64)
 	}
 }
