@@ -86,7 +86,7 @@ type Capabilities struct {
 	Scope Scope
 
 	// ExpiryJudge says, for people, whose clock decides that an entry
-	// expired, e.g. "server lease", "host CLOCK_BOOTTIME".
+	// expired, e.g. "server lease", "host boot id + CLOCK_MONOTONIC".
 	ExpiryJudge string
 
 	// ExpiryEvents reports that Watch delivers an entry's expiry, as the

@@ -71,7 +71,7 @@ func TestFM28ClockJumps(t *testing.T) {
 			scope backends.Scope
 		}{
 			{mem, "injected clock", backends.ScopeProcess},
-			{host, "CLOCK_BOOTTIME", backends.ScopeHost},
+			{host, "CLOCK_MONOTONIC", backends.ScopeHost},
 		}
 		for _, tt := range tests {
 			c := tt.store.Capabilities()
@@ -79,7 +79,7 @@ func TestFM28ClockJumps(t *testing.T) {
 				t.Errorf("%T: judge %q, scope %v; want %q within %v", tt.store, c.ExpiryJudge, c.Scope, tt.judge, tt.scope)
 			}
 		}
-		// filestore's judge counts CLOCK_BOOTTIME, not the wall clock: the
+		// filestore's judge counts CLOCK_MONOTONIC, not the wall clock: the
 		// remaining time of a fresh entry is its TTL, whatever the time of
 		// day reads.
 		e, err := host.CreateIfAbsent(t.Context(), "k", []byte("v"), time.Hour)

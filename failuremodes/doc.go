@@ -8,7 +8,8 @@
 // Route53-specific; DynamoDB-specific; network and infrastructure), with the
 // backend-specific rows restated for any backend. Entries FM-19 to FM-30
 // come from the coordination-primitives proposal's test list and from the
-// known flaws of client-go's leaderelection and etcd's concurrency package.
+// known flaws of client-go's leaderelection and etcd's concurrency package;
+// FM-31 from a review of the file store.
 //
 // Each entry gives the trigger, what a naive elector does (the
 // consequence the README lists), what tenure does instead, and the test. A
@@ -357,7 +358,7 @@
 //     clock can only end its term early (IsLeader turns false at once; the
 //     renewal answered after the jump extends nothing). Judges of expiry, as
 //     each backend declares in Capabilities.ExpiryJudge: filestore uses the
-//     boot id and CLOCK_BOOTTIME and never the wall clock; kube judges by
+//     boot id and CLOCK_MONOTONIC and never the wall clock; kube judges by
 //     this process's own observation on its monotonic clock; etcd's server
 //     judges its leases; memstore's judge is its injected clock, documented
 //     as process-local: a jump of that clock expires entries for every user
@@ -388,4 +389,27 @@
 //     accepts only tokens at least as high as the highest it has seen rejects
 //     the stale write.
 //   - Test: TestFM30PauseFencedByToken.
+//
+// # FM-31 Host suspend longer than the lease
+//
+//   - Trigger: the host of a leader and of its store is suspended to memory
+//     or disk for longer than the TTL, then resumes. Go's monotonic clock,
+//     CLOCK_MONOTONIC, stands still while the host is suspended, so every
+//     holder's deadline is where it was.
+//   - Naive: a store that judges expiry on a clock that counts the suspend
+//     (CLOCK_BOOTTIME) finds the claim expired on resume and lets a new
+//     candidate in while the old leader, whose deadline has not passed on
+//     its own clock, still reports IsLeader: two leaders until the old
+//     one's next renewal.
+//   - Tenure: filestore judges expiry on CLOCK_MONOTONIC (with the boot id,
+//     as the clock restarts at boot), the clock of every holder's deadline
+//     on the host: a suspend stops the judge and the holders alike, and
+//     after it the leader renews on while the candidate is refused. A
+//     judge and holders that both count the suspend are safe too: the
+//     deadline passes with the expiry. Processes in time namespaces with
+//     different monotonic offsets do not share a clock; the filestore doc
+//     excludes them.
+//   - Test: TestFM31HostSuspend, and on the real clocks, with a child
+//     process in a time namespace whose CLOCK_BOOTTIME reads as after a
+//     suspend, TestSuspendedHostKeepsTheHolder in backends/filestore.
 package failuremodes

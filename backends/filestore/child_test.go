@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -107,7 +108,15 @@ func startChild(t testing.TB, role string, attr *syscall.SysProcAttr, env ...str
 // startChildExe is startChild with another copy of the test binary.
 func startChildExe(t testing.TB, exe, role string, attr *syscall.SysProcAttr, env ...string) *child {
 	t.Helper()
-	cmd := exec.Command(exe, "-test.run=^$")
+	return startChildVia(t, nil, exe, role, attr, env...)
+}
+
+// startChildVia is startChildExe with the binary started by a launcher
+// command line (such as unshare(1)) that runs the program named after it.
+func startChildVia(t testing.TB, launcher []string, exe, role string, attr *syscall.SysProcAttr, env ...string) *child {
+	t.Helper()
+	argv := append(slices.Clone(launcher), exe, "-test.run=^$")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(childEnviron(role), env...)
 	cmd.Stderr = &prefixWriter{t: t, prefix: role}
 	cmd.SysProcAttr = attr

@@ -38,9 +38,17 @@
 //     keeps its revision until it is replaced, so a re-created key continues
 //     above every revision it had — across deletes, expiry, crashes and
 //     restarts. CreateRevision is therefore a fencing token.
-//   - Expiry is judged by the host's boot id and CLOCK_BOOTTIME, never the
-//     wall clock: setting the time of day changes nothing, time spent
-//     suspended counts, and after a reboot every entry with a TTL is expired.
+//   - Expiry is judged by the host's boot id and CLOCK_MONOTONIC, never the
+//     wall clock: setting the time of day changes nothing, and after a
+//     reboot every entry with a TTL is expired. CLOCK_MONOTONIC is the clock
+//     of Go's monotonic readings, so the store judges expiry on the very
+//     clock every holder on the host times its local deadline on (the
+//     elector's default clock). It stops while the host is suspended, for
+//     the store and the holders alike: a suspend, however long, moves no
+//     expiry closer to a holder's deadline, and when the host resumes the
+//     holder still leads and its claim is still live. (CLOCK_BOOTTIME, which
+//     counts a suspend, would expire the claim while its holder, whose clock
+//     stood still, still leads.)
 //   - Bad state fails closed: a truncated, corrupted or foreign file where a
 //     key's file belongs is an error wrapping [backends.ErrCorrupt] (a
 //     [*CorruptFileError] naming the file), never "absent". Permission
@@ -59,8 +67,20 @@
 //     FUSE): their locking, rename and fsync semantics vary, and their
 //     clients do not share a boot id or a clock.
 //   - Nothing across hosts, even ones that share the directory: expiry is
-//     judged on each host's own boottime clock, which means nothing on
+//     judged on each host's own monotonic clock, which means nothing on
 //     another host. Use backends/etcd or backends/kube there.
+//   - Nothing across time namespaces. A time namespace (unshare --time,
+//     some container runtimes, CRIU restores) offsets CLOCK_MONOTONIC and
+//     CLOCK_BOOTTIME for the processes in it, while the boot id stays the
+//     host's. Processes sharing one directory from namespaces with different
+//     monotonic offsets read each other's expiry times shifted by the
+//     difference, which the store cannot see: a reader whose clock is ahead
+//     judges a live claim expired early (two holders), one whose clock is
+//     behind judges it live too long (a late takeover). Every process that
+//     shares a directory must run in one time namespace, or in namespaces
+//     with the same monotonic offset; containers that share a host's
+//     directory share its clocks unless they were given a time namespace of
+//     their own.
 //   - Deleted keys are not forgotten: each leaves a tombstone file that
 //     keeps the key's recent history (that is how its revisions stay
 //     monotonic). A store of short-lived keys with distinct names grows.
@@ -75,7 +95,8 @@
 //
 // # Time in tests
 //
-// [WithClock] replaces CLOCK_BOOTTIME with a clock.Clock and the boot id with
-// a given string, so that tests move expiry with a fake clock and simulate a
-// reboot by reopening with another boot id.
+// [WithClock] replaces CLOCK_MONOTONIC with a clock.Clock and the boot id
+// with a given string, so that tests move expiry with a fake clock and
+// simulate a reboot by reopening with another boot id. The holders' clock
+// must be that same clock, as on a real host.
 package filestore

@@ -62,7 +62,7 @@ type record struct {
 	CreateRevision int64
 	TTL            time.Duration
 	BootID         string // the boot the expiry was computed in; "" when TTL is 0
-	Expiry         int64  // boottime nanoseconds at which the entry expires; 0 when TTL is 0
+	Expiry         int64  // monotonic nanoseconds (of BootID) at which the entry expires; 0 when TTL is 0
 	Deleted        bool
 	History        []record
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // judge decides expiry: an entry written with a TTL expires when the boot it
-// was written in has ended, or when the boottime clock of that boot reaches
+// was written in has ended, or when the monotonic clock of that boot reaches
 // its expiry. Neither input is the wall clock, so setting the time of day
 // changes nothing.
 type judge struct {
@@ -21,8 +21,13 @@ type judge struct {
 
 const bootIDPath = "/proc/sys/kernel/random/boot_id"
 
-// hostJudge reads the host's boot id and uses CLOCK_BOOTTIME, which counts
-// time spent suspended (a suspended holder's lease runs out like any other).
+// hostJudge reads the host's boot id and uses CLOCK_MONOTONIC: the clock of
+// Go's monotonic readings, so of every holder's local deadline on the host.
+// It stops while the host is suspended, for the judge and the holders alike:
+// a suspend moves no expiry closer to any holder's deadline. (CLOCK_BOOTTIME
+// would run on through a suspend while the holders' clocks stand still,
+// letting a new holder in while the old one still leads.) CLOCK_MONOTONIC
+// starts again at each boot, which the boot id tells apart.
 func hostJudge() (judge, error) {
 	b, err := os.ReadFile(bootIDPath)
 	if err != nil {
@@ -32,24 +37,24 @@ func hostJudge() (judge, error) {
 	if !validBootID(id) {
 		return judge{}, fmt.Errorf("filestore: boot id %q from %s is unusable", id, bootIDPath)
 	}
-	if _, err := bootTime(); err != nil {
+	if _, err := monoTime(); err != nil {
 		return judge{}, err
 	}
 	return judge{bootID: id, now: func() int64 {
-		t, _ := bootTime() // checked once above; CLOCK_BOOTTIME does not start failing
+		t, _ := monoTime() // checked once above; CLOCK_MONOTONIC does not start failing
 		return t
 	}}, nil
 }
 
-func bootTime() (int64, error) {
+func monoTime() (int64, error) {
 	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		return 0, fmt.Errorf("filestore: clock_gettime(CLOCK_BOOTTIME): %w", err)
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0, fmt.Errorf("filestore: clock_gettime(CLOCK_MONOTONIC): %w", err)
 	}
 	return ts.Nano(), nil
 }
 
-// clockJudge makes c stand in for CLOCK_BOOTTIME and bootID for the host's
+// clockJudge makes c stand in for CLOCK_MONOTONIC and bootID for the host's
 // boot id. Time is read as c.Now().UnixNano().
 func clockJudge(bootID string, c clock.Clock) judge {
 	return judge{bootID: bootID, now: func() int64 { return c.Now().UnixNano() }}

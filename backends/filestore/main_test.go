@@ -30,6 +30,7 @@ var childRoles = map[string]func() error{
 	"nospace":    childNoSpace,
 	"permission": childPermission,
 	"probe":      childProbe,
+	"resumed":    childResumed,
 }
 
 // runChild runs a child role and returns its exit code.

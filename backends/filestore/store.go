@@ -51,11 +51,13 @@ type options struct {
 	judge *judge
 }
 
-// WithClock makes c stand in for the host's CLOCK_BOOTTIME and bootID (1 to
-// 64 bytes of [A-Za-z0-9._-]) for its boot id when the store judges expiry. Tests use it to move time with a fake
-// clock, and to simulate a reboot by opening the same directory with another
-// boot id. Every Store sharing a directory must use the same clock and boot
-// id; production code leaves the default (the host's own).
+// WithClock makes c stand in for the host's CLOCK_MONOTONIC and bootID (1 to
+// 64 bytes of [A-Za-z0-9._-]) for its boot id when the store judges expiry.
+// Tests use it to move time with a fake clock, and to simulate a reboot by
+// opening the same directory with another boot id. Every Store sharing a
+// directory must use the same clock and boot id, and it must be the clock
+// the holders time their deadlines on; production code leaves the default
+// (the host's own).
 func WithClock(bootID string, c clock.Clock) Option {
 	return func(o *options) {
 		j := clockJudge(bootID, c)
@@ -145,7 +147,7 @@ func (s *Store) Capabilities() backends.Capabilities {
 		Atomic: backends.CapCreateIfAbsent | backends.CapCompareAndSet |
 			backends.CapCompareAndDelete | backends.CapKeepAlive | backends.CapWatch,
 		Scope:       backends.ScopeHost,
-		ExpiryJudge: "host boot id + CLOCK_BOOTTIME",
+		ExpiryJudge: "host boot id + CLOCK_MONOTONIC",
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/clocktest"
-	"golang.org/x/sys/unix"
 )
 
 // fakeClock is what the tests need of a fake clock.
@@ -220,30 +219,6 @@ func TestRebootExpiresEveryLease(t *testing.T) {
 	}
 	if c := mustCreate(t, s2, "lease", "c", time.Hour); c.CreateRevision != 2 {
 		t.Fatalf("token after reboot = %d, want 2", c.CreateRevision)
-	}
-}
-
-// TestHostJudgeUsesBoottime checks that the default judge reads
-// CLOCK_BOOTTIME and the host's boot id.
-func TestHostJudgeUsesBoottime(t *testing.T) {
-	j, err := hostJudge()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(bootIDPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := strings.TrimSpace(string(b)); j.bootID != want {
-		t.Errorf("boot id = %q, want %q", j.bootID, want)
-	}
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
-	before := ts.Nano()
-	got := j.now()
-	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
-	if after := ts.Nano(); got < before || got > after {
-		t.Errorf("judge now = %d, not within CLOCK_BOOTTIME readings [%d, %d]", got, before, after)
 	}
 }
 
