@@ -69,6 +69,12 @@ func WithClock(bootID string, c clock.Clock) Option {
 // it does not exist. It removes temp files that writers which died mid-write
 // left behind.
 //
+// dir must not be empty (an error wrapping backends.ErrInvalid). A relative
+// dir is resolved against the working directory once, here: the store stays
+// in that directory whatever the process does to its working directory
+// later, and [Store.Dir] reports it. Two processes share a store only if
+// their paths resolve to the same directory.
+//
 // A directory the caller may read but not write opens: reads and watches
 // work, and every write fails with an error wrapping backends.ErrPermission.
 func Open(dir string, opts ...Option) (*Store, error) {
@@ -87,6 +93,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		if j, err = hostJudge(); err != nil {
 			return nil, fmt.Errorf("filestore: open: %w", err)
 		}
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("filestore: open: empty directory path: %w", backends.ErrInvalid)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -136,7 +145,9 @@ func (s *Store) ensureLockFile() error {
 	return s.syncDir("")
 }
 
-// Dir is the directory the store keeps its files in.
+// Dir is the absolute path of the directory the store keeps its files in,
+// as Open resolved it. Log it at start: it tells an operator which
+// directory is the store, whatever path the process was given.
 func (s *Store) Dir() string { return s.dir }
 
 // Capabilities implements backends.Store. Txn is not declared: with one file

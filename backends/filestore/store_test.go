@@ -602,3 +602,42 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("Open with an empty boot id = %v, want ErrInvalid", err)
 	}
 }
+
+// TestOpenEmptyPath checks that an empty path is refused: it would put the
+// store in whatever the working directory happens to be.
+func TestOpenEmptyPath(t *testing.T) {
+	t.Chdir(t.TempDir())
+	s, err := Open("", WithClock(testBoot, newFakeClock()))
+	if err == nil {
+		s.Close()
+		t.Fatalf("Open(\"\") opened a store in %s, want an error", s.Dir())
+	}
+	if !errors.Is(err, backends.ErrInvalid) || backends.Classify(err) != backends.ClassFatal {
+		t.Errorf("Open(\"\") = %v, want an error wrapping ErrInvalid (fatal)", err)
+	}
+}
+
+// TestOpenRelativePath checks that a relative path is resolved once, at
+// Open: Dir reports the absolute directory, and the store stays there when
+// the working directory changes.
+func TestOpenRelativePath(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	t.Chdir(first)
+	s, err := Open(filepath.Join("claims", "store"), WithClock(testBoot, newFakeClock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := filepath.Join(first, "claims", "store")
+	if s.Dir() != want {
+		t.Errorf("Dir() = %q, want %q", s.Dir(), want)
+	}
+	t.Chdir(second)
+	mustCreate(t, s, "k", "v", 0)
+	if _, err := os.Stat(filepath.Join(want, fileName("k"))); err != nil {
+		t.Errorf("key file not in %s: %v", want, err)
+	}
+	if _, err := os.Stat(filepath.Join(second, "claims")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the new working directory has a store too: %v", err)
+	}
+}
