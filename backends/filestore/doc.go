@@ -51,15 +51,38 @@
 //     stood still, still leads.)
 //   - Bad state fails closed: a truncated, corrupted or foreign file where a
 //     key's file belongs is an error wrapping [backends.ErrCorrupt] (a
-//     [*CorruptFileError] naming the file), never "absent". Permission
-//     errors wrap [backends.ErrPermission] (fatal); a full disk or quota is
-//     transient (the write did not happen; the old state is intact).
+//     [*CorruptFileError] naming the file), never "absent".
 //   - Temp files of writers that died are removed by Open, and by List when
 //     it comes across them. A temp file is removed only once its key's lock
 //     can be taken, so a live writer's temp file is never touched.
 //   - Each key's file keeps its previous states (up to 16, with up to 8 KiB
 //     of their values), written atomically with the current one, so a
 //     watch that reads late still reports every revision in order.
+//
+// # Errors
+//
+// Errors are classed for [backends.Classify]. Fatal, because no retry can
+// fix them (an operator must):
+//
+//   - [backends.ErrPermission]: permission denied (EACCES, EPERM) on the
+//     directory, the lock file or a key's file, and a read-only filesystem
+//     (EROFS), such as one the kernel remounted read-only after an I/O
+//     error. [Open] refuses a store it cannot write; a store that becomes
+//     read-only later fails every write, renewals included, while reads go
+//     on working.
+//   - [backends.ErrMissingResource]: the directory or its lock file was
+//     removed (ENOENT, ENOTDIR).
+//   - [backends.ErrCorrupt]: a file that is not what the store wrote.
+//   - [backends.ErrInvalid]: an invalid argument, an empty path given to
+//     Open, a path that is not a directory.
+//   - [backends.ErrClosed]: the Store was closed.
+//
+// Transient, because the condition can clear or the outcome is unknown: a
+// full disk or quota (ENOSPC, EDQUOT: the write did not happen and the old
+// state is intact), a write whose directory fsync failed after its rename
+// (visible, maybe not durable), a cancelled context, and any other
+// filesystem error. A holder retries a transient error until its deadline
+// and no longer, which never extends its leadership. Conflicts are lost.
 //
 // # What it does not promise
 //

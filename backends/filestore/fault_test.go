@@ -107,13 +107,7 @@ func wantIntact(s *Store, key, value string, rev int64) error {
 // file left, and writes succeed again once space is freed.
 func TestDiskFull(t *testing.T) {
 	mnt := t.TempDir()
-	attr := &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
-	if os.Geteuid() != 0 {
-		// Unprivileged: a user namespace of our own may mount a tmpfs.
-		attr.Cloneflags = syscall.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-	}
+	attr := privateMounts()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -202,12 +196,145 @@ func childNoSpace() error {
 	})
 }
 
+// TestReadOnlyFilesystem mounts a tmpfs in a private mount namespace of a
+// child process, keeps a store and a claim on it, and remounts it
+// read-only, as ext4 does after an I/O error (errors=remount-ro). Every
+// write, and the renewal of the claim, fails with an error wrapping
+// ErrPermission and EROFS, which is fatal: no retry can fix it. Reads go
+// on working. Open refuses the store, and a new store, on the read-only
+// filesystem. Once it is writable again, so is the store.
+func TestReadOnlyFilesystem(t *testing.T) {
+	mnt := t.TempDir()
+	attr := privateMounts()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probeStart(exe, attr); err != nil {
+		t.Skipf("cannot start a process in a private mount namespace: %v", err)
+	}
+	c := startChild(t, "readonly", attr, envDir+"="+mnt)
+	collectChecks(t, c)
+}
+
+// privateMounts starts a child in a mount namespace of its own, in which
+// it may mount a tmpfs: as root directly, otherwise in a user namespace of
+// its own.
+func privateMounts() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	if os.Geteuid() != 0 {
+		attr.Cloneflags = syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	return attr
+}
+
+func childReadOnly() error {
+	mnt := os.Getenv(envDir)
+	if err := unix.Mount("tenure-test", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		fmt.Printf("skip mounting a tmpfs in a private mount namespace: %v\n", err)
+		return nil
+	}
+	remount := func(flags uintptr) error {
+		return unix.Mount("", mnt, "", unix.MS_REMOUNT|flags, "")
+	}
+	dir := filepath.Join(mnt, "store")
+	clk := newFakeClock()
+	s, err := Open(dir, WithClock(testBoot, clk))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.CreateIfAbsent(ctx, "k", []byte("old"), 0); err != nil {
+		return err
+	}
+	locker, err := backends.NewLocker(s)
+	if err != nil {
+		return err
+	}
+	holder, err := backends.NewHolder("leader")
+	if err != nil {
+		return err
+	}
+	lease, err := locker.TryAcquire(ctx, "claim", holder, time.Hour)
+	if err != nil {
+		return err
+	}
+	readOnly := func(err error) error {
+		if err := wantClass(err, backends.ErrPermission, backends.ClassFatal); err != nil {
+			return err
+		}
+		if !errors.Is(err, unix.EROFS) {
+			return fmt.Errorf("error %v does not wrap EROFS", err)
+		}
+		return nil
+	}
+	return runChecks([]check{
+		{"remount read-only", func() error { return remount(unix.MS_RDONLY) }},
+		{"writes are fatal", func() error {
+			_, err := s.CompareAndSet(ctx, "k", 1, []byte("new"), 0)
+			if err := readOnly(err); err != nil {
+				return fmt.Errorf("cas: %w", err)
+			}
+			_, err = s.CreateIfAbsent(ctx, "new", nil, 0)
+			if err := readOnly(err); err != nil {
+				return fmt.Errorf("create: %w", err)
+			}
+			if err := readOnly(s.CompareAndDelete(ctx, "k", 1)); err != nil {
+				return fmt.Errorf("delete: %w", err)
+			}
+			_, err = s.KeepAlive(ctx, "k", 1, time.Hour)
+			if err := readOnly(err); err != nil {
+				return fmt.Errorf("keepalive: %w", err)
+			}
+			return wantIntact(s, "k", "old", 1)
+		}},
+		{"a renewal is fatal", func() error {
+			_, err := locker.Renew(ctx, lease)
+			return readOnly(err)
+		}},
+		{"reads work", func() error {
+			if l, err := s.List(ctx, ""); err != nil || len(l) != 2 {
+				return fmt.Errorf("list = %d entries, %v; want 2", len(l), err)
+			}
+			return nil
+		}},
+		{"open the store: refused", func() error {
+			ro, err := Open(dir, WithClock(testBoot, clk))
+			if err == nil {
+				ro.Close()
+			}
+			return readOnly(err)
+		}},
+		{"open a new store: refused", func() error {
+			ro, err := Open(filepath.Join(mnt, "other"), WithClock(testBoot, clk))
+			if err == nil {
+				ro.Close()
+			}
+			return readOnly(err)
+		}},
+		{"writable again", func() error {
+			if err := remount(0); err != nil {
+				return err
+			}
+			if _, err := locker.Renew(ctx, lease); err != nil {
+				return fmt.Errorf("renew: %w", err)
+			}
+			_, err := s.CompareAndSet(ctx, "k", 1, []byte("new"), 0)
+			return err
+		}},
+	})
+}
+
 // TestPermissionDenied takes away the write permission on the store
 // directory, on the lock file and on a key's file: every write fails with an
 // error wrapping ErrPermission (fatal), reads of an unreadable key's file
-// fail the same way (never "absent"), and the old state is intact. Root is
-// not subject to permissions, so as root the checks run in a child process
-// with the credentials of nobody.
+// fail the same way (never "absent"), and the old state is intact. Open
+// refuses a directory or lock file it cannot write, fresh or not, with the
+// same error. Root is not subject to permissions, so as root the checks run
+// in a child process with the credentials of nobody.
 func TestPermissionDenied(t *testing.T) {
 	base := t.TempDir()
 	exe, err := os.Executable()
@@ -293,6 +420,14 @@ func childPermission() error {
 		return f()
 	}
 	keyFile := filepath.Join(dir, fileName("f"))
+	// open opens dir and returns the error; a store it opens is closed.
+	open := func(dir string) error {
+		o, err := Open(dir, WithClock(testBoot, newFakeClock()))
+		if err == nil {
+			o.Close()
+		}
+		return err
+	}
 	return runChecks([]check{
 		{"writes to a read-only directory", func() error {
 			return chmod(dir, 0o555, func() error {
@@ -310,19 +445,29 @@ func childPermission() error {
 				return wantIntact(s, "k", "old", 1)
 			})
 		}},
-		{"open a read-only directory: reads work, writes are denied", func() error {
+		{"reads of a read-only directory work", func() error {
 			return chmod(dir, 0o555, func() error {
-				ro, err := Open(dir, WithClock(testBoot, newFakeClock()))
-				if err != nil {
-					return fmt.Errorf("open: %w", err)
-				}
-				defer ro.Close()
-				if l, err := ro.List(ctx, ""); err != nil || len(l) != 2 {
+				if l, err := s.List(ctx, ""); err != nil || len(l) != 2 {
 					return fmt.Errorf("list = %d entries, %v; want 2", len(l), err)
 				}
-				_, err = ro.KeepAlive(ctx, "f", 1, time.Hour)
-				return denied(err)
+				return nil
 			})
+		}},
+		{"open a read-only directory: refused", func() error {
+			return chmod(dir, 0o555, func() error { return denied(open(dir)) })
+		}},
+		{"open a fresh read-only directory: refused", func() error {
+			fresh := filepath.Join(os.Getenv(envDir), "fresh")
+			if err := os.Mkdir(fresh, 0o555); err != nil {
+				return err
+			}
+			return denied(open(fresh))
+		}},
+		{"open a new store in a read-only directory: refused", func() error {
+			return chmod(dir, 0o555, func() error { return denied(open(filepath.Join(dir, "sub"))) })
+		}},
+		{"open with a read-only lock file: refused", func() error {
+			return chmod(filepath.Join(dir, lockName), 0o444, func() error { return denied(open(dir)) })
 		}},
 		{"writes with a read-only lock file", func() error {
 			return chmod(filepath.Join(dir, lockName), 0o444, func() error {

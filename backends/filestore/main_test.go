@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 // talks to its parent in lines: commands on stdin, answers on stdout.
 var childRoles = map[string]func() error{
 	"racer":      childRacer,
+	"readonly":   childReadOnly,
 	"crash":      childCrash,
 	"elector":    childElector,
 	"handover":   childHandover,

@@ -75,8 +75,11 @@ func WithClock(bootID string, c clock.Clock) Option {
 // later, and [Store.Dir] reports it. Two processes share a store only if
 // their paths resolve to the same directory.
 //
-// A directory the caller may read but not write opens: reads and watches
-// work, and every write fails with an error wrapping backends.ErrPermission.
+// Open refuses, with an error wrapping backends.ErrPermission (fatal), a
+// store this process cannot write: a directory it may not create files in,
+// a lock file it may not open for writing, a read-only filesystem. A store
+// that opens is one the process could take claims in. A store that becomes
+// read-only after Open fails every write the same way; reads go on working.
 func Open(dir string, opts ...Option) (*Store, error) {
 	var o options
 	for _, opt := range opts {
@@ -123,6 +126,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err := s.ensureLockFile(); err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", abs, err)
 	}
+	if err := s.checkWritable(); err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", abs, err)
+	}
 	if names, err := s.readDirNames(); err == nil {
 		s.cleanTemps(names)
 	}
@@ -143,6 +149,22 @@ func (s *Store) ensureLockFile() error {
 		return fsError(err)
 	}
 	return s.syncDir("")
+}
+
+// checkWritable checks what every write needs: to open the lock file for
+// writing and to create files in the directory. The kernel answers for the
+// directory (faccessat with the effective ids), which covers permission
+// bits, ACLs, security modules and read-only mounts without writing.
+func (s *Store) checkWritable() error {
+	fd, err := unix.Open(s.lockPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open lock file %s for writing: %w", s.lockPath, fsError(err))
+	}
+	unix.Close(fd)
+	if err := unix.Faccessat(unix.AT_FDCWD, s.dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+		return fmt.Errorf("directory not writable: %w", fsError(err))
+	}
+	return nil
 }
 
 // Dir is the absolute path of the directory the store keeps its files in,
