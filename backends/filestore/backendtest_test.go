@@ -9,7 +9,7 @@ import (
 )
 
 // TestConformance runs the backend conformance suite. Every store of one
-// run shares a fake boottime clock and a boot id, so Elapse moves expiry
+// run shares a fake monotonic clock and a boot id, so Elapse moves expiry
 // for all of them; Reopen and Peer open further Store values over the same
 // directory, as a restarted or a second process would.
 func TestConformance(t *testing.T) {

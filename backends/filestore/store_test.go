@@ -28,7 +28,7 @@ func newFakeClock() fakeClock { return clocktest.New(time.Time{}) }
 
 const testBoot = "boot-1"
 
-// env is a store directory, a fake boottime clock and a boot id, from which
+// env is a store directory, a fake monotonic clock and a boot id, from which
 // a test opens as many Store values as it likes.
 type env struct {
 	t    *testing.T
@@ -145,7 +145,7 @@ func TestValuesAreCopied(t *testing.T) {
 	}
 }
 
-func TestExpiryOnTheBoottimeClock(t *testing.T) {
+func TestExpiryOnTheJudgeClock(t *testing.T) {
 	e := newEnv(t)
 	s := e.open()
 	ctx := ctxT(t)
