@@ -32,6 +32,10 @@ func NewHolder(id string) (Holder, error) {
 	return Holder{ID: id, Nonce: hex.EncodeToString(b[:])}, nil
 }
 
+// ValidateHolder returns an error wrapping ErrInvalid unless h's ID is one
+// NewHolder accepts. Lockers that write claims without AcquireKey check it.
+func ValidateHolder(h Holder) error { return validateHolderID(h.ID) }
+
 func validateHolderID(id string) error {
 	switch {
 	case id == "":

@@ -18,8 +18,21 @@
 //
 //   - At most N slot claims of a group are live at any backend state, where
 //     N is the largest size the group had while they were acquired: every
-//     slot is one key that goes from absent to present atomically, and only
-//     slots below the current size are ever created.
+//     slot is one key that goes from absent to present atomically, and an
+//     acquirer gets a lease only for a slot below the size current at the
+//     moment of its write.
+//   - Resize is atomic with acquisitions and renewals: once Resize(n) has
+//     returned, no TryAcquire gets a lease for, and no Renew extends the
+//     lease of, a slot at or above n (until the size is raised again). On a
+//     store with transactions (backends.CapTxn: memstore, etcd) a slot is
+//     created in one transaction with a compare on the size entry's
+//     revision, so no slot at or above the size is ever written. On a store
+//     without (filestore, kube) the acquirer reads the size again after its
+//     write and releases a slot the size no longer covers. Renew, on every
+//     store, keeps the slot alive and then reads the size (a transaction
+//     can write but not keep alive, and a rewrite would change the revision
+//     and wake every watcher at each renewal); a renewal whose keep-alive
+//     landed after a Resize is refused.
 //   - A holder (identity plus per-instance nonce) holds at most one slot of a
 //     group, provided it does not call TryAcquire concurrently with itself
 //     for the same group through different Group values. Within one Group
@@ -29,13 +42,33 @@
 //   - Lowering N: acquisitions respect the new size at once; a holder of a
 //     slot at or above it is refused at its next Renew (an error of class
 //     lost, wrapping backends.ErrNotHolder), so an elector steps down
-//     gracefully and releases the slot. Until then the group has more
-//     holders than the new N, never more than the old one.
+//     gracefully. Renew does not release the slot, since its holder may
+//     still be acting on it: the holder's next TryAcquire releases it, and an
+//     elector calls that only once its OnElected has returned, so the slot
+//     is free as soon as the holder has stopped. Until then the group has
+//     more holders than the new N, never more than the old one.
+//
+// # What a reader may see meanwhile
+//
+// Holders, List and watches read the store, not the leases. Around a
+// lowering Resize they may show a slot at or above the new size that no
+// holder acts on beyond its existing deadline:
+//
+//   - on a store without transactions, a slot written by an acquirer that
+//     read the old size, from its write until the acquirer releases it
+//     (one read and one delete later; if that delete fails, until the
+//     slot's TTL runs out); the acquirer never gets a lease for it;
+//   - on every store, a slot whose keep-alive landed after the Resize, with
+//     its TTL extended from that keep-alive; the renewal is refused, so its
+//     holder gets no new deadline and steps down;
+//   - a retired slot whose holder was refused, until that holder's next
+//     TryAcquire or Release, or the slot's expiry if the holder stops.
 //
 // # Non-guarantees
 //
 // The group is only as safe as its store: its scope is the store's scope. A
-// holder that already holds a live slot and asks again is told the group is
-// held; it does not get its old slot back (an elector waits for it to
-// expire, exactly as with a single claim).
+// holder that already holds a live slot below the size and asks again is
+// told the group is held; it does not get its old slot back (an elector
+// that finds its own claim among the holders releases it, exactly as with
+// a single claim).
 package slots

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/slots"
 )
 
 // TestElectorsOverGroup runs four electors over a group of three slots: three
@@ -95,4 +97,70 @@ func TestElectorsOverGroup(t *testing.T) {
 	if !follower.IsLeader() {
 		t.Error("the follower was elected but does not report IsLeader")
 	}
+}
+
+// TestElectorReleasesSlotRetiredByResize: an elector whose slot a Resize
+// retires is refused at its next renewal and steps down; the slot stays in
+// the store while its OnElected still runs, and is released as soon as
+// OnElected has returned, without waiting for it to expire.
+func TestElectorReleasesSlotRetiredByResize(t *testing.T) {
+	clk := clocktest.New(time.Time{})
+	inner := memstore.New(memstore.WithClock(clk))
+	defer inner.Close()
+	f := faults.Wrap(inner, clk)
+	g, admin := newGroup(t, f, 2), newGroup(t, inner, 2)
+	holdSlot(t, inner, "grp", 0)
+
+	const ttl = 10 * time.Second
+	elected := make(chan elector.Term, 1)
+	stepping := make(chan struct{})
+	finish := make(chan struct{})
+	e, err := elector.New(g, elector.Config{
+		Key: "grp", Identity: "e", TTL: ttl, Clock: clk, Jitter: elector.NoJitter,
+		OnElected: func(ctx context.Context, term elector.Term) {
+			elected <- term
+			<-ctx.Done()
+			close(stepping)
+			<-finish
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := bound(t)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Stop(context.Background()) }()
+
+	term := <-elected
+	if term.Slot != 1 {
+		t.Fatalf("elected in slot %d, want 1", term.Slot)
+	}
+	if err := admin.Resize(ctx, "grp", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := clk.BlockUntil(ctx, 2); err != nil { // the deadline timer and the renew timer
+		t.Fatal(err)
+	}
+	clk.Add(ttl / 3) // the default RenewPeriod: the renewal is refused
+	select {
+	case <-stepping:
+	case <-ctx.Done():
+		t.Fatal("the elector did not step down after its slot was retired")
+	}
+	if got := slotEntries(t, inner, "grp"); len(got) != 2 {
+		t.Fatalf("slots while OnElected still runs = %v, want [0 1]", got)
+	}
+
+	gate := f.Pause(faults.OpCompareAndDelete, faults.AfterCall, 1)
+	close(finish)
+	call, err := gate.Next(ctx)
+	if err != nil {
+		t.Fatalf("the retired slot was not released after OnElected returned: %v", err)
+	}
+	if got := slotEntries(t, inner, "grp"); call.Key != slots.SlotKey("grp", 1) || len(got) != 1 {
+		t.Errorf("released %q, slots left %v; want slot 1 released, [0] left", call.Key, got)
+	}
+	call.Release()
 }

@@ -37,6 +37,7 @@ func (c Config) Validate() error {
 // concurrent use and keeps no per-group state beyond a per-holder lock.
 type Group struct {
 	store backends.Store
+	txn   backends.Txner // nil unless the store declares and implements txn
 	cfg   Config
 
 	mu      sync.Mutex                // guards holding and every holderLock.refs
@@ -69,7 +70,11 @@ func New(store backends.Store, cfg Config) (*Group, error) {
 	if err := backends.Require(store, backends.CapClaims|backends.CapCompareAndSet); err != nil {
 		return nil, fmt.Errorf("slots: %w", err)
 	}
-	return &Group{store: store, cfg: cfg, holding: make(map[holderKey]*holderLock)}, nil
+	gr := &Group{store: store, cfg: cfg, holding: make(map[holderKey]*holderLock)}
+	if backends.Require(store, backends.CapTxn) == nil {
+		gr.txn = store.(backends.Txner)
+	}
+	return gr, nil
 }
 
 // SlotKey is the store key of slot i of group.
@@ -96,23 +101,34 @@ func slotIndex(group, key string) (int, bool) {
 // Size returns group's N as recorded in the store, recording the configured
 // size if the group has none yet.
 func (g *Group) Size(ctx context.Context, group string) (int, error) {
+	n, _, err := g.size(ctx, group)
+	return n, err
+}
+
+// size returns group's N and the revision of its size entry, recording the
+// configured size if the group has none yet.
+func (g *Group) size(ctx context.Context, group string) (int, int64, error) {
 	if err := backends.ValidateKey(SizeKey(group)); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for {
 		e, err := g.store.Get(ctx, SizeKey(group))
 		if err == nil {
-			return decodeSize(group, e.Value)
+			n, err := decodeSize(group, e.Value)
+			if err != nil {
+				return 0, 0, err
+			}
+			return n, e.Revision, nil
 		}
 		if !errors.Is(err, backends.ErrNotFound) {
-			return 0, fmt.Errorf("slots: size of %q: %w", group, err)
+			return 0, 0, fmt.Errorf("slots: size of %q: %w", group, err)
 		}
-		_, err = g.store.CreateIfAbsent(ctx, SizeKey(group), []byte(strconv.Itoa(g.cfg.Size)), 0)
+		e, err = g.store.CreateIfAbsent(ctx, SizeKey(group), []byte(strconv.Itoa(g.cfg.Size)), 0)
 		if err == nil {
-			return g.cfg.Size, nil
+			return g.cfg.Size, e.Revision, nil
 		}
 		if !errors.Is(err, backends.ErrExists) {
-			return 0, fmt.Errorf("slots: record size of %q: %w", group, err)
+			return 0, 0, fmt.Errorf("slots: record size of %q: %w", group, err)
 		}
 		// Someone else recorded it first: read theirs.
 	}
@@ -126,25 +142,23 @@ func decodeSize(group string, v []byte) (int, error) {
 	return n, nil
 }
 
-// Resize sets group's N to n. Lowering it makes the holders of slots at or
-// above n step down at their next renewal.
+// Resize sets group's N to n. Once it has returned, no slot at or above n
+// is acquired or renewed (see the package documentation for what a reader
+// may see meanwhile on a store without transactions). Lowering N makes the
+// holders of slots at or above n step down at their next renewal.
 func (g *Group) Resize(ctx context.Context, group string, n int) error {
 	if err := (Config{Size: n}).Validate(); err != nil {
 		return err
 	}
 	for {
-		cur, err := g.Size(ctx, group)
+		cur, rev, err := g.size(ctx, group)
 		if err != nil {
 			return err
 		}
 		if cur == n {
 			return nil
 		}
-		e, err := g.store.Get(ctx, SizeKey(group))
-		if err != nil {
-			return fmt.Errorf("slots: resize %q: %w", group, err)
-		}
-		if _, err = g.store.CompareAndSet(ctx, SizeKey(group), e.Revision, []byte(strconv.Itoa(n)), 0); err == nil {
+		if _, err = g.store.CompareAndSet(ctx, SizeKey(group), rev, []byte(strconv.Itoa(n)), 0); err == nil {
 			return nil
 		}
 		if !errors.Is(err, backends.ErrConflict) {
@@ -153,20 +167,45 @@ func (g *Group) Resize(ctx context.Context, group string, n int) error {
 	}
 }
 
+// errResized reports that the group's size entry changed between the read
+// that chose a slot and the write that took it.
+var errResized = errors.New("slots: size changed during the acquisition")
+
 // TryAcquire takes a free slot of group for holder. If every slot below the
 // group's size is held, or holder already holds one, the error is a
-// *backends.HeldError listing the live holders.
+// *backends.HeldError listing the live holders. A slot of holder's at or
+// above the size (one Renew refused after a resize) is released first: call
+// TryAcquire again only once you have stopped acting on that lease, as an
+// elector does.
+//
+// The slot is created only while the size read for choosing it is still
+// current: in one transaction with a compare on the size entry where the
+// store has transactions, and otherwise by reading the size again after the
+// create and releasing a slot that is no longer below it.
 func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
 	if ttl <= 0 {
 		return backends.Lease{}, fmt.Errorf("slots: acquire %q: ttl %v must be positive: %w", group, ttl, backends.ErrInvalid)
 	}
-	if holder.ID == "" {
-		return backends.Lease{}, fmt.Errorf("slots: acquire %q: empty holder id: %w", group, backends.ErrInvalid)
+	if err := backends.ValidateHolder(holder); err != nil {
+		return backends.Lease{}, fmt.Errorf("slots: acquire %q: %w", group, err)
 	}
 	unlock := g.lockHolder(group, holder)
 	defer unlock()
+	for {
+		l, err := g.tryAcquire(ctx, group, holder, ttl)
+		if !errors.Is(err, errResized) {
+			return l, err
+		}
+		if err := ctx.Err(); err != nil {
+			return backends.Lease{}, fmt.Errorf("slots: acquire %q: %w", group, err)
+		}
+	}
+}
 
-	n, err := g.Size(ctx, group)
+// tryAcquire is one attempt of TryAcquire; errResized means try again with
+// the new size.
+func (g *Group) tryAcquire(ctx context.Context, group string, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
+	n, sizeRev, err := g.size(ctx, group)
 	if err != nil {
 		return backends.Lease{}, err
 	}
@@ -176,11 +215,19 @@ func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Ho
 	}
 	taken := make(map[int]bool, len(live))
 	for _, l := range live {
-		if l.Holder == holder {
+		if l.Holder != holder {
+			taken[l.Slot] = true
+			continue
+		}
+		if l.Slot < n {
 			return backends.Lease{}, &backends.HeldError{Key: group, Holders: live}
 		}
-		taken[l.Slot] = true
+		// Ours, refused by Renew after a resize: give it up now.
+		if err := g.Release(ctx, l); err != nil {
+			return backends.Lease{}, fmt.Errorf("slots: acquire %q: release retired slot %d: %w", group, l.Slot, err)
+		}
 	}
+	live = withoutHolder(live, holder)
 	// Start the scan at a random slot so that candidates racing for a
 	// partly free group spread over its slots instead of colliding on the
 	// lowest one.
@@ -190,7 +237,7 @@ func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Ho
 		if taken[i] {
 			continue
 		}
-		l, err := backends.AcquireKey(ctx, g.store, SlotKey(group, i), group, i, holder, ttl)
+		l, err := g.acquireSlot(ctx, group, i, sizeRev, holder, ttl)
 		var held *backends.HeldError
 		switch {
 		case err == nil:
@@ -199,10 +246,73 @@ func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Ho
 			live = append(live, held.Holders...)
 			continue
 		}
-		return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
+		return backends.Lease{}, err
 	}
 	sort.Slice(live, func(a, b int) bool { return live[a].Slot < live[b].Slot })
 	return backends.Lease{}, &backends.HeldError{Key: group, Holders: live}
+}
+
+// withoutHolder removes h's leases from live, in place.
+func withoutHolder(live []backends.Lease, h backends.Holder) []backends.Lease {
+	out := live[:0]
+	for _, l := range live {
+		if l.Holder != h {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// acquireSlot creates slot i of group for holder while the size entry is
+// still at sizeRev. A slot already held gives a *backends.HeldError; a size
+// that changed gives errResized.
+func (g *Group) acquireSlot(ctx context.Context, group string, i int, sizeRev int64, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
+	key := SlotKey(group, i)
+	if g.txn != nil {
+		res, err := g.txn.Txn(ctx,
+			[]backends.Cond{{Key: key}, {Key: SizeKey(group), Revision: sizeRev}},
+			[]backends.Op{{Kind: backends.OpPut, Key: key, Value: backends.EncodeClaim(holder), TTL: ttl}})
+		var ce *backends.ConflictError
+		switch {
+		case err == nil:
+			e := res.Entries[0]
+			return backends.Lease{Key: group, Slot: i, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+		case !errors.As(err, &ce):
+			return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
+		case ce.Key == key && ce.Found:
+			cur, err := backends.LeaseOf(group, i, ce.Current)
+			if err != nil {
+				return backends.Lease{}, err
+			}
+			return backends.Lease{}, &backends.HeldError{Key: group, Holders: []backends.Lease{cur}}
+		case ce.Key == SizeKey(group):
+			return backends.Lease{}, errResized
+		}
+		return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
+	}
+
+	l, err := backends.AcquireKey(ctx, g.store, key, group, i, holder, ttl)
+	var held *backends.HeldError
+	switch {
+	case errors.As(err, &held):
+		return backends.Lease{}, err
+	case err != nil:
+		return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
+	}
+	// No transaction: the size may have changed since it was read. Read it
+	// again now that the slot exists, and give up a slot it no longer
+	// covers; its holder never gets a lease for it.
+	n, _, err := g.size(ctx, group)
+	if err == nil && i < n {
+		return l, nil
+	}
+	if err == nil {
+		err = errResized
+	}
+	if rerr := g.Release(ctx, l); rerr != nil {
+		return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: size changed or unknown (%w), and releasing the slot failed, it will expire: %w", group, i, err, rerr)
+	}
+	return backends.Lease{}, err
 }
 
 // lockHolder serializes acquisitions of one holder in one group through this
@@ -229,10 +339,21 @@ func (g *Group) lockHolder(group string, holder backends.Holder) (unlock func())
 }
 
 // Renew keeps lease's slot if it is still the holder's and still below the
-// group's size.
+// group's size. A slot at or above the size is refused with an error of
+// class lost wrapping backends.ErrNotHolder; the slot is left in the store
+// (its holder may still be acting on it until it has stepped down) and is
+// released by the holder's next TryAcquire, or by Release.
+//
+// The size is read after the keep-alive, so a renewal that took effect
+// after a Resize returned is refused: the keep-alive may have extended the
+// slot's entry, but the holder gets no lease for it.
 func (g *Group) Renew(ctx context.Context, lease backends.Lease) (backends.Lease, error) {
 	if lease.TTL <= 0 {
 		return backends.Lease{}, fmt.Errorf("slots: renew %q: ttl %v must be positive: %w", lease.Key, lease.TTL, backends.ErrInvalid)
+	}
+	got, err := backends.RenewKey(ctx, g.store, SlotKey(lease.Key, lease.Slot), lease)
+	if err != nil {
+		return backends.Lease{}, err
 	}
 	n, err := g.Size(ctx, lease.Key)
 	if err != nil {
@@ -241,7 +362,7 @@ func (g *Group) Renew(ctx context.Context, lease backends.Lease) (backends.Lease
 	if lease.Slot >= n {
 		return backends.Lease{}, fmt.Errorf("slots: renew %q slot %d: group resized to %d: %w", lease.Key, lease.Slot, n, backends.ErrNotHolder)
 	}
-	return backends.RenewKey(ctx, g.store, SlotKey(lease.Key, lease.Slot), lease)
+	return got, nil
 }
 
 // Release gives lease's slot up. A slot that already expired is not an
