@@ -44,6 +44,19 @@
 //     back from a backup (an etcd snapshot, a copied directory) can bring
 //     old revisions back, and tokens can then repeat.
 //
+// # Single claims and slot groups share one key space
+//
+// A single claim on key K ([NewLocker]) is the store key K; a slot group on
+// K (package slots) is the store keys [GroupSizeKey](K) and
+// [GroupSlotKey](K, i). Left alone, a claim and a group on the same K would
+// each lead with token 1, so each refuses a key the other kind uses, with
+// an error wrapping [ErrInvalid]: [StoreLocker.TryAcquire] refuses K once
+// the group's size entry exists (it is never deleted), and a group refuses
+// K while a claim is live at K. Each kind writes its own key before reading
+// the other's, so two processes starting at once, one of each kind, never
+// both lead. [StoreLocker.Holders] on a group's key lists the group's slot
+// holders.
+//
 // # Errors
 //
 // Callers branch on sentinel errors with [errors.Is] and on [*ConflictError]

@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -127,7 +130,8 @@ type Locker interface {
 	// another holder gives an error wrapping ErrNotHolder.
 	Release(ctx context.Context, lease Lease) error
 
-	// Holders lists the live holders of key.
+	// Holders lists the live holders of key: for a slot group, the holder
+	// of every live slot, by slot.
 	Holders(ctx context.Context, key string) ([]Lease, error)
 }
 
@@ -180,9 +184,40 @@ func NewLocker(s Store) (*StoreLocker, error) {
 // Store returns the store the locker writes to.
 func (l *StoreLocker) Store() Store { return l.store }
 
-// TryAcquire implements Locker.
+// TryAcquire implements Locker. A key that is a slot group (its size entry
+// GroupSizeKey(key) exists) is refused with an error wrapping ErrInvalid: a
+// single claim and a slot group never share a key.
+//
+// The claim is taken first and the size entry read after, and a slot group
+// checks for a live claim only after its size entry exists (package
+// slots), so of a claim and a group started at once on one key at most
+// one leads, on every store. A claim refused that way is released at once;
+// until then a reader may see it, and its holder never gets a lease for it.
+// The check costs one read after each successful acquisition; if that read
+// fails, the claim is released and the read's error returned.
 func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Lease, error) {
-	return AcquireKey(ctx, l.store, key, key, 0, holder, ttl)
+	lease, err := AcquireKey(ctx, l.store, key, key, 0, holder, ttl)
+	if err != nil {
+		return Lease{}, err
+	}
+	if err := ValidateKey(GroupSizeKey(key)); err != nil {
+		return lease, nil // too long to be a group's key: no group can exist
+	}
+	size, err := l.store.Get(ctx, GroupSizeKey(key))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return lease, nil
+	case err == nil:
+		err = fmt.Errorf("backends: acquire %q: the key is a slot group (size %q in %q); a single claim cannot share its key: %w",
+			key, size.Value, GroupSizeKey(key), ErrInvalid)
+	default:
+		err = fmt.Errorf("backends: acquire %q: check for a slot group: %w", key, err)
+	}
+	// Not known to be a single claim's key: give the claim up unused.
+	if rerr := ReleaseKey(ctx, l.store, key, lease); rerr != nil {
+		return Lease{}, fmt.Errorf("%w (and the claim was not released, it will expire: %v)", err, rerr)
+	}
+	return Lease{}, err
 }
 
 // Renew implements Locker.
@@ -258,11 +293,13 @@ func ReleaseKey(ctx context.Context, s Store, storeKey string, lease Lease) erro
 	return fmt.Errorf("backends: release %q: %w", storeKey, err)
 }
 
-// Holders implements Locker.
+// Holders implements Locker. For a key that is a slot group (its size
+// entry GroupSizeKey(key) exists and there is no claim at key itself) it
+// lists the group's live slot holders, by slot, as slots.Group.Holders does.
 func (l *StoreLocker) Holders(ctx context.Context, key string) ([]Lease, error) {
 	e, err := l.store.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+		return l.groupHolders(ctx, key)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("backends: holders %q: %w", key, err)
@@ -272,6 +309,79 @@ func (l *StoreLocker) Holders(ctx context.Context, key string) ([]Lease, error) 
 		return nil, err
 	}
 	return []Lease{le}, nil
+}
+
+// groupHolders lists the slot holders of key if it is a slot group, and
+// nothing otherwise.
+func (l *StoreLocker) groupHolders(ctx context.Context, key string) ([]Lease, error) {
+	if ValidateKey(GroupSizeKey(key)) != nil {
+		return nil, nil
+	}
+	_, err := l.store.Get(ctx, GroupSizeKey(key))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backends: holders %q: %w", key, err)
+	}
+	return GroupHolders(ctx, l.store, key)
+}
+
+// GroupHolders lists the live holders of slot group key in s, by slot: the
+// claims at GroupSlotKey(key, i). Keys of nested groups are not holders.
+func GroupHolders(ctx context.Context, s Store, key string) ([]Lease, error) {
+	prefix := key + groupSlotInfix
+	if err := ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	entries, err := s.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("backends: holders of group %q: %w", key, err)
+	}
+	var out []Lease
+	for _, e := range entries {
+		i, ok := GroupSlot(key, e.Key)
+		if !ok {
+			continue // a key of a nested group, not one of ours
+		}
+		le, err := LeaseOf(key, i, e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, le)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Slot < out[b].Slot })
+	return out, nil
+}
+
+// A slot group (package slots) on claim key K lives in the store keys
+// K + "/size" (its N, written once and never deleted) and K + "/slot-<i>"
+// (one claim per slot). The names are part of the contract so that a
+// single claim on K can tell that K is a group, and refuse it.
+const (
+	groupSizeSuffix = "/size"
+	groupSlotInfix  = "/slot-"
+)
+
+// GroupSizeKey is the store key holding the size of slot group key. Its
+// presence marks key as a slot group.
+func GroupSizeKey(key string) string { return key + groupSizeSuffix }
+
+// GroupSlotKey is the store key of slot i of slot group key.
+func GroupSlotKey(key string, i int) string { return key + groupSlotInfix + strconv.Itoa(i) }
+
+// GroupSlot parses storeKey back to a slot index of group key. It reports
+// false for any other key, including those of groups nested under key.
+func GroupSlot(key, storeKey string) (int, bool) {
+	rest, ok := strings.CutPrefix(storeKey, key+groupSlotInfix)
+	if !ok || rest == "" || (len(rest) > 1 && rest[0] == '0') {
+		return 0, false
+	}
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 0 || strconv.Itoa(i) != rest {
+		return 0, false
+	}
+	return i, true
 }
 
 // WatchClaim implements ClaimWatcher.

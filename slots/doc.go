@@ -12,7 +12,22 @@
 // G + "/size" (the group's N, shared by every process that uses the group).
 // The first process to use a group records its configured size; later
 // processes read it from the store, so processes configured differently still
-// agree. Resize changes it with a compare-and-set.
+// agree. Resize changes it with a compare-and-set. The library never
+// deletes the size entry.
+//
+// # A key is a single claim or a slot group, never both
+//
+// A single claim (backends.NewLocker) on key G lives in the store key G
+// itself, a group in the keys under G + "/", so the store alone would let
+// both lead on G, each with token 1. They refuse each other instead, with
+// an error wrapping backends.ErrInvalid (class fatal): a group's
+// TryAcquire refuses while a live claim is stored at G, and a single
+// claim's TryAcquire refuses once G + "/size" exists. The claim is written
+// first and the size read after it, while a group reads the claim only once
+// its size entry exists; so of a claim and a group starting on G at once,
+// at most one leads, on every store (both may refuse, and the next attempt
+// of the group then succeeds). Once a group has used G, G stays a group.
+// The generic Locker's Holders(G) lists a group's slot holders.
 //
 // # Guarantees
 //

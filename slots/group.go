@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -78,25 +77,11 @@ func New(store backends.Store, cfg Config) (*Group, error) {
 }
 
 // SlotKey is the store key of slot i of group.
-func SlotKey(group string, i int) string { return group + "/slot-" + strconv.Itoa(i) }
+func SlotKey(group string, i int) string { return backends.GroupSlotKey(group, i) }
 
-// SizeKey is the store key holding group's N.
-func SizeKey(group string) string { return group + "/size" }
-
-func slotPrefix(group string) string { return group + "/slot-" }
-
-// slotIndex parses a store key of group back to its slot index.
-func slotIndex(group, key string) (int, bool) {
-	rest, ok := strings.CutPrefix(key, slotPrefix(group))
-	if !ok || rest == "" || (len(rest) > 1 && rest[0] == '0') {
-		return 0, false
-	}
-	i, err := strconv.Atoi(rest)
-	if err != nil || i < 0 || strconv.Itoa(i) != rest {
-		return 0, false
-	}
-	return i, true
-}
+// SizeKey is the store key holding group's N. Its presence marks group as a
+// slot group: a single claim (backends.NewLocker) on the same key is refused.
+func SizeKey(group string) string { return backends.GroupSizeKey(group) }
 
 // Size returns group's N as recorded in the store, recording the configured
 // size if the group has none yet.
@@ -182,6 +167,9 @@ var errResized = errors.New("slots: size changed during the acquisition")
 // current: in one transaction with a compare on the size entry where the
 // store has transactions, and otherwise by reading the size again after the
 // create and releasing a slot that is no longer below it.
+//
+// A key held as a single claim (backends.NewLocker) is refused with an
+// error wrapping backends.ErrInvalid.
 func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
 	if ttl <= 0 {
 		return backends.Lease{}, fmt.Errorf("slots: acquire %q: ttl %v must be positive: %w", group, ttl, backends.ErrInvalid)
@@ -205,6 +193,9 @@ func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Ho
 // tryAcquire is one attempt of TryAcquire; errResized means try again with
 // the new size.
 func (g *Group) tryAcquire(ctx context.Context, group string, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
+	// The size entry exists from here on; checking for a single claim only
+	// after that is what keeps a claim and a group on one key from both
+	// leading (see backends.StoreLocker.TryAcquire).
 	n, sizeRev, err := g.size(ctx, group)
 	if err != nil {
 		return backends.Lease{}, err
@@ -228,6 +219,11 @@ func (g *Group) tryAcquire(ctx context.Context, group string, holder backends.Ho
 		}
 	}
 	live = withoutHolder(live, holder)
+	if g.txn == nil {
+		if err := g.checkNoClaim(ctx, group); err != nil {
+			return backends.Lease{}, err
+		}
+	}
 	// Start the scan at a random slot so that candidates racing for a
 	// partly free group spread over its slots instead of colliding on the
 	// lowest one.
@@ -263,6 +259,27 @@ func withoutHolder(live []backends.Lease, h backends.Holder) []backends.Lease {
 	return out
 }
 
+// checkNoClaim returns an error wrapping backends.ErrInvalid if group is held
+// as a single claim.
+func (g *Group) checkNoClaim(ctx context.Context, group string) error {
+	e, err := g.store.Get(ctx, group)
+	switch {
+	case errors.Is(err, backends.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("slots: acquire %q: check for a single claim: %w", group, err)
+	}
+	return claimErr(group, e)
+}
+
+func claimErr(group string, e backends.Entry) error {
+	who := "a foreign value"
+	if h, err := backends.DecodeClaim(e.Value); err == nil {
+		who = fmt.Sprintf("%s (token %d)", h, e.CreateRevision)
+	}
+	return fmt.Errorf("slots: acquire %q: the key is held as a single claim by %s; a slot group cannot share its key: %w", group, who, backends.ErrInvalid)
+}
+
 // acquireSlot creates slot i of group for holder while the size entry is
 // still at sizeRev. A slot already held gives a *backends.HeldError; a size
 // that changed gives errResized.
@@ -270,7 +287,7 @@ func (g *Group) acquireSlot(ctx context.Context, group string, i int, sizeRev in
 	key := SlotKey(group, i)
 	if g.txn != nil {
 		res, err := g.txn.Txn(ctx,
-			[]backends.Cond{{Key: key}, {Key: SizeKey(group), Revision: sizeRev}},
+			[]backends.Cond{{Key: key}, {Key: SizeKey(group), Revision: sizeRev}, {Key: group}},
 			[]backends.Op{{Kind: backends.OpPut, Key: key, Value: backends.EncodeClaim(holder), TTL: ttl}})
 		var ce *backends.ConflictError
 		switch {
@@ -287,6 +304,8 @@ func (g *Group) acquireSlot(ctx context.Context, group string, i int, sizeRev in
 			return backends.Lease{}, &backends.HeldError{Key: group, Holders: []backends.Lease{cur}}
 		case ce.Key == SizeKey(group):
 			return backends.Lease{}, errResized
+		case ce.Key == group && ce.Found:
+			return backends.Lease{}, claimErr(group, ce.Current)
 		}
 		return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
 	}
@@ -373,28 +392,13 @@ func (g *Group) Release(ctx context.Context, lease backends.Lease) error {
 }
 
 // Holders lists the live holders of group, by slot. It includes holders of
-// slots at or above a lowered size until they step down.
+// slots at or above a lowered size until they step down. A single claim on
+// the key group itself is not listed: it is not a slot.
 func (g *Group) Holders(ctx context.Context, group string) ([]backends.Lease, error) {
-	if err := backends.ValidateKey(slotPrefix(group)); err != nil {
-		return nil, err
-	}
-	entries, err := g.store.List(ctx, slotPrefix(group))
+	out, err := backends.GroupHolders(ctx, g.store, group)
 	if err != nil {
 		return nil, fmt.Errorf("slots: holders of %q: %w", group, err)
 	}
-	var out []backends.Lease
-	for _, e := range entries {
-		i, ok := slotIndex(group, e.Key)
-		if !ok {
-			continue // a key of a nested group, not one of ours
-		}
-		l, err := backends.LeaseOf(group, i, e)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Slot < out[b].Slot })
 	return out, nil
 }
 
@@ -402,7 +406,7 @@ func (g *Group) Holders(ctx context.Context, group string) ([]backends.Lease, er
 // that watches; otherwise the error wraps backends.ErrUnsupported.
 func (g *Group) WatchClaim(ctx context.Context, group string) (<-chan struct{}, error) {
 	return backends.WatchKeys(ctx, g.store, group+"/", func(key string) bool {
-		_, ok := slotIndex(group, key)
+		_, ok := backends.GroupSlot(group, key)
 		return ok || key == SizeKey(group)
 	})
 }

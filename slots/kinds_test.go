@@ -1,0 +1,175 @@
+package slots_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/backendtest/faults"
+	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/slots"
+)
+
+func newLocker(t *testing.T, s backends.Store) *backends.StoreLocker {
+	t.Helper()
+	l, err := backends.NewLocker(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// wantKindRefused checks that err refuses a claim kind on a key of the other
+// kind: invalid input, so an elector reports it as fatal.
+func wantKindRefused(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, backends.ErrInvalid) || backends.Classify(err) != backends.ClassFatal {
+		t.Errorf("%s = %v, want ErrInvalid of class fatal", what, err)
+	}
+}
+
+// TestClaimAndGroupDoNotShareAKey: a single claim on a key that is a slot
+// group is refused, and so is a group on a key held as a single claim.
+func TestClaimAndGroupDoNotShareAKey(t *testing.T) {
+	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
+		ctx := bound(t)
+		g, l := newGroup(t, s, 1), newLocker(t, s)
+
+		if _, err := g.TryAcquire(ctx, "job", holder(t, "g"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		_, err := l.TryAcquire(ctx, "job", holder(t, "c"), time.Minute)
+		wantKindRefused(t, "single claim on a group's key", err)
+		if _, err := s.Get(ctx, "job"); !errors.Is(err, backends.ErrNotFound) {
+			t.Errorf("the refused claim is still in the store: %v", err)
+		}
+
+		if _, err := l.TryAcquire(ctx, "task", holder(t, "c"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		_, err = g.TryAcquire(ctx, "task", holder(t, "g"), time.Minute)
+		wantKindRefused(t, "slot group on a single claim's key", err)
+		if got := slotEntries(t, s, "task"); len(got) != 0 {
+			t.Errorf("slots of the refused group = %v, want none", got)
+		}
+	})
+}
+
+// TestClaimAndGroupStartingAtOnce interleaves a single claim and a slot
+// group starting on one key at the worst moments: never do both lead.
+func TestClaimAndGroupStartingAtOnce(t *testing.T) {
+	// The claim is written and, before it reads the group's size entry, the
+	// group starts: the group sees the claim and refuses; the claim then
+	// sees the size entry and refuses too. Once the claim is gone the group
+	// starts.
+	t.Run("claim first", func(t *testing.T) {
+		eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
+			ctx := bound(t)
+			f := faults.Wrap(s, clk)
+			l, g := newLocker(t, f), newGroup(t, s, 1)
+			gate := f.Pause(faults.OpGet, faults.BeforeCall, 1)
+			done := make(chan error, 1)
+			go func() {
+				_, err := l.TryAcquire(ctx, "job", holder(t, "c"), time.Minute)
+				done <- err
+			}()
+			call := nextCall(t, ctx, gate, done)
+			if call.Key != slots.SizeKey("job") {
+				t.Fatalf("the claim read %q, want the size entry", call.Key)
+			}
+			_, gerr := g.TryAcquire(ctx, "job", holder(t, "g"), time.Minute)
+			wantKindRefused(t, "group starting while a claim is written", gerr)
+			call.Release()
+			wantKindRefused(t, "claim that finds a group started", <-done)
+			if _, err := g.TryAcquire(ctx, "job", holder(t, "g"), time.Minute); err != nil {
+				t.Errorf("group once the refused claim is gone: %v", err)
+			}
+		})
+	})
+	// The group has checked for a claim and, before it writes its slot, the
+	// claim is taken: the claim sees the size entry and gives itself up; the
+	// group leads.
+	t.Run("group first", func(t *testing.T) {
+		eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
+			ctx := bound(t)
+			f := faults.Wrap(s, clk)
+			g, l := newGroup(t, f, 1), newLocker(t, s)
+			if _, err := g.Size(ctx, "job"); err != nil {
+				t.Fatal(err)
+			}
+			gate := f.Pause(faults.OpCreate|faults.OpTxn, faults.BeforeCall, 1)
+			done := make(chan error, 1)
+			go func() {
+				_, err := g.TryAcquire(ctx, "job", holder(t, "g"), time.Minute)
+				done <- err
+			}()
+			call, err := gate.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, cerr := l.TryAcquire(ctx, "job", holder(t, "c"), time.Minute)
+			wantKindRefused(t, "claim taken while a group acquires", cerr)
+			call.Release()
+			if err := <-done; err != nil {
+				t.Errorf("group acquiring while a claim was refused: %v", err)
+			}
+		})
+	})
+}
+
+// nextCall returns the next call held at gate, failing the test if the
+// operation under test returns without making one.
+func nextCall(t *testing.T, ctx context.Context, gate *faults.Gate, done <-chan error) *faults.Call {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan *faults.Call, 1)
+	go func() {
+		c, _ := gate.Next(ctx)
+		got <- c
+	}()
+	select {
+	case c := <-got:
+		if c == nil {
+			t.Fatal("no call reached the gate")
+		}
+		return c
+	case err := <-done:
+		cancel()
+		<-got
+		t.Fatalf("returned (%v) without the call the gate waits for", err)
+	}
+	return nil
+}
+
+// TestLockerHoldersOfAGroup: the generic Locker's Holders on a group's key
+// lists the group's holders, by slot.
+func TestLockerHoldersOfAGroup(t *testing.T) {
+	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
+		ctx := bound(t)
+		g := newGroup(t, s, 3)
+		var want []backends.Lease
+		for _, id := range []string{"a", "b"} {
+			l, err := g.TryAcquire(ctx, "grp", holder(t, id), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, l)
+		}
+		if want[0].Slot > want[1].Slot {
+			want[0], want[1] = want[1], want[0]
+		}
+		got, err := newLocker(t, s).Holders(ctx, "grp")
+		if err != nil || len(got) != 2 {
+			t.Fatalf("Locker.Holders of a group = %+v, %v; want its 2 holders", got, err)
+		}
+		for i := range got {
+			if got[i].Holder != want[i].Holder || got[i].Slot != want[i].Slot || got[i].Token != want[i].Token {
+				t.Errorf("holder %d = %s slot %d token %d, want %s slot %d token %d",
+					i, got[i].Holder, got[i].Slot, got[i].Token, want[i].Holder, want[i].Slot, want[i].Token)
+			}
+		}
+	})
+}
