@@ -12,8 +12,9 @@
 // G + "/size" (the group's N, shared by every process that uses the group).
 // The first process to use a group records its configured size; later
 // processes read it from the store, so processes configured differently still
-// agree. Resize changes it with a compare-and-set. The library never
-// deletes the size entry.
+// agree, and a process whose configured size differs from the stored one is
+// told so through Config.Logger, with both numbers. Resize changes it with a
+// compare-and-set. The library never deletes the size entry.
 //
 // # A key is a single claim or a slot group, never both
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -22,6 +23,12 @@ type Config struct {
 	// a group that already has a size in the store keeps it (see Resize).
 	// Required: 1 ≤ Size ≤ MaxSize.
 	Size int
+
+	// Logger receives a warning, with the keys key, configured and stored,
+	// the first time this Group finds a group's stored size differs from
+	// Size (and again each time the stored size changes to another value
+	// that differs). Default: discard.
+	Logger *slog.Logger
 }
 
 // Validate reports what is wrong with c.
@@ -33,14 +40,17 @@ func (c Config) Validate() error {
 }
 
 // Group is a Locker over N-slot groups in one store. It is safe for
-// concurrent use and keeps no per-group state beyond a per-holder lock.
+// concurrent use and keeps no per-group state beyond a per-holder lock and
+// the last stored size it warned about.
 type Group struct {
 	store backends.Store
 	txn   backends.Txner // nil unless the store declares and implements txn
 	cfg   Config
+	log   *slog.Logger
 
-	mu      sync.Mutex                // guards holding and every holderLock.refs
+	mu      sync.Mutex                // guards holding, every holderLock.refs and warned
 	holding map[holderKey]*holderLock // one per group and holder with an acquisition under way
+	warned  map[string]int            // per group, the stored size last warned about
 }
 
 // holderLock serializes the acquisitions of one holder in one group.
@@ -69,7 +79,11 @@ func New(store backends.Store, cfg Config) (*Group, error) {
 	if err := backends.Require(store, backends.CapClaims|backends.CapCompareAndSet); err != nil {
 		return nil, fmt.Errorf("slots: %w", err)
 	}
-	gr := &Group{store: store, cfg: cfg, holding: make(map[holderKey]*holderLock)}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	gr := &Group{store: store, cfg: cfg, log: log, holding: make(map[holderKey]*holderLock), warned: make(map[string]int)}
 	if backends.Require(store, backends.CapTxn) == nil {
 		gr.txn = store.(backends.Txner)
 	}
@@ -103,6 +117,7 @@ func (g *Group) size(ctx context.Context, group string) (int, int64, error) {
 			if err != nil {
 				return 0, 0, err
 			}
+			g.noteStored(group, n)
 			return n, e.Revision, nil
 		}
 		if !errors.Is(err, backends.ErrNotFound) {
@@ -117,6 +132,24 @@ func (g *Group) size(ctx context.Context, group string) (int, int64, error) {
 		}
 		// Someone else recorded it first: read theirs.
 	}
+}
+
+// noteStored warns, once per stored value, that group's stored size n is
+// not the configured one: the process runs with n, which its operator may
+// not expect.
+func (g *Group) noteStored(group string, n int) {
+	if n == g.cfg.Size {
+		return
+	}
+	g.mu.Lock()
+	last, seen := g.warned[group]
+	g.warned[group] = n
+	g.mu.Unlock()
+	if seen && last == n {
+		return
+	}
+	g.log.Warn(fmt.Sprintf("slots: group %q has size %d in the store, not the configured %d; the stored size applies (Resize changes it)", group, n, g.cfg.Size),
+		"key", group, "configured", g.cfg.Size, "stored", n)
 }
 
 func decodeSize(group string, v []byte) (int, error) {

@@ -1,8 +1,11 @@
 package slots_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,6 +173,61 @@ func TestLockerHoldersOfAGroup(t *testing.T) {
 				t.Errorf("holder %d = %s slot %d token %d, want %s slot %d token %d",
 					i, got[i].Holder, got[i].Slot, got[i].Token, want[i].Holder, want[i].Slot, want[i].Token)
 			}
+		}
+	})
+}
+
+// TestSizeMismatchIsLogged: a process configured with another size than the
+// group's stored one is told, once per stored size, with both numbers.
+func TestSizeMismatchIsLogged(t *testing.T) {
+	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
+		ctx := bound(t)
+		admin := newGroup(t, s, 3)
+		if _, err := admin.Size(ctx, "grp"); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		g, err := slots.New(s, slots.Config{Size: 5, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warnings := func() []string {
+			var out []string
+			for line := range strings.Lines(buf.String()) {
+				if strings.Contains(line, "level=WARN") {
+					out = append(out, line)
+				}
+			}
+			return out
+		}
+
+		for range 2 {
+			if _, err := g.TryAcquire(ctx, "grp", holder(t, "a"), time.Minute); err != nil && !errors.Is(err, backends.ErrHeld) {
+				t.Fatal(err)
+			}
+		}
+		w := warnings()
+		if len(w) != 1 || !strings.Contains(w[0], "configured=5") || !strings.Contains(w[0], "stored=3") ||
+			!strings.Contains(w[0], "size 3 in the store, not the configured 5") {
+			t.Fatalf("warnings after joining a group of 3 configured with 5: %q; want one naming both", w)
+		}
+		if err := admin.Resize(ctx, "grp", 4); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Size(ctx, "grp"); err != nil {
+			t.Fatal(err)
+		}
+		if w := warnings(); len(w) != 2 || !strings.Contains(w[1], "stored=4") {
+			t.Fatalf("warnings after a resize to 4: %q; want a second naming 4", w)
+		}
+		if err := admin.Resize(ctx, "grp", 5); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Size(ctx, "grp"); err != nil {
+			t.Fatal(err)
+		}
+		if w := warnings(); len(w) != 2 {
+			t.Errorf("warnings once the stored size matches: %q; want no new one", w)
 		}
 	})
 }
