@@ -84,7 +84,12 @@
 // timed even if the watch never delivers it. A watch that stalls without
 // breaking sees no renewals, so its timers fire early: the follower reads,
 // finds the claim renewed (which times it again), and waits again; it
-// costs requests, never safety.
+// costs requests, never safety. Expiry is reported once per version of the
+// object that expired, not once per logical revision: a keep-alive keeps
+// the revision, so a claim reported expired whose holder's renewal then
+// shows up (late on the watch, or through a read while the watch stalls)
+// is reported again as EventPut, and the expiry of that renewal as another
+// EventDelete.
 //
 // # Leases written by client-go
 //

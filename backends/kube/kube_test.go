@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/clocktest"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -61,6 +62,7 @@ func TestKube(t *testing.T) {
 	t.Run("ForeignObjectAtHashedName", func(t *testing.T) { testForeignName(t, c) })
 	t.Run("WatchStartsAndStops", func(t *testing.T) { testWatchLifecycle(t, c) })
 	t.Run("StalledWatchStillReportsExpiry", func(t *testing.T) { testStalledWatchExpiry(t, c) })
+	t.Run("StalledWatchReportsExpiryOfARenewal", func(t *testing.T) { testStalledWatchRenewalExpiry(t, c) })
 	// Last: it restarts the API server under every other store.
 	t.Run("APIServerRestartMidLease", func(t *testing.T) { testRestart(t, c) })
 }
@@ -768,5 +770,173 @@ func testStalledWatchExpiry(t *testing.T, c *cluster) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no expiry event within 10s for %v", want)
 		}
+	}
+}
+
+// nextEvent waits (in real time: the watch runs in its own goroutine) for
+// the next event on events.
+func nextEvent(t *testing.T, events <-chan backends.Event, what string) (backends.Event, bool) {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		if !ok {
+			t.Fatalf("watch closed while waiting for %s", what)
+		}
+		return ev, true
+	case <-time.After(10 * time.Second):
+		return backends.Event{}, false
+	}
+}
+
+// A stalled watch reported a claim expired; then a read saw its holder's
+// renewal, a keep-alive, which moves the resourceVersion and keeps the
+// revision. That renewal is reported, and when it expires in turn its
+// expiry is reported too: a follower waiting on the watch has no other
+// wake-up, so an expiry skipped as "already reported at this revision"
+// leaves it waiting while the claim stands abandoned.
+func testStalledWatchRenewalExpiry(t *testing.T, c *cluster) {
+	ctx := t.Context()
+	ns := c.namespace(t)
+	clk := clocktest.New(time.Time{})
+	writer := c.store(t, ns, clocktest.New(time.Time{}), nil)
+	s := c.store(t, ns, clk, stalledWatches(c.srv.RESTConfig()))
+	const key = "renewed"
+	e, err := writer.CreateIfAbsent(ctx, key, []byte("v"), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := s.Watch(wctx, "") // its list sees the claim and times it
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer bcancel()
+	if err := clk.BlockUntil(bctx, 1); err != nil {
+		t.Fatalf("expiry timer for the listed claim: %v", err)
+	}
+	clk.Add(ttl)
+	isDelete := func(ev backends.Event) bool {
+		return ev.Kind == backends.EventDelete && ev.Entry.Key == key && ev.Entry.Revision == e.Revision && ev.Entry.CreateRevision == e.CreateRevision
+	}
+	if ev, ok := nextEvent(t, events, "the first expiry"); !ok || !isDelete(ev) {
+		t.Fatalf("after a TTL: event %v %q@%d/%d (got one: %v), want the delete of %q@%d/%d", ev.Kind, ev.Entry.Key, ev.Entry.Revision, ev.Entry.CreateRevision, ok, key, e.Revision, e.CreateRevision)
+	}
+
+	// The holder renews late; only the follower's read sees it.
+	before := c.lease(t, s, key).ResourceVersion
+	if _, err := writer.KeepAlive(ctx, key, e.Revision, ttl); err != nil {
+		t.Fatal(err)
+	}
+	if after := c.lease(t, s, key).ResourceVersion; after == before {
+		t.Fatalf("keep-alive left resourceVersion at %s", after)
+	}
+	got, err := s.Get(ctx, key)
+	if err != nil || got.Revision != e.Revision {
+		t.Fatalf("Get of the renewal = rev %d, %v; want rev %d", got.Revision, err, e.Revision)
+	}
+	if err := clk.BlockUntil(bctx, 1); err != nil {
+		t.Fatalf("expiry timer for the renewal the read saw: %v", err)
+	}
+	if ev, ok := nextEvent(t, events, "the renewal"); !ok || ev.Kind != backends.EventPut || ev.Entry.Key != key || ev.Entry.Revision != e.Revision {
+		t.Errorf("after the read of the renewal: event %v %q@%d (got one: %v), want the put of %q@%d", ev.Kind, ev.Entry.Key, ev.Entry.Revision, ok, key, e.Revision)
+	}
+
+	// The holder dies: its renewal expires one TTL after the read saw it.
+	clk.Add(ttl - time.Millisecond)
+	select {
+	case ev := <-events:
+		t.Fatalf("event %v %q@%d before the renewal expired", ev.Kind, ev.Entry.Key, ev.Entry.Revision)
+	default:
+	}
+	clk.Add(time.Millisecond)
+	if ev, ok := nextEvent(t, events, "the renewal's expiry"); !ok || !isDelete(ev) {
+		t.Fatalf("a TTL after the read of the renewal: event %v %q@%d/%d (got one: %v), want the delete of %q@%d/%d", ev.Kind, ev.Entry.Key, ev.Entry.Revision, ev.Entry.CreateRevision, ok, key, e.Revision, e.CreateRevision)
+	}
+}
+
+// TestWatchReportsEachExpiredVersion drives the watch's expiry judgement
+// by hand, without a server, for the case a real watch cannot order
+// deterministically: the watch reported a claim expired, a read then saw
+// the holder's renewal (a keep-alive: new resourceVersion, same revision),
+// and that renewal expired too before the watch judged it, as in a process
+// starved for a TTL. The expiry of the renewal is a second expiry and is
+// reported; the same version judged again is not.
+func TestWatchReportsEachExpiredVersion(t *testing.T) {
+	clk := clocktest.New(time.Time{})
+	s, err := New(offline(), Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const key = "k"
+	name := s.LeaseName(key)
+	claimed := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "10"}}
+	if err := apply(claimed, key, write{value: []byte("v"), ttl: ttl}, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	renewed := claimed.DeepCopy()
+	renewed.ResourceVersion = "12"
+	if err := apply(renewed, key, write{value: []byte("v"), ttl: ttl, revision: 10, createRevision: 10}, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+
+	h := s.hub
+	st := &stream{subs: map[*sub]struct{}{}, state: map[string]wstate{}, timers: map[string]*clock.Timer{}, due: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+	defer func() {
+		for _, tm := range st.timers {
+			tm.Stop()
+		}
+	}()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	h.mu.Lock()
+	events := h.addLocked(ctx, st, "", 0)
+	h.mu.Unlock()
+	judge := func(l *coordinationv1.Lease) []backends.Event {
+		t.Helper()
+		if _, _, err := s.sight(l); err != nil {
+			t.Fatal(err)
+		}
+		st.markDue(name)
+		h.expireDue(st)
+		var got []backends.Event
+		for {
+			select {
+			case ev := <-events:
+				got = append(got, ev)
+			default:
+				return got
+			}
+		}
+	}
+	expired := backends.Event{Kind: backends.EventDelete, Entry: backends.Entry{Key: key, Revision: 10, CreateRevision: 10}}
+	isExpiry := func(evs []backends.Event) bool {
+		return len(evs) == 1 && evs[0].Kind == expired.Kind && evs[0].Entry.Key == key &&
+			evs[0].Entry.Revision == 10 && evs[0].Entry.CreateRevision == 10
+	}
+
+	ws, _ := h.logical(claimed)
+	st.state[name] = ws
+	if _, _, err := s.sight(claimed); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(ttl)
+	if got := judge(claimed); !isExpiry(got) {
+		t.Fatalf("a TTL after the claim was seen: events %+v, want %+v", got, expired)
+	}
+	if got := judge(claimed); len(got) != 0 {
+		t.Fatalf("the same expired version judged again: events %+v, want none", got)
+	}
+	if _, _, err := s.sight(renewed); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(ttl) // the watch judges the renewal only once it has expired
+	if got := judge(renewed); !isExpiry(got) {
+		t.Fatalf("a TTL after the renewal was seen: events %+v, want %+v", got, expired)
+	}
+	if got := judge(renewed); len(got) != 0 {
+		t.Fatalf("the expired renewal judged again: events %+v, want none", got)
 	}
 }

@@ -83,6 +83,11 @@ type wstate struct {
 	key                 string
 	present             bool
 	revision, createRev int64
+	// expiredRV, when not 0, is the resourceVersion of the sighting whose
+	// expiry was reported. A keep-alive keeps the logical revision, so the
+	// revision alone cannot tell an expiry already reported from that of a
+	// renewal seen since.
+	expiredRV int64
 }
 
 // sub is one Watch call.
@@ -103,7 +108,8 @@ func newHub(s *Store) *hub { return &hub{s: s} }
 // object unchanged for its TTL (the moment a write would find it expired),
 // every open watch gets an EventDelete with the entry's last revisions. An
 // entry that changes after its expiry was reported (its holder's renewal
-// arriving late, or a new holder) is reported again as EventPut.
+// arriving late, or a new holder) is reported again as EventPut, and its
+// expiry after that again as EventDelete.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
 		return nil, err
@@ -406,20 +412,41 @@ func (h *hub) expireDue(st *stream) {
 			continue // cleared or not expiring: nothing to time
 		case v.live:
 			h.arm(st, name, v.st.entry.Remaining)
+			h.revived(st, name, v)
 			continue
 		}
 		e := v.st.entry
-		if ws, ok := st.state[name]; ok && !ws.present && ws.revision == e.Revision {
-			continue // reported already
+		if ws, ok := st.state[name]; ok && !ws.present && ws.expiredRV == sg.rv {
+			continue // this very version was reported expired already
 		}
 		delete(st.timers, name)
-		st.state[name] = wstate{key: key, revision: e.Revision, createRev: e.CreateRevision}
+		st.state[name] = wstate{key: key, revision: e.Revision, createRev: e.CreateRevision, expiredRV: sg.rv}
 		// Expiry happens now, for every consumer open now, whatever
 		// resourceVersion it joined at.
 		h.dispatch(st, backends.Event{Kind: backends.EventDelete, Entry: backends.Entry{
 			Key: key, Revision: e.Revision, CreateRevision: e.CreateRevision,
 		}}, math.MaxInt64)
 	}
+}
+
+// revived reports, as EventPut, the renewal of an entry whose expiry this
+// watch reported, when a read or a write of this process saw the renewal
+// before the watch delivered it (the holder's keep-alive arriving late, on
+// a watch that lags or stalls). Only a renewal at the same revisions
+// qualifies: between the expired version and this one there were then
+// only keep-alives, which the watch reports as nothing, so the event
+// cannot overtake another change of the entry. Once revived, the entry's
+// next expiry is reported again.
+func (h *hub) revived(st *stream, name string, v view) {
+	ws, ok := st.state[name]
+	e := v.st.entry
+	if !ok || ws.present || ws.expiredRV == 0 || ws.expiredRV >= v.rv ||
+		ws.revision != e.Revision || ws.createRev != e.CreateRevision {
+		return
+	}
+	st.state[name] = wstate{key: ws.key, present: true, revision: e.Revision, createRev: e.CreateRevision}
+	// Like the expiry it corrects, for every consumer open now.
+	h.dispatch(st, backends.Event{Kind: backends.EventPut, Entry: e}, math.MaxInt64)
 }
 
 // caughtUp reports whether the running watch has handled every event up to
