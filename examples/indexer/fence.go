@@ -32,6 +32,8 @@ func endpointKey(group string, slot int) string {
 // The comparison and the write are one compare-and-set on the key's
 // revision, so a holder whose term has ended cannot overwrite its
 // successor's record, however long it was paused: this is the fenced write.
+// A record that does not decode is refused with an error wrapping
+// backends.ErrCorrupt (class fatal).
 func publish(ctx context.Context, store backends.Store, key string, ep endpoint) error {
 	value, err := json.Marshal(ep)
 	if err != nil {
@@ -47,7 +49,9 @@ func publish(ctx context.Context, store backends.Store, key string, ep endpoint)
 		default:
 			var old endpoint
 			if derr := json.Unmarshal(cur.Value, &old); derr != nil {
-				return fmt.Errorf("indexer: publish %q: record: %w", key, derr)
+				// Its token cannot be read, so it cannot be fenced: never
+				// overwritten, and no retry will make it readable.
+				return fmt.Errorf("indexer: publish %q: malformed record at revision %d: %w: %v", key, cur.Revision, backends.ErrCorrupt, derr)
 			}
 			if old.Token > ep.Token {
 				return fmt.Errorf("indexer: publish %q with token %d, record has %d: %w", key, ep.Token, old.Token, errStale)

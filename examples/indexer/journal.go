@@ -20,12 +20,13 @@ import (
 
 // record is one journal line.
 type record struct {
-	Event string `json:"event"` // listening, serve-start, serve-stop, stale-rejected
+	Event string `json:"event"` // listening, serve-start, serve-stop, stale-rejected, resign
 	ID    string `json:"id"`
 	PID   int    `json:"pid"`
 	Addr  string `json:"addr,omitempty"`
 	Token int64  `json:"token,omitempty"`
 	Slot  int    `json:"slot,omitempty"`
+	Err   string `json:"err,omitempty"` // why a term was resigned
 	Mono  int64  `json:"mono_ns"`
 }
 

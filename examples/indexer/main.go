@@ -4,6 +4,15 @@
 // publishes its endpoint with a write fenced by its token, and answers
 // GET /status.
 //
+// A leader that cannot publish its endpoint (a record it cannot read, which
+// it must not overwrite since its token is unknown; a record of a later
+// term; or a store that stays unavailable for a TTL) does not hold the
+// claim without serving: it ends its term, which releases the claim so
+// another indexer can take over, says why in its log and in /status
+// ("resigned"), and campaigns again after a pause of one TTL, doubling
+// while its terms keep ending this way (at most 8 TTLs). In /status,
+// "state" is "leader" exactly when "is_leader" is true.
+//
 //	indexer demo
 //	indexer serve --store file://DIR --group G --id ID --http 127.0.0.1:PORT [--slots N] [--ttl D]
 //

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/lifecycle"
 	"github.com/tenure-go/tenure/slots"
 )
 
@@ -61,16 +62,30 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 type indexer struct {
 	cfg     serveConfig
 	store   backends.Store
-	el      *elector.Elector
+	group   backends.Locker
 	journal *journal
 	log     *slog.Logger
 	clk     clock.Clock
 	addr    string
 
-	serving atomic.Bool  // true from publication to the end of the term's work
-	slot    atomic.Int64 // the slot of the current or last term
-	token   atomic.Int64 // the token of the current or last term
-	stale   atomic.Int64 // publications refused because a later term had written
+	mu       sync.Mutex
+	el       leadership              // the running or last Elector; guarded by mu
+	quit     context.CancelCauseFunc // ends the running Elector; guarded by mu
+	resigned string                  // why this indexer last ended a term itself; "" once it serves again; guarded by mu
+	pausing  bool                    // between a resignation and the next campaign; guarded by mu
+
+	serving  atomic.Bool  // true from publication to the end of the term's work
+	slot     atomic.Int64 // the slot of the current or last term
+	token    atomic.Int64 // the token of the current or last term
+	stale    atomic.Int64 // publications refused because a later term had written
+	failures atomic.Int64 // terms resigned in a row, for the pause before the next campaign
+}
+
+// leadership is what GET /status reads of the Elector.
+type leadership interface {
+	IsLeader() bool
+	State() lifecycle.State
+	Leader() (elector.Leader, bool)
 }
 
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
@@ -113,16 +128,9 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.http, err)
 	}
-	ix := &indexer{cfg: cfg, store: store, journal: j, log: log, clk: clock.New(), addr: ln.Addr().String()}
+	ix := &indexer{cfg: cfg, store: store, group: group, journal: j, log: log, clk: clock.New(), addr: ln.Addr().String()}
 	ix.slot.Store(-1)
-	ix.el, err = elector.New(group, elector.Config{
-		Key:       cfg.group,
-		Identity:  cfg.id,
-		TTL:       cfg.ttl,
-		Clock:     ix.clk,
-		Logger:    log,
-		OnElected: ix.onElected,
-	})
+	el, err := ix.newElector()
 	if err != nil {
 		ln.Close()
 		return err
@@ -137,7 +145,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	})
 	j.write(record{Event: "listening", ID: cfg.id, Addr: ix.addr})
 
-	runErr := ix.el.Run(ctx)
+	runErr := ix.campaign(ctx, el)
 
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -149,14 +157,92 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 	return nil
 }
 
+// newElector returns a fresh Elector for the indexer's group and makes it
+// the one /status reads. An Elector cannot be started again once stopped,
+// so every campaign after a resignation gets a new one (and so a new
+// holder nonce).
+func (ix *indexer) newElector() (*elector.Elector, error) {
+	el, err := elector.New(ix.group, elector.Config{
+		Key:       ix.cfg.group,
+		Identity:  ix.cfg.id,
+		TTL:       ix.cfg.ttl,
+		Clock:     ix.clk,
+		Logger:    ix.log,
+		OnElected: ix.onElected,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ix.mu.Lock()
+	ix.el = el
+	ix.mu.Unlock()
+	return el, nil
+}
+
+// errResigned is the cause with which a leader that cannot serve ends its
+// Elector's Run.
+var errResigned = errors.New("indexer: resigned: cannot serve")
+
+// pauseAfter is the pause between a resignation and the next campaign: one
+// TTL after the first term resigned in a row, doubling with each next one,
+// at most 8 TTLs.
+func pauseAfter(ttl time.Duration, resigned int64) time.Duration {
+	return ttl << (min(max(resigned, 1), 4) - 1)
+}
+
+// campaign runs el until ctx is cancelled. A leader that cannot serve
+// resigns (see resign): its Elector stops, which releases the claim once
+// onElected has returned, so another indexer can take over; after a pause
+// this indexer campaigns again with a new Elector, in case what stopped it
+// was its own (a record it cannot read, written by a newer version).
+func (ix *indexer) campaign(ctx context.Context, el *elector.Elector) error {
+	for {
+		runCtx, quit := context.WithCancelCause(ctx)
+		ix.mu.Lock()
+		ix.quit, ix.pausing = quit, false
+		ix.mu.Unlock()
+		err := el.Run(runCtx)
+		quit(nil)
+		if ctx.Err() != nil || err != nil || !errors.Is(context.Cause(runCtx), errResigned) {
+			// Stopped, or the Elector ended with an error (for example a
+			// stop that timed out while the leader's work still ran: never
+			// campaign again beside it).
+			return err
+		}
+		pause := pauseAfter(ix.cfg.ttl, ix.failures.Load())
+		ix.mu.Lock()
+		ix.pausing = true
+		ix.mu.Unlock()
+		ix.log.Warn("term resigned; campaigning again after a pause", "pause", pause)
+		timer := ix.clk.Timer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+		if el, err = ix.newElector(); err != nil {
+			return err
+		}
+	}
+}
+
 // onElected is the indexer's serving work: publish the endpoint under the
-// term's token, then serve until the term ends.
+// term's token, then serve until the term ends. A term that cannot publish
+// is resigned, not held.
 func (ix *indexer) onElected(ctx context.Context, t elector.Term) {
 	ix.slot.Store(int64(t.Slot))
 	ix.token.Store(t.Token)
-	if !ix.publish(ctx, t) {
+	if err := ix.publish(ctx, t); err != nil {
+		if ctx.Err() == nil { // else the term ended by itself
+			ix.resign(t, err)
+		}
 		return
 	}
+	ix.failures.Store(0)
+	ix.mu.Lock()
+	ix.resigned = ""
+	ix.mu.Unlock()
 	ix.serving.Store(true)
 	ix.journal.write(record{Event: "serve-start", ID: ix.cfg.id, Token: t.Token, Slot: t.Slot, Addr: ix.addr})
 	<-ctx.Done() // serve until the term ends
@@ -164,60 +250,111 @@ func (ix *indexer) onElected(ctx context.Context, t elector.Term) {
 	ix.journal.write(record{Event: "serve-stop", ID: ix.cfg.id, Token: t.Token, Slot: t.Slot})
 }
 
-// publish writes the endpoint under t's token, retrying while the store is
-// briefly unavailable. It reports false if the term ended first or a later
-// term had already written: then this indexer must not serve.
-func (ix *indexer) publish(ctx context.Context, t elector.Term) bool {
+// resign ends term t because this indexer cannot serve in it: it says why
+// (log, journal, /status) and ends the running Elector's Run, whose Stop
+// releases the claim as soon as onElected has returned, which it does
+// right after.
+func (ix *indexer) resign(t elector.Term, err error) {
+	ix.failures.Add(1)
+	ix.log.Error("cannot serve; ending the term so another indexer can take over", "token", t.Token, "slot", t.Slot, "err", err)
+	ix.journal.write(record{Event: "resign", ID: ix.cfg.id, Token: t.Token, Slot: t.Slot, Err: err.Error()})
+	ix.mu.Lock()
+	ix.resigned = fmt.Sprintf("term with token %d: %v", t.Token, err)
+	quit := ix.quit
+	ix.mu.Unlock()
+	quit(fmt.Errorf("%w: %w", errResigned, err))
+}
+
+// publish writes the endpoint under t's token. Transient errors (the store
+// briefly unavailable) are retried for at most one TTL; then, or at once
+// for a fatal error or a record of a later term, it returns the error and
+// this indexer must not serve. It returns ctx's error if the term ended
+// first.
+func (ix *indexer) publish(ctx context.Context, t elector.Term) error {
 	ep := endpoint{ID: ix.cfg.id, Addr: ix.addr, Slot: t.Slot, Token: t.Token}
 	retry := ix.clk.Ticker(200 * time.Millisecond)
 	defer retry.Stop()
+	giveUp := ix.clk.Timer(ix.cfg.ttl)
+	defer giveUp.Stop()
 	for {
 		err := publish(ctx, ix.store, endpointKey(ix.cfg.group, t.Slot), ep)
 		switch {
 		case err == nil:
-			return true
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case errors.Is(err, errStale):
 			ix.stale.Add(1)
 			ix.journal.write(record{Event: "stale-rejected", ID: ix.cfg.id, Token: t.Token, Slot: t.Slot})
-			ix.log.Warn("not serving: a later term published", "token", t.Token, "err", err)
-			return false
+			return fmt.Errorf("endpoint not published: a later term published: %w", err)
 		case backends.Classify(err) == backends.ClassFatal:
-			ix.log.Error("not serving: endpoint not published", "token", t.Token, "err", err)
-			return false
+			return fmt.Errorf("endpoint not published: %w", err)
 		}
 		ix.log.Warn("publish endpoint, retrying", "token", t.Token, "err", err)
 		select {
 		case <-ctx.Done():
-			return false
+			return ctx.Err()
+		case <-giveUp.C:
+			return fmt.Errorf("endpoint not published within %v: %w", ix.cfg.ttl, err)
 		case <-retry.C:
 		}
 	}
 }
 
-// status is the body of GET /status.
+// status is the body of GET /status. State and IsLeader are read together
+// and never disagree: State is "leader" exactly when IsLeader is true.
 type status struct {
-	ID      string `json:"id"`
-	State   string `json:"state"`
-	Serving bool   `json:"serving"`
-	Leader  string `json:"leader"`
-	Token   int64  `json:"token"`
-	Slot    int    `json:"slot"`
-	Stale   int64  `json:"stale_rejected"`
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	IsLeader bool   `json:"is_leader"`
+	Serving  bool   `json:"serving"`
+	Leader   string `json:"leader"`
+	Token    int64  `json:"token"`
+	Slot     int    `json:"slot"`
+	Stale    int64  `json:"stale_rejected"`
+	// Resigned says why this indexer last ended a term because it could
+	// not serve; empty once it serves again.
+	Resigned string `json:"resigned,omitempty"`
 }
 
 func (ix *indexer) status() status {
+	ix.mu.Lock()
+	el, resigned, pausing := ix.el, ix.resigned, ix.pausing
+	ix.mu.Unlock()
+	leading := el.IsLeader()
 	st := status{
-		ID:      ix.cfg.id,
-		State:   ix.el.State().String(),
-		Serving: ix.serving.Load() && ix.el.IsLeader(),
-		Token:   ix.token.Load(),
-		Slot:    int(ix.slot.Load()),
-		Stale:   ix.stale.Load(),
+		ID:       ix.cfg.id,
+		State:    stateName(el.State(), leading),
+		IsLeader: leading,
+		Serving:  ix.serving.Load() && leading,
+		Token:    ix.token.Load(),
+		Slot:     int(ix.slot.Load()),
+		Stale:    ix.stale.Load(),
+		Resigned: resigned,
 	}
-	if l, ok := ix.el.Leader(); ok {
+	if pausing && !leading {
+		st.State = "resigned" // until the next campaign starts
+	}
+	if l, ok := el.Leader(); ok {
 		st.Leader = l.Holder.ID
 	}
 	return st
+}
+
+// stateName is the state /status shows, derived from leading (IsLeader,
+// read first) so that the two never contradict each other: the lifecycle
+// state says leader until the Elector's loop has demoted a term whose
+// deadline passed, while IsLeader turns false at the deadline itself; such
+// a term shows as "demoting". A state read after IsLeader returned true
+// may already be past leader; the term was leading at the read.
+func stateName(s lifecycle.State, leading bool) string {
+	switch {
+	case leading:
+		return lifecycle.Leader.String()
+	case s == lifecycle.Leader:
+		return lifecycle.Demoting.String()
+	}
+	return s.String()
 }
 
 func (ix *indexer) routes() http.Handler {
