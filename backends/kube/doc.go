@@ -78,8 +78,9 @@
 // here, by the same rule as every read: the watch keeps a timer per live
 // object, which each renewal it sees moves, and reports the entry expired
 // when the timer fires with the object still unchanged. So a follower that
-// watches a renewed claim sends no request at all until the claim is
-// released or its holder stops renewing (Capabilities.ExpiryEvents). Reads
+// watches a renewed claim sends no request until the claim is released or
+// its holder stops renewing (Capabilities.ExpiryEvents), except a read
+// each time the watch reaches the end of its lifetime (below). Reads
 // and writes time expiry too: a version this process sees through them is
 // timed even if the watch never delivers it. A watch that stalls without
 // breaking sees no renewals, so its timers fire early: the follower reads,
@@ -90,6 +91,14 @@
 // shows up (late on the watch, or through a read while the watch stalls)
 // is reported again as EventPut, and the expiry of that renewal as another
 // EventDelete.
+//
+// The shared API server watch lives for a random time between
+// Options.WatchTimeout and twice that (5 to 10 minutes by default, as
+// client-go's reflectors' watches do); then it ends and every Watch channel
+// is closed, so their consumers read again and watch again. A follower
+// waiting on the watch therefore waits at most that long, whatever the
+// watch failed to deliver: a connection that went silent, or an expiry
+// this store failed to report.
 //
 // # Leases written by client-go
 //

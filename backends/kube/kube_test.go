@@ -63,6 +63,7 @@ func TestKube(t *testing.T) {
 	t.Run("WatchStartsAndStops", func(t *testing.T) { testWatchLifecycle(t, c) })
 	t.Run("StalledWatchStillReportsExpiry", func(t *testing.T) { testStalledWatchExpiry(t, c) })
 	t.Run("StalledWatchReportsExpiryOfARenewal", func(t *testing.T) { testStalledWatchRenewalExpiry(t, c) })
+	t.Run("StalledWatchEndsWithinItsLifetime", func(t *testing.T) { testStalledWatchLifetime(t, c) })
 	// Last: it restarts the API server under every other store.
 	t.Run("APIServerRestartMidLease", func(t *testing.T) { testRestart(t, c) })
 }
@@ -647,6 +648,7 @@ func TestNames(t *testing.T) {
 		{"reserved prefix", Options{LeaseNames: map[string]string{"k": "tenure-x"}}},
 		{"one name twice", Options{LeaseNames: map[string]string{"k1": "same", "k2": "same"}}},
 		{"bad key", Options{LeaseNames: map[string]string{"": "name"}}},
+		{"negative watch timeout", Options{WatchTimeout: -time.Second}},
 	} {
 		if _, err := New(client, tc.opts); !errors.Is(err, backends.ErrInvalid) {
 			t.Errorf("New with %s = %v, want ErrInvalid", tc.name, err)
@@ -746,10 +748,10 @@ func testStalledWatchExpiry(t *testing.T, c *cluster) {
 		}
 	}
 	// Both sightings are timed: the timer armed from the first sighting of
-	// "replaced" moves, and "late" gets one.
+	// "replaced" moves, and "late" gets one (beside the watch's lifetime).
 	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer bcancel()
-	if err := clk.BlockUntil(bctx, 2); err != nil {
+	if err := clk.BlockUntil(bctx, 1+2); err != nil {
 		t.Fatalf("expiry timers for the sightings the reads made: %v", err)
 	}
 	clk.Add(ttl - time.Millisecond)
@@ -813,7 +815,8 @@ func testStalledWatchRenewalExpiry(t *testing.T, c *cluster) {
 	}
 	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer bcancel()
-	if err := clk.BlockUntil(bctx, 1); err != nil {
+	// The watch's lifetime, and the listed claim's expiry.
+	if err := clk.BlockUntil(bctx, 1+1); err != nil {
 		t.Fatalf("expiry timer for the listed claim: %v", err)
 	}
 	clk.Add(ttl)
@@ -836,7 +839,7 @@ func testStalledWatchRenewalExpiry(t *testing.T, c *cluster) {
 	if err != nil || got.Revision != e.Revision {
 		t.Fatalf("Get of the renewal = rev %d, %v; want rev %d", got.Revision, err, e.Revision)
 	}
-	if err := clk.BlockUntil(bctx, 1); err != nil {
+	if err := clk.BlockUntil(bctx, 1+1); err != nil {
 		t.Fatalf("expiry timer for the renewal the read saw: %v", err)
 	}
 	if ev, ok := nextEvent(t, events, "the renewal"); !ok || ev.Kind != backends.EventPut || ev.Entry.Key != key || ev.Entry.Revision != e.Revision {
@@ -938,5 +941,58 @@ func TestWatchReportsEachExpiredVersion(t *testing.T) {
 	}
 	if got := judge(renewed); len(got) != 0 {
 		t.Fatalf("the expired renewal judged again: events %+v, want none", got)
+	}
+}
+
+// A watch that stalls delivers nothing at all, not even its own end: a
+// follower waiting on it for a change (here, a release the watch never
+// delivers, and that no expiry timer covers, the claim having no TTL)
+// would wait for good. The watch ends within twice Options.WatchTimeout of
+// its start, closing every channel, and the next Watch works.
+func testStalledWatchLifetime(t *testing.T, c *cluster) {
+	ctx := t.Context()
+	ns := c.namespace(t)
+	clk := clocktest.New(time.Time{})
+	const life = time.Minute
+	s := c.store(t, ns, clk, stalledWatches(c.srv.RESTConfig()), func(o *Options) { o.WatchTimeout = life })
+	e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := s.Watch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.store(t, ns, clocktest.New(time.Time{}), nil).CompareAndDelete(ctx, "k", e.Revision); err != nil {
+		t.Fatal(err)
+	}
+	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer bcancel()
+	if err := clk.BlockUntil(bctx, 1); err != nil {
+		t.Fatalf("the watch's lifetime timer: %v", err)
+	}
+	clk.Add(life - time.Millisecond) // the shortest lifetime, not yet over
+	select {
+	case ev, ok := <-events:
+		t.Fatalf("before its lifetime: event %v %q (open %v), want nothing", ev.Kind, ev.Entry.Key, ok)
+	default:
+	}
+	clk.Add(life + time.Millisecond) // the longest
+	select {
+	case ev, ok := <-events:
+		if ok {
+			t.Fatalf("at the end of its lifetime: event %v %q, want the channel closed", ev.Kind, ev.Entry.Key)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("stalled watch still open %v after it started, with a watch timeout of %v", 2*life, life)
+	}
+	again, err := s.Watch(ctx, "")
+	if err != nil {
+		t.Fatalf("Watch after the lifetime ended the last one: %v", err)
+	}
+	select {
+	case ev, ok := <-again:
+		t.Fatalf("new watch: event %v %q (open %v), want nothing yet", ev.Kind, ev.Entry.Key, ok)
+	default:
 	}
 }

@@ -48,7 +48,20 @@ type Options struct {
 	// hashed name. Names must be valid DNS-1123 subdomains, distinct, and
 	// must not start with "tenure-". Default: none, every key is hashed.
 	LeaseNames map[string]string
+
+	// WatchTimeout bounds the life of the API server watch that the
+	// store's Watch calls share: it is ended after a random time between
+	// WatchTimeout and twice that (as client-go's reflectors end theirs),
+	// which closes every Watch channel, so that their consumers read again
+	// and watch again. It bounds how long a consumer waits on a watch that
+	// has silently stopped delivering (a half-open connection), or for an
+	// expiry this store failed to report. Measured on Clock. Default 5
+	// minutes; it must not be negative.
+	WatchTimeout time.Duration
 }
+
+// DefaultWatchTimeout is the default Options.WatchTimeout.
+const DefaultWatchTimeout = 5 * time.Minute
 
 // Store keeps tenure entries in coordination.k8s.io/v1 Lease objects. It is
 // safe for concurrent use. Close it when done: Close ends its watches; it
@@ -61,6 +74,7 @@ type Store struct {
 	names     map[string]string // key -> adopted Lease name
 	keys      map[string]string // adopted Lease name -> key
 	selector  string            // label selector of List and Watch; "" with adopted names
+	watchLife time.Duration     // Options.WatchTimeout
 
 	mu     sync.Mutex
 	seen   map[string]*sighting // by Lease name; guarded by mu
@@ -94,6 +108,12 @@ func New(client kubernetes.Interface, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	switch {
+	case opts.WatchTimeout < 0:
+		return nil, fmt.Errorf("kube: watch timeout %v is negative: %w", opts.WatchTimeout, backends.ErrInvalid)
+	case opts.WatchTimeout == 0:
+		opts.WatchTimeout = DefaultWatchTimeout
+	}
 	s := &Store{
 		leases:    client.CoordinationV1().Leases(opts.Namespace),
 		namespace: opts.Namespace,
@@ -102,6 +122,7 @@ func New(client kubernetes.Interface, opts Options) (*Store, error) {
 		names:     map[string]string{},
 		keys:      map[string]string{},
 		selector:  labels.Set{LabelManaged: "true"}.String(),
+		watchLife: opts.WatchTimeout,
 		seen:      map[string]*sighting{},
 	}
 	for key, name := range opts.LeaseNames {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -48,6 +49,8 @@ type stream struct {
 	// seenRV is the resourceVersion of the last event handled, bookmarks
 	// and objects of no interest included.
 	seenRV atomic.Int64
+	// life ends the watch at the end of its lifetime (Options.WatchTimeout).
+	life *clock.Timer
 
 	dueMu sync.Mutex
 	due   map[string]struct{} // names whose expiry timer fired; guarded by dueMu
@@ -185,10 +188,18 @@ func (h *hub) start(ctx context.Context, prefix string) (<-chan backends.Event, 
 	}
 	st.cancel, st.w = cancel, w
 	st.seenRV.Store(after)
+	// A watch that stalls without breaking would otherwise keep its
+	// consumers waiting for good on a change it will never deliver.
+	life := s.watchLife + rand.N(s.watchLife+1)
+	st.life = s.clock.AfterFunc(life, func() {
+		s.log.Debug("kube: watch reached the end of its lifetime; ending it so its consumers read again", "lifetime", life)
+		cancel()
+	})
 
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
+		st.life.Stop()
 		cancel()
 		w.Stop()
 		return nil, fmt.Errorf("kube: watch %q: %w", prefix, backends.ErrClosed)
@@ -274,6 +285,7 @@ func (h *hub) run(st *stream) {
 		h.endLocked(st)
 		h.mu.Unlock()
 		st.w.Stop()
+		st.life.Stop()
 		for _, t := range st.timers {
 			t.Stop()
 		}
