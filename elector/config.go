@@ -39,13 +39,17 @@ type Config struct {
 	// Default DefaultTTL (15s).
 	TTL time.Duration
 
-	// RenewPeriod is the time between renewals while leading (jittered
-	// downward by Jitter, never later). Default TTL/3. Must be below TTL.
+	// RenewPeriod is the time from sending the request that last extended
+	// the term (the acquisition or a renewal) to sending the next renewal.
+	// Each wait is jittered downward by up to Jitter of it, never upward, so
+	// a renewal goes out at the latest RenewPeriod after the send time its
+	// deadline counts from. Default TTL/3. Must be below TTL, and
+	// RenewPeriod + RenewTimeout + SafetyMargin must be below TTL (see
+	// Validate).
 	RenewPeriod time.Duration
 
 	// RenewTimeout bounds each acquire and renew request. Default
-	// RenewPeriod. TTL must exceed SafetyMargin + RenewTimeout, so that a
-	// renewal can finish before the local deadline.
+	// RenewPeriod.
 	RenewTimeout time.Duration
 
 	// SafetyMargin is taken off every local deadline: it covers the rate
@@ -154,7 +158,17 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports every rule c breaks once defaults are applied, joined
-// with errors.Join; nil if c is usable.
+// with errors.Join; nil if c is usable. The rules:
+//
+//   - Key passes backends.ValidateKey; Identity is non-empty valid UTF-8 of
+//     at most backends.MaxKeyBytes.
+//   - No duration is negative; 0 <= Jitter < 1 (or NoJitter).
+//   - RenewPeriod < TTL, and RenewPeriod + RenewTimeout + SafetyMargin <
+//     TTL: a renewal sent at the latest moment its jitter allows (RenewPeriod
+//     after the send time the current deadline counts from; jitter only
+//     brings it earlier) and answered at the latest moment its timeout
+//     allows is answered before the deadline (TTL - SafetyMargin after that
+//     send time). Without it a term could end with no error at all.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
@@ -184,11 +198,17 @@ func (c Config) Validate() error {
 			bad("%s %v is negative", d.name, d.v)
 		}
 	}
-	if c.RenewPeriod >= c.TTL {
+	switch {
+	case c.RenewPeriod >= c.TTL:
 		bad("renew period %v must be below ttl %v", c.RenewPeriod, c.TTL)
-	}
-	if c.SafetyMargin+c.RenewTimeout >= c.TTL {
-		bad("ttl %v must exceed safety margin %v + renew timeout %v", c.TTL, c.SafetyMargin, c.RenewTimeout)
+	case c.RenewPeriod+c.RenewTimeout+c.SafetyMargin >= c.TTL:
+		// A renewal goes out at the latest RenewPeriod after the send time
+		// the deadline counts from, and its answer may take RenewTimeout:
+		// unless that answer can come before the deadline (TTL -
+		// SafetyMargin after that send time), a term that meets no error
+		// can still end for want of time.
+		bad("renew period %v + renew timeout %v + safety margin %v must be less than ttl %v",
+			c.RenewPeriod, c.RenewTimeout, c.SafetyMargin, c.TTL)
 	}
 	if c.Jitter < 0 || c.Jitter >= 1 {
 		bad("jitter %v must be in [0, 1) (or NoJitter)", c.Jitter)

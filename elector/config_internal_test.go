@@ -54,10 +54,10 @@ func TestConfigValidate(t *testing.T) {
 		{"bad utf8 identity", func(c *Config) { c.Identity = "\xff" }, []string{"UTF-8"}},
 		{"negative ttl", func(c *Config) { c.TTL = -time.Second }, []string{"ttl -1s is negative"}},
 		{"renew period not below ttl", func(c *Config) { c.TTL, c.RenewPeriod = time.Second, time.Second }, []string{"renew period 1s must be below ttl 1s"}},
-		{"renew timeout too long", func(c *Config) { c.TTL, c.RenewPeriod, c.RenewTimeout = time.Second, 300*time.Millisecond, time.Second }, []string{"must exceed safety margin"}},
+		{"renew timeout too long", func(c *Config) { c.TTL, c.RenewPeriod, c.RenewTimeout = time.Second, 300*time.Millisecond, time.Second }, []string{"renew timeout 1s"}},
 		{"margin too big", func(c *Config) {
 			c.TTL, c.RenewPeriod, c.SafetyMargin = time.Second, 300*time.Millisecond, 900*time.Millisecond
-		}, []string{"must exceed safety margin 900ms"}},
+		}, []string{"safety margin 900ms"}},
 		{"jitter one", func(c *Config) { c.Jitter = 1 }, []string{"jitter 1 must be in [0, 1)"}},
 		{"jitter negative", func(c *Config) { c.Jitter = -0.5 }, []string{"jitter -0.5"}},
 		{"no jitter", func(c *Config) { c.Jitter = NoJitter }, nil},
@@ -85,6 +85,46 @@ func TestConfigValidate(t *testing.T) {
 		var joined interface{ Unwrap() []error }
 		if errors.As(err, &joined) && len(joined.Unwrap()) < len(tc.wants) {
 			t.Errorf("%s: Validate() joined %d errors, want at least %d", tc.name, len(joined.Unwrap()), len(tc.wants))
+		}
+	}
+}
+
+// TestConfigValidateRenewalFitsTTL: a renewal sent at the latest moment its
+// jitter allows and answered at the latest moment its timeout allows must be
+// answered before the deadline: RenewPeriod + RenewTimeout + SafetyMargin <
+// TTL. Before this rule, TTL 10s with RenewPeriod 9.95s validated.
+func TestConfigValidateRenewalFitsTTL(t *testing.T) {
+	const s, ms = time.Second, time.Millisecond
+	for _, tc := range []struct {
+		ttl, period, timeout, margin time.Duration // zero: default
+		want                         string        // the error; "" for valid
+	}{
+		{ttl: 10 * s, period: 9950 * ms, timeout: s, margin: 100 * ms,
+			want: "elector: config: renew period 9.95s + renew timeout 1s + safety margin 100ms must be less than ttl 10s"},
+		{ttl: 10 * s, period: 5 * s, timeout: 5 * s, margin: 100 * ms,
+			want: "elector: config: renew period 5s + renew timeout 5s + safety margin 100ms must be less than ttl 10s"},
+		{ttl: 10 * s, period: 4 * s, timeout: 5 * s, margin: s,
+			want: "elector: config: renew period 4s + renew timeout 5s + safety margin 1s must be less than ttl 10s"},
+		{ttl: 10 * s, period: 4 * s, timeout: 5 * s, margin: 999 * ms},
+		{ttl: 10 * s, period: 3 * s, timeout: s, margin: 100 * ms},
+		// Defaults: TTL/3 + TTL/3 + TTL/100.
+		{},
+		{ttl: 2 * s},
+		{ttl: 300 * ms},
+		// RenewTimeout defaults to RenewPeriod.
+		{ttl: 10 * s, period: 5 * s,
+			want: "elector: config: renew period 5s + renew timeout 5s + safety margin 100ms must be less than ttl 10s"},
+		{ttl: 10 * s, period: 10 * s, timeout: s,
+			want: "elector: config: renew period 10s must be below ttl 10s"},
+	} {
+		c := Config{Key: "k", Identity: "me", TTL: tc.ttl, RenewPeriod: tc.period, RenewTimeout: tc.timeout, SafetyMargin: tc.margin}
+		got := ""
+		if err := c.Validate(); err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("Validate(ttl %v, renew period %v, renew timeout %v, safety margin %v) = %q, want %q",
+				tc.ttl, tc.period, tc.timeout, tc.margin, got, tc.want)
 		}
 	}
 }

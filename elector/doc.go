@@ -26,6 +26,12 @@
 //     returned within Config.DrainTimeout, the claim is left to expire, never
 //     released under running work, and the Elector does not campaign again
 //     until OnElected has returned: one process never runs two terms' work.
+//   - Each renewal goes out Config.RenewPeriod (jittered only earlier)
+//     after the send time of the request the deadline counts from, and
+//     Config.Validate requires RenewPeriod + RenewTimeout + SafetyMargin <
+//     TTL: a renewal answered within RenewTimeout always extends the term
+//     before it ends, so a term meeting no error never ends for want of
+//     time.
 //   - Renew errors are classified with backends.Classify: lost demotes at
 //     once; transient is retried with jittered exponential backoff until the
 //     deadline, then demotes; fatal demotes at once and is reported (error

@@ -1059,3 +1059,53 @@ func TestStopDuringLostAnswerReleases(t *testing.T) {
 		})
 	}
 }
+
+// TestRenewalTimedFromSend: each renewal goes out RenewPeriod after the send
+// time of the request the deadline counts from, not after its answer, so a
+// backend that answers every renewal just within RenewTimeout never ends a
+// term whose timings Validate accepts. Timed from the answer, as before, the
+// second renewal went out at 17.4s and was answered at 18.8s, after the
+// deadline of 17.9s: the term ended although nothing failed.
+func TestRenewalTimedFromSend(t *testing.T) {
+	const period, timeout, latency = 8 * time.Second, 1500 * time.Millisecond, 1400 * time.Millisecond
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec, o := newRecorder(t), newObs()
+	cfg := baseConfig(clk, "a")
+	cfg.RenewPeriod, cfg.RenewTimeout = period, timeout
+	rec.install(&cfg)
+	cfg.Observer = o
+	fl := newFaultLocker(newLocker(t, clk, "fake"))
+	e := startElector(t, fl, cfg)
+	rec.waitElected(t, ctx, 1)
+
+	sent := t0 // the acquisition, answered at once
+	for i := 1; i <= 4; i++ {
+		block, entered := make(chan struct{}), make(chan struct{})
+		fl.set("renew", &fault{once: true, block: block, entered: entered})
+		if err := clk.BlockUntil(ctx, 2); err != nil { // the deadline timer and the renew timer
+			t.Fatal(err)
+		}
+		want := sent.Add(period)
+		clk.Set(want)
+		select {
+		case <-entered:
+		case <-ctx.Done():
+			t.Fatalf("renewal %d not sent at %v (RenewPeriod after the last send, %v)", i, want.Sub(t0), sent.Sub(t0))
+		}
+		if err := clk.BlockUntil(ctx, 2); err != nil { // the deadline timer and the request timeout
+			t.Fatal(err)
+		}
+		clk.Add(latency)
+		close(block)
+		eventually(t, ctx, fmt.Sprintf("renewal %d answered", i), func() bool { return o.get(func(o *obs) int { return o.renewed }) >= i })
+		tm, ok := e.Term()
+		if wantDeadline := want.Add(ttl - margin); !ok || !tm.Deadline.Equal(wantDeadline) {
+			t.Fatalf("after renewal %d answered at %v: Term() = %+v, %v; want the deadline %v", i, clk.Now().Sub(t0), tm, ok, wantDeadline.Sub(t0))
+		}
+		sent = want
+	}
+	if _, d := rec.counts(); d != 0 {
+		t.Errorf("demoted %d times (%s), want a term that never ends", d, rec.eventLog())
+	}
+}

@@ -269,6 +269,7 @@ func (l *loop) campaign(ctx context.Context) {
 			AcquiredAt: start, Deadline: deadline,
 		},
 		lease:       lease,
+		sent:        start,
 		cancel:      lcancel,
 		electedDone: make(chan struct{}),
 	}
@@ -399,10 +400,15 @@ func (l *loop) expiryWait(holders []backends.Lease) time.Duration {
 	return least + time.Millisecond + time.Duration(rand.Int64N(int64(spread)+1))
 }
 
-// lead renews t every (jittered) RenewPeriod until its leadership ends.
+// lead renews t until its leadership ends. Each renewal goes out RenewPeriod
+// (jittered, only ever earlier) after the send time of the request the
+// current deadline counts from, not after its answer, so that the answer to
+// a renewal sent at the latest moment, taking up to RenewTimeout, is due
+// before the deadline (the rule Config.Validate checks).
 func (l *loop) lead(ctx context.Context, t *term) {
 	for {
-		timer := l.e.clock.Timer(l.e.jitterDown(l.e.cfg.RenewPeriod))
+		wait := t.sent.Add(l.e.jitterDown(l.e.cfg.RenewPeriod)).Sub(l.e.clock.Now())
+		timer := l.e.clock.Timer(wait)
 		select {
 		case <-t.ctx.Done():
 			timer.Stop()
@@ -494,7 +500,7 @@ func (l *loop) extend(t *term, got backends.Lease, start, end time.Time, latency
 		}
 		return false
 	}
-	t.lease = got
+	t.lease, t.sent = got, start
 	t.timer.Reset(deadline.Sub(e.clock.Now()))
 	left := deadline.Sub(end)
 	e.log.Debug("elector: renewed", "token", got.Token, "rev", got.Revision, "latency", latency, "left", left)
