@@ -44,8 +44,8 @@ type Config struct {
 	// Each wait is jittered downward by up to Jitter of it, never upward, so
 	// a renewal goes out at the latest RenewPeriod after the send time its
 	// deadline counts from. Default TTL/3. Must be below TTL, and
-	// RenewPeriod + RenewTimeout + SafetyMargin must be below TTL (see
-	// Validate).
+	// RenewPeriod + RenewTimeout + SafetyMargin + CancelLead must be below
+	// TTL (see Validate).
 	RenewPeriod time.Duration
 
 	// RenewTimeout bounds each acquire and renew request. Default
@@ -54,10 +54,20 @@ type Config struct {
 
 	// SafetyMargin is taken off every local deadline: it covers the rate
 	// drift between this host's monotonic clock and the clock that judges
-	// expiry at the backend over one TTL, plus the scheduling delay of the
-	// timer that cancels the leader's context. Default TTL/100, but at least
-	// MinSafetyMargin (10ms). Must be below TTL.
+	// expiry at the backend over one TTL. Default TTL/100, but at least
+	// MinSafetyMargin (10ms).
 	SafetyMargin time.Duration
+
+	// CancelLead is how long before the local deadline a term ends: from
+	// then on IsLeader is false, the leader's context reports an error, a
+	// renewal answered later extends nothing, and a timer closes the
+	// context's Done channel. Done is so closed before the local deadline
+	// even if that timer runs up to CancelLead late (a starved process).
+	// Default TTL/100, but at least MinSafetyMargin (10ms): the same order
+	// as the default margin, far above the scheduling delay of a timer in a
+	// process that is not pathologically starved, and a small share of the
+	// term.
+	CancelLead time.Duration
 
 	// RetryPeriod is the base of the follower's waits when nothing better is
 	// known (no holder's remaining time was observed) and of the
@@ -91,10 +101,12 @@ type Config struct {
 	Observer Observer
 
 	// OnElected is called when this Elector becomes the leader. ctx is the
-	// leadership: it is cancelled at demotion, at the latest when the local
-	// deadline passes, and ctx.Deadline reports the current local deadline
-	// (renewals push it forward). OnElected may block until ctx is done,
-	// doing the leader's work, or return at once. The claim is not released
+	// leadership: it is cancelled at demotion, at the latest CancelLead
+	// before the local deadline, and ctx.Deadline reports that instant (the
+	// term's Deadline minus CancelLead; renewals push it forward). ctx.Err
+	// reads the clock: it reports an error from that instant on even if the
+	// timer that closes ctx.Done has not run yet. OnElected may block until
+	// ctx is done, doing the leader's work, or return at once. The claim is not released
 	// before it returns. See the package documentation for the delivery
 	// rules shared by all callbacks.
 	OnElected func(ctx context.Context, term Term)
@@ -130,6 +142,9 @@ func (c Config) withDefaults() Config {
 	if c.SafetyMargin == 0 {
 		c.SafetyMargin = max(c.TTL/100, MinSafetyMargin)
 	}
+	if c.CancelLead == 0 {
+		c.CancelLead = max(c.TTL/100, MinSafetyMargin)
+	}
 	if c.RetryPeriod == 0 {
 		c.RetryPeriod = c.RenewPeriod / 2
 	}
@@ -163,12 +178,13 @@ func (c Config) withDefaults() Config {
 //   - Key passes backends.ValidateKey; Identity is non-empty valid UTF-8 of
 //     at most backends.MaxKeyBytes.
 //   - No duration is negative; 0 <= Jitter < 1 (or NoJitter).
-//   - RenewPeriod < TTL, and RenewPeriod + RenewTimeout + SafetyMargin <
-//     TTL: a renewal sent at the latest moment its jitter allows (RenewPeriod
-//     after the send time the current deadline counts from; jitter only
-//     brings it earlier) and answered at the latest moment its timeout
-//     allows is answered before the deadline (TTL - SafetyMargin after that
-//     send time). Without it a term could end with no error at all.
+//   - RenewPeriod < TTL, and RenewPeriod + RenewTimeout + SafetyMargin +
+//     CancelLead < TTL: a renewal sent at the latest moment its jitter
+//     allows (RenewPeriod after the send time the current deadline counts
+//     from; jitter only brings it earlier) and answered at the latest moment
+//     its timeout allows is answered before the term ends (TTL -
+//     SafetyMargin - CancelLead after that send time). Without it a term
+//     could end with no error at all.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	var errs []error
@@ -191,7 +207,7 @@ func (c Config) Validate() error {
 		v    time.Duration
 	}{
 		{"ttl", c.TTL}, {"renew period", c.RenewPeriod}, {"renew timeout", c.RenewTimeout},
-		{"safety margin", c.SafetyMargin}, {"retry period", c.RetryPeriod},
+		{"safety margin", c.SafetyMargin}, {"cancel lead", c.CancelLead}, {"retry period", c.RetryPeriod},
 		{"drain timeout", c.DrainTimeout}, {"release timeout", c.ReleaseTimeout},
 	} {
 		if d.v < 0 {
@@ -201,14 +217,14 @@ func (c Config) Validate() error {
 	switch {
 	case c.RenewPeriod >= c.TTL:
 		bad("renew period %v must be below ttl %v", c.RenewPeriod, c.TTL)
-	case c.RenewPeriod+c.RenewTimeout+c.SafetyMargin >= c.TTL:
+	case c.RenewPeriod+c.RenewTimeout+c.SafetyMargin+c.CancelLead >= c.TTL:
 		// A renewal goes out at the latest RenewPeriod after the send time
 		// the deadline counts from, and its answer may take RenewTimeout:
-		// unless that answer can come before the deadline (TTL -
-		// SafetyMargin after that send time), a term that meets no error
-		// can still end for want of time.
-		bad("renew period %v + renew timeout %v + safety margin %v must be less than ttl %v",
-			c.RenewPeriod, c.RenewTimeout, c.SafetyMargin, c.TTL)
+		// unless that answer can come before the term ends (TTL -
+		// SafetyMargin - CancelLead after that send time), a term that
+		// meets no error can still end for want of time.
+		bad("renew period %v + renew timeout %v + safety margin %v + cancel lead %v must be less than ttl %v",
+			c.RenewPeriod, c.RenewTimeout, c.SafetyMargin, c.CancelLead, c.TTL)
 	}
 	if c.Jitter < 0 || c.Jitter >= 1 {
 		bad("jitter %v must be in [0, 1) (or NoJitter)", c.Jitter)

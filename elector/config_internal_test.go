@@ -15,23 +15,23 @@ func TestConfigDefaults(t *testing.T) {
 	}{
 		{"all zero", Config{}, Config{
 			TTL: 15 * time.Second, RenewPeriod: 5 * time.Second, RenewTimeout: 5 * time.Second,
-			SafetyMargin: 150 * time.Millisecond, RetryPeriod: 2500 * time.Millisecond, Jitter: DefaultJitter,
+			SafetyMargin: 150 * time.Millisecond, CancelLead: 150 * time.Millisecond, RetryPeriod: 2500 * time.Millisecond, Jitter: DefaultJitter,
 			DrainTimeout: 5 * time.Second, ReleaseTimeout: 5 * time.Second,
 		}},
 		{"short ttl keeps the margin floor", Config{TTL: 2 * time.Second, RenewPeriod: 500 * time.Millisecond}, Config{
 			TTL: 2 * time.Second, RenewPeriod: 500 * time.Millisecond, RenewTimeout: 500 * time.Millisecond,
-			SafetyMargin: 20 * time.Millisecond, RetryPeriod: 250 * time.Millisecond, Jitter: DefaultJitter,
+			SafetyMargin: 20 * time.Millisecond, CancelLead: 20 * time.Millisecond, RetryPeriod: 250 * time.Millisecond, Jitter: DefaultJitter,
 			DrainTimeout: 500 * time.Millisecond, ReleaseTimeout: 500 * time.Millisecond,
 		}},
 		{"tiny ttl", Config{TTL: 300 * time.Millisecond, Jitter: NoJitter}, Config{
 			TTL: 300 * time.Millisecond, RenewPeriod: 100 * time.Millisecond, RenewTimeout: 100 * time.Millisecond,
-			SafetyMargin: MinSafetyMargin, RetryPeriod: 50 * time.Millisecond, Jitter: 0,
+			SafetyMargin: MinSafetyMargin, CancelLead: MinSafetyMargin, RetryPeriod: 50 * time.Millisecond, Jitter: 0,
 			DrainTimeout: 100 * time.Millisecond, ReleaseTimeout: 100 * time.Millisecond,
 		}},
 	} {
 		got := tc.in.withDefaults()
 		if got.TTL != tc.want.TTL || got.RenewPeriod != tc.want.RenewPeriod || got.RenewTimeout != tc.want.RenewTimeout ||
-			got.SafetyMargin != tc.want.SafetyMargin || got.RetryPeriod != tc.want.RetryPeriod || got.Jitter != tc.want.Jitter ||
+			got.SafetyMargin != tc.want.SafetyMargin || got.CancelLead != tc.want.CancelLead || got.RetryPeriod != tc.want.RetryPeriod || got.Jitter != tc.want.Jitter ||
 			got.DrainTimeout != tc.want.DrainTimeout || got.ReleaseTimeout != tc.want.ReleaseTimeout {
 			t.Errorf("%s: withDefaults(%+v) =\n%+v\nwant\n%+v", tc.name, tc.in, got, tc.want)
 		}
@@ -91,21 +91,26 @@ func TestConfigValidate(t *testing.T) {
 
 // TestConfigValidateRenewalFitsTTL: a renewal sent at the latest moment its
 // jitter allows and answered at the latest moment its timeout allows must be
-// answered before the deadline: RenewPeriod + RenewTimeout + SafetyMargin <
-// TTL. Before this rule, TTL 10s with RenewPeriod 9.95s validated.
+// answered before the term ends: RenewPeriod + RenewTimeout + SafetyMargin +
+// CancelLead < TTL. Before this rule, TTL 10s with RenewPeriod 9.95s
+// validated.
 func TestConfigValidateRenewalFitsTTL(t *testing.T) {
 	const s, ms = time.Second, time.Millisecond
 	for _, tc := range []struct {
-		ttl, period, timeout, margin time.Duration // zero: default
-		want                         string        // the error; "" for valid
+		ttl, period, timeout, margin, lead time.Duration // zero: default
+		want                               string        // the error; "" for valid
 	}{
 		{ttl: 10 * s, period: 9950 * ms, timeout: s, margin: 100 * ms,
-			want: "elector: config: renew period 9.95s + renew timeout 1s + safety margin 100ms must be less than ttl 10s"},
+			want: "elector: config: renew period 9.95s + renew timeout 1s + safety margin 100ms + cancel lead 100ms must be less than ttl 10s"},
 		{ttl: 10 * s, period: 5 * s, timeout: 5 * s, margin: 100 * ms,
-			want: "elector: config: renew period 5s + renew timeout 5s + safety margin 100ms must be less than ttl 10s"},
+			want: "elector: config: renew period 5s + renew timeout 5s + safety margin 100ms + cancel lead 100ms must be less than ttl 10s"},
 		{ttl: 10 * s, period: 4 * s, timeout: 5 * s, margin: s,
-			want: "elector: config: renew period 4s + renew timeout 5s + safety margin 1s must be less than ttl 10s"},
-		{ttl: 10 * s, period: 4 * s, timeout: 5 * s, margin: 999 * ms},
+			want: "elector: config: renew period 4s + renew timeout 5s + safety margin 1s + cancel lead 100ms must be less than ttl 10s"},
+		{ttl: 10 * s, period: 4 * s, timeout: 5 * s, margin: 899 * ms},
+		{ttl: 10 * s, period: 4 * s, timeout: 5 * s, margin: 500 * ms, lead: 500 * ms,
+			want: "elector: config: renew period 4s + renew timeout 5s + safety margin 500ms + cancel lead 500ms must be less than ttl 10s"},
+		{ttl: 10 * s, period: 4 * s, timeout: 5 * s, margin: 500 * ms, lead: 499 * ms},
+		{ttl: 10 * s, lead: -ms, want: "elector: config: cancel lead -1ms is negative"},
 		{ttl: 10 * s, period: 3 * s, timeout: s, margin: 100 * ms},
 		// Defaults: TTL/3 + TTL/3 + TTL/100.
 		{},
@@ -113,18 +118,18 @@ func TestConfigValidateRenewalFitsTTL(t *testing.T) {
 		{ttl: 300 * ms},
 		// RenewTimeout defaults to RenewPeriod.
 		{ttl: 10 * s, period: 5 * s,
-			want: "elector: config: renew period 5s + renew timeout 5s + safety margin 100ms must be less than ttl 10s"},
+			want: "elector: config: renew period 5s + renew timeout 5s + safety margin 100ms + cancel lead 100ms must be less than ttl 10s"},
 		{ttl: 10 * s, period: 10 * s, timeout: s,
 			want: "elector: config: renew period 10s must be below ttl 10s"},
 	} {
-		c := Config{Key: "k", Identity: "me", TTL: tc.ttl, RenewPeriod: tc.period, RenewTimeout: tc.timeout, SafetyMargin: tc.margin}
+		c := Config{Key: "k", Identity: "me", TTL: tc.ttl, RenewPeriod: tc.period, RenewTimeout: tc.timeout, SafetyMargin: tc.margin, CancelLead: tc.lead}
 		got := ""
 		if err := c.Validate(); err != nil {
 			got = err.Error()
 		}
 		if got != tc.want {
-			t.Errorf("Validate(ttl %v, renew period %v, renew timeout %v, safety margin %v) = %q, want %q",
-				tc.ttl, tc.period, tc.timeout, tc.margin, got, tc.want)
+			t.Errorf("Validate(ttl %v, renew period %v, renew timeout %v, safety margin %v, cancel lead %v) = %q, want %q",
+				tc.ttl, tc.period, tc.timeout, tc.margin, tc.lead, got, tc.want)
 		}
 	}
 }

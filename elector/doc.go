@@ -9,32 +9,43 @@
 // Config.SafetyMargin. The backend counts the claim's TTL from the moment it
 // applied the request, which is later, so the holder's deadline always comes
 // before the backend lets another holder in (up to clock-rate drift, which
-// the margin covers).
+// the margin covers). A term ends Config.CancelLead before its local
+// deadline (Term.Deadline) unless a renewal has moved the deadline on by
+// then: the lead is there so that the leader's work is told to stop before
+// the deadline even when the Elector's timer runs late.
 //
 //   - IsLeader is true only while the state is leader and the clock has not
-//     reached the local deadline. It is computed from the clock at each call,
-//     so it turns false when the deadline passes whatever the Elector's own
-//     goroutines are doing: blocked in a backend call, recovering a panic,
-//     starved. Once false it stays false for that term.
-//   - A renewal answered after the current deadline does not extend it: the
-//     term has ended and is demoted, never revived. An acquisition answered
-//     after the deadline it would have granted is released, not led.
-//   - The context handed to OnElected is cancelled at demotion, and at the
-//     latest when the local deadline passes; its Deadline method reports the
-//     current local deadline.
+//     reached the term's end. It is computed from the clock at each call,
+//     so it turns false at the end whatever the Elector's own goroutines are
+//     doing: blocked in a backend call, recovering a panic, starved. Once
+//     false it stays false for that term.
+//   - The context handed to OnElected is done from the term's end on: its
+//     Err reads the clock at each call and returns an error from the end
+//     on, and Done is closed by then (a call to Err or Done past the end
+//     ends the term itself, as the Elector's timer would). A timer armed for
+//     the end closes Done without anyone asking, so a leader blocked on
+//     Done hears of the end before the local deadline unless that timer
+//     runs more than CancelLead late. The context is also cancelled at any
+//     demotion, and its Deadline method reports the term's current end.
+//     Contexts derived from it (context.WithCancel and the like) are
+//     cancelled when it is, so their Err does not read the clock: poll the
+//     leader's context itself.
+//   - A renewal answered after the term's end does not extend it: the term
+//     has ended and is demoted, never revived. An acquisition answered
+//     after the end of the term it would have granted is released, not led.
 //   - The claim is released only after OnElected has returned. If it has not
 //     returned within Config.DrainTimeout, the claim is left to expire, never
 //     released under running work, and the Elector does not campaign again
 //     until OnElected has returned: one process never runs two terms' work.
 //   - Each renewal goes out Config.RenewPeriod (jittered only earlier)
 //     after the send time of the request the deadline counts from, and
-//     Config.Validate requires RenewPeriod + RenewTimeout + SafetyMargin <
-//     TTL: a renewal answered within RenewTimeout always extends the term
-//     before it ends, so a term meeting no error never ends for want of
-//     time.
+//     Config.Validate requires RenewPeriod + RenewTimeout + SafetyMargin +
+//     CancelLead < TTL: a renewal answered within RenewTimeout always
+//     extends the term before it ends, so a term meeting no error never
+//     ends for want of time.
 //   - Renew errors are classified with backends.Classify: lost demotes at
 //     once; transient is retried with jittered exponential backoff until the
-//     deadline, then demotes; fatal demotes at once and is reported (error
+//     term's end, then demotes; fatal demotes at once and is reported (error
 //     log, Observer, and ReasonFatal in OnDemoted).
 //   - Every goroutine is panic-safe. A panic in the Elector's loop (for
 //     example in a Locker) demotes, releases where that is safe, reports,
@@ -59,6 +70,9 @@
 //
 // # What it does not promise
 //
+//   - A leader blocked on the context's Done channel, rather than polling
+//     Err or IsLeader, depends on the Elector's timer: in a process starved
+//     for longer than CancelLead, Done is closed after the local deadline.
 //   - No leader-election library can stop a process that pauses (a GC pause,
 //     a stopped VM, a swapped-out page) after checking IsLeader and before
 //     writing: the write lands after the deadline, maybe after another

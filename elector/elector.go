@@ -186,9 +186,10 @@ func (e *Elector) Run(ctx context.Context) error {
 }
 
 // IsLeader reports whether this Elector leads now: its state is leader and
-// the local deadline has not passed. It is computed at the call from the
-// clock, whatever the Elector's goroutines are doing, and once it has
-// returned false it never returns true again for the same term.
+// the term has not reached its end, CancelLead before the local deadline.
+// It is computed at the call from the clock, whatever the Elector's
+// goroutines are doing, and once it has returned false it never returns
+// true again for the same term.
 func (e *Elector) IsLeader() bool {
 	now := e.clock.Now()
 	e.mu.Lock()
@@ -203,11 +204,29 @@ func (e *Elector) leadingLocked(now time.Time) bool {
 	if t == nil || t.demoted || t.expired || e.machine.State() != lifecycle.Leader {
 		return false
 	}
-	if !now.Before(t.pub.Deadline) {
+	if !now.Before(e.endLocked(t)) {
 		t.expired = true
 		return false
 	}
 	return true
+}
+
+// endLocked is when t ends: CancelLead before its local deadline; e.mu held.
+func (e *Elector) endLocked(t *term) time.Time {
+	return t.pub.Deadline.Add(-e.cfg.CancelLead)
+}
+
+// endIfDue ends t now if the clock has reached its end and the timer that
+// ends it has not run yet (a starved process), so that the leader's
+// context, asked, never reports a term past its end as live.
+func (e *Elector) endIfDue(t *term) {
+	now := e.clock.Now()
+	e.mu.Lock()
+	due := e.cur == t && !t.demoted && !now.Before(e.endLocked(t))
+	e.mu.Unlock()
+	if due {
+		e.onDeadline(t)
+	}
 }
 
 // Term returns the current term, with the current deadline, and true while
@@ -321,7 +340,8 @@ func (e *Elector) afterDemote(t *term, tr transition) {
 	e.observe(func(o Observer) { o.Demoted(pub, c) })
 }
 
-// onDeadline runs on a clock timer at t's local deadline.
+// onDeadline ends t once it has reached its end. It runs on a clock timer
+// armed for that instant, or from the leader's context when asked first.
 func (e *Elector) onDeadline(t *term) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -330,7 +350,7 @@ func (e *Elector) onDeadline(t *term) {
 	}()
 	now := e.clock.Now()
 	e.mu.Lock()
-	if e.cur != t || t.demoted || now.Before(t.pub.Deadline) {
+	if e.cur != t || t.demoted || now.Before(e.endLocked(t)) {
 		e.mu.Unlock() // over, or extended: the renewal re-armed the timer
 		return
 	}

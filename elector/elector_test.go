@@ -100,8 +100,8 @@ func testElectAndRenew(t *testing.T, kind string) {
 		t.Errorf("IsLeader() = false after OnElected")
 	}
 	_, lctx := rec.term(0)
-	if d, ok := lctx.Deadline(); !ok || !d.Equal(want.Deadline) {
-		t.Errorf("leader ctx Deadline() = %v, %v; want %v", d, ok, want.Deadline)
+	if d, ok := lctx.Deadline(); !ok || !d.Equal(want.Deadline.Add(-lead)) {
+		t.Errorf("leader ctx Deadline() = %v, %v; want the term's end, %v before the deadline %v", d, ok, lead, want.Deadline)
 	}
 	if ld, ok := e.Leader(); !ok || ld.Holder != e.Holder() || ld.Token != 1 {
 		t.Errorf("Leader() = %+v, %v; want this elector with token 1", ld, ok)
@@ -118,8 +118,8 @@ func testElectAndRenew(t *testing.T, kind string) {
 		if !ok || !got.Deadline.Equal(wantDeadline) || got.Token != 1 {
 			t.Errorf("after renewal %d: Term() = %+v, %v; want token 1, deadline %v", i, got, ok, wantDeadline)
 		}
-		if d, _ := lctx.Deadline(); !d.Equal(wantDeadline) {
-			t.Errorf("after renewal %d: leader ctx Deadline() = %v, want %v", i, d, wantDeadline)
+		if d, _ := lctx.Deadline(); !d.Equal(wantDeadline.Add(-lead)) {
+			t.Errorf("after renewal %d: leader ctx Deadline() = %v, want %v", i, d, wantDeadline.Add(-lead))
 		}
 		if lctx.Err() != nil {
 			t.Errorf("leader ctx done while leading: %v", context.Cause(lctx))
@@ -127,11 +127,14 @@ func testElectAndRenew(t *testing.T, kind string) {
 	}
 }
 
-// TestDeadlineWhileRenewBlocked: IsLeader turns false exactly at the local
-// deadline while the renewal is stuck in the backend, and the renewal's late
-// success does not revive the term. With starved timers (the deadline timer
-// never runs), IsLeader still turns false on time, and the late answer itself
-// ends the term.
+// TestDeadlineWhileRenewBlocked: the term ends exactly CancelLead before
+// the local deadline while the renewal is stuck in the backend: IsLeader
+// turns false, the leader's context reports an error and its Done channel is
+// closed, all before the deadline; the renewal's late success does not
+// revive the term. With starved timers (the timer that ends the term never
+// runs) the context still reports the end on time when asked: before, its
+// Err stayed nil past the deadline, and it was cancelled at the deadline,
+// not before it.
 func TestDeadlineWhileRenewBlocked(t *testing.T) {
 	for _, kind := range lockerKinds {
 		for _, starved := range []bool{false, true} {
@@ -158,9 +161,9 @@ func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 	e := startElector(t, fl, cfg)
 
 	rec.waitElected(t, ctx, 1)
-	waiters := 2 // the deadline timer and the renew timer
+	waiters := 2 // the end-of-term timer and the renew timer
 	if starved {
-		waiters = 1 // the deadline timer is on the other clock
+		waiters = 1 // the end-of-term timer is on the other clock
 	}
 	if err := clk.BlockUntil(ctx, waiters); err != nil {
 		t.Fatal(err)
@@ -173,36 +176,52 @@ func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 	}
 
 	deadline := t0.Add(ttl - margin)
-	clk.Set(deadline.Add(-time.Nanosecond))
+	end := deadline.Add(-lead)
+	_, lctx := rec.term(0)
+	clk.Set(end.Add(-time.Nanosecond))
 	if !e.IsLeader() {
-		t.Errorf("IsLeader() = false 1ns before the deadline")
+		t.Errorf("IsLeader() = false 1ns before the term's end")
 	}
+	if err := lctx.Err(); err != nil {
+		t.Errorf("leader ctx Err() = %v 1ns before the term's end", err)
+	}
+	done := lctx.Done() // taken before the end: only the timer can close it
 	clk.Add(time.Nanosecond)
+	if !starved {
+		// The timer closes Done at the end, CancelLead before the deadline.
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t.Fatalf("leader ctx not done at the term's end, %v before the deadline", lead)
+		}
+	}
 	if e.IsLeader() {
-		t.Errorf("IsLeader() = true at the deadline while the renewal is blocked")
+		t.Errorf("IsLeader() = true at the term's end while the renewal is blocked")
 	}
 	if _, ok := e.Term(); ok {
-		t.Errorf("Term() reports a term at its deadline")
+		t.Errorf("Term() reports a term at its end")
 	}
-	_, lctx := rec.term(0)
-	wantErr := elector.ErrLateAnswer
-	if !starved {
-		wantErr = elector.ErrDeadlinePassed
-		select {
-		case <-lctx.Done():
-		case <-ctx.Done():
-			t.Fatal("leader ctx not cancelled at the deadline")
-		}
-		var c elector.Cause
-		if !errors.As(context.Cause(lctx), &c) || c.Reason != elector.ReasonExpired {
-			t.Errorf("leader ctx cause = %v, want ReasonExpired", context.Cause(lctx))
-		}
-		eventually(t, ctx, "state demoting", func() bool { return e.State() == lifecycle.Demoting })
+	// Asked, the context reports the end at once, timer or not.
+	if lctx.Err() == nil {
+		t.Fatalf("at %v, %v before the deadline: leader ctx Err() = nil", clk.Now().Sub(t0), deadline.Sub(clk.Now()))
 	}
+	select {
+	case <-lctx.Done():
+	default:
+		t.Errorf("leader ctx Err() = %v but Done() is not closed", lctx.Err())
+	}
+	if !clk.Now().Before(deadline) {
+		t.Errorf("checked at %v, not before the deadline %v", clk.Now().Sub(t0), deadline.Sub(t0))
+	}
+	var c elector.Cause
+	if !errors.As(context.Cause(lctx), &c) || c.Reason != elector.ReasonExpired || !errors.Is(c, elector.ErrDeadlinePassed) {
+		t.Errorf("leader ctx cause = %v, want ReasonExpired wrapping ErrDeadlinePassed", context.Cause(lctx))
+	}
+	eventually(t, ctx, "state demoting", func() bool { return e.State() == lifecycle.Demoting })
 
-	close(block) // the renewal succeeds at the backend, after the deadline
-	if got := rec.waitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired || !errors.Is(got, wantErr) {
-		t.Errorf("OnDemoted cause = %v, want ReasonExpired wrapping %v", got, wantErr)
+	close(block) // the renewal succeeds at the backend, after the term's end
+	if got := rec.waitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired || !errors.Is(got, elector.ErrDeadlinePassed) {
+		t.Errorf("OnDemoted cause = %v, want ReasonExpired wrapping ErrDeadlinePassed", got)
 	}
 	if n := o.get(func(o *obs) int { return o.renewed }); n != 0 {
 		t.Errorf("%d renewals counted as successful, want 0 (the answer was late)", n)
@@ -213,8 +232,89 @@ func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 	// The claim was released after OnElected returned, so the next attempt,
 	// at the same instant, wins a new term.
 	tm := rec.waitElected(t, ctx, 2)
-	if tm.Token <= 1 || !tm.AcquiredAt.Equal(deadline) {
-		t.Errorf("second term = %+v, want a new token acquired at %v", tm, deadline)
+	if tm.Token <= 1 || !tm.AcquiredAt.Equal(end) {
+		t.Errorf("second term = %+v, want a new token acquired at %v", tm, end)
+	}
+}
+
+// TestLateAnswerEndsStarvedTerm: with starved timers and nobody asking the
+// leader's context, the Elector's loop ends the term when the renewal
+// answered after the term's end comes back, and the answer extends nothing.
+func TestLateAnswerEndsStarvedTerm(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec, o := newRecorder(t), newObs()
+	cfg := baseConfig(clk, "a")
+	cfg.Clock = starvedTimers{Clock: clk, never: clocktest.New(t0)}
+	rec.install(&cfg)
+	cfg.Observer = o
+	fl := newFaultLocker(newFakeLocker(clk))
+	block, entered := make(chan struct{}), make(chan struct{})
+	fl.set("renew", &fault{once: true, block: block, entered: entered})
+	e := startElector(t, fl, cfg)
+	rec.waitElected(t, ctx, 1)
+	if err := clk.BlockUntil(ctx, 1); err != nil { // the renew timer
+		t.Fatal(err)
+	}
+	clk.Add(renewPeriod)
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("renewal never reached the backend")
+	}
+	clk.Set(t0.Add(ttl - margin - lead))
+	if e.IsLeader() {
+		t.Errorf("IsLeader() = true at the term's end")
+	}
+	close(block)
+	if got := rec.waitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired {
+		t.Errorf("OnDemoted cause = %v, want ReasonExpired", got)
+	}
+	if n := o.get(func(o *obs) int { return o.renewed }); n != 0 {
+		t.Errorf("%d renewals counted as successful, want 0 (the answer was late)", n)
+	}
+}
+
+// TestLeaderCtxPastDeadlineWhenStarved: in a process whose timers never
+// run, a leader that checks its context past the deadline is told the term
+// is over. Before, Err stayed nil until the cancelling timer ran, so the
+// leader's work went on past its deadline.
+func TestLeaderCtxPastDeadlineWhenStarved(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec := newRecorder(t)
+	cfg := baseConfig(clk, "a")
+	cfg.Clock = starvedTimers{Clock: clk, never: clocktest.New(t0)}
+	rec.install(&cfg)
+	fl := newFaultLocker(newFakeLocker(clk))
+	block, entered := make(chan struct{}), make(chan struct{})
+	fl.set("renew", &fault{once: true, block: block, entered: entered})
+	e := startElector(t, fl, cfg)
+	unblock := sync.OnceFunc(func() { close(block) })
+	defer unblock() // before the cleanup stops the elector, whatever fails
+	rec.waitElected(t, ctx, 1)
+	_, lctx := rec.term(0)
+	if err := clk.BlockUntil(ctx, 1); err != nil { // the renew timer
+		t.Fatal(err)
+	}
+	clk.Add(renewPeriod)
+	select {
+	case <-entered: // the renewal hangs; the timer that would end the term never runs
+	case <-ctx.Done():
+		t.Fatal("renewal never reached the backend")
+	}
+	clk.Set(t0.Add(ttl - margin + time.Millisecond))
+	if err := lctx.Err(); err == nil || e.IsLeader() {
+		t.Fatalf("1ms past the deadline, timers starved: leader ctx Err() = %v, IsLeader() = %v; want an error and false", err, e.IsLeader())
+	}
+	select {
+	case <-lctx.Done():
+	default:
+		t.Errorf("leader ctx Err() = %v but Done() is not closed", lctx.Err())
+	}
+	unblock() // the loop, stuck in the renewal until now, settles the term
+	if c := rec.waitDemoted(t, ctx, 1); c.Reason != elector.ReasonExpired {
+		t.Errorf("OnDemoted cause = %v, want ReasonExpired", c)
 	}
 }
 
@@ -248,18 +348,18 @@ func testTransientRenewErrorsRetriedUntilDeadline(t *testing.T, kind string) {
 	e := startElector(t, fl, cfg)
 	rec.waitElected(t, ctx, 1)
 
-	deadline := t0.Add(ttl - margin)
-	for now := clk.Now(); now.Before(deadline); now = clk.Now() {
-		if err := clk.BlockUntil(ctx, 2); err != nil { // deadline timer + retry (or request) timer
+	end := t0.Add(ttl - margin - lead)
+	for now := clk.Now(); now.Before(end); now = clk.Now() {
+		if err := clk.BlockUntil(ctx, 2); err != nil { // end-of-term timer + retry (or request) timer
 			t.Fatal(err)
 		}
 		if !e.IsLeader() || e.State() != lifecycle.Leader {
-			t.Fatalf("at %v (deadline %v): IsLeader() = %v, State() = %v; want leader until the deadline", now.Sub(t0), deadline.Sub(t0), e.IsLeader(), e.State())
+			t.Fatalf("at %v (term's end %v): IsLeader() = %v, State() = %v; want leader until the term's end", now.Sub(t0), end.Sub(t0), e.IsLeader(), e.State())
 		}
-		clk.Add(min(100*time.Millisecond, deadline.Sub(now)))
+		clk.Add(min(100*time.Millisecond, end.Sub(now)))
 	}
 	if tm, ok := e.Term(); ok && tm.Token == 1 {
-		t.Errorf("term 1 leads at its deadline")
+		t.Errorf("term 1 leads at its end")
 	}
 	if got := rec.waitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired {
 		t.Errorf("OnDemoted cause = %v, want ReasonExpired", got)

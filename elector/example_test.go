@@ -66,8 +66,9 @@ func Example() {
 }
 
 // A main loop can instead check IsLeader before each unit of work. IsLeader
-// turns false at the local deadline even if the elector is stuck, but there
-// is no drain: writes to shared resources must carry the term's token.
+// turns false at the end of the term, before the local deadline, even if the
+// elector is stuck, but there is no drain: writes to shared resources must
+// carry the term's token.
 func Example_isLeader() {
 	clk := clocktest.New(time.Time{})
 	store := memstore.New(memstore.WithClock(clk))

@@ -28,8 +28,10 @@ func TestMain(m *testing.M) {
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// The timings of most tests: a deadline is acquired-at + 9.9s.
+// The timings of most tests: a deadline is acquired-at + 9.9s, and the term
+// ends lead (the default CancelLead, TTL/100) before it, at 9.8s.
 const (
+	lead           = ttl / 100
 	ttl            = 10 * time.Second
 	renewPeriod    = 3 * time.Second
 	renewTimeout   = time.Second

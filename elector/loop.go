@@ -252,7 +252,7 @@ func (l *loop) campaign(ctx context.Context) {
 	if ctx.Err() != nil {
 		return // stopping: settle releases the claim
 	}
-	if !end.Before(deadline) {
+	if !end.Before(deadline.Add(-e.cfg.CancelLead)) { // the term would have ended
 		e.log.Warn("elector: acquired too late to lead; releasing", "token", lease.Token, "took", end.Sub(start))
 		l.pendingLease = nil
 		e.release(ctx, lease)
@@ -287,7 +287,11 @@ func (l *loop) campaign(ctx context.Context) {
 	e.disp.push(func() { l.deliverElected(t, pub) })
 	e.mu.Unlock()
 	l.pendingLease = nil
-	t.timer = e.clock.AfterFunc(deadline.Sub(e.clock.Now()), func() { e.onDeadline(t) })
+	// The timer ends the term CancelLead before the deadline, so that the
+	// leader's context is done before the deadline even if the timer runs
+	// late; the context's Err and IsLeader read the clock and do not wait
+	// for it.
+	t.timer = e.clock.AfterFunc(deadline.Add(-e.cfg.CancelLead).Sub(e.clock.Now()), func() { e.onDeadline(t) })
 
 	e.note(tr)
 	e.log.Info("elector: elected", "token", lease.Token, "rev", lease.Revision, "state", lifecycle.Leader, "deadline", deadline)
@@ -457,7 +461,7 @@ func (l *loop) renew(ctx context.Context, t *term) bool {
 			return false
 		}
 		e.mu.Lock()
-		left := t.pub.Deadline.Sub(end)
+		left := e.endLocked(t).Sub(end)
 		e.mu.Unlock()
 		// Halve the time left at most, so attempts continue up to the
 		// deadline, but not below a floor, so they do not spin.
@@ -475,20 +479,21 @@ func (l *loop) renew(ctx context.Context, t *term) bool {
 
 // extend applies a successful renewal sent at start and answered at end:
 // the deadline moves to start + TTL - SafetyMargin, but only if the answer
-// came before the current deadline and the term was not demoted meanwhile.
-// An answer that comes later does not revive the term.
+// came before the term's end (CancelLead before the current deadline) and
+// the term was not demoted meanwhile. An answer that comes later does not
+// revive the term.
 func (l *loop) extend(t *term, got backends.Lease, start, end time.Time, latency time.Duration) bool {
 	e := l.e
 	e.mu.Lock()
-	ok := e.cur == t && !t.demoted && !t.expired && end.Before(t.pub.Deadline)
-	var deadline time.Time
+	ok := e.cur == t && !t.demoted && !t.expired && end.Before(e.endLocked(t))
+	var deadline, ends time.Time
 	var tr transition
 	var demoted bool
 	if ok {
 		t.pub.Deadline = start.Add(e.grantedTTL(got) - e.cfg.SafetyMargin)
-		deadline = t.pub.Deadline
+		deadline, ends = t.pub.Deadline, e.endLocked(t)
 	} else {
-		if !end.Before(t.pub.Deadline) {
+		if !end.Before(e.endLocked(t)) {
 			t.expired = true
 		}
 		tr, demoted = e.demoteLocked(t, Cause{Reason: ReasonExpired, Err: ErrLateAnswer})
@@ -501,7 +506,7 @@ func (l *loop) extend(t *term, got backends.Lease, start, end time.Time, latency
 		return false
 	}
 	t.lease, t.sent = got, start
-	t.timer.Reset(deadline.Sub(e.clock.Now()))
+	t.timer.Reset(ends.Sub(e.clock.Now()))
 	left := deadline.Sub(end)
 	e.log.Debug("elector: renewed", "token", got.Token, "rev", got.Revision, "latency", latency, "left", left)
 	e.observe(func(o Observer) { o.Renewed(latency, left) })

@@ -8,7 +8,9 @@ import (
 )
 
 // Observer receives the Elector's metrics events. Methods are called from the
-// Elector's goroutines, sometimes from more than one at a time, so they must
+// Elector's goroutines (and, for a term that the leader's context finds past
+// its end before the Elector's timer does, from the goroutine calling the
+// context's Err or Done), sometimes from more than one at a time, so they must
 // be safe for concurrent use; they must be quick and must not block (record
 // and return). A panicking method is recovered and logged. Embed NopObserver
 // to implement only some methods and to stay compatible when methods are

@@ -27,9 +27,11 @@ type Term struct {
 	// was sent.
 	AcquiredAt time.Time
 
-	// Deadline is the local deadline when the Term value was taken. While
-	// leading, each renewal moves it forward; the leader's context reports
-	// the current one.
+	// Deadline is the local deadline when the Term value was taken: the
+	// clock reading before the request that last extended the term was
+	// sent, plus the TTL, minus Config.SafetyMargin. The term ends
+	// Config.CancelLead before it, so the leader's work has been told to
+	// stop by then. While leading, each renewal moves it forward.
 	Deadline time.Time
 }
 
@@ -98,12 +100,13 @@ func (c Cause) Unwrap() error { return c.Err }
 
 // Errors behind ReasonExpired.
 var (
-	// ErrDeadlinePassed: the local deadline passed with no renewal
-	// answered in time.
-	ErrDeadlinePassed = errors.New("elector: local deadline passed")
+	// ErrDeadlinePassed: the term reached its end (Config.CancelLead
+	// before the local deadline) with no renewal answered in time.
+	ErrDeadlinePassed = errors.New("elector: term ended before a renewal was answered")
 	// ErrLateAnswer: a renewal succeeded at the backend but its answer
-	// arrived after the deadline it would have extended; it is not used.
-	ErrLateAnswer = errors.New("elector: answer arrived after the local deadline")
+	// arrived after the end of the term it would have extended; it is not
+	// used.
+	ErrLateAnswer = errors.New("elector: answer arrived after the term ended")
 )
 
 // PanicError is the error behind ReasonPanic.
@@ -136,7 +139,7 @@ type term struct {
 
 	ctx    context.Context // the leader's context, handed to OnElected
 	cancel context.CancelCauseFunc
-	timer  *clock.Timer // cancels ctx at the deadline; set once by the loop
+	timer  *clock.Timer // ends the term (and cancels ctx) CancelLead before the deadline; set once by the loop
 
 	// electedDone is closed by the dispatcher when OnElected has returned,
 	// or was skipped because the term had ended before its turn.
@@ -145,8 +148,14 @@ type term struct {
 }
 
 // leaderCtx is the context handed to OnElected. It is cancelled by the
-// Elector (on a clock timer at the deadline, or at demotion), and its
-// Deadline reports the term's current local deadline, which renewals extend.
+// Elector at demotion, at the latest on a clock timer at the term's end
+// (CancelLead before the local deadline), and its Deadline reports that
+// end, which renewals move forward.
+//
+// A timer that runs late would leave the context live past the end, so Err
+// and Done read the clock too: past the end, they end the term (as the
+// timer would) before they answer. Contexts derived from it learn of the
+// end when it is cancelled, as from any parent.
 type leaderCtx struct {
 	context.Context
 	e *Elector
@@ -156,5 +165,15 @@ type leaderCtx struct {
 func (c leaderCtx) Deadline() (time.Time, bool) {
 	c.e.mu.Lock()
 	defer c.e.mu.Unlock()
-	return c.t.pub.Deadline, true
+	return c.e.endLocked(c.t), true
+}
+
+func (c leaderCtx) Done() <-chan struct{} {
+	c.e.endIfDue(c.t)
+	return c.Context.Done()
+}
+
+func (c leaderCtx) Err() error {
+	c.e.endIfDue(c.t)
+	return c.Context.Err()
 }

@@ -200,8 +200,8 @@
 //     timeout, wedge it as a leader forever while another node takes over
 //     after the TTL.
 //   - Tenure: each request is bounded by RenewTimeout; the leader keeps
-//     leading until its local deadline and stops exactly then, before the
-//     claim expires at the backend; a follower that can reach the backend
+//     leading until its term's end (CancelLead before its local deadline)
+//     and stops exactly then, before the claim expires at the backend; a follower that can reach the backend
 //     takes over right after the expiry. When the partition heals the old
 //     leader follows.
 //   - Test: TestFM15PartitionFromBackend.
@@ -373,8 +373,10 @@
 //     backend's expiry: overlap.
 //   - Tenure: the local deadline is TTL minus SafetyMargin after the send
 //     time; a rate skew whose drift over one TTL stays within the margin
-//     never overlaps. A skew beyond the margin does, which the test also
-//     shows: the margin must be configured for the clocks in use.
+//     never overlaps. The term ends CancelLead earlier still, which hides a
+//     little more drift but eats the time kept for a late timer; a skew
+//     beyond both overlaps, which the test also shows: the margin must be
+//     configured for the clocks in use.
 //   - Test: TestFM29ClockRateSkew.
 //
 // # FM-30 Stop-the-world pause past the lease

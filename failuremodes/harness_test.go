@@ -39,6 +39,7 @@ const (
 	renewPeriod  = 3 * time.Second
 	renewTimeout = 2 * time.Second
 	margin       = 100 * time.Millisecond
+	cancelLead   = ttl / 100 // the default: a term ends this long before its local deadline
 	retryPeriod  = time.Second
 	drainTimeout = 2 * time.Second
 	relTimeout   = time.Second
