@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +39,12 @@ func TestClassify(t *testing.T) {
 		{"invalid", backends.ErrInvalid, backends.ClassFatal},
 		{"closed", backends.ErrClosed, backends.ClassFatal},
 		{"unsupported", backends.ErrUnsupported, backends.ClassFatal},
+		{"stdlib unsupported", fmt.Errorf("watch: %w", errors.ErrUnsupported), backends.ClassFatal},
+		{"stdlib permission", fmt.Errorf("open: %w", fs.ErrPermission), backends.ClassFatal},
+		{"EACCES", &fs.PathError{Op: "open", Path: "/x", Err: syscall.EACCES}, backends.ClassFatal},
+		{"EPERM", &fs.PathError{Op: "rename", Path: "/x", Err: syscall.EPERM}, backends.ClassFatal},
+		{"malformed claim", fmt.Errorf("x: %w", mustDecodeErr(t)), backends.ClassFatal},
+		{"bad ttl", fmt.Errorf("x: %w", backends.ErrInvalid), backends.ClassFatal},
 		{"fatal wins over lost", fmt.Errorf("%w: %w", backends.ErrCorrupt, backends.ErrNotFound), backends.ClassFatal},
 		{"lost wins over transient", fmt.Errorf("%w: %w", backends.ErrUnavailable, backends.ErrConflict), backends.ClassLost},
 		{"explicit class", fmt.Errorf("x: %w", &backends.ClassError{Class: backends.ClassFatal, Err: backends.ErrUnavailable}), backends.ClassFatal},
@@ -46,6 +54,17 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%s: Classify(%v) = %v, want %v", tt.name, tt.err, got, tt.want)
 		}
 	}
+}
+
+// mustDecodeErr is the error a Locker reports for a claim value it cannot
+// parse.
+func mustDecodeErr(t *testing.T) error {
+	t.Helper()
+	_, err := backends.DecodeClaim([]byte("not a claim"))
+	if err == nil {
+		t.Fatal("DecodeClaim accepted a malformed value")
+	}
+	return err
 }
 
 func TestConflictErrorReasons(t *testing.T) {

@@ -3,6 +3,7 @@ package backends
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 )
 
 // Sentinel errors. Backends wrap them (with %w) so callers can branch with
@@ -113,7 +114,8 @@ const (
 	// unable; retrying may succeed.
 	ClassTransient
 	// ClassFatal: retrying will not help (permissions, a missing resource,
-	// corrupt state, bad arguments, a closed or unsupported store).
+	// corrupt state, bad arguments, a closed store, an unsupported
+	// operation).
 	ClassFatal
 )
 
@@ -139,9 +141,13 @@ type Classifier interface {
 
 // Classify sorts err into a Class. Fatal sentinels win over lost ones, and
 // lost over transient, so that an error carrying several reasons is treated
-// by the most conservative one. An error Classify does not recognise is
-// transient: its outcome is unknown, and a holder retries only until its
-// deadline, so this never extends leadership.
+// by the most conservative one. Fatal are ErrPermission, ErrMissingResource,
+// ErrCorrupt, ErrInvalid, ErrClosed and ErrUnsupported, and also the
+// standard library's errors.ErrUnsupported and fs.ErrPermission (which
+// EACCES and EPERM match), so that a Locker that wraps those without
+// mapping them is not retried for ever. An error Classify does not
+// recognise is transient: its outcome is unknown, and a holder retries only
+// until its deadline, so this never extends leadership.
 func Classify(err error) Class {
 	if err == nil {
 		return ClassNone
@@ -150,7 +156,8 @@ func Classify(err error) Class {
 	if errors.As(err, &c) {
 		return c.ErrorClass()
 	}
-	for _, s := range []error{ErrPermission, ErrMissingResource, ErrCorrupt, ErrInvalid, ErrUnsupported, ErrClosed} {
+	// ErrUnsupported wraps errors.ErrUnsupported: one check matches both.
+	for _, s := range []error{ErrPermission, fs.ErrPermission, ErrMissingResource, ErrCorrupt, ErrInvalid, errors.ErrUnsupported, ErrClosed} {
 		if errors.Is(err, s) {
 			return ClassFatal
 		}
