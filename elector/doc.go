@@ -47,12 +47,27 @@
 //     once; transient is retried with jittered exponential backoff until the
 //     term's end, then demotes; fatal demotes at once and is reported (error
 //     log, Observer, and ReasonFatal in OnDemoted).
+//   - Fatal errors are those no retry can fix, as backends.Classify sorts
+//     them: permission denied (backends.ErrPermission, fs.ErrPermission), a
+//     missing backend resource (ErrMissingResource), a corrupt or malformed
+//     record (ErrCorrupt), an invalid argument (ErrInvalid), an unsupported
+//     operation (ErrUnsupported, errors.ErrUnsupported) and a closed store
+//     (ErrClosed). After a fatal error, on a renewal or an acquisition, the
+//     Elector tries again with backoff (RetryPeriod, then twice and four
+//     times that, jittered), in case the fault is being repaired. When four
+//     attempts in a row have failed with fatal errors, with no answer from
+//     the backend in between, it ends as if stopped: the state becomes
+//     stopped, Done is closed, Err returns the last error (wrapped, naming
+//     the key), Run returns it, Start returns ErrStopped, and a term it led
+//     has had its OnDemoted.
 //   - Every goroutine is panic-safe. A panic in the Elector's loop (for
 //     example in a Locker) demotes, releases where that is safe, reports,
 //     and campaigns again; a panic in a callback is recovered and demotes the
-//     current term with ReasonPanic. After any loss, fatal error or panic
-//     the Elector campaigns again (with backoff after fatal errors and
-//     panics): it never idles as a zombie standby.
+//     current term with ReasonPanic. After a loss, an expiry, transient
+//     errors or a panic the Elector campaigns again (with backoff after
+//     panics), for as long as it runs: it never idles as a zombie standby.
+//     It stops campaigning only when stopped, or on repeated fatal errors,
+//     and then says so.
 //   - Stop releases a leader's claim after OnElected returns, so a follower
 //     can take over within milliseconds; Stop and every Release are bounded
 //     by timeouts. Cancelling the context given to Start behaves like Stop.

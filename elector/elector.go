@@ -21,7 +21,8 @@ var (
 	// ErrAlreadyStarted: Start (or Run) was called on an Elector that was
 	// started before. An Elector runs once; make a new one to run again.
 	ErrAlreadyStarted = errors.New("elector: already started")
-	// ErrStopped: Start (or Run) was called after Stop.
+	// ErrStopped: Start (or Run) was called after Stop, or after the
+	// Elector ended on a fatal error.
 	ErrStopped = errors.New("elector: stopped")
 	// ErrStopTimeout: Stop gave up waiting for the Elector's goroutines.
 	ErrStopTimeout = errors.New("elector: stop timed out")
@@ -34,9 +35,11 @@ var (
 // Run) starts it once; a second Start, or a Start after Stop, returns an
 // error. Stop, or cancelling the context given to Start, ends it for good:
 // the state becomes stopped and Done is closed once its goroutines and
-// callbacks have finished. To campaign again, make a new Elector. The query
-// methods (IsLeader, Term, Leader, State, Done) are safe to call from any
-// goroutine at any time, including from callbacks.
+// callbacks have finished. An Elector also ends on its own, as if stopped,
+// when the backend keeps failing with fatal errors (see the package
+// documentation); Err then reports why. To campaign again, make a new
+// Elector. The query methods (IsLeader, Term, Leader, State, Done, Err) are
+// safe to call from any goroutine at any time, including from callbacks.
 type Elector struct {
 	locker  backends.Locker
 	watcher backends.ClaimWatcher // nil when the locker cannot watch
@@ -59,6 +62,7 @@ type Elector struct {
 	leader    Leader                  // guarded by mu; last observed leader
 	hasLeader bool                    // guarded by mu
 	lastDup   string                  // guarded by mu; nonce of the last duplicate reported
+	err       error                   // guarded by mu; why the Elector ended on its own; set once
 }
 
 // New returns an Elector for cfg.Key over locker. It fails if cfg does not
@@ -98,7 +102,8 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 // Start starts campaigning in the background and returns. Cancelling ctx
 // has the effect of Stop (without waiting). Start returns ErrAlreadyStarted
 // if the Elector was started before and an error wrapping ErrStopped if it
-// was stopped.
+// was stopped. If the Elector ends on its own on a fatal error, Done is
+// closed and Err returns the error.
 func (e *Elector) Start(ctx context.Context) error {
 	e.mu.Lock()
 	switch {
@@ -171,18 +176,44 @@ func (e *Elector) wait(ctx context.Context) error {
 }
 
 // Run starts the Elector and blocks until ctx is cancelled (or Stop is
-// called elsewhere), then stops it as Stop does. It returns nil after a
-// clean stop, the error of Start, or the error of the bounded Stop.
+// called elsewhere), then stops it as Stop does, or until the Elector ends
+// on its own on a fatal error. It returns nil after a clean stop, the error
+// of Start, the error of the bounded Stop, or the fatal error (see Err).
 func (e *Elector) Run(ctx context.Context) error {
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
 	select {
 	case <-e.done:
-		return nil
 	case <-ctx.Done():
+		if err := e.Stop(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
 	}
-	return e.Stop(context.WithoutCancel(ctx))
+	return e.Err()
+}
+
+// Err returns nil while the Elector runs and after Stop. Once the Elector
+// has ended on its own because the backend kept failing with fatal errors
+// (see the package documentation), it returns that error, wrapping the
+// backend's last one and naming the key; it is set before Done is closed.
+func (e *Elector) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// end stops the Elector on its own, with err for Err and Run: the loop
+// winds down as after Stop. Called by the loop while it is a follower.
+func (e *Elector) end(err error) {
+	e.mu.Lock()
+	if e.err == nil && !e.stopping {
+		e.err = err
+	}
+	e.stopping = true
+	cancel := e.cancel
+	e.mu.Unlock()
+	cancel(err)
 }
 
 // IsLeader reports whether this Elector leads now: its state is leader and
@@ -256,8 +287,8 @@ func (e *Elector) State() lifecycle.State { return e.machine.State() }
 // Holder returns this Elector's holder: Identity and its nonce.
 func (e *Elector) Holder() backends.Holder { return e.holder }
 
-// Done is closed when a stopped Elector has finished: its loop has exited
-// and every queued callback has returned.
+// Done is closed when the Elector has finished, stopped or ended on its own
+// (see Err): its loop has exited and every queued callback has returned.
 func (e *Elector) Done() <-chan struct{} { return e.done }
 
 // transition is a Fire's outcome, noted (logged, observed) after e.mu is

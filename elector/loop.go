@@ -14,11 +14,25 @@ import (
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
+// fatalAttempts is how many attempts in a row may fail with a fatal error
+// (a renewal that ended a term, then acquisitions, spaced by the follower's
+// backoff of RetryPeriod, 2×, 4×) before the Elector ends with the last
+// one. At the defaults they span about 1.2 TTL: long enough for a
+// permission being granted or a resource being created to catch up, short
+// enough that an operator hears of a broken deployment within about a TTL.
+// Fixed rather than configured: the time it spans already scales with
+// RetryPeriod and TTL.
+const fatalAttempts = 4
+
 // loop is the state of the Elector's campaign goroutine; only that goroutine
 // touches it.
 type loop struct {
 	e  *Elector
 	bo *backoff.ExponentialBackOff // follower backoff after errors
+
+	// fatals counts the attempts in a row that failed with a fatal error;
+	// any answer from the backend (a claim won, a claim held) resets it.
+	fatals int
 
 	// wait is how long to wait before the next attempt.
 	wait time.Duration
@@ -247,6 +261,7 @@ func (l *loop) campaign(ctx context.Context) {
 		l.rejected(ctx, err)
 		return
 	}
+	l.fatals = 0
 	l.pendingLease = &lease
 	deadline := start.Add(e.grantedTTL(lease) - e.cfg.SafetyMargin)
 	if ctx.Err() != nil {
@@ -327,6 +342,7 @@ func (l *loop) rejected(ctx context.Context, err error) {
 	}
 	e.fire(lifecycle.Rejected)
 	if errors.As(err, &held) {
+		l.fatals = 0
 		e.observe(func(o Observer) { o.ElectionLost(backends.ClassLost) })
 		for _, h := range held.Holders {
 			if h.Holder == e.holder {
@@ -354,12 +370,27 @@ func (l *loop) rejected(ctx context.Context, err error) {
 	}
 	class := backends.Classify(err)
 	e.observe(func(o Observer) { o.ElectionLost(class) })
-	l.wait = l.bo.NextBackOff()
 	if class == backends.ClassFatal {
-		e.log.Error("elector: acquire failed; retrying with backoff", "class", class, "err", err, "retry_in", l.wait)
+		l.fatal(err)
 		return
 	}
+	l.wait = l.bo.NextBackOff()
 	e.log.Warn("elector: acquire failed", "class", class, "err", err, "retry_in", l.wait)
+}
+
+// fatal counts an attempt that failed with a fatal error, the Elector
+// being a follower: it sets the backoff before the next attempt, or, at
+// the fatalAttempts-th in a row, ends the Elector with err.
+func (l *loop) fatal(err error) {
+	e := l.e
+	l.fatals++
+	if l.fatals >= fatalAttempts {
+		e.log.Error("elector: giving up after fatal errors", "attempts", l.fatals, "err", err)
+		e.end(fmt.Errorf("elector: campaign %q: %d attempts in a row failed with a fatal error: %w", e.cfg.Key, l.fatals, err))
+		return
+	}
+	l.wait = l.bo.NextBackOff()
+	e.log.Error("elector: fatal error; retrying with backoff", "attempt", l.fatals, "of", fatalAttempts, "err", err, "retry_in", l.wait)
 }
 
 // releaseUnknown runs when an attempt failed without a definite answer
@@ -555,7 +586,11 @@ func (l *loop) finishTerm(ctx context.Context, t *term, fallback Cause) {
 	e.note(tr)
 
 	switch cause.Reason {
-	case ReasonFatal, ReasonPanic:
+	case ReasonFatal:
+		if ev == lifecycle.Demoted {
+			l.fatal(cause.Err)
+		}
+	case ReasonPanic:
 		l.wait = l.bo.NextBackOff()
 	default:
 		l.wait = 0

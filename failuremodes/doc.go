@@ -237,8 +237,12 @@
 //   - Tenure: backends.ErrPermission and backends.ErrMissingResource are
 //     fatal: the leader demotes at once (ReasonFatal in OnDemoted, the
 //     error in Cause.Err, Observer.RenewFailed with ClassFatal, an error log
-//     line); it keeps campaigning with backoff and leads again once the
-//     backend is restored.
+//     line). It campaigns again with backoff (RetryPeriod, twice, four
+//     times that) and leads again if the backend is restored by then. If
+//     it is not, the fourth fatal error in a row ends the elector as if
+//     stopped: Run returns the error (wrapped, naming the key), Done is
+//     closed and Err returns it, so a supervisor or a health check sees it
+//     instead of a node retrying in silence.
 //   - Test: TestFM18FatalBackendError.
 //
 // # FM-19 Crash leftovers in a file store
@@ -306,8 +310,10 @@
 //   - Trigger: a leader loses its claim (taken over, deleted).
 //   - Naive: a one-shot campaign (client-go's Run, etcd's Campaign) returns
 //     and never campaigns again: the node is a standby that never stands in.
-//   - Tenure: after any loss, fatal error or panic the elector campaigns
-//     again, and leads when the claim is free.
+//   - Tenure: after a loss, an expiry, transient errors or a panic the
+//     elector campaigns again, for as long as it runs, and leads when the
+//     claim is free. It stops campaigning only when stopped, or after
+//     repeated fatal errors (FM-18), and then Run returns the error.
 //   - Test: TestFM24CampaignsAgainAfterLoss.
 //
 // # FM-25 A campaign answered after its lease expired

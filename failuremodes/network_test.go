@@ -1,15 +1,19 @@
 package failuremodes_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/lifecycle"
 )
 
 // advance moves the clock by d in steps of at most step, yielding between
@@ -241,10 +245,12 @@ func TestFM17CrashedHolderTakeover(t *testing.T) {
 }
 
 // FM-18: a deleted backend resource or revoked permission is fatal: the
-// leader demotes at once and the error is reported.
+// leader demotes at once and the error is reported; the elector tries again
+// a few times with backoff, leads again if the backend is restored by then,
+// and otherwise ends: Run returns the error.
 func TestFM18FatalBackendError(t *testing.T) {
 	for _, sentinel := range []error{backends.ErrPermission, backends.ErrMissingResource} {
-		t.Run("tenure/"+sentinel.Error(), func(t *testing.T) {
+		t.Run("tenure restored in time/"+sentinel.Error(), func(t *testing.T) {
 			w := newWorld(t)
 			log := &logs{}
 			a := w.newNode("a", withConfig(func(c *elector.Config) { c.Logger = slog.New(log) })).start()
@@ -266,8 +272,8 @@ func TestFM18FatalBackendError(t *testing.T) {
 			} else {
 				t.Logf("logged: %s", line)
 			}
-			// It keeps campaigning, with backoff (1s, 2s, ...), and leads
-			// once restored.
+			// It campaigns again, with backoff (1s, 2s, ...), and leads once
+			// restored: here before its fourth fatal error in a row.
 			w.step(followerTimers, retryPeriod)
 			a.await(evLost, 1)
 			w.step(followerTimers, 2*retryPeriod)
@@ -279,6 +285,54 @@ func TestFM18FatalBackendError(t *testing.T) {
 					t.Errorf("attempt while revoked classified %v, want fatal", ev.class)
 				}
 			}
+		})
+	}
+	for _, sentinel := range []error{backends.ErrPermission, backends.ErrMissingResource} {
+		t.Run("tenure not restored: Run ends/"+sentinel.Error(), func(t *testing.T) {
+			w := newWorld(t)
+			a := w.newNode("a")
+			ran, exited := make(chan error, 1), make(chan struct{})
+			go func() {
+				defer close(exited)
+				ran <- a.e.Run(context.Background())
+			}()
+			t.Cleanup(func() { // before the world's shutdown, whatever failed
+				a.e.Stop(w.ctx)
+				<-exited
+			})
+			a.await(evElected, 1)
+			a.f.Fail(faults.AllOps, 0, sentinel)
+			w.step(leaderTimers, renewPeriod) // fatal error 1: the renewal
+			if ev := a.await(evOnDemoted, 1); ev.cause.Reason != elector.ReasonFatal {
+				t.Errorf("OnDemoted cause = %v, want fatal", ev.cause)
+			}
+			for i, wait := range []time.Duration{retryPeriod, 2 * retryPeriod, 4 * retryPeriod} { // fatal errors 2 to 4
+				w.step(followerTimers, wait)
+				if ev := a.await(evLost, i+1); ev.class != backends.ClassFatal {
+					t.Errorf("attempt %d while revoked classified %v, want fatal", i+1, ev.class)
+				}
+			}
+			var err error
+			select {
+			case err = <-ran:
+			case <-w.ctx.Done():
+				t.Fatalf("Run still running after four fatal errors in a row (state %v)", a.e.State())
+			}
+			if !errors.Is(err, sentinel) || !strings.Contains(err.Error(), strconv.Quote(key)) {
+				t.Errorf("Run() = %v; want an error wrapping %v that names %q", err, sentinel, key)
+			}
+			if a.e.Err() != err || a.e.State() != lifecycle.Stopped || a.IsLeader() {
+				t.Errorf("after Run returned: Err() = %v, State() = %v, IsLeader() = %v; want Run's error, stopped, false", a.e.Err(), a.e.State(), a.IsLeader())
+			}
+			select {
+			case <-a.e.Done():
+			default:
+				t.Errorf("Done not closed after Run returned")
+			}
+			if el, de := a.rec.count(evElected), a.rec.count(evOnDemoted); el != 1 || de != 1 {
+				t.Errorf("OnElected %d times, OnDemoted %d times; want one each", el, de)
+			}
+			t.Logf("Run returned after %v: %v", w.elapsed(), err)
 		})
 	}
 	t.Run("naive: leaderless, nothing reported", func(t *testing.T) {
