@@ -76,8 +76,11 @@
 //     lost is looked up and released.
 //   - Followers watch the claim when the Locker implements
 //     backends.ClaimWatcher and try at once when it changes. When the
-//     watch also signals expiry (backends.ExpiryWatcher), that is all a
-//     follower waits for: it sends nothing while the holder renews.
+//     watch also signals expiry (backends.ExpiryWatcher), a follower
+//     waits for the watch: it sends nothing while the holder renews,
+//     except one attempt about ten TTLs past the expiry it last observed,
+//     so that a signal the watch failed to deliver delays a takeover,
+//     never prevents it.
 //     Otherwise, and when no watch runs, they time the next attempt to the
 //     expiry the backend reported (plus a little jitter), not to a fixed
 //     poll. Every renewal and retry wait is jittered.

@@ -1128,6 +1128,48 @@ func TestFollowerWaitsForExpirySignal(t *testing.T) {
 	}
 }
 
+// TestFollowerBackstopWhenWatchIsSilent: a follower waiting on a watch that
+// signals expiry still has a bound of its own. The watch here never
+// signals (a stream stalled without breaking); the holder dies at once, so
+// its claim expires at 10s. The follower tries ten TTLs past that expiry,
+// not earlier (it sends nothing while it trusts the watch) and not never:
+// before the backstop it waited for good, and this test timed out.
+func TestFollowerBackstopWhenWatchIsSilent(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	store := memstore.New(memstore.WithClock(clk))
+	t.Cleanup(func() { store.Close() }) // after the electors stop
+	sl, err := backends.NewLocker(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa, fb := newFaultLocker(sl), newFaultLocker(sl)
+	ra, rb := newRecorder(t), newRecorder(t)
+	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
+	ra.install(&cfgA)
+	rb.install(&cfgB)
+	startElector(t, fa, cfgA)
+	t.Cleanup(fa.uncrash)
+	ra.waitElected(t, ctx, 1)
+	fa.crash() // a's renewals never return: its claim expires at ttl
+	startElector(t, silentExpiryLocker{fb}, cfgB)
+	eventually(t, ctx, "b follows", func() bool { return rb.sawState(lifecycle.Acquiring, lifecycle.Follower) })
+	// a: deadline and renewal timers; b: the backstop (the store arms no
+	// expiry timer, as nobody watches it).
+	if err := clk.BlockUntil(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	backstop := ttl + time.Millisecond + 10*ttl // the expiry b observed, its 1ms step, ten TTLs (no jitter)
+	clk.Add(backstop)
+	tm := rb.waitElected(t, ctx, 1)
+	if want := t0.Add(backstop); !tm.AcquiredAt.Equal(want) {
+		t.Errorf("b acquired at %v, want %v (ten TTLs past the expiry it observed)", tm.AcquiredAt.Sub(t0), want.Sub(t0))
+	}
+	if n := fb.count("acquire"); n != 2 {
+		t.Errorf("b made %d attempts, want 2: one on start and one at the backstop", n)
+	}
+}
+
 // TestStopDuringLostAnswerReleases: Stop while an attempt is in flight that
 // the backend has applied but whose answer never comes. Stop does not
 // cancel the attempt; when it times out, the outcome is unknown, so the

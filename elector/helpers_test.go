@@ -543,3 +543,15 @@ func (b *logBuffer) String() string {
 func (b *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// silentExpiryLocker declares a claim watch that signals expiry and never
+// signals anything, as a stream that stalled without breaking would.
+type silentExpiryLocker struct{ *faultLocker }
+
+func (silentExpiryLocker) WatchClaim(ctx context.Context, _ string) (<-chan struct{}, error) {
+	ch := make(chan struct{})
+	context.AfterFunc(ctx, func() { close(ch) })
+	return ch, nil
+}
+
+func (silentExpiryLocker) SignalsExpiry() bool { return true }

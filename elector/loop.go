@@ -36,9 +36,10 @@ type loop struct {
 
 	// wait is how long to wait before the next attempt.
 	wait time.Duration
-	// onWatch: the next attempt waits for the claim watch alone (or for
-	// it to end), because the watch was open during the last attempt and
-	// signals the holder's expiry; wait is then unused.
+	// onWatch: the next attempt waits for the claim watch (or for it to
+	// end), because the watch was open during the last attempt and signals
+	// the holder's expiry; wait is then only the backstop (see
+	// watchBackstopTTLs), in case a signal never comes.
 	onWatch bool
 	// pendingElected, when set, is the electedDone of a term whose OnElected
 	// had not returned when its drain timed out: no campaign until it closes.
@@ -155,6 +156,8 @@ func (l *loop) waitTurn(ctx context.Context) bool {
 	wait, onWatch := l.wait, l.onWatch && l.watch != nil
 	l.wait, l.onWatch = 0, false
 	if onWatch {
+		backstop := l.e.clock.Timer(wait)
+		defer backstop.Stop()
 		select {
 		case <-ctx.Done():
 			return false
@@ -162,6 +165,8 @@ func (l *loop) waitTurn(ctx context.Context) bool {
 			if !ok {
 				l.watchEnded()
 			}
+		case <-backstop.C:
+			l.e.log.Debug("elector: the watch signalled no expiry in time; trying anyway", "waited", wait)
 		}
 		return true
 	}
@@ -358,9 +363,13 @@ func (l *loop) rejected(ctx context.Context, err error) {
 		e.sawHolders(held.Holders)
 		if e.expiryWatch && l.watch != nil {
 			// The watch was open before this attempt, so it will signal
-			// the release or expiry of the claim seen held: no timer, and
-			// no request while the holder renews.
+			// the release or expiry of the claim seen held: no request
+			// while the holder renews, only a backstop far past the
+			// expiry observed, so that a signal the watch failed to
+			// deliver costs a late attempt, never a follower that waits
+			// for good.
 			l.onWatch = true
+			l.wait = l.expiryWait(held.Holders) + l.e.jitterAround(watchBackstopTTLs*l.e.cfg.TTL)
 			e.log.Debug("elector: claim held; waiting for the watch", "err", err)
 			return
 		}
@@ -417,6 +426,13 @@ func (l *loop) releaseUnknown(ctx context.Context, cause error) {
 		e.log.Warn("elector: an attempt's outcome is unknown and its claim could not be released; a claim taken will expire", "attempt_err", cause, "err", err)
 	}
 }
+
+// watchBackstopTTLs is how many TTLs past the observed expiry a follower
+// waiting on a watch that signals expiry tries anyway. While the holder
+// renews, that costs each follower one attempt per ten TTLs or so, a few
+// per cent of the holder's own renewals; a watch that misses a signal
+// (a stalled stream, a bug) delays a takeover by that much at most.
+const watchBackstopTTLs = 10
 
 // expiryWait times the next attempt to the earliest observed expiry, plus a
 // little jitter so followers do not arrive together; RetryPeriod when no
