@@ -89,7 +89,7 @@ func (e *ConflictError) Unwrap() error {
 // ErrHeld and lists the live holders it saw.
 type HeldError struct {
 	Key     string
-	Holders []Lease
+	Holders []Claim
 }
 
 func (e *HeldError) Error() string {

@@ -88,8 +88,8 @@ func DecodeClaim(value []byte) (Holder, error) {
 	return Holder{ID: c.ID, Nonce: c.Nonce}, nil
 }
 
-// Lease is a held claim as a Locker reports it.
-type Lease struct {
+// Claim is a held claim as a Locker reports it.
+type Claim struct {
 	Key    string // the claim key (the group key for slot groups)
 	Slot   int    // the slot index; 0 for a singleton claim
 	Holder Holder
@@ -110,29 +110,29 @@ type Lease struct {
 // Locker is the claim level the elector runs on. Implementations are safe for
 // concurrent use.
 //
-// A Lease is a capability: Renew and Release act on the claim it names, by
-// its revision, and cannot tell who passes it. Leases listed by Holders or in
+// A Claim is a capability: Renew and Release act on the claim it names, by
+// its revision, and cannot tell who passes it. Claims listed by Holders or in
 // a HeldError describe other holders' claims too; a caller passes to Renew or
-// Release only leases whose Holder is its own. The elector does exactly
+// Release only claims whose Holder is its own. The elector does exactly
 // that, which is what keeps two holders with one identity apart. Renew
 // checks the holder the store returns and reports a mismatch as lost.
 type Locker interface {
 	// TryAcquire takes the claim key for holder if it is free, without
 	// waiting. If it is held the error is a *HeldError listing the holders.
-	TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Lease, error)
+	TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Claim, error)
 
-	// Renew extends the lease by its TTL if it is still the caller's; else an
+	// Renew extends the claim by its TTL if it is still the caller's; else an
 	// error of class lost.
-	Renew(ctx context.Context, lease Lease) (Lease, error)
+	Renew(ctx context.Context, c Claim) (Claim, error)
 
-	// Release gives the lease up if it is still the caller's. Releasing a
-	// lease that has already expired is not an error; one taken over by
+	// Release gives the claim up if it is still the caller's. Releasing a
+	// claim that has already expired is not an error; one taken over by
 	// another holder gives an error wrapping ErrNotHolder.
-	Release(ctx context.Context, lease Lease) error
+	Release(ctx context.Context, c Claim) error
 
 	// Holders lists the live holders of key: for a slot group, the holder
 	// of every live slot, by slot.
-	Holders(ctx context.Context, key string) ([]Lease, error)
+	Holders(ctx context.Context, key string) ([]Claim, error)
 }
 
 // ClaimWatcher is implemented by Lockers that can signal changes to a claim.
@@ -195,10 +195,10 @@ func (l *StoreLocker) Store() Store { return l.store }
 // until then a reader may see it, and its holder never gets a lease for it.
 // The check costs one read after each successful acquisition; if that read
 // fails, the claim is released and the read's error returned.
-func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Lease, error) {
+func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Claim, error) {
 	lease, err := AcquireKey(ctx, l.store, key, key, 0, holder, ttl)
 	if err != nil {
-		return Lease{}, err
+		return Claim{}, err
 	}
 	if err := ValidateKey(GroupSizeKey(key)); err != nil {
 		return lease, nil // too long to be a group's key: no group can exist
@@ -215,18 +215,18 @@ func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder,
 	}
 	// Not known to be a single claim's key: give the claim up unused.
 	if rerr := ReleaseKey(ctx, l.store, key, lease); rerr != nil {
-		return Lease{}, fmt.Errorf("%w (and the claim was not released, it will expire: %v)", err, rerr)
+		return Claim{}, fmt.Errorf("%w (and the claim was not released, it will expire: %v)", err, rerr)
 	}
-	return Lease{}, err
+	return Claim{}, err
 }
 
 // Renew implements Locker.
-func (l *StoreLocker) Renew(ctx context.Context, lease Lease) (Lease, error) {
+func (l *StoreLocker) Renew(ctx context.Context, lease Claim) (Claim, error) {
 	return RenewKey(ctx, l.store, lease.Key, lease)
 }
 
 // Release implements Locker.
-func (l *StoreLocker) Release(ctx context.Context, lease Lease) error {
+func (l *StoreLocker) Release(ctx context.Context, lease Claim) error {
 	return ReleaseKey(ctx, l.store, lease.Key, lease)
 }
 
@@ -234,12 +234,12 @@ func (l *StoreLocker) Release(ctx context.Context, lease Lease) error {
 // and reports it as slot slot of claim key. If storeKey is held, the error
 // is a *HeldError listing its holder. Lockers built over several store keys
 // (slot groups) share it with StoreLocker.
-func AcquireKey(ctx context.Context, s Store, storeKey, key string, slot int, holder Holder, ttl time.Duration) (Lease, error) {
+func AcquireKey(ctx context.Context, s Store, storeKey, key string, slot int, holder Holder, ttl time.Duration) (Claim, error) {
 	if err := validateHolderID(holder.ID); err != nil {
-		return Lease{}, err
+		return Claim{}, err
 	}
 	if ttl <= 0 {
-		return Lease{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", storeKey, ttl, ErrInvalid)
+		return Claim{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", storeKey, ttl, ErrInvalid)
 	}
 	e, err := s.CreateIfAbsent(ctx, storeKey, EncodeClaim(holder), ttl)
 	if err != nil {
@@ -247,31 +247,31 @@ func AcquireKey(ctx context.Context, s Store, storeKey, key string, slot int, ho
 		if errors.As(err, &ce) && ce.Found {
 			cur, derr := LeaseOf(key, slot, ce.Current)
 			if derr != nil {
-				return Lease{}, derr
+				return Claim{}, derr
 			}
-			return Lease{}, &HeldError{Key: key, Holders: []Lease{cur}}
+			return Claim{}, &HeldError{Key: key, Holders: []Claim{cur}}
 		}
-		return Lease{}, fmt.Errorf("backends: acquire %q: %w", storeKey, err)
+		return Claim{}, fmt.Errorf("backends: acquire %q: %w", storeKey, err)
 	}
-	return Lease{Key: key, Slot: slot, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+	return Claim{Key: key, Slot: slot, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
 }
 
 // RenewKey keeps lease, held in the store key storeKey, alive by its TTL if
 // it is still the holder's; otherwise the error is of class lost.
-func RenewKey(ctx context.Context, s Store, storeKey string, lease Lease) (Lease, error) {
+func RenewKey(ctx context.Context, s Store, storeKey string, lease Claim) (Claim, error) {
 	if lease.TTL <= 0 {
-		return Lease{}, fmt.Errorf("backends: renew %q: ttl %v must be positive: %w", storeKey, lease.TTL, ErrInvalid)
+		return Claim{}, fmt.Errorf("backends: renew %q: ttl %v must be positive: %w", storeKey, lease.TTL, ErrInvalid)
 	}
 	e, err := s.KeepAlive(ctx, storeKey, lease.Revision, lease.TTL)
 	if err != nil {
-		return Lease{}, fmt.Errorf("backends: renew %q: %w", storeKey, err)
+		return Claim{}, fmt.Errorf("backends: renew %q: %w", storeKey, err)
 	}
 	got, err := LeaseOf(lease.Key, lease.Slot, e)
 	if err != nil {
-		return Lease{}, err
+		return Claim{}, err
 	}
 	if got.Holder != lease.Holder || got.Token != lease.Token {
-		return Lease{}, fmt.Errorf("backends: renew %q: held by %s (token %d), not %s: %w", storeKey, got.Holder, got.Token, lease.Holder, ErrNotHolder)
+		return Claim{}, fmt.Errorf("backends: renew %q: held by %s (token %d), not %s: %w", storeKey, got.Holder, got.Token, lease.Holder, ErrNotHolder)
 	}
 	return got, nil
 }
@@ -279,7 +279,7 @@ func RenewKey(ctx context.Context, s Store, storeKey string, lease Lease) (Lease
 // ReleaseKey gives up lease, held in the store key storeKey. A claim that
 // already expired is not an error; one taken over by another holder gives
 // an error wrapping ErrNotHolder.
-func ReleaseKey(ctx context.Context, s Store, storeKey string, lease Lease) error {
+func ReleaseKey(ctx context.Context, s Store, storeKey string, lease Claim) error {
 	err := s.CompareAndDelete(ctx, storeKey, lease.Revision)
 	var ce *ConflictError
 	switch {
@@ -296,7 +296,7 @@ func ReleaseKey(ctx context.Context, s Store, storeKey string, lease Lease) erro
 // Holders implements Locker. For a key that is a slot group (its size
 // entry GroupSizeKey(key) exists and there is no claim at key itself) it
 // lists the group's live slot holders, by slot, as slots.Group.Holders does.
-func (l *StoreLocker) Holders(ctx context.Context, key string) ([]Lease, error) {
+func (l *StoreLocker) Holders(ctx context.Context, key string) ([]Claim, error) {
 	e, err := l.store.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
 		return l.groupHolders(ctx, key)
@@ -308,12 +308,12 @@ func (l *StoreLocker) Holders(ctx context.Context, key string) ([]Lease, error) 
 	if err != nil {
 		return nil, err
 	}
-	return []Lease{le}, nil
+	return []Claim{le}, nil
 }
 
 // groupHolders lists the slot holders of key if it is a slot group, and
 // nothing otherwise.
-func (l *StoreLocker) groupHolders(ctx context.Context, key string) ([]Lease, error) {
+func (l *StoreLocker) groupHolders(ctx context.Context, key string) ([]Claim, error) {
 	if ValidateKey(GroupSizeKey(key)) != nil {
 		return nil, nil
 	}
@@ -329,7 +329,7 @@ func (l *StoreLocker) groupHolders(ctx context.Context, key string) ([]Lease, er
 
 // GroupHolders lists the live holders of slot group key in s, by slot: the
 // claims at GroupSlotKey(key, i). Keys of nested groups are not holders.
-func GroupHolders(ctx context.Context, s Store, key string) ([]Lease, error) {
+func GroupHolders(ctx context.Context, s Store, key string) ([]Claim, error) {
 	prefix := key + groupSlotInfix
 	if err := ValidatePrefix(prefix); err != nil {
 		return nil, err
@@ -338,7 +338,7 @@ func GroupHolders(ctx context.Context, s Store, key string) ([]Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backends: holders of group %q: %w", key, err)
 	}
-	var out []Lease
+	var out []Claim
 	for _, e := range entries {
 		i, ok := GroupSlot(key, e.Key)
 		if !ok {
@@ -421,12 +421,12 @@ func WatchKeys(ctx context.Context, s Store, prefix string, match func(key strin
 	return out, nil
 }
 
-// LeaseOf decodes a claim entry into a Lease for claim key and slot. Lockers
+// LeaseOf decodes a claim entry into a Claim for claim key and slot. Lockers
 // built over several store keys (slot groups) use it too.
-func LeaseOf(key string, slot int, e Entry) (Lease, error) {
+func LeaseOf(key string, slot int, e Entry) (Claim, error) {
 	h, err := DecodeClaim(e.Value)
 	if err != nil {
-		return Lease{}, fmt.Errorf("backends: claim %q (store key %q): %w", key, e.Key, err)
+		return Claim{}, fmt.Errorf("backends: claim %q (store key %q): %w", key, e.Key, err)
 	}
-	return Lease{Key: key, Slot: slot, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+	return Claim{Key: key, Slot: slot, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
 }

@@ -429,7 +429,7 @@ func (e *Elector) observe(f func(Observer)) {
 
 // sawHolders records the holders an attempt found: the observed leader
 // (OnNewLeader) and a duplicate identity.
-func (e *Elector) sawHolders(hs []backends.Lease) {
+func (e *Elector) sawHolders(hs []backends.Claim) {
 	if len(hs) == 0 {
 		return
 	}
@@ -530,7 +530,7 @@ func (e *Elector) newBackoff(initial, maxInterval time.Duration) *backoff.Expone
 
 // grantedTTL is the TTL a deadline may count on: the one asked for, or less
 // if the backend says it granted less.
-func (e *Elector) grantedTTL(l backends.Lease) time.Duration {
+func (e *Elector) grantedTTL(l backends.Claim) time.Duration {
 	if l.TTL > 0 && l.TTL < e.cfg.TTL {
 		return l.TTL
 	}
@@ -540,7 +540,7 @@ func (e *Elector) grantedTTL(l backends.Lease) time.Duration {
 // release gives lease up, bounded by ReleaseTimeout and even while ctx is
 // being cancelled. A panicking Locker is recovered: release runs while the
 // loop settles a term and must not fail it.
-func (e *Elector) release(ctx context.Context, lease backends.Lease) {
+func (e *Elector) release(ctx context.Context, lease backends.Claim) {
 	err := e.bounded(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout, func(ctx context.Context) error {
 		return e.releaseCall(ctx, lease)
 	})
@@ -552,7 +552,7 @@ func (e *Elector) release(ctx context.Context, lease backends.Lease) {
 }
 
 // releaseCall calls the Locker's Release, recovering a panic as an error.
-func (e *Elector) releaseCall(ctx context.Context, lease backends.Lease) (err error) {
+func (e *Elector) releaseCall(ctx context.Context, lease backends.Claim) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			perr := &PanicError{Where: "Release", Value: r, Stack: debug.Stack()}

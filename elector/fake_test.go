@@ -20,7 +20,7 @@ type fakeLocker struct {
 	mu       sync.Mutex
 	rev      int64
 	held     bool
-	entry    backends.Lease // valid while held
+	entry    backends.Claim // valid while held
 	expires  time.Time
 	watchers map[chan struct{}]bool
 }
@@ -47,43 +47,43 @@ func (f *fakeLocker) notify() {
 	}
 }
 
-func (f *fakeLocker) snapshot() backends.Lease {
+func (f *fakeLocker) snapshot() backends.Claim {
 	l := f.entry
 	l.Remaining = f.expires.Sub(f.clk.Now())
 	return l
 }
 
-func (f *fakeLocker) TryAcquire(ctx context.Context, key string, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
+func (f *fakeLocker) TryAcquire(ctx context.Context, key string, holder backends.Holder, ttl time.Duration) (backends.Claim, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return backends.Lease{}, fmt.Errorf("fake: acquire: %w", err)
+		return backends.Claim{}, fmt.Errorf("fake: acquire: %w", err)
 	}
 	if f.live() {
-		return backends.Lease{}, &backends.HeldError{Key: key, Holders: []backends.Lease{f.snapshot()}}
+		return backends.Claim{}, &backends.HeldError{Key: key, Holders: []backends.Claim{f.snapshot()}}
 	}
 	f.rev++
 	f.held = true
-	f.entry = backends.Lease{Key: key, Holder: holder, Token: f.rev, Revision: f.rev, TTL: ttl}
+	f.entry = backends.Claim{Key: key, Holder: holder, Token: f.rev, Revision: f.rev, TTL: ttl}
 	f.expires = f.clk.Now().Add(ttl)
 	f.notify()
 	return f.snapshot(), nil
 }
 
-func (f *fakeLocker) Renew(ctx context.Context, lease backends.Lease) (backends.Lease, error) {
+func (f *fakeLocker) Renew(ctx context.Context, lease backends.Claim) (backends.Claim, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return backends.Lease{}, fmt.Errorf("fake: renew: %w", err)
+		return backends.Claim{}, fmt.Errorf("fake: renew: %w", err)
 	}
 	if !f.live() || f.entry.Revision != lease.Revision {
-		return backends.Lease{}, fmt.Errorf("fake: renew: %w", backends.ErrNotHolder)
+		return backends.Claim{}, fmt.Errorf("fake: renew: %w", backends.ErrNotHolder)
 	}
 	f.expires = f.clk.Now().Add(lease.TTL)
 	return f.snapshot(), nil
 }
 
-func (f *fakeLocker) Release(ctx context.Context, lease backends.Lease) error {
+func (f *fakeLocker) Release(ctx context.Context, lease backends.Claim) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -100,21 +100,21 @@ func (f *fakeLocker) Release(ctx context.Context, lease backends.Lease) error {
 	return nil
 }
 
-func (f *fakeLocker) Holders(ctx context.Context, key string) ([]backends.Lease, error) {
+func (f *fakeLocker) Holders(ctx context.Context, key string) ([]backends.Claim, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.live() {
 		return nil, nil
 	}
-	return []backends.Lease{f.snapshot()}, nil
+	return []backends.Claim{f.snapshot()}, nil
 }
 
 // holder returns the live holder, if any.
-func (f *fakeLocker) holder() (backends.Lease, bool) {
+func (f *fakeLocker) holder() (backends.Claim, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.live() {
-		return backends.Lease{}, false
+		return backends.Claim{}, false
 	}
 	return f.snapshot(), true
 }
@@ -151,12 +151,12 @@ func (w watchingLocker) WatchClaim(ctx context.Context, key string) (<-chan stru
 
 // steal hands the claim to another holder, as if this holder's lease had
 // expired at the backend and another holder had taken it.
-func (f *fakeLocker) steal(h backends.Holder) backends.Lease {
+func (f *fakeLocker) steal(h backends.Holder) backends.Claim {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rev++
 	f.held = true
-	f.entry = backends.Lease{Key: f.entry.Key, Holder: h, Token: f.rev, Revision: f.rev, TTL: f.entry.TTL}
+	f.entry = backends.Claim{Key: f.entry.Key, Holder: h, Token: f.rev, Revision: f.rev, TTL: f.entry.TTL}
 	f.expires = f.clk.Now().Add(f.entry.TTL)
 	f.notify()
 	return f.snapshot()

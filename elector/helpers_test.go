@@ -473,8 +473,8 @@ func (l *faultLocker) do(ctx context.Context, op string, call func(ctx context.C
 	return f.afterErr
 }
 
-func (l *faultLocker) TryAcquire(ctx context.Context, key string, h backends.Holder, ttl time.Duration) (backends.Lease, error) {
-	var out backends.Lease
+func (l *faultLocker) TryAcquire(ctx context.Context, key string, h backends.Holder, ttl time.Duration) (backends.Claim, error) {
+	var out backends.Claim
 	err := l.do(ctx, "acquire", func(ctx context.Context) (err error) {
 		out, err = l.inner.TryAcquire(ctx, key, h, ttl)
 		return err
@@ -482,24 +482,24 @@ func (l *faultLocker) TryAcquire(ctx context.Context, key string, h backends.Hol
 	return out, err
 }
 
-func (l *faultLocker) Renew(ctx context.Context, lease backends.Lease) (backends.Lease, error) {
-	var out backends.Lease
+func (l *faultLocker) Renew(ctx context.Context, lease backends.Claim) (backends.Claim, error) {
+	var out backends.Claim
 	err := l.do(ctx, "renew", func(ctx context.Context) (err error) {
 		out, err = l.inner.Renew(ctx, lease)
 		return err
 	})
 	if err != nil {
-		return backends.Lease{}, err
+		return backends.Claim{}, err
 	}
 	return out, nil
 }
 
-func (l *faultLocker) Release(ctx context.Context, lease backends.Lease) error {
+func (l *faultLocker) Release(ctx context.Context, lease backends.Claim) error {
 	return l.do(ctx, "release", func(ctx context.Context) error { return l.inner.Release(ctx, lease) })
 }
 
-func (l *faultLocker) Holders(ctx context.Context, key string) ([]backends.Lease, error) {
-	var out []backends.Lease
+func (l *faultLocker) Holders(ctx context.Context, key string) ([]backends.Claim, error) {
+	var out []backends.Claim
 	err := l.do(ctx, "holders", func(ctx context.Context) (err error) {
 		out, err = l.inner.Holders(ctx, key)
 		return err

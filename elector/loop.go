@@ -46,7 +46,7 @@ type loop struct {
 	pendingElected <-chan struct{}
 	// pendingLease is a claim won but not led (stopping, answered too late,
 	// or a panic in between): settle releases it.
-	pendingLease *backends.Lease
+	pendingLease *backends.Claim
 	// panicked is the panic recovered in the last step, for settle.
 	panicked *PanicError
 
@@ -252,7 +252,7 @@ func (l *loop) campaign(ctx context.Context) {
 	e := l.e
 	e.fire(lifecycle.Campaign)
 	start := e.clock.Now()
-	var lease backends.Lease
+	var lease backends.Claim
 	// Stop does not cancel an attempt in flight: cancelled, it could take
 	// the claim at the backend and report an error, and the claim would be
 	// left to expire. Run to its answer (at most RenewTimeout, which Stop's
@@ -437,7 +437,7 @@ const watchBackstopTTLs = 10
 // expiryWait times the next attempt to the earliest observed expiry, plus a
 // little jitter so followers do not arrive together; RetryPeriod when no
 // holder's remaining time is known.
-func (l *loop) expiryWait(holders []backends.Lease) time.Duration {
+func (l *loop) expiryWait(holders []backends.Claim) time.Duration {
 	least := time.Duration(-1)
 	for _, h := range holders {
 		if h.Remaining > 0 && (least < 0 || h.Remaining < least) {
@@ -479,7 +479,7 @@ func (l *loop) renew(ctx context.Context, t *term) bool {
 	bo := e.newBackoff(e.cfg.RetryPeriod, e.cfg.TTL)
 	for {
 		start := e.clock.Now()
-		var got backends.Lease
+		var got backends.Claim
 		err := e.bounded(t.ctx, e.cfg.RenewTimeout, func(ctx context.Context) (err error) {
 			got, err = e.locker.Renew(ctx, t.lease)
 			return err
@@ -529,7 +529,7 @@ func (l *loop) renew(ctx context.Context, t *term) bool {
 // came before the term's end (CancelLead before the current deadline) and
 // the term was not demoted meanwhile. An answer that comes later does not
 // revive the term.
-func (l *loop) extend(t *term, got backends.Lease, start, end time.Time, latency time.Duration) bool {
+func (l *loop) extend(t *term, got backends.Claim, start, end time.Time, latency time.Duration) bool {
 	e := l.e
 	e.mu.Lock()
 	ok := e.cur == t && !t.demoted && !t.expired && end.Before(e.endLocked(t))

@@ -134,7 +134,7 @@ type term struct {
 	demoted bool           // e.mu: Demote was fired for this term
 	cause   Cause          // e.mu: the first cause of demotion
 	settled bool           // e.mu: OnDemoted queued and the state left demoting
-	lease   backends.Lease // loop goroutine
+	lease   backends.Claim // loop goroutine
 	sent    time.Time      // loop goroutine: when the request the deadline counts from was sent
 
 	ctx    context.Context // the leader's context, handed to OnElected

@@ -144,7 +144,7 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 		answered := make(chan struct{})
 		proceed := make(chan struct{})
 		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, afterAcquire: func(backends.Lease, error) {
+			return &hookLocker{Locker: l, afterAcquire: func(backends.Claim, error) {
 				close(answered)
 				<-proceed // the answer is in hand; the loop has not looked at it yet
 			}}

@@ -513,7 +513,7 @@ func (n *node) await(kind string, count int) event {
 }
 
 // holders returns the live holders of the claim as the store sees it now.
-func (w *world) holders() []backends.Lease {
+func (w *world) holders() []backends.Claim {
 	w.t.Helper()
 	l, err := backends.NewLocker(w.store)
 	if err != nil {
@@ -586,20 +586,20 @@ func wrapLocker(f func(backends.Locker) backends.Locker) nodeOption {
 // at its context.
 type hookLocker struct {
 	backends.Locker
-	afterAcquire  func(backends.Lease, error) // after TryAcquire answered, before the caller sees it
+	afterAcquire  func(backends.Claim, error) // after TryAcquire answered, before the caller sees it
 	beforeRenew   func()                      // before Renew reaches the inner Locker
-	afterRenew    func(backends.Lease, error) // after Renew answered, before the caller sees it
+	afterRenew    func(backends.Claim, error) // after Renew answered, before the caller sees it
 	beforeRelease func()                      // before Release reaches the inner Locker
 }
 
-func (h *hookLocker) Release(ctx context.Context, l backends.Lease) error {
+func (h *hookLocker) Release(ctx context.Context, l backends.Claim) error {
 	if h.beforeRelease != nil {
 		h.beforeRelease()
 	}
 	return h.Locker.Release(ctx, l)
 }
 
-func (h *hookLocker) TryAcquire(ctx context.Context, k string, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
+func (h *hookLocker) TryAcquire(ctx context.Context, k string, holder backends.Holder, ttl time.Duration) (backends.Claim, error) {
 	l, err := h.Locker.TryAcquire(ctx, k, holder, ttl)
 	if h.afterAcquire != nil {
 		h.afterAcquire(l, err)
@@ -607,7 +607,7 @@ func (h *hookLocker) TryAcquire(ctx context.Context, k string, holder backends.H
 	return l, err
 }
 
-func (h *hookLocker) Renew(ctx context.Context, l backends.Lease) (backends.Lease, error) {
+func (h *hookLocker) Renew(ctx context.Context, l backends.Claim) (backends.Claim, error) {
 	if h.beforeRenew != nil {
 		h.beforeRenew()
 	}

@@ -344,7 +344,7 @@ func TestFM25LateAcquireDoesNotLead(t *testing.T) {
 		answered, deliver := make(chan struct{}), make(chan struct{})
 		var once bool
 		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, afterAcquire: func(backends.Lease, error) {
+			return &hookLocker{Locker: l, afterAcquire: func(backends.Claim, error) {
 				if !once { // the loop goroutine is the only caller
 					once = true
 					close(answered)

@@ -323,7 +323,7 @@ type strictLocker struct {
 	holder backends.Holder
 
 	mu    sync.Mutex
-	lease backends.Lease // guarded by mu
+	lease backends.Claim // guarded by mu
 }
 
 func (l *strictLocker) tryAcquire(ctx context.Context, _ string) (bool, error) {

@@ -204,7 +204,7 @@ func TestFM20StaleClaimOfEarlierIncarnation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stale := backends.Lease{Key: key, Holder: old.e.Holder(), Token: first.Token, Revision: first.Token, TTL: ttl}
+		stale := backends.Claim{Key: key, Holder: old.e.Holder(), Token: first.Token, Revision: first.Token, TTL: ttl}
 		if _, err := l.Renew(w.ctx, stale); backends.Classify(err) != backends.ClassLost {
 			t.Errorf("Renew(old lease) = %v, want a lost-class error", err)
 		}

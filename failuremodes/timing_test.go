@@ -112,7 +112,7 @@ func TestFM08SlowRenewResponse(t *testing.T) {
 		answer := make(chan struct{})
 		var held bool
 		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, afterRenew: func(backends.Lease, error) {
+			return &hookLocker{Locker: l, afterRenew: func(backends.Claim, error) {
 				if !held { // the loop goroutine is the only caller
 					held = true
 					close(inFlight)

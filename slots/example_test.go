@@ -23,7 +23,7 @@ func Example() {
 	}
 	ctx := context.Background()
 
-	var leases []backends.Lease
+	var leases []backends.Claim
 	for _, id := range []string{"indexer-a", "indexer-b", "indexer-c"} {
 		h, _ := backends.NewHolder(id)
 		l, err := group.TryAcquire(ctx, "indexers", h, 10*time.Second)

@@ -203,12 +203,12 @@ var errResized = errors.New("slots: size changed during the acquisition")
 //
 // A key held as a single claim (backends.NewLocker) is refused with an
 // error wrapping backends.ErrInvalid.
-func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
+func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Holder, ttl time.Duration) (backends.Claim, error) {
 	if ttl <= 0 {
-		return backends.Lease{}, fmt.Errorf("slots: acquire %q: ttl %v must be positive: %w", group, ttl, backends.ErrInvalid)
+		return backends.Claim{}, fmt.Errorf("slots: acquire %q: ttl %v must be positive: %w", group, ttl, backends.ErrInvalid)
 	}
 	if err := backends.ValidateHolder(holder); err != nil {
-		return backends.Lease{}, fmt.Errorf("slots: acquire %q: %w", group, err)
+		return backends.Claim{}, fmt.Errorf("slots: acquire %q: %w", group, err)
 	}
 	unlock := g.lockHolder(group, holder)
 	defer unlock()
@@ -218,24 +218,24 @@ func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Ho
 			return l, err
 		}
 		if err := ctx.Err(); err != nil {
-			return backends.Lease{}, fmt.Errorf("slots: acquire %q: %w", group, err)
+			return backends.Claim{}, fmt.Errorf("slots: acquire %q: %w", group, err)
 		}
 	}
 }
 
 // tryAcquire is one attempt of TryAcquire; errResized means try again with
 // the new size.
-func (g *Group) tryAcquire(ctx context.Context, group string, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
+func (g *Group) tryAcquire(ctx context.Context, group string, holder backends.Holder, ttl time.Duration) (backends.Claim, error) {
 	// The size entry exists from here on; checking for a single claim only
 	// after that is what keeps a claim and a group on one key from both
 	// leading (see backends.StoreLocker.TryAcquire).
 	n, sizeRev, err := g.size(ctx, group)
 	if err != nil {
-		return backends.Lease{}, err
+		return backends.Claim{}, err
 	}
 	live, err := g.Holders(ctx, group)
 	if err != nil {
-		return backends.Lease{}, err
+		return backends.Claim{}, err
 	}
 	taken := make(map[int]bool, len(live))
 	for _, l := range live {
@@ -244,17 +244,17 @@ func (g *Group) tryAcquire(ctx context.Context, group string, holder backends.Ho
 			continue
 		}
 		if l.Slot < n {
-			return backends.Lease{}, &backends.HeldError{Key: group, Holders: live}
+			return backends.Claim{}, &backends.HeldError{Key: group, Holders: live}
 		}
 		// Ours, refused by Renew after a resize: give it up now.
 		if err := g.Release(ctx, l); err != nil {
-			return backends.Lease{}, fmt.Errorf("slots: acquire %q: release retired slot %d: %w", group, l.Slot, err)
+			return backends.Claim{}, fmt.Errorf("slots: acquire %q: release retired slot %d: %w", group, l.Slot, err)
 		}
 	}
 	live = withoutHolder(live, holder)
 	if g.txn == nil {
 		if err := g.checkNoClaim(ctx, group); err != nil {
-			return backends.Lease{}, err
+			return backends.Claim{}, err
 		}
 	}
 	// Start the scan at a random slot so that candidates racing for a
@@ -275,14 +275,14 @@ func (g *Group) tryAcquire(ctx context.Context, group string, holder backends.Ho
 			live = append(live, held.Holders...)
 			continue
 		}
-		return backends.Lease{}, err
+		return backends.Claim{}, err
 	}
 	sort.Slice(live, func(a, b int) bool { return live[a].Slot < live[b].Slot })
-	return backends.Lease{}, &backends.HeldError{Key: group, Holders: live}
+	return backends.Claim{}, &backends.HeldError{Key: group, Holders: live}
 }
 
 // withoutHolder removes h's leases from live, in place.
-func withoutHolder(live []backends.Lease, h backends.Holder) []backends.Lease {
+func withoutHolder(live []backends.Claim, h backends.Holder) []backends.Claim {
 	out := live[:0]
 	for _, l := range live {
 		if l.Holder != h {
@@ -316,7 +316,7 @@ func claimErr(group string, e backends.Entry) error {
 // acquireSlot creates slot i of group for holder while the size entry is
 // still at sizeRev. A slot already held gives a *backends.HeldError; a size
 // that changed gives errResized.
-func (g *Group) acquireSlot(ctx context.Context, group string, i int, sizeRev int64, holder backends.Holder, ttl time.Duration) (backends.Lease, error) {
+func (g *Group) acquireSlot(ctx context.Context, group string, i int, sizeRev int64, holder backends.Holder, ttl time.Duration) (backends.Claim, error) {
 	key := SlotKey(group, i)
 	if g.txn != nil {
 		res, err := g.txn.Txn(ctx,
@@ -326,30 +326,30 @@ func (g *Group) acquireSlot(ctx context.Context, group string, i int, sizeRev in
 		switch {
 		case err == nil:
 			e := res.Entries[0]
-			return backends.Lease{Key: group, Slot: i, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+			return backends.Claim{Key: group, Slot: i, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
 		case !errors.As(err, &ce):
-			return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
+			return backends.Claim{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
 		case ce.Key == key && ce.Found:
 			cur, err := backends.LeaseOf(group, i, ce.Current)
 			if err != nil {
-				return backends.Lease{}, err
+				return backends.Claim{}, err
 			}
-			return backends.Lease{}, &backends.HeldError{Key: group, Holders: []backends.Lease{cur}}
+			return backends.Claim{}, &backends.HeldError{Key: group, Holders: []backends.Claim{cur}}
 		case ce.Key == SizeKey(group):
-			return backends.Lease{}, errResized
+			return backends.Claim{}, errResized
 		case ce.Key == group && ce.Found:
-			return backends.Lease{}, claimErr(group, ce.Current)
+			return backends.Claim{}, claimErr(group, ce.Current)
 		}
-		return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
+		return backends.Claim{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
 	}
 
 	l, err := backends.AcquireKey(ctx, g.store, key, group, i, holder, ttl)
 	var held *backends.HeldError
 	switch {
 	case errors.As(err, &held):
-		return backends.Lease{}, err
+		return backends.Claim{}, err
 	case err != nil:
-		return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
+		return backends.Claim{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
 	}
 	// No transaction: the size may have changed since it was read. Read it
 	// again now that the slot exists, and give up a slot it no longer
@@ -362,9 +362,9 @@ func (g *Group) acquireSlot(ctx context.Context, group string, i int, sizeRev in
 		err = errResized
 	}
 	if rerr := g.Release(ctx, l); rerr != nil {
-		return backends.Lease{}, fmt.Errorf("slots: acquire %q slot %d: size changed or unknown (%w), and releasing the slot failed, it will expire: %w", group, i, err, rerr)
+		return backends.Claim{}, fmt.Errorf("slots: acquire %q slot %d: size changed or unknown (%w), and releasing the slot failed, it will expire: %w", group, i, err, rerr)
 	}
-	return backends.Lease{}, err
+	return backends.Claim{}, err
 }
 
 // lockHolder serializes acquisitions of one holder in one group through this
@@ -399,20 +399,20 @@ func (g *Group) lockHolder(group string, holder backends.Holder) (unlock func())
 // The size is read after the keep-alive, so a renewal that took effect
 // after a Resize returned is refused: the keep-alive may have extended the
 // slot's entry, but the holder gets no lease for it.
-func (g *Group) Renew(ctx context.Context, lease backends.Lease) (backends.Lease, error) {
+func (g *Group) Renew(ctx context.Context, lease backends.Claim) (backends.Claim, error) {
 	if lease.TTL <= 0 {
-		return backends.Lease{}, fmt.Errorf("slots: renew %q: ttl %v must be positive: %w", lease.Key, lease.TTL, backends.ErrInvalid)
+		return backends.Claim{}, fmt.Errorf("slots: renew %q: ttl %v must be positive: %w", lease.Key, lease.TTL, backends.ErrInvalid)
 	}
 	got, err := backends.RenewKey(ctx, g.store, SlotKey(lease.Key, lease.Slot), lease)
 	if err != nil {
-		return backends.Lease{}, err
+		return backends.Claim{}, err
 	}
 	n, err := g.Size(ctx, lease.Key)
 	if err != nil {
-		return backends.Lease{}, err
+		return backends.Claim{}, err
 	}
 	if lease.Slot >= n {
-		return backends.Lease{}, fmt.Errorf("slots: renew %q slot %d: group resized to %d: %w", lease.Key, lease.Slot, n, backends.ErrNotHolder)
+		return backends.Claim{}, fmt.Errorf("slots: renew %q slot %d: group resized to %d: %w", lease.Key, lease.Slot, n, backends.ErrNotHolder)
 	}
 	return got, nil
 }
@@ -420,14 +420,14 @@ func (g *Group) Renew(ctx context.Context, lease backends.Lease) (backends.Lease
 // Release gives lease's slot up. A slot that already expired is not an
 // error; one taken over by another holder gives an error wrapping
 // backends.ErrNotHolder.
-func (g *Group) Release(ctx context.Context, lease backends.Lease) error {
+func (g *Group) Release(ctx context.Context, lease backends.Claim) error {
 	return backends.ReleaseKey(ctx, g.store, SlotKey(lease.Key, lease.Slot), lease)
 }
 
 // Holders lists the live holders of group, by slot. It includes holders of
 // slots at or above a lowered size until they step down. A single claim on
 // the key group itself is not listed: it is not a slot.
-func (g *Group) Holders(ctx context.Context, group string) ([]backends.Lease, error) {
+func (g *Group) Holders(ctx context.Context, group string) ([]backends.Claim, error) {
 	out, err := backends.GroupHolders(ctx, g.store, group)
 	if err != nil {
 		return nil, fmt.Errorf("slots: holders of %q: %w", group, err)

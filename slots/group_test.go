@@ -180,7 +180,7 @@ func TestResize(t *testing.T) {
 	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
 		ctx := context.Background()
 		g := newGroup(t, s, 3)
-		var leases []backends.Lease
+		var leases []backends.Claim
 		for i := range 3 {
 			l, err := g.TryAcquire(ctx, "grp", holder(t, fmt.Sprint("h", i)), time.Second)
 			if err != nil {

@@ -153,7 +153,7 @@ func TestLockerHoldersOfAGroup(t *testing.T) {
 	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
 		ctx := bound(t)
 		g := newGroup(t, s, 3)
-		var want []backends.Lease
+		var want []backends.Claim
 		for _, id := range []string{"a", "b"} {
 			l, err := g.TryAcquire(ctx, "grp", holder(t, id), time.Minute)
 			if err != nil {

@@ -66,7 +66,7 @@ func TestAcquireRacingResize(t *testing.T) {
 
 		gate := f.Pause(faults.OpCreate|faults.OpTxn, faults.BeforeCall, 1)
 		type result struct {
-			l   backends.Lease
+			l   backends.Claim
 			err error
 		}
 		done := make(chan result, 1)

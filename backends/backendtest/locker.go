@@ -28,7 +28,7 @@ func holder(t *testing.T, id string) backends.Holder {
 	return h
 }
 
-func (s *suite) acquire(t *testing.T, l backends.Locker, key string, h backends.Holder) backends.Lease {
+func (s *suite) acquire(t *testing.T, l backends.Locker, key string, h backends.Holder) backends.Claim {
 	t.Helper()
 	le, err := l.TryAcquire(t.Context(), key, h, s.ttl)
 	if err != nil {
@@ -40,7 +40,7 @@ func (s *suite) acquire(t *testing.T, l backends.Locker, key string, h backends.
 	return le
 }
 
-func wantHolders(t *testing.T, l backends.Locker, key string, want ...backends.Lease) {
+func wantHolders(t *testing.T, l backends.Locker, key string, want ...backends.Claim) {
 	t.Helper()
 	got, err := l.Holders(t.Context(), key)
 	if err != nil {
@@ -90,7 +90,7 @@ func (s *suite) testLockerSameIdentity(t *testing.T) {
 	forged.Holder = h2
 	for _, tc := range []struct {
 		name  string
-		lease backends.Lease
+		lease backends.Claim
 	}{
 		{"old lease of the second holder", old},
 		{"first holder's lease under the second holder's name", forged},
