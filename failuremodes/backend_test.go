@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/faults"
 )
 
 // FM-10: a stale read must never let an acquisition succeed.

@@ -8,11 +8,11 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/faults"
 )
 
 // FM-28: clock jumps. The elector's deadline is on the monotonic clock;

@@ -22,7 +22,7 @@
 // failing behaviour directly.
 //
 // Every test runs on a fake clock (package clocktest) and the
-// fault-injecting store wrapper (package backends/backendtest/faults), over
+// fault-injecting store wrapper (package internal/faults), over
 // memstore unless it says otherwise; none sleeps. Where a fault has to
 // ignore the caller's context (an answer already received, a loop wedged
 // in code deaf to its context, a process paused) the test wraps the Locker

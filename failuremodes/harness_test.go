@@ -16,10 +16,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/faults"
 )
 
 // FM-21: of a thousand candidates campaigning at once, exactly one leads.

@@ -12,7 +12,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
+	"github.com/tenure-go/tenure/internal/faults"
 )
 
 // naive is the elector this package measures tenure against: the loop of

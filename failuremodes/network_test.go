@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 

@@ -16,11 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/faults"
 )
 
 // holdLockEnv names the lock file a child process of FM-19 locks.

@@ -10,8 +10,8 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/faults"
 )
 
 // onlyLeader fails unless exactly want leads among ps.

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/slots"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/slots"
 )
 

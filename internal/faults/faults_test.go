@@ -11,8 +11,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/backendtest/faults"
 	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/internal/faults"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
