@@ -37,7 +37,8 @@
 //   - Watch streams are hints that something changed. They may end at any
 //     time (the channel is closed); the consumer re-reads and watches again.
 //     Expiry is delivered as an event only where a store declares
-//     Capabilities.ExpiryEvents.
+//     Capabilities.ExpiryEvents; a Locker over such a store says so with
+//     ClaimWatcher.ExpiryEvents.
 //   - A Store's scope bounds its safety: a memory store is safe within one
 //     process, a file store within one host.
 //   - Revisions survive restarts, not restores: putting a backend's state
@@ -47,15 +48,16 @@
 // # Single claims and slot groups share one key space
 //
 // A single claim on key K ([NewLocker]) is the store key K; a slot group on
-// K (package slots) is the store keys [GroupSizeKey](K) and
-// [GroupSlotKey](K, i). Left alone, a claim and a group on the same K would
+// K (package slots) is the store keys K + "/size" (its N) and
+// K + "/slot-<i>" (slots.SizeKey and slots.SlotKey name them). Left alone,
+// a claim and a group on the same K would
 // each lead with token 1, so each refuses a key the other kind uses, with
 // an error wrapping [ErrInvalid]: [StoreLocker.TryAcquire] refuses K once
 // the group's size entry exists (it is never deleted), and a group refuses
 // K while a claim is live at K. Each kind writes its own key before reading
 // the other's, so two processes starting at once, one of each kind, never
 // both lead. [StoreLocker.Holders] on a group's key lists the group's slot
-// holders.
+// holders, and [StoreLocker.WatchClaim] on it signals their changes.
 //
 // # Errors
 //

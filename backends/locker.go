@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/tenure-go/tenure/internal/wire"
 )
 
 // Holder identifies one claimant: the configured identity plus a nonce drawn
@@ -23,9 +21,11 @@ type Holder struct {
 }
 
 // NewHolder returns a Holder for id with a fresh random nonce. id may contain
-// any Unicode, spaces and slashes, but must be non-empty valid UTF-8.
+// any Unicode, spaces and slashes, but must be non-empty valid UTF-8 of at
+// most MaxKeyBytes; otherwise the error wraps ErrInvalid. Every Locker and
+// the elector's configuration check an identity by this one rule.
 func NewHolder(id string) (Holder, error) {
-	if err := validateHolderID(id); err != nil {
+	if err := validateHolder(id); err != nil {
 		return Holder{}, err
 	}
 	var b [8]byte
@@ -35,18 +35,10 @@ func NewHolder(id string) (Holder, error) {
 	return Holder{ID: id, Nonce: hex.EncodeToString(b[:])}, nil
 }
 
-// ValidateHolder returns an error wrapping ErrInvalid unless h's ID is one
-// NewHolder accepts. Lockers that write claims without AcquireKey check it.
-func ValidateHolder(h Holder) error { return validateHolderID(h.ID) }
-
-func validateHolderID(id string) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("backends: empty holder id: %w", ErrInvalid)
-	case !utf8.ValidString(id):
-		return fmt.Errorf("backends: holder id %q is not valid UTF-8: %w", id, ErrInvalid)
-	case len(id) > MaxKeyBytes:
-		return fmt.Errorf("backends: holder id of %d bytes exceeds %d: %w", len(id), MaxKeyBytes, ErrInvalid)
+// validateHolder applies the identity rule NewHolder states.
+func validateHolder(id string) error {
+	if err := wire.ValidateID(id); err != nil {
+		return fmt.Errorf("backends: %v: %w", err, ErrInvalid)
 	}
 	return nil
 }
@@ -59,34 +51,8 @@ func (h Holder) String() string {
 	return fmt.Sprintf("%q#%s", h.ID, h.Nonce)
 }
 
-// claim is the value a Locker writes for a holder.
-type claim struct {
-	V     int    `json:"v"`
-	ID    string `json:"id"`
-	Nonce string `json:"nonce,omitempty"`
-}
-
-// EncodeClaim is the value Lockers store for h. Backends that synthesize
-// claims from foreign objects (e.g. a Lease written by another library) use
-// it so that every Locker reads them alike.
-func EncodeClaim(h Holder) []byte {
-	b, _ := json.Marshal(claim{V: 1, ID: h.ID, Nonce: h.Nonce}) // cannot fail for strings
-	return b
-}
-
-// DecodeClaim parses a value written by EncodeClaim. Anything else is an error
-// wrapping ErrCorrupt: a claim key holding a foreign value is never read as
-// free.
-func DecodeClaim(value []byte) (Holder, error) {
-	var c claim
-	if err := json.Unmarshal(value, &c); err != nil {
-		return Holder{}, fmt.Errorf("backends: decode claim: %w: %v", ErrCorrupt, err)
-	}
-	if c.V != 1 || c.ID == "" {
-		return Holder{}, fmt.Errorf("backends: decode claim: %w: version %d, id %q", ErrCorrupt, c.V, c.ID)
-	}
-	return Holder{ID: c.ID, Nonce: c.Nonce}, nil
-}
+// encodeClaim is the value a Locker writes for h.
+func encodeClaim(h Holder) []byte { return wire.EncodeClaim(h.ID, h.Nonce) }
 
 // Claim is a held claim as a Locker reports it.
 type Claim struct {
@@ -143,22 +109,13 @@ type ClaimWatcher interface {
 	// the store closed or its stream broke). A Locker whose store cannot
 	// watch returns an error wrapping ErrUnsupported.
 	WatchClaim(ctx context.Context, key string) (<-chan struct{}, error)
-}
 
-// ExpiryWatcher is a ClaimWatcher that can promise more: when SignalsExpiry
-// reports true, a WatchClaim channel also signals when a holder's claim
-// expires (its store declares Capabilities.ExpiryEvents), so a follower that
-// watches needs no timer of its own for the holder's expiry and sends no
-// request while the holder renews.
-type ExpiryWatcher interface {
-	ClaimWatcher
-	SignalsExpiry() bool
-}
-
-// SignalsExpiry reports whether s's watch delivers expiry events: it
-// declares CapWatch, implements Watcher and declares ExpiryEvents.
-func SignalsExpiry(s Store) bool {
-	return s != nil && s.Capabilities().ExpiryEvents && Require(s, CapWatch) == nil
+	// ExpiryEvents reports whether a WatchClaim channel also signals when a
+	// holder's claim expires, as Capabilities.ExpiryEvents says of a
+	// store's watch. A follower that watches such a Locker needs no timer
+	// of its own for the holder's expiry and sends no request while the
+	// holder renews. A Locker that cannot promise it reports false.
+	ExpiryEvents() bool
 }
 
 // StoreLocker is the Locker over any Store, one key per claim.
@@ -167,8 +124,8 @@ type StoreLocker struct {
 }
 
 var (
-	_ Locker        = (*StoreLocker)(nil)
-	_ ExpiryWatcher = (*StoreLocker)(nil)
+	_ Locker       = (*StoreLocker)(nil)
+	_ ClaimWatcher = (*StoreLocker)(nil)
 )
 
 // NewLocker returns a Locker over s. It fails closed, with an error wrapping
@@ -181,11 +138,8 @@ func NewLocker(s Store) (*StoreLocker, error) {
 	return &StoreLocker{store: s}, nil
 }
 
-// Store returns the store the locker writes to.
-func (l *StoreLocker) Store() Store { return l.store }
-
 // TryAcquire implements Locker. A key that is a slot group (its size entry
-// GroupSizeKey(key) exists) is refused with an error wrapping ErrInvalid: a
+// wire.SizeKey(key) exists) is refused with an error wrapping ErrInvalid: a
 // single claim and a slot group never share a key.
 //
 // The claim is taken first and the size entry read after, and a slot group
@@ -196,90 +150,84 @@ func (l *StoreLocker) Store() Store { return l.store }
 // The check costs one read after each successful acquisition; if that read
 // fails, the claim is released and the read's error returned.
 func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Claim, error) {
-	lease, err := AcquireKey(ctx, l.store, key, key, 0, holder, ttl)
+	lease, err := acquireKey(ctx, l.store, key, holder, ttl)
 	if err != nil {
 		return Claim{}, err
 	}
-	if err := ValidateKey(GroupSizeKey(key)); err != nil {
+	if err := ValidateKey(wire.SizeKey(key)); err != nil {
 		return lease, nil // too long to be a group's key: no group can exist
 	}
-	size, err := l.store.Get(ctx, GroupSizeKey(key))
+	size, err := l.store.Get(ctx, wire.SizeKey(key))
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return lease, nil
 	case err == nil:
 		err = fmt.Errorf("backends: acquire %q: the key is a slot group (size %q in %q); a single claim cannot share its key: %w",
-			key, size.Value, GroupSizeKey(key), ErrInvalid)
+			key, size.Value, wire.SizeKey(key), ErrInvalid)
 	default:
 		err = fmt.Errorf("backends: acquire %q: check for a slot group: %w", key, err)
 	}
 	// Not known to be a single claim's key: give the claim up unused.
-	if rerr := ReleaseKey(ctx, l.store, key, lease); rerr != nil {
+	if rerr := releaseKey(ctx, l.store, key, lease); rerr != nil {
 		return Claim{}, fmt.Errorf("%w (and the claim was not released, it will expire: %v)", err, rerr)
 	}
 	return Claim{}, err
 }
 
-// Renew implements Locker.
-func (l *StoreLocker) Renew(ctx context.Context, lease Claim) (Claim, error) {
-	return RenewKey(ctx, l.store, lease.Key, lease)
+// Renew implements Locker. A claim is renewed by its revision at the store
+// key c.Key; a slot group (package slots) renews a slot as a claim on the
+// slot's store key.
+func (l *StoreLocker) Renew(ctx context.Context, c Claim) (Claim, error) {
+	if c.TTL <= 0 {
+		return Claim{}, fmt.Errorf("backends: renew %q: ttl %v must be positive: %w", c.Key, c.TTL, ErrInvalid)
+	}
+	e, err := l.store.KeepAlive(ctx, c.Key, c.Revision, c.TTL)
+	if err != nil {
+		return Claim{}, fmt.Errorf("backends: renew %q: %w", c.Key, err)
+	}
+	got, err := claimOf(c.Key, c.Slot, e)
+	if err != nil {
+		return Claim{}, err
+	}
+	if got.Holder != c.Holder || got.Token != c.Token {
+		return Claim{}, fmt.Errorf("backends: renew %q: held by %s (token %d), not %s: %w", c.Key, got.Holder, got.Token, c.Holder, ErrNotHolder)
+	}
+	return got, nil
 }
 
-// Release implements Locker.
-func (l *StoreLocker) Release(ctx context.Context, lease Claim) error {
-	return ReleaseKey(ctx, l.store, lease.Key, lease)
+// Release implements Locker, at the store key c.Key as Renew does.
+func (l *StoreLocker) Release(ctx context.Context, c Claim) error {
+	return releaseKey(ctx, l.store, c.Key, c)
 }
 
-// AcquireKey takes the store key storeKey for holder with create-if-absent
-// and reports it as slot slot of claim key. If storeKey is held, the error
-// is a *HeldError listing its holder. Lockers built over several store keys
-// (slot groups) share it with StoreLocker.
-func AcquireKey(ctx context.Context, s Store, storeKey, key string, slot int, holder Holder, ttl time.Duration) (Claim, error) {
-	if err := validateHolderID(holder.ID); err != nil {
+// acquireKey takes the store key key for holder with create-if-absent. If
+// key is held, the error is a *HeldError listing its holder.
+func acquireKey(ctx context.Context, s Store, key string, holder Holder, ttl time.Duration) (Claim, error) {
+	if err := validateHolder(holder.ID); err != nil {
 		return Claim{}, err
 	}
 	if ttl <= 0 {
-		return Claim{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", storeKey, ttl, ErrInvalid)
+		return Claim{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", key, ttl, ErrInvalid)
 	}
-	e, err := s.CreateIfAbsent(ctx, storeKey, EncodeClaim(holder), ttl)
+	e, err := s.CreateIfAbsent(ctx, key, encodeClaim(holder), ttl)
 	if err != nil {
 		var ce *ConflictError
 		if errors.As(err, &ce) && ce.Found {
-			cur, derr := LeaseOf(key, slot, ce.Current)
+			cur, derr := claimOf(key, 0, ce.Current)
 			if derr != nil {
 				return Claim{}, derr
 			}
 			return Claim{}, &HeldError{Key: key, Holders: []Claim{cur}}
 		}
-		return Claim{}, fmt.Errorf("backends: acquire %q: %w", storeKey, err)
+		return Claim{}, fmt.Errorf("backends: acquire %q: %w", key, err)
 	}
-	return Claim{Key: key, Slot: slot, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+	return Claim{Key: key, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
 }
 
-// RenewKey keeps lease, held in the store key storeKey, alive by its TTL if
-// it is still the holder's; otherwise the error is of class lost.
-func RenewKey(ctx context.Context, s Store, storeKey string, lease Claim) (Claim, error) {
-	if lease.TTL <= 0 {
-		return Claim{}, fmt.Errorf("backends: renew %q: ttl %v must be positive: %w", storeKey, lease.TTL, ErrInvalid)
-	}
-	e, err := s.KeepAlive(ctx, storeKey, lease.Revision, lease.TTL)
-	if err != nil {
-		return Claim{}, fmt.Errorf("backends: renew %q: %w", storeKey, err)
-	}
-	got, err := LeaseOf(lease.Key, lease.Slot, e)
-	if err != nil {
-		return Claim{}, err
-	}
-	if got.Holder != lease.Holder || got.Token != lease.Token {
-		return Claim{}, fmt.Errorf("backends: renew %q: held by %s (token %d), not %s: %w", storeKey, got.Holder, got.Token, lease.Holder, ErrNotHolder)
-	}
-	return got, nil
-}
-
-// ReleaseKey gives up lease, held in the store key storeKey. A claim that
+// releaseKey gives up lease, held in the store key storeKey. A claim that
 // already expired is not an error; one taken over by another holder gives
 // an error wrapping ErrNotHolder.
-func ReleaseKey(ctx context.Context, s Store, storeKey string, lease Claim) error {
+func releaseKey(ctx context.Context, s Store, storeKey string, lease Claim) error {
 	err := s.CompareAndDelete(ctx, storeKey, lease.Revision)
 	var ce *ConflictError
 	switch {
@@ -294,7 +242,7 @@ func ReleaseKey(ctx context.Context, s Store, storeKey string, lease Claim) erro
 }
 
 // Holders implements Locker. For a key that is a slot group (its size
-// entry GroupSizeKey(key) exists and there is no claim at key itself) it
+// entry wire.SizeKey(key) exists and there is no claim at key itself) it
 // lists the group's live slot holders, by slot, as slots.Group.Holders does.
 func (l *StoreLocker) Holders(ctx context.Context, key string) ([]Claim, error) {
 	e, err := l.store.Get(ctx, key)
@@ -304,7 +252,7 @@ func (l *StoreLocker) Holders(ctx context.Context, key string) ([]Claim, error) 
 	if err != nil {
 		return nil, fmt.Errorf("backends: holders %q: %w", key, err)
 	}
-	le, err := LeaseOf(key, 0, e)
+	le, err := claimOf(key, 0, e)
 	if err != nil {
 		return nil, err
 	}
@@ -314,23 +262,24 @@ func (l *StoreLocker) Holders(ctx context.Context, key string) ([]Claim, error) 
 // groupHolders lists the slot holders of key if it is a slot group, and
 // nothing otherwise.
 func (l *StoreLocker) groupHolders(ctx context.Context, key string) ([]Claim, error) {
-	if ValidateKey(GroupSizeKey(key)) != nil {
+	if ValidateKey(wire.SizeKey(key)) != nil {
 		return nil, nil
 	}
-	_, err := l.store.Get(ctx, GroupSizeKey(key))
+	_, err := l.store.Get(ctx, wire.SizeKey(key))
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("backends: holders %q: %w", key, err)
 	}
-	return GroupHolders(ctx, l.store, key)
+	return slotHolders(ctx, l.store, key)
 }
 
-// GroupHolders lists the live holders of slot group key in s, by slot: the
-// claims at GroupSlotKey(key, i). Keys of nested groups are not holders.
-func GroupHolders(ctx context.Context, s Store, key string) ([]Claim, error) {
-	prefix := key + groupSlotInfix
+// slotHolders lists the live holders of slot group key in s, by slot: the
+// claims at the group's slot keys. Keys of groups nested under key are not
+// holders.
+func slotHolders(ctx context.Context, s Store, key string) ([]Claim, error) {
+	prefix := wire.SlotPrefix(key)
 	if err := ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
@@ -340,11 +289,11 @@ func GroupHolders(ctx context.Context, s Store, key string) ([]Claim, error) {
 	}
 	var out []Claim
 	for _, e := range entries {
-		i, ok := GroupSlot(key, e.Key)
+		i, ok := wire.Slot(key, e.Key)
 		if !ok {
 			continue // a key of a nested group, not one of ours
 		}
-		le, err := LeaseOf(key, i, e)
+		le, err := claimOf(key, i, e)
 		if err != nil {
 			return nil, err
 		}
@@ -354,54 +303,20 @@ func GroupHolders(ctx context.Context, s Store, key string) ([]Claim, error) {
 	return out, nil
 }
 
-// A slot group (package slots) on claim key K lives in the store keys
-// K + "/size" (its N, written once and never deleted) and K + "/slot-<i>"
-// (one claim per slot). The names are part of the contract so that a
-// single claim on K can tell that K is a group, and refuse it.
-const (
-	groupSizeSuffix = "/size"
-	groupSlotInfix  = "/slot-"
-)
-
-// GroupSizeKey is the store key holding the size of slot group key. Its
-// presence marks key as a slot group.
-func GroupSizeKey(key string) string { return key + groupSizeSuffix }
-
-// GroupSlotKey is the store key of slot i of slot group key.
-func GroupSlotKey(key string, i int) string { return key + groupSlotInfix + strconv.Itoa(i) }
-
-// GroupSlot parses storeKey back to a slot index of group key. It reports
-// false for any other key, including those of groups nested under key.
-func GroupSlot(key, storeKey string) (int, bool) {
-	rest, ok := strings.CutPrefix(storeKey, key+groupSlotInfix)
-	if !ok || rest == "" || (len(rest) > 1 && rest[0] == '0') {
-		return 0, false
-	}
-	i, err := strconv.Atoi(rest)
-	if err != nil || i < 0 || strconv.Itoa(i) != rest {
-		return 0, false
-	}
-	return i, true
-}
-
-// WatchClaim implements ClaimWatcher.
+// WatchClaim implements ClaimWatcher. Like Holders, it covers a slot group
+// on key: it signals changes to key itself and to the group's size and
+// slot keys, and a slot group (package slots) watches through it. The
+// returned channel is closed when the store's watch ends; the goroutine it
+// starts exits then too.
 func (l *StoreLocker) WatchClaim(ctx context.Context, key string) (<-chan struct{}, error) {
-	return WatchKeys(ctx, l.store, key, func(k string) bool { return k == key })
-}
-
-// SignalsExpiry implements ExpiryWatcher: true when the store's watch
-// delivers expiry events.
-func (l *StoreLocker) SignalsExpiry() bool { return SignalsExpiry(l.store) }
-
-// WatchKeys watches prefix on s and signals (coalescing) for every event
-// whose key passes match. It is the building block of ClaimWatcher
-// implementations. The returned channel is closed when the underlying watch
-// ends; the goroutine it starts exits then too.
-func WatchKeys(ctx context.Context, s Store, prefix string, match func(key string) bool) (<-chan struct{}, error) {
-	if err := Require(s, CapWatch); err != nil {
+	if err := Require(l.store, CapWatch); err != nil {
 		return nil, err
 	}
-	events, err := s.(Watcher).Watch(ctx, prefix)
+	match := func(k string) bool {
+		_, slot := wire.Slot(key, k)
+		return slot || k == key || k == wire.SizeKey(key)
+	}
+	events, err := l.store.(Watcher).Watch(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -421,12 +336,20 @@ func WatchKeys(ctx context.Context, s Store, prefix string, match func(key strin
 	return out, nil
 }
 
-// LeaseOf decodes a claim entry into a Claim for claim key and slot. Lockers
-// built over several store keys (slot groups) use it too.
-func LeaseOf(key string, slot int, e Entry) (Claim, error) {
-	h, err := DecodeClaim(e.Value)
+// ExpiryEvents implements ClaimWatcher: true when the store declares
+// CapWatch, implements Watcher and declares Capabilities.ExpiryEvents.
+func (l *StoreLocker) ExpiryEvents() bool {
+	return l.store.Capabilities().ExpiryEvents && Require(l.store, CapWatch) == nil
+}
+
+// claimOf decodes a claim entry into a Claim for claim key and slot. A value
+// that is not a claim is an error wrapping ErrCorrupt: a claim key holding a
+// foreign value is never read as free.
+func claimOf(key string, slot int, e Entry) (Claim, error) {
+	id, nonce, err := wire.DecodeClaim(e.Value)
 	if err != nil {
-		return Claim{}, fmt.Errorf("backends: claim %q (store key %q): %w", key, e.Key, err)
+		return Claim{}, fmt.Errorf("backends: claim %q (store key %q): %v: %w", key, e.Key, err, ErrCorrupt)
 	}
+	h := Holder{ID: id, Nonce: nonce}
 	return Claim{Key: key, Slot: slot, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
 }

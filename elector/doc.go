@@ -76,7 +76,7 @@
 //     lost is looked up and released.
 //   - Followers watch the claim when the Locker implements
 //     backends.ClaimWatcher and try at once when it changes. When the
-//     watch also signals expiry (backends.ExpiryWatcher), a follower
+//     watch also signals expiry (ClaimWatcher.ExpiryEvents), a follower
 //     waits for the watch: it sends nothing while the holder renews,
 //     except one attempt about ten TTLs past the expiry it last observed,
 //     so that a signal the watch failed to deliver delays a takeover,

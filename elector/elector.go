@@ -92,9 +92,7 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 	}
 	if w, ok := locker.(backends.ClaimWatcher); ok {
 		e.watcher = w
-	}
-	if w, ok := locker.(backends.ExpiryWatcher); ok {
-		e.expiryWatch = w.SignalsExpiry()
+		e.expiryWatch = w.ExpiryEvents()
 	}
 	return e, nil
 }

@@ -122,6 +122,8 @@ func (f *fakeLocker) holder() (backends.Claim, bool) {
 // watchingLocker adds WatchClaim to a fakeLocker.
 type watchingLocker struct{ *fakeLocker }
 
+func (watchingLocker) ExpiryEvents() bool { return false }
+
 func (w watchingLocker) WatchClaim(ctx context.Context, key string) (<-chan struct{}, error) {
 	f := w.fakeLocker
 	in := make(chan struct{}, 1)

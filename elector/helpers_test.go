@@ -514,12 +514,14 @@ func (l watchingFaultLocker) WatchClaim(ctx context.Context, key string) (<-chan
 	return l.inner.(backends.ClaimWatcher).WatchClaim(ctx, key)
 }
 
+func (watchingFaultLocker) ExpiryEvents() bool { return false }
+
 // expiryFaultLocker also passes on whether the inner locker's watch
 // signals expiry.
 type expiryFaultLocker struct{ watchingFaultLocker }
 
-func (l expiryFaultLocker) SignalsExpiry() bool {
-	return l.inner.(backends.ExpiryWatcher).SignalsExpiry()
+func (l expiryFaultLocker) ExpiryEvents() bool {
+	return l.inner.(backends.ClaimWatcher).ExpiryEvents()
 }
 
 // logBuffer is a slog handler target safe for concurrent use.
@@ -554,4 +556,4 @@ func (silentExpiryLocker) WatchClaim(ctx context.Context, _ string) (<-chan stru
 	return ch, nil
 }
 
-func (silentExpiryLocker) SignalsExpiry() bool { return true }
+func (silentExpiryLocker) ExpiryEvents() bool { return true }

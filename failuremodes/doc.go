@@ -348,7 +348,7 @@
 //     back, or finds a method the store does not enforce.
 //   - Tenure: backends.Require checks the declaration and the method; it
 //     fails closed with an error wrapping errors.ErrUnsupported, and so do
-//     NewLocker and WatchKeys. An elector over such a store does not
+//     NewLocker and WatchClaim. An elector over such a store does not
 //     watch; it times attempts to the observed expiry.
 //   - Test: TestFM27HiddenCapabilityFailsClosed.
 //

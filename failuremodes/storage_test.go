@@ -21,6 +21,7 @@ import (
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/slots"
 )
 
 // holdLockEnv names the lock file a child process of FM-19 locks.
@@ -284,8 +285,12 @@ func TestFM27HiddenCapabilityFailsClosed(t *testing.T) {
 			_, err := backends.NewLocker(undeclared{Store: mem, keep: backends.CapCreateIfAbsent | backends.CapCompareAndDelete})
 			return err
 		}()},
-		{"WatchKeys over a wrapper hiding Watch", func() error {
-			_, err := backends.WatchKeys(ctx, careless, "k", func(string) bool { return true })
+		{"WatchClaim of a slot group over a wrapper hiding Watch", func() error {
+			g, err := slots.New(careless, slots.Config{Size: 2})
+			if err != nil {
+				return fmt.Errorf("slots.New: %w", err)
+			}
+			_, err = g.WatchClaim(ctx, "k")
 			return err
 		}()},
 		{"WatchClaim of a Locker over a wrapper hiding Watch", func() error {

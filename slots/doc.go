@@ -28,7 +28,8 @@
 // its size entry exists; so of a claim and a group starting on G at once,
 // at most one leads, on every store (both may refuse, and the next attempt
 // of the group then succeeds). Once a group has used G, G stays a group.
-// The generic Locker's Holders(G) lists a group's slot holders.
+// The generic Locker's Holders(G) lists a group's slot holders, and its
+// WatchClaim(G) signals their changes; a Group watches through it.
 //
 // # Guarantees
 //

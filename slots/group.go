@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/wire"
 )
 
 // MaxSize bounds N: a group's slots are scanned on every acquisition.
@@ -43,10 +44,11 @@ func (c Config) Validate() error {
 // concurrent use and keeps no per-group state beyond a per-holder lock and
 // the last stored size it warned about.
 type Group struct {
-	store backends.Store
-	txn   backends.Txner // nil unless the store declares and implements txn
-	cfg   Config
-	log   *slog.Logger
+	store  backends.Store
+	claims *backends.StoreLocker // renews, releases and watches slots by their store keys
+	txn    backends.Txner        // nil unless the store declares and implements txn
+	cfg    Config
+	log    *slog.Logger
 
 	mu      sync.Mutex                // guards holding, every holderLock.refs and warned
 	holding map[holderKey]*holderLock // one per group and holder with an acquisition under way
@@ -65,8 +67,8 @@ type holderKey struct {
 }
 
 var (
-	_ backends.Locker        = (*Group)(nil)
-	_ backends.ExpiryWatcher = (*Group)(nil)
+	_ backends.Locker       = (*Group)(nil)
+	_ backends.ClaimWatcher = (*Group)(nil)
 )
 
 // New returns a Group over store. It fails closed, with an error wrapping
@@ -83,7 +85,11 @@ func New(store backends.Store, cfg Config) (*Group, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	gr := &Group{store: store, cfg: cfg, log: log, holding: make(map[holderKey]*holderLock), warned: make(map[string]int)}
+	claims, err := backends.NewLocker(store)
+	if err != nil {
+		return nil, fmt.Errorf("slots: %w", err)
+	}
+	gr := &Group{store: store, claims: claims, cfg: cfg, log: log, holding: make(map[holderKey]*holderLock), warned: make(map[string]int)}
 	if backends.Require(store, backends.CapTxn) == nil {
 		gr.txn = store.(backends.Txner)
 	}
@@ -91,11 +97,11 @@ func New(store backends.Store, cfg Config) (*Group, error) {
 }
 
 // SlotKey is the store key of slot i of group.
-func SlotKey(group string, i int) string { return backends.GroupSlotKey(group, i) }
+func SlotKey(group string, i int) string { return wire.SlotKey(group, i) }
 
 // SizeKey is the store key holding group's N. Its presence marks group as a
 // slot group: a single claim (backends.NewLocker) on the same key is refused.
-func SizeKey(group string) string { return backends.GroupSizeKey(group) }
+func SizeKey(group string) string { return wire.SizeKey(group) }
 
 // Size returns group's N as recorded in the store, recording the configured
 // size if the group has none yet.
@@ -207,8 +213,8 @@ func (g *Group) TryAcquire(ctx context.Context, group string, holder backends.Ho
 	if ttl <= 0 {
 		return backends.Claim{}, fmt.Errorf("slots: acquire %q: ttl %v must be positive: %w", group, ttl, backends.ErrInvalid)
 	}
-	if err := backends.ValidateHolder(holder); err != nil {
-		return backends.Claim{}, fmt.Errorf("slots: acquire %q: %w", group, err)
+	if err := wire.ValidateID(holder.ID); err != nil {
+		return backends.Claim{}, fmt.Errorf("slots: acquire %q: %v: %w", group, err, backends.ErrInvalid)
 	}
 	unlock := g.lockHolder(group, holder)
 	defer unlock()
@@ -307,8 +313,8 @@ func (g *Group) checkNoClaim(ctx context.Context, group string) error {
 
 func claimErr(group string, e backends.Entry) error {
 	who := "a foreign value"
-	if h, err := backends.DecodeClaim(e.Value); err == nil {
-		who = fmt.Sprintf("%s (token %d)", h, e.CreateRevision)
+	if id, nonce, err := wire.DecodeClaim(e.Value); err == nil {
+		who = fmt.Sprintf("%s (token %d)", backends.Holder{ID: id, Nonce: nonce}, e.CreateRevision)
 	}
 	return fmt.Errorf("slots: acquire %q: the key is held as a single claim by %s; a slot group cannot share its key: %w", group, who, backends.ErrInvalid)
 }
@@ -318,38 +324,43 @@ func claimErr(group string, e backends.Entry) error {
 // that changed gives errResized.
 func (g *Group) acquireSlot(ctx context.Context, group string, i int, sizeRev int64, holder backends.Holder, ttl time.Duration) (backends.Claim, error) {
 	key := SlotKey(group, i)
+	value := wire.EncodeClaim(holder.ID, holder.Nonce)
+	var (
+		e   backends.Entry
+		err error
+	)
 	if g.txn != nil {
-		res, err := g.txn.Txn(ctx,
+		var res backends.TxnResult
+		res, err = g.txn.Txn(ctx,
 			[]backends.Cond{{Key: key}, {Key: SizeKey(group), Revision: sizeRev}, {Key: group}},
-			[]backends.Op{{Kind: backends.OpPut, Key: key, Value: backends.EncodeClaim(holder), TTL: ttl}})
-		var ce *backends.ConflictError
-		switch {
-		case err == nil:
-			e := res.Entries[0]
-			return backends.Claim{Key: group, Slot: i, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
-		case !errors.As(err, &ce):
-			return backends.Claim{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
-		case ce.Key == key && ce.Found:
-			cur, err := backends.LeaseOf(group, i, ce.Current)
-			if err != nil {
-				return backends.Claim{}, err
-			}
-			return backends.Claim{}, &backends.HeldError{Key: group, Holders: []backends.Claim{cur}}
-		case ce.Key == SizeKey(group):
-			return backends.Claim{}, errResized
-		case ce.Key == group && ce.Found:
-			return backends.Claim{}, claimErr(group, ce.Current)
+			[]backends.Op{{Kind: backends.OpPut, Key: key, Value: value, TTL: ttl}})
+		if err == nil {
+			e = res.Entries[0]
 		}
+	} else {
+		e, err = g.store.CreateIfAbsent(ctx, key, value, ttl)
+	}
+	var ce *backends.ConflictError
+	switch {
+	case err == nil:
+	case !errors.As(err, &ce):
+		return backends.Claim{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
+	case ce.Found && (ce.Key == key || g.txn == nil):
+		cur, err := claimOf(group, i, ce.Current)
+		if err != nil {
+			return backends.Claim{}, err
+		}
+		return backends.Claim{}, &backends.HeldError{Key: group, Holders: []backends.Claim{cur}}
+	case ce.Key == SizeKey(group):
+		return backends.Claim{}, errResized
+	case ce.Key == group && ce.Found:
+		return backends.Claim{}, claimErr(group, ce.Current)
+	default:
 		return backends.Claim{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
 	}
-
-	l, err := backends.AcquireKey(ctx, g.store, key, group, i, holder, ttl)
-	var held *backends.HeldError
-	switch {
-	case errors.As(err, &held):
-		return backends.Claim{}, err
-	case err != nil:
-		return backends.Claim{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
+	l := backends.Claim{Key: group, Slot: i, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}
+	if g.txn != nil {
+		return l, nil
 	}
 	// No transaction: the size may have changed since it was read. Read it
 	// again now that the slot exists, and give up a slot it no longer
@@ -403,10 +414,11 @@ func (g *Group) Renew(ctx context.Context, lease backends.Claim) (backends.Claim
 	if lease.TTL <= 0 {
 		return backends.Claim{}, fmt.Errorf("slots: renew %q: ttl %v must be positive: %w", lease.Key, lease.TTL, backends.ErrInvalid)
 	}
-	got, err := backends.RenewKey(ctx, g.store, SlotKey(lease.Key, lease.Slot), lease)
+	got, err := g.claims.Renew(ctx, slotClaim(lease))
 	if err != nil {
 		return backends.Claim{}, err
 	}
+	got.Key, got.Slot = lease.Key, lease.Slot
 	n, err := g.Size(ctx, lease.Key)
 	if err != nil {
 		return backends.Claim{}, err
@@ -421,29 +433,63 @@ func (g *Group) Renew(ctx context.Context, lease backends.Claim) (backends.Claim
 // error; one taken over by another holder gives an error wrapping
 // backends.ErrNotHolder.
 func (g *Group) Release(ctx context.Context, lease backends.Claim) error {
-	return backends.ReleaseKey(ctx, g.store, SlotKey(lease.Key, lease.Slot), lease)
+	return g.claims.Release(ctx, slotClaim(lease))
+}
+
+// slotClaim is lease, a claim on a slot of a group, as a claim on the slot's
+// store key, which is how the store's Locker renews and releases it.
+func slotClaim(lease backends.Claim) backends.Claim {
+	lease.Key, lease.Slot = SlotKey(lease.Key, lease.Slot), 0
+	return lease
 }
 
 // Holders lists the live holders of group, by slot. It includes holders of
 // slots at or above a lowered size until they step down. A single claim on
 // the key group itself is not listed: it is not a slot.
 func (g *Group) Holders(ctx context.Context, group string) ([]backends.Claim, error) {
-	out, err := backends.GroupHolders(ctx, g.store, group)
+	prefix := wire.SlotPrefix(group)
+	if err := backends.ValidatePrefix(prefix); err != nil {
+		return nil, fmt.Errorf("slots: holders of %q: %w", group, err)
+	}
+	entries, err := g.store.List(ctx, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("slots: holders of %q: %w", group, err)
 	}
+	var out []backends.Claim
+	for _, e := range entries {
+		i, ok := wire.Slot(group, e.Key)
+		if !ok {
+			continue // a key of a nested group, not one of ours
+		}
+		c, err := claimOf(group, i, e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Slot < out[b].Slot })
 	return out, nil
 }
 
-// WatchClaim signals every change to group's slots or size. It needs a store
-// that watches; otherwise the error wraps backends.ErrUnsupported.
-func (g *Group) WatchClaim(ctx context.Context, group string) (<-chan struct{}, error) {
-	return backends.WatchKeys(ctx, g.store, group+"/", func(key string) bool {
-		_, ok := backends.GroupSlot(group, key)
-		return ok || key == SizeKey(group)
-	})
+// claimOf decodes the entry of slot i of group. A value that is not a claim
+// is an error wrapping backends.ErrCorrupt: a slot holding a foreign value is
+// never read as free.
+func claimOf(group string, i int, e backends.Entry) (backends.Claim, error) {
+	id, nonce, err := wire.DecodeClaim(e.Value)
+	if err != nil {
+		return backends.Claim{}, fmt.Errorf("slots: %q slot %d (store key %q): %v: %w", group, i, e.Key, err, backends.ErrCorrupt)
+	}
+	h := backends.Holder{ID: id, Nonce: nonce}
+	return backends.Claim{Key: group, Slot: i, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
 }
 
-// SignalsExpiry implements backends.ExpiryWatcher: true when the store's
+// WatchClaim signals every change to group's slots or size (and to a single
+// claim on the key group, which no slot group shares for long). It needs a
+// store that watches; otherwise the error wraps backends.ErrUnsupported.
+func (g *Group) WatchClaim(ctx context.Context, group string) (<-chan struct{}, error) {
+	return g.claims.WatchClaim(ctx, group)
+}
+
+// ExpiryEvents implements backends.ClaimWatcher: true when the store's
 // watch delivers expiry events, so a slot freed by expiry is signalled.
-func (g *Group) SignalsExpiry() bool { return backends.SignalsExpiry(g.store) }
+func (g *Group) ExpiryEvents() bool { return g.claims.ExpiryEvents() }

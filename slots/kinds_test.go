@@ -177,6 +177,39 @@ func TestLockerHoldersOfAGroup(t *testing.T) {
 	})
 }
 
+// TestLockerWatchesAGroup: the generic Locker's WatchClaim on a group's key
+// signals a change to the group's slots, as its Holders lists them.
+func TestLockerWatchesAGroup(t *testing.T) {
+	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
+		// The timeout only bounds a failing run; a passing one is signalled.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		g := newGroup(t, s, 2)
+		l, err := g.TryAcquire(ctx, "grp", holder(t, "a"), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := newLocker(t, s).WatchClaim(ctx, "grp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				t.Fatal("watch closed before signalling the released slot")
+			}
+		case <-ctx.Done():
+			t.Fatal("the Locker's watch on a group's key did not signal a released slot")
+		}
+		cancel()
+		for range ch { // the channel closes once the watch ends
+		}
+	})
+}
+
 // TestSizeMismatchIsLogged: a process configured with another size than the
 // group's stored one is told, once per stored size, with both numbers.
 func TestSizeMismatchIsLogged(t *testing.T) {

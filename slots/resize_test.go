@@ -11,6 +11,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/wire"
 	"github.com/tenure-go/tenure/slots"
 )
 
@@ -26,7 +27,8 @@ func bound(t *testing.T) context.Context {
 // holdSlot writes slot i of group for a holder outside the test's groups.
 func holdSlot(t *testing.T, s backends.Store, group string, i int) {
 	t.Helper()
-	if _, err := s.CreateIfAbsent(context.Background(), slots.SlotKey(group, i), backends.EncodeClaim(holder(t, "other")), time.Hour); err != nil {
+	h := holder(t, "other")
+	if _, err := s.CreateIfAbsent(context.Background(), slots.SlotKey(group, i), wire.EncodeClaim(h.ID, h.Nonce), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -15,10 +15,11 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/wire"
 )
 
 // benchValue is a claim as the Locker writes it.
-var benchValue = backends.EncodeClaim(backends.Holder{ID: "indexer-7", Nonce: "0123456789abcdef"})
+var benchValue = wire.EncodeClaim("indexer-7", "0123456789abcdef")
 
 // rawPublish is the floor of every write: a temp file written, fsynced and
 // renamed over the target, then the directory fsynced.

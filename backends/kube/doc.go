@@ -105,7 +105,7 @@
 // A Lease not written by this package (or written by it and then taken over
 // by another client, which shows as a holderIdentity other than the one
 // tenure recorded) is read as a claim of holderIdentity (the value is
-// backends.EncodeClaim of that ID), with leaseDurationSeconds as TTL and its
+// the claim value every Locker writes for that ID, with no nonce), with leaseDurationSeconds as TTL and its
 // resourceVersion as both revisions; an empty holderIdentity reads as
 // absent. Options.LeaseNames maps keys onto such existing Leases so that a
 // fleet can move from client-go's leaderelection to tenure: both kinds of

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/wire"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -86,7 +87,7 @@ func decode(key string, l *coordinationv1.Lease) (state, error) {
 
 	enc, hasValue := ann[annValue]
 	if !hasValue || ann[annHolder] != holder {
-		st.entry.Value = backends.EncodeClaim(backends.Holder{ID: holder})
+		st.entry.Value = wire.EncodeClaim(holder, "")
 		if d := l.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 			st.entry.TTL = time.Duration(*d) * time.Second
 		}
@@ -135,14 +136,14 @@ type write struct {
 // the holder of a claim, as "id#nonce" so that a client-go candidate never
 // mistakes a tenure holder for itself; "tenure" for other values.
 func holderIdentity(value []byte) string {
-	h, err := backends.DecodeClaim(value)
+	id, nonce, err := wire.DecodeClaim(value)
 	switch {
 	case err != nil:
 		return "tenure"
-	case h.Nonce == "":
-		return h.ID
+	case nonce == "":
+		return id
 	}
-	return h.ID + "#" + h.Nonce
+	return id + "#" + nonce
 }
 
 // leaseSeconds is the whole-second leaseDurationSeconds written for a TTL,

@@ -139,8 +139,10 @@ func TestCapabilities(t *testing.T) {
 	if _, ok := hidden.(backends.Watcher); ok {
 		t.Error("a store hiding watch still implements Watcher")
 	}
-	if _, err := backends.WatchKeys(context.Background(), hidden, "k", func(string) bool { return true }); !errors.Is(err, backends.ErrUnsupported) {
-		t.Errorf("WatchKeys over a store hiding watch = %v, want ErrUnsupported", err)
+	if l, err := backends.NewLocker(hidden); err != nil {
+		t.Errorf("NewLocker over a store hiding watch: %v", err)
+	} else if _, err := l.WatchClaim(context.Background(), "k"); !errors.Is(err, backends.ErrUnsupported) {
+		t.Errorf("WatchClaim over a store hiding watch = %v, want ErrUnsupported", err)
 	}
 
 	s := faults.Wrap(plain, clk)

@@ -1,0 +1,96 @@
+// Package wire is how tenure lays its claims out in a store: the value a
+// claim key holds, the rules for a holder's identity, and the store keys of
+// a slot group. Package backends, the kube backend and package slots all
+// read and write these formats; they are not promised to anyone else.
+//
+// It imports nothing of tenure's, so that package backends can use it.
+// Its errors carry no package prefix and no sentinel: the caller wraps them
+// with its own prefix and backends.ErrInvalid or backends.ErrCorrupt.
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxIDBytes bounds a holder's identity; it equals backends.MaxKeyBytes.
+const MaxIDBytes = 512
+
+// ValidateID checks a holder's identity: non-empty valid UTF-8 of at most
+// MaxIDBytes. Any Unicode, spaces and slashes are allowed.
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("empty holder id")
+	case !utf8.ValidString(id):
+		return fmt.Errorf("holder id %q is not valid UTF-8", id)
+	case len(id) > MaxIDBytes:
+		return fmt.Errorf("holder id of %d bytes exceeds %d", len(id), MaxIDBytes)
+	}
+	return nil
+}
+
+// claim is the value a claim key holds.
+type claim struct {
+	V     int    `json:"v"`
+	ID    string `json:"id"`
+	Nonce string `json:"nonce,omitempty"`
+}
+
+// EncodeClaim is the value stored for the holder with identity id and nonce.
+func EncodeClaim(id, nonce string) []byte {
+	b, _ := json.Marshal(claim{V: 1, ID: id, Nonce: nonce}) // cannot fail for strings
+	return b
+}
+
+// DecodeClaim parses a value written by EncodeClaim. Anything else is an
+// error, which the caller reports as corrupt: a claim key holding a foreign
+// value is never read as free.
+func DecodeClaim(value []byte) (id, nonce string, err error) {
+	var c claim
+	if err := json.Unmarshal(value, &c); err != nil {
+		return "", "", fmt.Errorf("decode claim: %v", err)
+	}
+	if c.V != 1 || c.ID == "" {
+		return "", "", fmt.Errorf("decode claim: version %d, id %q", c.V, c.ID)
+	}
+	return c.ID, c.Nonce, nil
+}
+
+// A slot group on claim key K lives in the store keys K + "/size" (its N,
+// written once and never deleted) and K + "/slot-<i>" (one claim per
+// slot). A single claim on K reads the size key to tell that K is a group,
+// and refuses it.
+const (
+	sizeSuffix = "/size"
+	slotInfix  = "/slot-"
+)
+
+// SizeKey is the store key holding the size of slot group key. Its presence
+// marks key as a slot group.
+func SizeKey(key string) string { return key + sizeSuffix }
+
+// SlotKey is the store key of slot i of slot group key.
+func SlotKey(key string, i int) string { return key + slotInfix + strconv.Itoa(i) }
+
+// SlotPrefix is the prefix under which every slot key of group key lies
+// (with the keys of groups nested under key).
+func SlotPrefix(key string) string { return key + slotInfix }
+
+// Slot parses storeKey back to a slot index of group key. It reports false
+// for any other key, including those of groups nested under key.
+func Slot(key, storeKey string) (int, bool) {
+	rest, ok := strings.CutPrefix(storeKey, key+slotInfix)
+	if !ok || rest == "" || (len(rest) > 1 && rest[0] == '0') {
+		return 0, false
+	}
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 0 || strconv.Itoa(i) != rest {
+		return 0, false
+	}
+	return i, true
+}
