@@ -198,9 +198,16 @@ func TestNewHolder(t *testing.T) {
 		t.Errorf("two holders with one id are equal: %v %v", a, b)
 	}
 	for _, bad := range []string{"", "\xff", strings.Repeat("x", backends.MaxKeyBytes+1)} {
-		if _, err := backends.NewHolder(bad); !errors.Is(err, backends.ErrInvalid) {
+		_, err := backends.NewHolder(bad)
+		if !errors.Is(err, backends.ErrInvalid) {
 			t.Errorf("NewHolder(%q) = %v, want ErrInvalid", bad, err)
 		}
+		if err != nil && strings.Count(err.Error(), "backends:") != 1 {
+			t.Errorf("NewHolder(%q) = %q: does not name the package exactly once", bad, err)
+		}
+	}
+	if _, err := backends.NewHolder(strings.Repeat("x", backends.MaxKeyBytes)); err != nil {
+		t.Errorf("NewHolder of an id of MaxKeyBytes bytes = %v, want it accepted", err)
 	}
 }
 
@@ -233,5 +240,11 @@ func TestValidate(t *testing.T) {
 		if tt.err != nil && !errors.Is(tt.err, backends.ErrInvalid) {
 			t.Errorf("%s: %v does not wrap ErrInvalid", tt.name, tt.err)
 		}
+		if tt.err != nil && strings.Count(tt.err.Error(), "backends:") != 1 {
+			t.Errorf("%s: %q does not name the package exactly once", tt.name, tt.err)
+		}
+	}
+	if got, want := backends.ValidateKey("").Error(), "backends: empty key: invalid argument"; got != want {
+		t.Errorf("ValidateKey(\"\") = %q, want %q", got, want)
 	}
 }

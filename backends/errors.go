@@ -7,44 +7,46 @@ import (
 )
 
 // Sentinel errors. Backends wrap them (with %w) so callers can branch with
-// errors.Is; the message of the wrapping error names the operation and key.
+// errors.Is; the message of the wrapping error names the package, the
+// operation and the key, so the sentinels' own text carries no prefix:
+// a bad key reads "backends: empty key: invalid argument".
 var (
 	// ErrNotFound: the key is absent or expired.
-	ErrNotFound = errors.New("backends: key not found")
+	ErrNotFound = errors.New("key not found")
 	// ErrExists: the key is present where the caller required it absent.
-	ErrExists = errors.New("backends: key exists")
+	ErrExists = errors.New("key exists")
 	// ErrConflict: a compare failed. Every *ConflictError matches it.
-	ErrConflict = errors.New("backends: revision conflict")
+	ErrConflict = errors.New("revision conflict")
 	// ErrUnsupported: the store does not enforce what was asked. It wraps
 	// errors.ErrUnsupported.
-	ErrUnsupported = fmt.Errorf("backends: %w", errors.ErrUnsupported)
+	ErrUnsupported = fmt.Errorf("%w", errors.ErrUnsupported)
 	// ErrInvalid: the arguments are not acceptable (empty key, negative TTL,
 	// an oversized value, ...).
-	ErrInvalid = errors.New("backends: invalid argument")
+	ErrInvalid = errors.New("invalid argument")
 	// ErrClosed: the store was closed.
-	ErrClosed = errors.New("backends: store closed")
+	ErrClosed = errors.New("store closed")
 
 	// ErrUnavailable: the backend could not be reached or did not answer in
 	// time; the outcome of a write is unknown.
-	ErrUnavailable = errors.New("backends: backend unavailable")
+	ErrUnavailable = errors.New("backend unavailable")
 	// ErrThrottled: the backend refused the request for rate reasons.
-	ErrThrottled = errors.New("backends: throttled")
+	ErrThrottled = errors.New("throttled")
 
 	// ErrPermission: the backend refused the caller's credentials.
-	ErrPermission = errors.New("backends: permission denied")
+	ErrPermission = errors.New("permission denied")
 	// ErrMissingResource: something the store lives in (a table, a
 	// namespace, a directory) does not exist.
-	ErrMissingResource = errors.New("backends: backend resource missing")
+	ErrMissingResource = errors.New("backend resource missing")
 	// ErrCorrupt: stored state cannot be decoded. Stores fail closed on it
 	// and never report such a key as absent.
-	ErrCorrupt = errors.New("backends: corrupt state")
+	ErrCorrupt = errors.New("corrupt state")
 
 	// ErrHeld: a claim is held by another holder. TryAcquire returns it as
 	// a *HeldError.
-	ErrHeld = errors.New("backends: claim held by another holder")
-	// ErrNotHolder: the lease named in Renew or Release is no longer the
+	ErrHeld = errors.New("claim held by another holder")
+	// ErrNotHolder: the claim named in Renew or Release is no longer the
 	// caller's.
-	ErrNotHolder = errors.New("backends: lease not held")
+	ErrNotHolder = errors.New("claim not held")
 )
 
 // ConflictError reports a failed compare. It carries the entry the store
