@@ -367,7 +367,7 @@ func BenchmarkElections100(b *testing.B) {
 			// (one client, one watch) serves all its elections.
 			lockers := make([]backends.Locker, per)
 			for j := range lockers {
-				s, err := New(kubernetes.NewForConfigOrDie(counted(c.srv.RESTConfig(), &n)), Options{Namespace: ns})
+				s, err := New(kubernetes.NewForConfigOrDie(counted(c.srv.RESTConfig(), &n)), WithNamespace(ns))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -10,7 +10,7 @@
 // is kept in the tenure.dev/key annotation and checked on every read (a name
 // holding another key is corrupt state, never "absent"). Every object tenure
 // writes carries the label tenure.dev/managed=true; List and Watch select on
-// it (on the whole namespace when Options.LeaseNames adopts unlabelled
+// it (on the whole namespace when WithLeaseNames adopts unlabelled
 // Leases) and filter by prefix in the process.
 //
 // The value, the exact TTL and the logical revisions live in annotations; the
@@ -55,7 +55,7 @@
 //
 // An entry expires only after this process has seen its object unchanged
 // (same resourceVersion) for the entry's full TTL on its own monotonic clock
-// (Options.Clock): client-go's rule. renewTime and acquireTime, written by
+// (WithClock): client-go's rule. renewTime and acquireTime, written by
 // other hosts' clocks, are never used to judge anything. Reads, writes and
 // watch events all count as sightings; a newer resourceVersion restarts the
 // clock. Because a holder stamps its own deadline before sending its request
@@ -92,9 +92,9 @@
 // is reported again as EventPut, and the expiry of that renewal as another
 // EventDelete.
 //
-// The shared API server watch lives for a random time between
-// Options.WatchTimeout and twice that (5 to 10 minutes by default, as
-// client-go's reflectors' watches do); then it ends and every Watch channel
+// The shared API server watch lives for a random time between the watch
+// timeout (WithWatchTimeout) and twice that (5 to 10 minutes by default,
+// as client-go's reflectors' watches do); then it ends and every Watch channel
 // is closed, so their consumers read again and watch again. A follower
 // waiting on the watch therefore waits at most that long, whatever the
 // watch failed to deliver: a connection that went silent, or an expiry
@@ -107,7 +107,7 @@
 // tenure recorded) is read as a claim of holderIdentity (the value is
 // the claim value every Locker writes for that ID, with no nonce), with leaseDurationSeconds as TTL and its
 // resourceVersion as both revisions; an empty holderIdentity reads as
-// absent. Options.LeaseNames maps keys onto such existing Leases so that a
+// absent. WithLeaseNames maps keys onto such existing Leases so that a
 // fleet can move from client-go's leaderelection to tenure: both kinds of
 // candidates see each other's holder and wait for its expiry. A client-go
 // holder cannot be fenced by tokens; the mixed fleet is for the migration.

@@ -302,7 +302,7 @@ func testClientGoLease(t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	clk := clocktest.New(time.Time{})
-	s := c.store(t, ns, clk, nil, func(o *Options) { o.LeaseNames = map[string]string{key: name} })
+	s := c.store(t, ns, clk, nil, WithLeaseNames(map[string]string{key: name}))
 	l := newLocker(t, s)
 
 	hs, err := l.Holders(ctx, key)
@@ -590,7 +590,7 @@ func offline() kubernetes.Interface {
 // TestClassify checks the mapping of API errors to the contract's classes
 // without a server.
 func TestClassify(t *testing.T) {
-	s, err := New(offline(), Options{Namespace: "ns"})
+	s, err := New(offline(), WithNamespace("ns"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +627,7 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// TestNames checks key-to-name mapping and the validation of Options.
+// TestNames checks key-to-name mapping and the validation of the options.
 func TestNames(t *testing.T) {
 	for _, key := range []string{"a", "with space", "ünïcødé/キー/🔑", strings.Repeat("/", backends.MaxKeyBytes)} {
 		n := HashName(key)
@@ -641,23 +641,24 @@ func TestNames(t *testing.T) {
 	client := offline()
 	for _, tc := range []struct {
 		name string
-		opts Options
+		opt  Option
 	}{
-		{"bad namespace", Options{Namespace: "Not_A_Namespace"}},
-		{"bad lease name", Options{LeaseNames: map[string]string{"k": "Bad Name"}}},
-		{"reserved prefix", Options{LeaseNames: map[string]string{"k": "tenure-x"}}},
-		{"one name twice", Options{LeaseNames: map[string]string{"k1": "same", "k2": "same"}}},
-		{"bad key", Options{LeaseNames: map[string]string{"": "name"}}},
-		{"negative watch timeout", Options{WatchTimeout: -time.Second}},
+		{"bad namespace", WithNamespace("Not_A_Namespace")},
+		{"bad lease name", WithLeaseNames(map[string]string{"k": "Bad Name"})},
+		{"reserved prefix", WithLeaseNames(map[string]string{"k": "tenure-x"})},
+		{"one name twice", WithLeaseNames(map[string]string{"k1": "same", "k2": "same"})},
+		{"bad key", WithLeaseNames(map[string]string{"": "name"})},
+		{"negative watch timeout", WithWatchTimeout(-time.Second)},
+		{"zero watch timeout", WithWatchTimeout(0)},
 	} {
-		if _, err := New(client, tc.opts); !errors.Is(err, backends.ErrInvalid) {
+		if _, err := New(client, tc.opt); !errors.Is(err, backends.ErrInvalid) {
 			t.Errorf("New with %s = %v, want ErrInvalid", tc.name, err)
 		}
 	}
-	if _, err := New(nil, Options{}); !errors.Is(err, backends.ErrInvalid) {
+	if _, err := New(nil); !errors.Is(err, backends.ErrInvalid) {
 		t.Errorf("New(nil client) = %v, want ErrInvalid", err)
 	}
-	s, err := New(client, Options{LeaseNames: map[string]string{"old leader": "old-leader"}})
+	s, err := New(client, WithLeaseNames(map[string]string{"old leader": "old-leader"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -868,7 +869,7 @@ func testStalledWatchRenewalExpiry(t *testing.T, c *cluster) {
 // reported; the same version judged again is not.
 func TestWatchReportsEachExpiredVersion(t *testing.T) {
 	clk := clocktest.New(time.Time{})
-	s, err := New(offline(), Options{Clock: clk})
+	s, err := New(offline(), WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -947,14 +948,14 @@ func TestWatchReportsEachExpiredVersion(t *testing.T) {
 // A watch that stalls delivers nothing at all, not even its own end: a
 // follower waiting on it for a change (here, a release the watch never
 // delivers, and that no expiry timer covers, the claim having no TTL)
-// would wait for good. The watch ends within twice Options.WatchTimeout of
+// would wait for good. The watch ends within twice the watch timeout of
 // its start, closing every channel, and the next Watch works.
 func testStalledWatchLifetime(t *testing.T, c *cluster) {
 	ctx := t.Context()
 	ns := c.namespace(t)
 	clk := clocktest.New(time.Time{})
 	const life = time.Minute
-	s := c.store(t, ns, clk, stalledWatches(c.srv.RESTConfig()), func(o *Options) { o.WatchTimeout = life })
+	s := c.store(t, ns, clk, stalledWatches(c.srv.RESTConfig()), WithWatchTimeout(life))
 	e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 0)
 	if err != nil {
 		t.Fatal(err)

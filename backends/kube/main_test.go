@@ -57,16 +57,13 @@ func (c *cluster) namespace(t testing.TB) string {
 
 // store opens a Store as another process would: its own client, its own
 // sightings. cfg defaults to the admin config.
-func (c *cluster) store(t testing.TB, ns string, clk clock.Clock, cfg *rest.Config, opts ...func(*Options)) *Store {
+func (c *cluster) store(t testing.TB, ns string, clk clock.Clock, cfg *rest.Config, opts ...Option) *Store {
 	t.Helper()
 	if cfg == nil {
 		cfg = c.srv.RESTConfig()
 	}
-	o := Options{Namespace: ns, Clock: clk}
-	for _, f := range opts {
-		f(&o)
-	}
-	s, err := New(kubernetes.NewForConfigOrDie(cfg), o)
+	opts = append([]Option{WithNamespace(ns), WithClock(clk)}, opts...)
+	s, err := New(kubernetes.NewForConfigOrDie(cfg), opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

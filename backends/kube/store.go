@@ -26,42 +26,52 @@ var (
 	_ backends.Watcher = (*Store)(nil)
 )
 
-// Options configures a Store. The zero value is usable.
-type Options struct {
-	// Namespace holds the Lease objects. Default "default". It must exist:
-	// the first write into a missing namespace fails with an error wrapping
-	// backends.ErrMissingResource.
-	Namespace string
+// Option configures New.
+type Option func(*options)
 
-	// Clock judges expiry: an entry expires once this clock has seen its
-	// object unchanged for the entry's TTL. Default: the real clock, whose
-	// Now carries the monotonic reading used for those intervals.
-	Clock clock.Clock
-
-	// Logger receives debug records about retried writes and broken
-	// watches. Default: discard.
-	Logger *slog.Logger
-
-	// LeaseNames maps tenure keys to existing Lease names, for a fleet
-	// migrating from client-go's leaderelection: the key then reads and
-	// writes that Lease (holderIdentity shows as the holder) instead of the
-	// hashed name. Names must be valid DNS-1123 subdomains, distinct, and
-	// must not start with "tenure-". Default: none, every key is hashed.
-	LeaseNames map[string]string
-
-	// WatchTimeout bounds the life of the API server watch that the
-	// store's Watch calls share: it is ended after a random time between
-	// WatchTimeout and twice that (as client-go's reflectors end theirs),
-	// which closes every Watch channel, so that their consumers read again
-	// and watch again. It bounds how long a consumer waits on a watch that
-	// has silently stopped delivering (a half-open connection), or for an
-	// expiry this store failed to report. Measured on Clock. Default 5
-	// minutes; it must not be negative.
-	WatchTimeout time.Duration
+type options struct {
+	namespace    string
+	clock        clock.Clock
+	log          *slog.Logger
+	leaseNames   map[string]string
+	watchTimeout time.Duration
 }
 
-// DefaultWatchTimeout is the default Options.WatchTimeout.
-const DefaultWatchTimeout = 5 * time.Minute
+// WithNamespace puts the Lease objects in namespace ns. Default "default".
+// It must exist: the first write into a missing namespace fails with an
+// error wrapping backends.ErrMissingResource.
+func WithNamespace(ns string) Option { return func(o *options) { o.namespace = ns } }
+
+// WithClock makes c judge expiry: an entry expires once this clock has
+// seen its object unchanged for the entry's TTL. Default: the real clock,
+// whose Now carries the monotonic reading used for those intervals.
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithLogger sends debug records about retried writes and broken watches
+// to l. Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithLeaseNames maps tenure keys to existing Lease names, for a fleet
+// migrating from client-go's leaderelection: the key then reads and writes
+// that Lease (holderIdentity shows as the holder) instead of the hashed
+// name. Names must be valid DNS-1123 subdomains, distinct, and must not
+// start with "tenure-". Default: none, every key is hashed.
+func WithLeaseNames(names map[string]string) Option {
+	return func(o *options) { o.leaseNames = names }
+}
+
+// WithWatchTimeout bounds the life of the API server watch that the
+// store's Watch calls share: it is ended after a random time between d and
+// twice d (as client-go's reflectors end theirs), which closes every Watch
+// channel, so that their consumers read again and watch again. It bounds
+// how long a consumer waits on a watch that has silently stopped
+// delivering (a half-open connection), or for an expiry this store failed
+// to report. Measured on the store's clock. Default 5 minutes; d must be
+// positive.
+func WithWatchTimeout(d time.Duration) Option { return func(o *options) { o.watchTimeout = d } }
+
+// defaultWatchTimeout is the watch timeout without WithWatchTimeout.
+const defaultWatchTimeout = 5 * time.Minute
 
 // Store keeps tenure entries in coordination.k8s.io/v1 Lease objects. It is
 // safe for concurrent use. Close it when done: Close ends its watches; it
@@ -74,7 +84,7 @@ type Store struct {
 	names     map[string]string // key -> adopted Lease name
 	keys      map[string]string // adopted Lease name -> key
 	selector  string            // label selector of List and Watch; "" with adopted names
-	watchLife time.Duration     // Options.WatchTimeout
+	watchLife time.Duration     // WithWatchTimeout
 
 	mu     sync.Mutex
 	seen   map[string]*sighting // by Lease name; guarded by mu
@@ -91,41 +101,41 @@ type sighting struct {
 	since time.Time
 }
 
-// New returns a Store over client's Leases in opts.Namespace. It does no I/O.
-func New(client kubernetes.Interface, opts Options) (*Store, error) {
+// New returns a Store over client's Leases (in namespace "default" unless
+// WithNamespace says otherwise). It does no I/O. An option given a value
+// it cannot use is an error wrapping backends.ErrInvalid.
+func New(client kubernetes.Interface, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("kube: nil client: %w", backends.ErrInvalid)
 	}
-	if opts.Namespace == "" {
-		opts.Namespace = "default"
+	o := options{namespace: "default", watchTimeout: defaultWatchTimeout}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	if errs := validation.IsDNS1123Label(opts.Namespace); len(errs) > 0 {
-		return nil, fmt.Errorf("kube: namespace %q: %s: %w", opts.Namespace, strings.Join(errs, "; "), backends.ErrInvalid)
+	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("kube: namespace %q: %s: %w", o.namespace, strings.Join(errs, "; "), backends.ErrInvalid)
 	}
-	if opts.Clock == nil {
-		opts.Clock = clock.New()
+	if o.clock == nil {
+		o.clock = clock.New()
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
 	}
-	switch {
-	case opts.WatchTimeout < 0:
-		return nil, fmt.Errorf("kube: watch timeout %v is negative: %w", opts.WatchTimeout, backends.ErrInvalid)
-	case opts.WatchTimeout == 0:
-		opts.WatchTimeout = DefaultWatchTimeout
+	if o.watchTimeout <= 0 {
+		return nil, fmt.Errorf("kube: watch timeout %v is not positive: %w", o.watchTimeout, backends.ErrInvalid)
 	}
 	s := &Store{
-		leases:    client.CoordinationV1().Leases(opts.Namespace),
-		namespace: opts.Namespace,
-		clock:     opts.Clock,
-		log:       opts.Logger.With("backend", "kube", "namespace", opts.Namespace),
+		leases:    client.CoordinationV1().Leases(o.namespace),
+		namespace: o.namespace,
+		clock:     o.clock,
+		log:       o.log.With("backend", "kube", "namespace", o.namespace),
 		names:     map[string]string{},
 		keys:      map[string]string{},
 		selector:  labels.Set{LabelManaged: "true"}.String(),
-		watchLife: opts.WatchTimeout,
+		watchLife: o.watchTimeout,
 		seen:      map[string]*sighting{},
 	}
-	for key, name := range opts.LeaseNames {
+	for key, name := range o.leaseNames {
 		if err := backends.ValidateKey(key); err != nil {
 			return nil, fmt.Errorf("kube: lease names: %w", err)
 		}

@@ -49,7 +49,7 @@ type stream struct {
 	// seenRV is the resourceVersion of the last event handled, bookmarks
 	// and objects of no interest included.
 	seenRV atomic.Int64
-	// life ends the watch at the end of its lifetime (Options.WatchTimeout).
+	// life ends the watch at the end of its lifetime (WithWatchTimeout).
 	life *clock.Timer
 
 	dueMu sync.Mutex

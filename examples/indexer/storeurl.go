@@ -63,5 +63,5 @@ func openKube(u *url.URL) (backends.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--store %q: %w", u.Redacted(), err)
 	}
-	return kube.New(client, kube.Options{Namespace: ns})
+	return kube.New(client, kube.WithNamespace(ns))
 }
