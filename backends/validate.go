@@ -10,6 +10,12 @@ import (
 // Limits of keys and values. Every backend accepts keys and values within
 // them; the Validate functions reject anything beyond them, so a backend that
 // validates with them accepts exactly these.
+//
+// The Validate functions are for whoever implements a Store, tenure's own
+// backends and any other: a store that checks its arguments with them
+// accepts exactly the inputs every other store accepts, which is what the
+// conformance suite (package backendtest) checks. Each error wraps
+// ErrInvalid.
 const (
 	MaxKeyBytes   = 512
 	MaxValueBytes = 64 << 10
@@ -40,8 +46,8 @@ func ValidatePrefix(prefix string) error {
 	return ValidateKey(prefix)
 }
 
-// ValidateValue checks a value's size. Empty and nil values are allowed.
-func ValidateValue(value []byte) error {
+// validateValue checks a value's size. Empty and nil values are allowed.
+func validateValue(value []byte) error {
 	if len(value) > MaxValueBytes {
 		return fmt.Errorf("backends: value of %d bytes exceeds %d: %w", len(value), MaxValueBytes, ErrInvalid)
 	}
@@ -65,7 +71,9 @@ func ValidateRevision(rev int64, positive bool) error {
 	return nil
 }
 
-// ValidateWrite checks the arguments of a create or compare-and-set.
+// ValidateWrite checks the arguments of a create or compare-and-set: the
+// key, the revision, the value's size (at most MaxValueBytes; empty and nil
+// are allowed) and the TTL.
 func ValidateWrite(key string, rev int64, value []byte, ttl time.Duration) error {
 	if err := ValidateKey(key); err != nil {
 		return err
@@ -73,7 +81,7 @@ func ValidateWrite(key string, rev int64, value []byte, ttl time.Duration) error
 	if err := ValidateRevision(rev, false); err != nil {
 		return err
 	}
-	if err := ValidateValue(value); err != nil {
+	if err := validateValue(value); err != nil {
 		return err
 	}
 	return ValidateTTL(ttl)
@@ -101,7 +109,7 @@ func ValidateTxn(conds []Cond, ops []Op) error {
 		seen[op.Key] = true
 		switch op.Kind {
 		case OpPut:
-			if err := ValidateValue(op.Value); err != nil {
+			if err := validateValue(op.Value); err != nil {
 				return err
 			}
 			if err := ValidateTTL(op.TTL); err != nil {

@@ -36,8 +36,8 @@ type Harness struct {
 	Peer func(t *testing.T, s backends.Store) backends.Store
 }
 
-// DefaultTTL is the TTL the suite uses when Harness.TTL is zero.
-const DefaultTTL = time.Second
+// defaultTTL is the TTL the suite uses when Harness.TTL is zero.
+const defaultTTL = time.Second
 
 // pollEvery is how often the suite re-reads a store while it waits for real
 // time to pass.
@@ -51,10 +51,10 @@ func Run(t *testing.T, h Harness) {
 		t.Fatal("backendtest: Harness.New is nil")
 	}
 	if h.TTL < 0 {
-		t.Fatalf("backendtest: Harness.TTL is %v, want positive (or 0 for the default %v)", h.TTL, DefaultTTL)
+		t.Fatalf("backendtest: Harness.TTL is %v, want positive (or 0 for the default %v)", h.TTL, defaultTTL)
 	}
 	if h.TTL == 0 {
-		h.TTL = DefaultTTL
+		h.TTL = defaultTTL
 	}
 	s := &suite{h: h, ttl: h.TTL, wall: clock.New()}
 

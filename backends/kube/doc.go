@@ -6,9 +6,10 @@
 //
 // Each key is one Lease in the store's namespace. Lease names must be DNS-1123
 // subdomains while keys are any UTF-8 (spaces, slashes, unicode), so a key
-// maps to "tenure-" and 160 bits of its SHA-256 ([HashName]); the key itself
-// is kept in the tenure.dev/key annotation and checked on every read (a name
-// holding another key is corrupt state, never "absent"). Every object tenure
+// maps to "tenure-" and 160 bits of its SHA-256 ([Store.LeaseName] tells
+// it); the key itself is kept in the tenure.dev/key annotation and checked
+// on every read (a name holding another key is corrupt state, never
+// "absent"). Every object tenure
 // writes carries the label tenure.dev/managed=true; List and Watch select on
 // it (on the whole namespace when WithLeaseNames adopts unlabelled
 // Leases) and filter by prefix in the process.

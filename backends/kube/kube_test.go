@@ -630,13 +630,13 @@ func TestClassify(t *testing.T) {
 // TestNames checks key-to-name mapping and the validation of the options.
 func TestNames(t *testing.T) {
 	for _, key := range []string{"a", "with space", "ünïcødé/キー/🔑", strings.Repeat("/", backends.MaxKeyBytes)} {
-		n := HashName(key)
+		n := hashName(key)
 		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
-			t.Errorf("HashName(%q) = %q: %v", key, n, errs)
+			t.Errorf("hashName(%q) = %q: %v", key, n, errs)
 		}
 	}
-	if HashName("a") == HashName("b") {
-		t.Error("HashName collides on a and b")
+	if hashName("a") == hashName("b") {
+		t.Error("hashName collides on a and b")
 	}
 	client := offline()
 	for _, tc := range []struct {
@@ -666,7 +666,7 @@ func TestNames(t *testing.T) {
 	if got := s.LeaseName("old leader"); got != "old-leader" {
 		t.Errorf("LeaseName of an adopted key = %q", got)
 	}
-	if got := s.LeaseName("other"); got != HashName("other") {
+	if got := s.LeaseName("other"); got != hashName("other") {
 		t.Errorf("LeaseName of another key = %q, want the hashed name", got)
 	}
 }

@@ -34,10 +34,10 @@ const (
 // namePrefix starts every hashed Lease name.
 const namePrefix = "tenure-"
 
-// HashName is the Lease name a tenure key maps to (unless WithLeaseNames
+// hashName is the Lease name a tenure key maps to (unless WithLeaseNames
 // maps it): "tenure-" and the first 160 bits of the key's SHA-256 in hex.
 // Names are valid DNS-1123 labels whatever the key holds.
-func HashName(key string) string {
+func hashName(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return namePrefix + hex.EncodeToString(sum[:20])
 }

@@ -174,7 +174,7 @@ func (s *Store) LeaseName(key string) string {
 	if n, ok := s.names[key]; ok {
 		return n
 	}
-	return HashName(key)
+	return hashName(key)
 }
 
 // keyOf is the key a listed or watched object holds, and whether it is one

@@ -12,9 +12,9 @@ import (
 	"github.com/tenure-go/tenure/backends"
 )
 
-// DefaultWatchBuffer is the number of events a watch channel buffers before
+// defaultWatchBuffer is the number of events a watch channel buffers before
 // the watcher counts as fallen behind and its channel is closed.
-const DefaultWatchBuffer = 256
+const defaultWatchBuffer = 256
 
 // Option configures a Store.
 type Option func(*config)
@@ -35,7 +35,7 @@ func WithClock(c clock.Clock) Option {
 }
 
 // WithWatchBuffer sets how many events each watch channel buffers
-// (default DefaultWatchBuffer). Values below 1 are raised to 1.
+// (default 256). Values below 1 are raised to 1.
 func WithWatchBuffer(n int) Option {
 	return func(cfg *config) { cfg.watchBuffer = max(n, 1) }
 }
@@ -90,9 +90,9 @@ var (
 )
 
 // New returns an empty store. Options: WithClock (default: the real clock),
-// WithWatchBuffer (default: DefaultWatchBuffer).
+// WithWatchBuffer (default: 256).
 func New(opts ...Option) *Store {
-	cfg := config{clock: clock.New(), watchBuffer: DefaultWatchBuffer}
+	cfg := config{clock: clock.New(), watchBuffer: defaultWatchBuffer}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
