@@ -295,18 +295,26 @@ func TestWatchSignalsFreedSlot(t *testing.T) {
 		if err := g.Release(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				t.Fatal("watch closed before signalling the release")
-			}
-		case <-ctx.Done():
-			t.Fatal("no signal for the released slot")
-		}
-		cancel()
-		for range ch { // the channel closes once the watch ends
-		}
+		wantSignal(t, ctx, cancel, ch, "the group's watch of a released slot")
 	})
+}
+
+// wantSignal waits for a signal on ch, the watch of ctx, then ends the
+// watch and waits for ch to close. ctx's deadline only bounds a failing
+// run; a passing one is signalled.
+func wantSignal(t *testing.T, ctx context.Context, cancel context.CancelFunc, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case _, ok := <-ch:
+		if !ok {
+			t.Fatalf("%s: closed before signalling", what)
+		}
+	case <-ctx.Done():
+		t.Fatalf("%s: no signal", what)
+	}
+	cancel()
+	for range ch { // the channel closes once the watch ends
+	}
 }
 
 func TestKeysOfNestedGroupsAreNotHolders(t *testing.T) {

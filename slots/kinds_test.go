@@ -196,17 +196,7 @@ func TestLockerWatchesAGroup(t *testing.T) {
 		if err := g.Release(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				t.Fatal("watch closed before signalling the released slot")
-			}
-		case <-ctx.Done():
-			t.Fatal("the Locker's watch on a group's key did not signal a released slot")
-		}
-		cancel()
-		for range ch { // the channel closes once the watch ends
-		}
+		wantSignal(t, ctx, cancel, ch, "the Locker's watch on a group's key, of a released slot")
 	})
 }
 
