@@ -6,20 +6,19 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-	"unicode/utf8"
 
 	"github.com/benbjohnson/clock"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/lifecycle"
 )
 
-// Defaults for the Config fields left zero.
+// DefaultTTL is the TTL of a Config that leaves it zero.
+const DefaultTTL = 15 * time.Second
+
 const (
-	DefaultTTL    = 15 * time.Second
-	DefaultJitter = 0.15
-	// MinSafetyMargin is the smallest default SafetyMargin.
-	MinSafetyMargin = 10 * time.Millisecond
+	defaultJitter = 0.15
+	// minSafetyMargin is the smallest default SafetyMargin and CancelLead.
+	minSafetyMargin = 10 * time.Millisecond
 )
 
 // Config configures an Elector. Zero durations take the defaults documented
@@ -29,8 +28,8 @@ type Config struct {
 	Key string
 
 	// Identity names this participant in the claim (a host name, a pod
-	// name). Required, non-empty valid UTF-8 of at most
-	// backends.MaxKeyBytes. Each Elector adds a random nonce, so two
+	// name). Required; any identity backends.NewHolder accepts (non-empty
+	// valid UTF-8 of at most backends.MaxKeyBytes). Each Elector adds a random nonce, so two
 	// Electors configured with the same Identity are two holders; seeing the
 	// other one hold the claim is reported as a duplicate identity.
 	Identity string
@@ -55,7 +54,7 @@ type Config struct {
 	// SafetyMargin is taken off every local deadline: it covers the rate
 	// drift between this host's monotonic clock and the clock that judges
 	// expiry at the backend over one TTL. Default TTL/100, but at least
-	// MinSafetyMargin (10ms).
+	// 10ms.
 	SafetyMargin time.Duration
 
 	// CancelLead is how long before the local deadline a term ends: from
@@ -63,7 +62,7 @@ type Config struct {
 	// renewal answered later extends nothing, and a timer closes the
 	// context's Done channel. Done is so closed before the local deadline
 	// even if that timer runs up to CancelLead late (a starved process).
-	// Default TTL/100, but at least MinSafetyMargin (10ms): the same order
+	// Default TTL/100, but at least 10ms: the same order
 	// as the default margin, far above the scheduling delay of a timer in a
 	// process that is not pathologically starved, and a small share of the
 	// term.
@@ -76,9 +75,13 @@ type Config struct {
 	RetryPeriod time.Duration
 
 	// Jitter is the fraction by which every renewal and retry wait is
-	// randomised: 0 < Jitter < 1. Zero means DefaultJitter (0.15); NoJitter
-	// turns jitter off (for tests that step a fake clock exactly).
+	// randomised: 0 < Jitter < 1. Zero means 0.15.
 	Jitter float64
+
+	// DisableJitter turns jitter off: every wait is exactly its nominal
+	// length (for tests that step a fake clock exactly). Jitter must then
+	// be left zero.
+	DisableJitter bool
 
 	// DrainTimeout is how long a demoted leader waits for OnElected to
 	// return before it gives up waiting. If OnElected returns in time the
@@ -97,8 +100,9 @@ type Config struct {
 	// and state. Default: discard.
 	Logger *slog.Logger
 
-	// Observer receives metrics events. Default: NopObserver.
-	Observer Observer
+	// Trace holds the instrumentation hooks (metrics, tracing). Hooks left
+	// nil cost nothing. See Trace for who calls them and when.
+	Trace Trace
 
 	// OnElected is called when this Elector becomes the leader. ctx is the
 	// leadership: it is cancelled at demotion, at the latest CancelLead
@@ -120,13 +124,7 @@ type Config struct {
 	// OnNewLeader is called when the observed leader (holder and token)
 	// changes, including to this Elector.
 	OnNewLeader func(leader Leader)
-
-	// OnStateChange is called after every lifecycle transition.
-	OnStateChange func(from, to lifecycle.State)
 }
-
-// NoJitter, as Config.Jitter, turns jitter off.
-const NoJitter = -1.0
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
@@ -140,19 +138,16 @@ func (c Config) withDefaults() Config {
 		c.RenewTimeout = c.RenewPeriod
 	}
 	if c.SafetyMargin == 0 {
-		c.SafetyMargin = max(c.TTL/100, MinSafetyMargin)
+		c.SafetyMargin = max(c.TTL/100, minSafetyMargin)
 	}
 	if c.CancelLead == 0 {
-		c.CancelLead = max(c.TTL/100, MinSafetyMargin)
+		c.CancelLead = max(c.TTL/100, minSafetyMargin)
 	}
 	if c.RetryPeriod == 0 {
 		c.RetryPeriod = c.RenewPeriod / 2
 	}
-	switch c.Jitter {
-	case 0:
-		c.Jitter = DefaultJitter
-	case NoJitter:
-		c.Jitter = 0
+	if c.Jitter == 0 && !c.DisableJitter {
+		c.Jitter = defaultJitter
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = c.RenewPeriod
@@ -166,18 +161,16 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Observer == nil {
-		c.Observer = NopObserver{}
-	}
 	return c
 }
 
 // Validate reports every rule c breaks once defaults are applied, joined
-// with errors.Join; nil if c is usable. The rules:
+// with errors.Join under one "elector: config: " prefix; nil if c is
+// usable. The rules:
 //
-//   - Key passes backends.ValidateKey; Identity is non-empty valid UTF-8 of
-//     at most backends.MaxKeyBytes.
-//   - No duration is negative; 0 <= Jitter < 1 (or NoJitter).
+//   - Key passes backends.ValidateKey; Identity passes backends.NewHolder.
+//   - No duration is negative; 0 <= Jitter < 1, and Jitter is zero when
+//     DisableJitter is set.
 //   - RenewPeriod < TTL, and RenewPeriod + RenewTimeout + SafetyMargin +
 //     CancelLead < TTL: a renewal sent at the latest moment its jitter
 //     allows (RenewPeriod after the send time the current deadline counts
@@ -186,21 +179,24 @@ func (c Config) withDefaults() Config {
 //     SafetyMargin - CancelLead after that send time). Without it a term
 //     could end with no error at all.
 func (c Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate, returning also the holder made of the Identity (and
+// a fresh nonce) when c is usable.
+func (c Config) validate() (backends.Holder, error) {
 	c = c.withDefaults()
 	var errs []error
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("elector: config: "+format, args...))
+		errs = append(errs, fmt.Errorf(format, args...))
 	}
 	if err := backends.ValidateKey(c.Key); err != nil {
 		bad("key: %w", err)
 	}
-	switch {
-	case c.Identity == "":
-		bad("identity is empty")
-	case !utf8.ValidString(c.Identity):
-		bad("identity %q is not valid UTF-8", c.Identity)
-	case len(c.Identity) > backends.MaxKeyBytes:
-		bad("identity of %d bytes exceeds %d", len(c.Identity), backends.MaxKeyBytes)
+	h, err := backends.NewHolder(c.Identity)
+	if err != nil {
+		bad("identity: %w", err)
 	}
 	for _, d := range []struct {
 		name string
@@ -226,8 +222,14 @@ func (c Config) Validate() error {
 		bad("renew period %v + renew timeout %v + safety margin %v + cancel lead %v must be less than ttl %v",
 			c.RenewPeriod, c.RenewTimeout, c.SafetyMargin, c.CancelLead, c.TTL)
 	}
-	if c.Jitter < 0 || c.Jitter >= 1 {
-		bad("jitter %v must be in [0, 1) (or NoJitter)", c.Jitter)
+	switch {
+	case c.Jitter < 0 || c.Jitter >= 1:
+		bad("jitter %v must be in [0, 1)", c.Jitter)
+	case c.DisableJitter && c.Jitter != 0:
+		bad("jitter %v set with DisableJitter", c.Jitter)
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return backends.Holder{}, fmt.Errorf("elector: config: %w", errors.Join(errs...))
+	}
+	return h, nil
 }

@@ -15,17 +15,17 @@ func TestConfigDefaults(t *testing.T) {
 	}{
 		{"all zero", Config{}, Config{
 			TTL: 15 * time.Second, RenewPeriod: 5 * time.Second, RenewTimeout: 5 * time.Second,
-			SafetyMargin: 150 * time.Millisecond, CancelLead: 150 * time.Millisecond, RetryPeriod: 2500 * time.Millisecond, Jitter: DefaultJitter,
+			SafetyMargin: 150 * time.Millisecond, CancelLead: 150 * time.Millisecond, RetryPeriod: 2500 * time.Millisecond, Jitter: defaultJitter,
 			DrainTimeout: 5 * time.Second, ReleaseTimeout: 5 * time.Second,
 		}},
 		{"short ttl keeps the margin floor", Config{TTL: 2 * time.Second, RenewPeriod: 500 * time.Millisecond}, Config{
 			TTL: 2 * time.Second, RenewPeriod: 500 * time.Millisecond, RenewTimeout: 500 * time.Millisecond,
-			SafetyMargin: 20 * time.Millisecond, CancelLead: 20 * time.Millisecond, RetryPeriod: 250 * time.Millisecond, Jitter: DefaultJitter,
+			SafetyMargin: 20 * time.Millisecond, CancelLead: 20 * time.Millisecond, RetryPeriod: 250 * time.Millisecond, Jitter: defaultJitter,
 			DrainTimeout: 500 * time.Millisecond, ReleaseTimeout: 500 * time.Millisecond,
 		}},
-		{"tiny ttl", Config{TTL: 300 * time.Millisecond, Jitter: NoJitter}, Config{
+		{"tiny ttl", Config{TTL: 300 * time.Millisecond, DisableJitter: true}, Config{
 			TTL: 300 * time.Millisecond, RenewPeriod: 100 * time.Millisecond, RenewTimeout: 100 * time.Millisecond,
-			SafetyMargin: MinSafetyMargin, CancelLead: MinSafetyMargin, RetryPeriod: 50 * time.Millisecond, Jitter: 0,
+			SafetyMargin: minSafetyMargin, CancelLead: minSafetyMargin, RetryPeriod: 50 * time.Millisecond, Jitter: 0,
 			DrainTimeout: 100 * time.Millisecond, ReleaseTimeout: 100 * time.Millisecond,
 		}},
 	} {
@@ -35,8 +35,8 @@ func TestConfigDefaults(t *testing.T) {
 			got.DrainTimeout != tc.want.DrainTimeout || got.ReleaseTimeout != tc.want.ReleaseTimeout {
 			t.Errorf("%s: withDefaults(%+v) =\n%+v\nwant\n%+v", tc.name, tc.in, got, tc.want)
 		}
-		if got.Clock == nil || got.Logger == nil || got.Observer == nil {
-			t.Errorf("%s: withDefaults left Clock, Logger or Observer nil", tc.name)
+		if got.Clock == nil || got.Logger == nil {
+			t.Errorf("%s: withDefaults left Clock or Logger nil", tc.name)
 		}
 	}
 }
@@ -50,7 +50,8 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"defaults", func(*Config) {}, nil},
 		{"no key", func(c *Config) { c.Key = "" }, []string{"key"}},
-		{"no identity", func(c *Config) { c.Identity = "" }, []string{"identity is empty"}},
+		{"no identity", func(c *Config) { c.Identity = "" }, []string{"identity: backends: empty holder id"}},
+		{"long identity", func(c *Config) { c.Identity = strings.Repeat("x", 1<<20) }, []string{"identity: backends: holder id of 1048576 bytes exceeds"}},
 		{"bad utf8 identity", func(c *Config) { c.Identity = "\xff" }, []string{"UTF-8"}},
 		{"negative ttl", func(c *Config) { c.TTL = -time.Second }, []string{"ttl -1s is negative"}},
 		{"renew period not below ttl", func(c *Config) { c.TTL, c.RenewPeriod = time.Second, time.Second }, []string{"renew period 1s must be below ttl 1s"}},
@@ -60,7 +61,8 @@ func TestConfigValidate(t *testing.T) {
 		}, []string{"safety margin 900ms"}},
 		{"jitter one", func(c *Config) { c.Jitter = 1 }, []string{"jitter 1 must be in [0, 1)"}},
 		{"jitter negative", func(c *Config) { c.Jitter = -0.5 }, []string{"jitter -0.5"}},
-		{"no jitter", func(c *Config) { c.Jitter = NoJitter }, nil},
+		{"no jitter", func(c *Config) { c.DisableJitter = true }, nil},
+		{"jitter and no jitter", func(c *Config) { c.Jitter, c.DisableJitter = 0.1, true }, []string{"jitter 0.1 set with DisableJitter"}},
 		{"negative drain", func(c *Config) { c.DrainTimeout = -1 }, []string{"drain timeout -1ns is negative"}},
 		{"several at once", func(c *Config) { c.Key, c.Identity, c.Jitter = "", "", 2 }, []string{"key", "identity", "jitter"}},
 	} {
@@ -76,6 +78,9 @@ func TestConfigValidate(t *testing.T) {
 		if err == nil {
 			t.Errorf("%s: Validate() = nil, want errors %q", tc.name, tc.wants)
 			continue
+		}
+		if n := strings.Count(err.Error(), "elector: config: "); n != 1 {
+			t.Errorf("%s: Validate() = %q names \"elector: config: \" %d times, want once", tc.name, err, n)
 		}
 		for _, w := range tc.wants {
 			if !strings.Contains(err.Error(), w) {

@@ -17,12 +17,12 @@ func newDispatcher() *dispatcher {
 	return &dispatcher{wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-// push queues f; it never blocks. After close it drops f and reports false.
-func (d *dispatcher) push(f func()) bool {
+// push queues f; it never blocks. After close it drops f.
+func (d *dispatcher) push(f func()) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return false
+		return
 	}
 	d.queue = append(d.queue, f)
 	d.mu.Unlock()
@@ -30,7 +30,6 @@ func (d *dispatcher) push(f func()) bool {
 	case d.wake <- struct{}{}:
 	default:
 	}
-	return true
 }
 
 // close stops accepting work; run delivers what is queued, then returns.

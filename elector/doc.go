@@ -2,6 +2,18 @@
 // wraps its main loop in an Elector, which campaigns for a claim, renews it
 // while it leads, and tells the process exactly when it must stop acting.
 //
+// This is the page to read first. To use tenure: make a Locker (package
+// backends states the contract; backends/memstore, backends/filestore,
+// backends/etcd and backends/kube implement it), fill a Config (its
+// OnElected is the leader's work) and call New and Run; the Example shows
+// a whole run. Then read, by need: the safety model below (what a leader
+// may rely on); package lifecycle (the states State reports);
+// package slots (N holders of one key, when one leader is not enough);
+// package failuremodes (every known way leader election goes wrong, and
+// the test showing how tenure handles it); package clocktest (the fake
+// clock the tests step). Config.Logger turns logging on (it is off by
+// default); Config.Trace carries the instrumentation hooks.
+//
 // # Safety model
 //
 // The local deadline of a term is the clock reading taken before the
@@ -46,7 +58,8 @@
 //   - Renew errors are classified with backends.Classify: lost demotes at
 //     once; transient is retried with jittered exponential backoff until the
 //     term's end, then demotes; fatal demotes at once and is reported (error
-//     log, Observer, and ReasonFatal in OnDemoted).
+//     log, the Trace hooks RenewFailed and Demoted, and ReasonFatal in
+//     OnDemoted).
 //   - Fatal errors are those no retry can fix, as backends.Classify sorts
 //     them: permission denied (backends.ErrPermission, fs.ErrPermission), a
 //     missing backend resource (ErrMissingResource), a corrupt or malformed
@@ -107,16 +120,63 @@
 //   - Leader and OnNewLeader report what this Elector last observed; the
 //     claim may have changed hands since.
 //
-// # Callbacks
+// # Callbacks and hooks
 //
-// OnStateChange, OnNewLeader, OnElected and OnDemoted are delivered on one
-// goroutine owned by the Elector, one at a time, in the order the events
-// happened; they never run concurrently with each other. While OnElected
-// blocks (doing the leader's work), callbacks queued meanwhile wait and are
-// delivered after it returns, in order. OnDemoted is called exactly once
-// after each OnElected, and never for a term whose OnElected was not
-// called (OnElected is skipped if its term ended before its turn came).
-// Callbacks may call the Elector's query methods, and Stop from a goroutine
-// of their own; Stop called from a callback waits for that same callback
-// and so times out.
+// An application is told what it acts on by three callbacks in Config:
+// OnElected, OnDemoted and OnNewLeader. Instrumentation (metrics, traces)
+// is told by the hooks of Config.Trace. Logs go to Config.Logger.
+//
+// The callbacks are delivered on one goroutine owned by the Elector, one
+// at a time, in the order the events happened; they never run
+// concurrently with each other. While OnElected blocks (doing the leader's
+// work), callbacks queued meanwhile wait and are delivered after it
+// returns, in order. OnDemoted is called exactly once after each
+// OnElected, and never for a term whose OnElected was not called
+// (OnElected is skipped if its term ended before its turn came). Callbacks
+// may call the Elector's query methods, and Stop from a goroutine of their
+// own; Stop called from a callback waits for that same callback and so
+// times out.
+//
+// The hooks are called synchronously, where the event happens, so that a
+// metric is up to date while OnElected still runs; they must not block.
+// Who runs each kind:
+//
+//	kind                   goroutine                           may block       order
+//	OnElected              the Elector's callback goroutine    yes (1)         event order, with the callbacks
+//	OnDemoted              the Elector's callback goroutine    should not (2)  after its term's OnElected returned
+//	OnNewLeader            the Elector's callback goroutine    should not (2)  event order, with the callbacks
+//	Trace.StateChanged     any that moves the state (3)        no              one at a time, in transition order
+//	Trace.Demoted          the one that ends the term (3)      no              once per term, as it ends
+//	Trace.Panicked         the one that recovered it (4)       no              -
+//	Trace.ElectionWon,     the Elector's campaign goroutine    no              event order, among these five
+//	  ElectionLost,
+//	  Renewed,
+//	  RenewFailed,
+//	  DuplicateIdentity
+//
+// Notes to the table:
+//
+//  1. OnElected is the leader's work: it may run until its context is
+//     done. The claim is not released before it returns (up to
+//     DrainTimeout; past that, the claim is left to expire), and later
+//     callbacks wait for it.
+//  2. OnDemoted and OnNewLeader may block, but every later callback, the
+//     next term's OnElected included, and Stop wait for them.
+//  3. A term ends, and the state moves, on the Elector's campaign
+//     goroutine (a lost, fatal or late renewal; an attempt; a stop), on
+//     the clock timer armed for the term's end, on the goroutine calling
+//     Stop (or cancelling Start's context, through the Elector's own
+//     goroutine), on the callback goroutine when a callback panics, or on
+//     the goroutine calling the leader's context's Err or Done when that
+//     call finds the term past its end. StateChanged is called by that
+//     goroutine, or by another one delivering the transitions queued
+//     before it; it never runs concurrently with itself.
+//  4. The campaign goroutine (a panicking Locker), the callback goroutine
+//     (a panicking callback), or the one ending a term at its end (the
+//     timer, or a caller of the leader's context's Err or Done).
+//
+// Hooks run concurrently with the callbacks and, across goroutines, with
+// each other; Trace documents each hook's arguments. A panicking callback
+// is recovered and demotes the current term (ReasonPanic); a panicking
+// hook is only recovered and logged.
 package elector

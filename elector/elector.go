@@ -14,6 +14,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/fsm"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
@@ -50,11 +51,16 @@ type Elector struct {
 	holder      backends.Holder
 	clock       clock.Clock
 	log         *slog.Logger
-	machine     *lifecycle.Machine
+	machine     *fsm.Machine
 	disp        *dispatcher
 	done        chan struct{} // closed when the loop and the dispatcher have exited
 
+	// traceMu is held while StateChanged hooks run, so that they run one at
+	// a time and in order; taken before mu, never while mu is held.
+	traceMu sync.Mutex
+
 	mu        sync.Mutex
+	states    [][2]lifecycle.State    // guarded by mu; transitions not yet given to StateChanged
 	started   bool                    // guarded by mu
 	stopping  bool                    // guarded by mu
 	cancel    context.CancelCauseFunc // guarded by mu; cancels the run context
@@ -72,21 +78,18 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 	if locker == nil {
 		return nil, fmt.Errorf("elector: nil locker: %w", backends.ErrInvalid)
 	}
-	if err := cfg.Validate(); err != nil {
+	h, err := cfg.validate()
+	if err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	h, err := backends.NewHolder(cfg.Identity)
-	if err != nil {
-		return nil, fmt.Errorf("elector: %w", err)
-	}
 	e := &Elector{
 		locker:  locker,
 		cfg:     cfg,
 		holder:  h,
 		clock:   cfg.Clock,
 		log:     cfg.Logger.With("key", cfg.Key, "holder", h.String()),
-		machine: lifecycle.New(),
+		machine: fsm.New(),
 		disp:    newDispatcher(),
 		done:    make(chan struct{}),
 	}
@@ -134,12 +137,14 @@ func (e *Elector) Start(ctx context.Context) error {
 func (e *Elector) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.started {
+		var tr transition
 		if !e.stopping {
 			e.stopping = true
-			e.machine.Fire(lifecycle.Stop) // follower -> stopped: cannot fail
+			tr = e.fireLocked(fsm.Stop) // follower -> stopped: cannot fail
 			close(e.done)
 		}
 		e.mu.Unlock()
+		e.note(tr)
 		return nil
 	}
 	e.stopping = true
@@ -289,34 +294,33 @@ func (e *Elector) Holder() backends.Holder { return e.holder }
 // (see Err): its loop has exited and every queued callback has returned.
 func (e *Elector) Done() <-chan struct{} { return e.done }
 
-// transition is a Fire's outcome, noted (logged, observed) after e.mu is
+// transition is a Fire's outcome, noted (logged, traced) after e.mu is
 // released.
 type transition struct {
-	ev       lifecycle.Event
+	ev       fsm.Event
 	from, to lifecycle.State
 	err      error
 }
 
-// fireLocked applies ev and queues OnStateChange in the same critical
-// section, so that callbacks see transitions in order; e.mu held.
-func (e *Elector) fireLocked(ev lifecycle.Event) transition {
+// fireLocked applies ev and queues the transition for StateChanged in the
+// same critical section, so that the hook sees transitions in order; e.mu
+// held.
+func (e *Elector) fireLocked(ev fsm.Event) transition {
 	from, to, err := e.machine.Fire(ev)
-	if err == nil {
-		if cb := e.cfg.OnStateChange; cb != nil {
-			e.disp.push(func() { e.callback("OnStateChange", func() { cb(from, to) }) })
-		}
+	if err == nil && e.cfg.Trace.StateChanged != nil {
+		e.states = append(e.states, [2]lifecycle.State{from, to})
 	}
 	return transition{ev: ev, from: from, to: to, err: err}
 }
 
-func (e *Elector) fire(ev lifecycle.Event) {
+func (e *Elector) fire(ev fsm.Event) {
 	e.mu.Lock()
 	tr := e.fireLocked(ev)
 	e.mu.Unlock()
 	e.note(tr)
 }
 
-// note logs and observes tr; e.mu not held.
+// note logs and traces tr; e.mu not held.
 func (e *Elector) note(tr transition) {
 	if tr.ev == 0 {
 		return
@@ -326,7 +330,7 @@ func (e *Elector) note(tr transition) {
 		return
 	}
 	e.log.Debug("elector: transition", "event", tr.ev, "from", tr.from, "state", tr.to)
-	e.observe(func(o Observer) { o.Transition(tr.from, tr.to) })
+	e.flushStates()
 }
 
 // demoteLocked ends t's leadership if it is the current, undemoted term:
@@ -338,7 +342,7 @@ func (e *Elector) demoteLocked(t *term, c Cause) (transition, bool) {
 	}
 	t.demoted = true
 	t.cause = c
-	return e.fireLocked(lifecycle.Demote), true
+	return e.fireLocked(fsm.Demote), true
 }
 
 // demote is demoteLocked and afterDemote.
@@ -366,7 +370,9 @@ func (e *Elector) afterDemote(t *term, tr transition) {
 		level = slog.LevelError
 	}
 	e.log.Log(context.Background(), level, "elector: demoted", "token", pub.Token, "reason", c.Reason, "err", c.Err, "state", lifecycle.Demoting)
-	e.observe(func(o Observer) { o.Demoted(pub, c) })
+	if h := e.cfg.Trace.Demoted; h != nil {
+		e.hook("Demoted", func() { h(pub, c) })
+	}
 }
 
 // onDeadline ends t once it has reached its end. It runs on a clock timer
@@ -412,17 +418,9 @@ func (e *Elector) callback(name string, f func()) {
 
 func (e *Elector) reportPanic(p *PanicError) {
 	e.log.Error("elector: recovered panic", "where", p.Where, "panic", fmt.Sprint(p.Value), "stack", string(p.Stack))
-	e.observe(func(o Observer) { o.Panicked(p.Where) })
-}
-
-// observe calls the Observer, recovering its panics.
-func (e *Elector) observe(f func(Observer)) {
-	defer func() {
-		if r := recover(); r != nil {
-			e.log.Error("elector: observer panicked", "panic", fmt.Sprint(r))
-		}
-	}()
-	f(e.cfg.Observer)
+	if h := e.cfg.Trace.Panicked; h != nil {
+		e.hook("Panicked", func() { h(p.Where) })
+	}
 }
 
 // sawHolders records the holders an attempt found: the observed leader
@@ -443,7 +441,9 @@ func (e *Elector) sawHolders(hs []backends.Claim) {
 	e.mu.Unlock()
 	if dup != nil {
 		e.log.Warn("elector: another holder with this identity holds the claim", "other", dup.String(), "token", hs[0].Token)
-		e.observe(func(o Observer) { o.DuplicateIdentity(*dup) })
+		if h := e.cfg.Trace.DuplicateIdentity; h != nil {
+			e.hook("DuplicateIdentity", func() { h(*dup) })
+		}
 	}
 }
 

@@ -88,7 +88,7 @@ func testElectAndRenew(t *testing.T, kind string) {
 	rec, o := newRecorder(t), newObs()
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
-	cfg.Observer = o
+	o.install(&cfg)
 	e := startElector(t, newLocker(t, clk, kind), cfg)
 
 	tm := rec.waitElected(t, ctx, 1)
@@ -154,7 +154,7 @@ func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 		cfg.Clock = starvedTimers{Clock: clk, never: clocktest.New(t0)}
 	}
 	rec.install(&cfg)
-	cfg.Observer = o
+	o.install(&cfg)
 	fl := newFaultLocker(newLocker(t, clk, kind))
 	block, entered := make(chan struct{}), make(chan struct{})
 	fl.set("renew", &fault{once: true, block: block, entered: entered})
@@ -247,7 +247,7 @@ func TestLateAnswerEndsStarvedTerm(t *testing.T) {
 	cfg := baseConfig(clk, "a")
 	cfg.Clock = starvedTimers{Clock: clk, never: clocktest.New(t0)}
 	rec.install(&cfg)
-	cfg.Observer = o
+	o.install(&cfg)
 	fl := newFaultLocker(newFakeLocker(clk))
 	block, entered := make(chan struct{}), make(chan struct{})
 	fl.set("renew", &fault{once: true, block: block, entered: entered})
@@ -342,7 +342,7 @@ func testTransientRenewErrorsRetriedUntilDeadline(t *testing.T, kind string) {
 	rec, o := newRecorder(t), newObs()
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
-	cfg.Observer = o
+	o.install(&cfg)
 	fl := newFaultLocker(newLocker(t, clk, kind))
 	fl.set("renew", &fault{err: fmt.Errorf("flaky: %w", backends.ErrUnavailable)})
 	e := startElector(t, fl, cfg)
@@ -379,7 +379,7 @@ func TestLostRenewDemotesAtOnce(t *testing.T) {
 	rec, o := newRecorder(t), newObs()
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
-	cfg.Observer = o
+	o.install(&cfg)
 	fk := newFakeLocker(clk)
 	fl := newFaultLocker(fk)
 	e := startElector(t, fl, cfg)
@@ -426,7 +426,8 @@ func testFatalRenewDemotesAndReports(t *testing.T, kind string) {
 	rec, o, logs := newRecorder(t), newObs(), &logBuffer{}
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
-	cfg.Observer, cfg.Logger = o, logs.logger()
+	o.install(&cfg)
+	cfg.Logger = logs.logger()
 	fl := newFaultLocker(newLocker(t, clk, kind))
 	fl.set("renew", &fault{once: true, err: fmt.Errorf("denied: %w", backends.ErrPermission)})
 	e := startElector(t, fl, cfg)
@@ -572,7 +573,7 @@ func testLoopPanicRecovered(t *testing.T, kind string) {
 	rec, o := newRecorder(t), newObs()
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
-	cfg.Observer = o
+	o.install(&cfg)
 	fl := newFaultLocker(newLocker(t, clk, kind))
 	fl.set("renew", &fault{once: true, panicV: "boom"})
 	e := startElector(t, fl, cfg)
@@ -603,7 +604,7 @@ func TestAcquirePanicRecovered(t *testing.T) {
 	rec, o := newRecorder(t), newObs()
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
-	cfg.Observer = o
+	o.install(&cfg)
 	fl := newFaultLocker(newFakeLocker(clk))
 	fl.set("acquire", &fault{once: true, panicV: "acquire boom"})
 	e := startElector(t, fl, cfg)
@@ -618,26 +619,28 @@ func TestAcquirePanicRecovered(t *testing.T) {
 	}
 }
 
-// panickyObserver panics in every method it implements.
-type panickyObserver struct{ elector.NopObserver }
-
-func (panickyObserver) Transition(from, to lifecycle.State) { panic("observer boom") }
-func (panickyObserver) ElectionWon(elector.Term)            { panic("observer boom") }
-
-func TestObserverPanicsRecovered(t *testing.T) {
+func TestTracePanicsRecovered(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	rec, logs := newRecorder(t), &logBuffer{}
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
-	cfg.Observer, cfg.Logger = panickyObserver{}, logs.logger()
+	cfg.Trace.StateChanged = func(from, to lifecycle.State) { panic("trace boom") }
+	cfg.Trace.ElectionWon = func(elector.Term, time.Duration) { panic("trace boom") }
+	cfg.Logger = logs.logger()
 	e := startElector(t, newFakeLocker(clk), cfg)
 	rec.waitElected(t, ctx, 1)
 	if !e.IsLeader() {
-		t.Errorf("IsLeader() = false: a panicking Observer disturbed the election")
+		t.Errorf("IsLeader() = false: a panicking Trace hook disturbed the election")
 	}
-	if !strings.Contains(logs.String(), "observer panicked") {
-		t.Errorf("observer panics not logged:\n%s", logs.String())
+	for _, hook := range []string{"StateChanged", "ElectionWon"} {
+		logged := false
+		for _, line := range strings.Split(logs.String(), "\n") {
+			logged = logged || strings.Contains(line, "trace hook panicked") && strings.Contains(line, " hook="+hook+" ")
+		}
+		if !logged {
+			t.Errorf("a panic in the %s hook not logged:\n%s", hook, logs.String())
+		}
 	}
 }
 
@@ -672,20 +675,20 @@ func TestCallbackPanics(t *testing.T) {
 		rec.waitElected(t, ctx, 2)
 	})
 
-	t.Run("OnStateChange while leading", func(t *testing.T) {
+	// A panic in a callback queued before OnElected (OnNewLeader for this
+	// Elector itself) ends the term before OnElected's turn.
+	t.Run("OnNewLeader while leading", func(t *testing.T) {
 		clk := clocktest.New(t0)
 		ctx := barrier(t)
 		rec, o := newRecorder(t), newObs()
 		cfg := baseConfig(clk, "a")
 		rec.install(&cfg)
-		cfg.Observer = o
-		inner := cfg.OnStateChange
+		o.install(&cfg)
+		inner := cfg.OnNewLeader
 		var once sync.Once
-		cfg.OnStateChange = func(from, to lifecycle.State) {
-			inner(from, to)
-			if to == lifecycle.Leader {
-				once.Do(func() { panic("state boom") })
-			}
+		cfg.OnNewLeader = func(ld elector.Leader) {
+			inner(ld)
+			once.Do(func() { panic("leader boom") })
 		}
 		e := startElector(t, newFakeLocker(clk), cfg)
 		eventually(t, ctx, "a demotion", func() bool { return o.get(func(o *obs) int { return len(o.demoted) }) == 1 })
@@ -693,8 +696,8 @@ func TestCallbackPanics(t *testing.T) {
 		c := o.demoted[0]
 		o.mu.Unlock()
 		var pe *elector.PanicError
-		if c.Reason != elector.ReasonPanic || !errors.As(c, &pe) || pe.Where != "OnStateChange" {
-			t.Errorf("demotion cause = %v, want ReasonPanic in OnStateChange", c)
+		if c.Reason != elector.ReasonPanic || !errors.As(c, &pe) || pe.Where != "OnNewLeader" {
+			t.Errorf("demotion cause = %v, want ReasonPanic in OnNewLeader", c)
 		}
 		// The term ended before its OnElected could run: neither OnElected
 		// nor OnDemoted is delivered for it.
@@ -724,7 +727,7 @@ func TestCallbackPanics(t *testing.T) {
 
 		o := newObs()
 		cfgB := baseConfig(clk, "b")
-		cfgB.Observer = o
+		o.install(&cfgB)
 		cfgB.OnNewLeader = func(elector.Leader) { panic("leader boom") }
 		b := startElector(t, fk, cfgB)
 		eventually(t, ctx, "the panic reported", func() bool { return o.get(func(o *obs) int { return len(o.panics) }) == 1 })
@@ -735,7 +738,8 @@ func TestCallbackPanics(t *testing.T) {
 }
 
 // TestCallbacksQueueBehindOnElected: a demotion while OnElected runs is
-// reported after it returns, in order.
+// delivered to OnDemoted after it returns, in order, while StateChanged
+// reports it at once.
 func TestCallbacksQueueBehindOnElected(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
@@ -749,17 +753,21 @@ func TestCallbacksQueueBehindOnElected(t *testing.T) {
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.Stop(ctx) }()
-	eventually(t, ctx, "state demoting", func() bool { return e.State() == lifecycle.Demoting })
-	if rec.sawState(lifecycle.Leader, lifecycle.Demoting) {
-		t.Errorf("OnStateChange(leader, demoting) delivered while OnElected runs")
+	eventually(t, ctx, "StateChanged(leader, demoting) while OnElected runs", func() bool {
+		return rec.sawState(lifecycle.Leader, lifecycle.Demoting)
+	})
+	if _, d := rec.counts(); d != 0 {
+		t.Errorf("OnDemoted delivered while OnElected runs")
 	}
 	close(allow)
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop = %v", err)
 	}
-	want := "state follower->acquiring; state acquiring->leader; leader 1; elected 1; state leader->demoting; demoted 1 stopped; state demoting->stopped"
-	if got := rec.eventLog(); got != want {
+	if got, want := rec.eventLog(), "leader 1; elected 1; demoted 1 stopped"; got != want {
 		t.Errorf("callbacks:\n got %s\nwant %s", got, want)
+	}
+	if got, want := rec.stateLog(), "follower->acquiring; acquiring->leader; leader->demoting; demoting->stopped"; got != want {
+		t.Errorf("states:\n got %s\nwant %s", got, want)
 	}
 }
 
@@ -780,9 +788,11 @@ func TestNeverLeaderGetsNoOnDemoted(t *testing.T) {
 	if e, d := rb.counts(); e != 0 || d != 0 {
 		t.Errorf("never-leader got %d OnElected, %d OnDemoted; want 0, 0", e, d)
 	}
-	want := "state follower->acquiring; state acquiring->follower; leader 1; state follower->stopped"
-	if got := rb.eventLog(); got != want {
+	if got, want := rb.eventLog(), "leader 1"; got != want {
 		t.Errorf("never-leader callbacks:\n got %s\nwant %s", got, want)
+	}
+	if got, want := rb.stateLog(), "follower->acquiring; acquiring->follower; follower->stopped"; got != want {
+		t.Errorf("never-leader states:\n got %s\nwant %s", got, want)
 	}
 }
 
@@ -903,7 +913,8 @@ func TestDuplicateIdentityReported(t *testing.T) {
 
 	o, logs := newObs(), &logBuffer{}
 	cfgB := baseConfig(clk, "same")
-	cfgB.Observer, cfgB.Logger = o, logs.logger()
+	o.install(&cfgB)
+	cfgB.Logger = logs.logger()
 	b := startElector(t, fk, cfgB)
 	eventually(t, ctx, "duplicate reported", func() bool { return o.get(func(o *obs) int { return len(o.dups) }) == 1 })
 	o.mu.Lock()
@@ -1068,8 +1079,11 @@ func wantReleasedNeverLed(t *testing.T, ctx context.Context, fl *faultLocker, re
 	if hs, err := fl.inner.Holders(ctx, key); err != nil || len(hs) != 0 {
 		t.Errorf("Holders after Stop = %v, %v; want none", hs, err)
 	}
-	if got, want := rec.eventLog(), "state follower->acquiring; state acquiring->stopped"; got != want {
-		t.Errorf("callbacks:\n got %s\nwant %s", got, want)
+	if got := rec.eventLog(); got != "" {
+		t.Errorf("callbacks: %s, want none", got)
+	}
+	if got, want := rec.stateLog(), "follower->acquiring; acquiring->stopped"; got != want {
+		t.Errorf("states:\n got %s\nwant %s", got, want)
 	}
 }
 
@@ -1091,7 +1105,7 @@ func TestFollowerWaitsForExpirySignal(t *testing.T) {
 	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
 	ra.install(&cfgA)
 	rb.install(&cfgB)
-	cfgA.Observer = oa
+	oa.install(&cfgA)
 	startElector(t, fa, cfgA)
 	t.Cleanup(fa.uncrash)
 	ra.waitElected(t, ctx, 1)
@@ -1216,7 +1230,7 @@ func TestRenewalTimedFromSend(t *testing.T) {
 	cfg := baseConfig(clk, "a")
 	cfg.RenewPeriod, cfg.RenewTimeout = period, timeout
 	rec.install(&cfg)
-	cfg.Observer = o
+	o.install(&cfg)
 	fl := newFaultLocker(newLocker(t, clk, "fake"))
 	e := startElector(t, fl, cfg)
 	rec.waitElected(t, ctx, 1)

@@ -150,7 +150,8 @@ func TestFatalAcquireErrorsEndRun(t *testing.T) {
 			rec, o, logs := newRecorder(t), newObs(), &logBuffer{}
 			cfg := baseConfig(clk, "a")
 			rec.install(&cfg)
-			cfg.Observer, cfg.Logger = o, logs.logger()
+			o.install(&cfg)
+			cfg.Logger = logs.logger()
 			var inner backends.Locker
 			if tc.err == nil {
 				store := memstore.New(memstore.WithClock(clk))
@@ -196,7 +197,7 @@ func TestFatalRenewErrorEndsTermThenRun(t *testing.T) {
 	rec, o := newRecorder(t), newObs()
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
-	cfg.Observer = o
+	o.install(&cfg)
 	fl := newFaultLocker(newFakeLocker(clk))
 	e, ran := runElector(t, fl, cfg)
 	rec.waitElected(t, ctx, 1)
@@ -230,7 +231,7 @@ func TestFatalBudgetResetsOnAnswer(t *testing.T) {
 	rec, o := newRecorder(t), newObs()
 	cfg := baseConfig(clk, "a")
 	rec.install(&cfg)
-	cfg.Observer = o
+	o.install(&cfg)
 	fk := newFakeLocker(clk)
 	fl := newFaultLocker(fk)
 	denied := &fault{err: fmt.Errorf("test: denied: %w", backends.ErrPermission)}
@@ -286,7 +287,7 @@ func TestTransientErrorsNeverEndRun(t *testing.T) {
 	ctx := barrier(t)
 	o := newObs()
 	cfg := baseConfig(clk, "a")
-	cfg.Observer = o
+	o.install(&cfg)
 	fl := newFaultLocker(newFakeLocker(clk))
 	fl.set("acquire", &fault{err: fmt.Errorf("test: %w", backends.ErrUnavailable)})
 	e, ran := runElector(t, fl, cfg)

@@ -19,6 +19,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/fsm"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
@@ -46,7 +47,7 @@ func baseConfig(clk clock.Clock, id string) elector.Config {
 	return elector.Config{
 		Key: key, Identity: id,
 		TTL: ttl, RenewPeriod: renewPeriod, RenewTimeout: renewTimeout, SafetyMargin: margin,
-		RetryPeriod: retryPeriod, Jitter: elector.NoJitter,
+		RetryPeriod: retryPeriod, DisableJitter: true,
 		DrainTimeout: drainTimeout, ReleaseTimeout: releaseTimeout,
 		Clock: clk,
 	}
@@ -131,16 +132,18 @@ func stopAndWait(t *testing.T, e *elector.Elector) {
 	}
 }
 
-// recorder installs every callback and checks the callback rules in them:
-// never two callbacks at once, OnElected and OnDemoted alternating starting
-// with OnElected, state changes forming a path of the lifecycle table. check,
-// if set, runs inside every callback.
+// recorder installs every callback and the StateChanged hook and checks
+// their rules: never two callbacks at once, OnElected and OnDemoted
+// alternating starting with OnElected, state changes (reported in order, one
+// at a time) forming a path of the lifecycle table. check, if set, runs
+// inside every callback.
 type recorder struct {
 	t       *testing.T
 	check   func(where string)
 	elected func(ctx context.Context, tm elector.Term) // body of OnElected; default: wait for ctx
 
-	in atomic.Int32
+	in      atomic.Int32 // callbacks running
+	inState atomic.Int32 // StateChanged calls running
 
 	mu      sync.Mutex
 	events  []string
@@ -196,9 +199,11 @@ func (r *recorder) install(cfg *elector.Config) {
 		r.causes = append(r.causes, c)
 		r.events = append(r.events, fmt.Sprintf("demoted %d %v", tm.Token, c.Reason))
 	}
-	cfg.OnStateChange = func(from, to lifecycle.State) {
-		r.enter("OnStateChange")
-		defer r.exit()
+	cfg.Trace.StateChanged = func(from, to lifecycle.State) {
+		if n := r.inState.Add(1); n != 1 {
+			r.t.Errorf("StateChanged(%v, %v) runs while %d other StateChanged calls run", from, to, n-1)
+		}
+		defer r.inState.Add(-1)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		prev := lifecycle.Follower
@@ -206,13 +211,12 @@ func (r *recorder) install(cfg *elector.Config) {
 			prev = r.states[n-1][1]
 		}
 		if from != prev {
-			r.t.Errorf("OnStateChange(%v, %v) after a change to %v", from, to, prev)
+			r.t.Errorf("StateChanged(%v, %v) after a change to %v", from, to, prev)
 		}
 		if !validTransition(from, to) {
-			r.t.Errorf("OnStateChange(%v, %v) is not a transition of the table", from, to)
+			r.t.Errorf("StateChanged(%v, %v) is not a transition of the table", from, to)
 		}
 		r.states = append(r.states, [2]lifecycle.State{from, to})
-		r.events = append(r.events, fmt.Sprintf("state %v->%v", from, to))
 	}
 	cfg.OnNewLeader = func(ld elector.Leader) {
 		r.enter("OnNewLeader")
@@ -228,8 +232,8 @@ func (r *recorder) install(cfg *elector.Config) {
 }
 
 func validTransition(from, to lifecycle.State) bool {
-	for _, ev := range lifecycle.Events() {
-		if got, ok := lifecycle.Next(from, ev); ok && got == to {
+	for _, ev := range fsm.Events() {
+		if got, ok := fsm.Next(from, ev); ok && got == to {
 			return true
 		}
 	}
@@ -280,6 +284,17 @@ func (r *recorder) eventLog() string {
 	return strings.Join(r.events, "; ")
 }
 
+// stateLog is the transitions StateChanged reported, "from->to; ...".
+func (r *recorder) stateLog() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, s := range r.states {
+		out = append(out, fmt.Sprintf("%v->%v", s[0], s[1]))
+	}
+	return strings.Join(out, "; ")
+}
+
 func (r *recorder) waitElected(t *testing.T, ctx context.Context, n int) elector.Term {
 	t.Helper()
 	eventually(t, ctx, fmt.Sprintf("OnElected #%d", n), func() bool { e, _ := r.counts(); return e >= n })
@@ -293,14 +308,8 @@ func (r *recorder) waitDemoted(t *testing.T, ctx context.Context, n int) elector
 	return r.cause(n - 1)
 }
 
-func (r *recorder) waitState(t *testing.T, ctx context.Context, s lifecycle.State) {
-	t.Helper()
-	eventually(t, ctx, fmt.Sprintf("state %v", s), func() bool { return r.lastState() == s })
-}
-
-// obs is an Observer that counts.
+// obs counts what the Trace hooks other than StateChanged report.
 type obs struct {
-	elector.NopObserver
 	mu          sync.Mutex
 	won         int
 	lost        map[backends.Class]int
@@ -316,37 +325,41 @@ func newObs() *obs {
 	return &obs{lost: map[backends.Class]int{}, renewFailed: map[backends.Class]int{}}
 }
 
-func (o *obs) ElectionWon(elector.Term) { o.mu.Lock(); o.won++; o.mu.Unlock() }
-func (o *obs) ElectionLost(c backends.Class) {
-	o.mu.Lock()
-	o.lost[c]++
-	o.mu.Unlock()
-}
-func (o *obs) Renewed(_, left time.Duration) {
-	o.mu.Lock()
-	o.renewed++
-	o.lefts = append(o.lefts, left)
-	o.mu.Unlock()
-}
-func (o *obs) RenewFailed(c backends.Class, _ time.Duration) {
-	o.mu.Lock()
-	o.renewFailed[c]++
-	o.mu.Unlock()
-}
-func (o *obs) Demoted(_ elector.Term, c elector.Cause) {
-	o.mu.Lock()
-	o.demoted = append(o.demoted, c)
-	o.mu.Unlock()
-}
-func (o *obs) DuplicateIdentity(h backends.Holder) {
-	o.mu.Lock()
-	o.dups = append(o.dups, h)
-	o.mu.Unlock()
-}
-func (o *obs) Panicked(where string) {
-	o.mu.Lock()
-	o.panics = append(o.panics, where)
-	o.mu.Unlock()
+// install sets cfg's Trace hooks, all but StateChanged, to count into o.
+func (o *obs) install(cfg *elector.Config) {
+	tr := &cfg.Trace
+	tr.ElectionWon = func(elector.Term, time.Duration) { o.mu.Lock(); o.won++; o.mu.Unlock() }
+	tr.ElectionLost = func(c backends.Class, _ time.Duration) {
+		o.mu.Lock()
+		o.lost[c]++
+		o.mu.Unlock()
+	}
+	tr.Renewed = func(_ elector.Term, _, left time.Duration) {
+		o.mu.Lock()
+		o.renewed++
+		o.lefts = append(o.lefts, left)
+		o.mu.Unlock()
+	}
+	tr.RenewFailed = func(_ elector.Term, c backends.Class, _, _ time.Duration) {
+		o.mu.Lock()
+		o.renewFailed[c]++
+		o.mu.Unlock()
+	}
+	tr.Demoted = func(_ elector.Term, c elector.Cause) {
+		o.mu.Lock()
+		o.demoted = append(o.demoted, c)
+		o.mu.Unlock()
+	}
+	tr.DuplicateIdentity = func(h backends.Holder) {
+		o.mu.Lock()
+		o.dups = append(o.dups, h)
+		o.mu.Unlock()
+	}
+	tr.Panicked = func(where string) {
+		o.mu.Lock()
+		o.panics = append(o.panics, where)
+		o.mu.Unlock()
+	}
 }
 
 func (o *obs) get(f func(o *obs) int) int {

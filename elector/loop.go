@@ -11,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/fsm"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
@@ -101,7 +102,7 @@ func (l *loop) step(ctx context.Context) {
 func (l *loop) shutdown(ctx context.Context) {
 	l.settle(ctx)
 	if l.e.machine.State() != lifecycle.Stopped {
-		l.e.fire(lifecycle.Stop)
+		l.e.fire(fsm.Stop)
 	}
 }
 
@@ -129,9 +130,9 @@ func (l *loop) settle(ctx context.Context) {
 	}
 	if e.machine.State() == lifecycle.Acquiring {
 		if ctx.Err() != nil {
-			e.fire(lifecycle.Stop)
+			e.fire(fsm.Stop)
 		} else {
-			e.fire(lifecycle.Rejected)
+			e.fire(fsm.Rejected)
 		}
 	}
 	if panicked != nil && t == nil { // finishTerm set the backoff otherwise
@@ -250,7 +251,7 @@ func (l *loop) stopWatch() {
 // campaign makes one attempt and, if it wins, leads until the term ends.
 func (l *loop) campaign(ctx context.Context) {
 	e := l.e
-	e.fire(lifecycle.Campaign)
+	e.fire(fsm.Campaign)
 	start := e.clock.Now()
 	var lease backends.Claim
 	// Stop does not cancel an attempt in flight: cancelled, it could take
@@ -262,8 +263,9 @@ func (l *loop) campaign(ctx context.Context) {
 		return err
 	})
 	end := e.clock.Now()
+	latency := end.Sub(start)
 	if err != nil {
-		l.rejected(ctx, err)
+		l.rejected(ctx, err, latency)
 		return
 	}
 	l.fatals = 0
@@ -273,11 +275,13 @@ func (l *loop) campaign(ctx context.Context) {
 		return // stopping: settle releases the claim
 	}
 	if !end.Before(deadline.Add(-e.cfg.CancelLead)) { // the term would have ended
-		e.log.Warn("elector: acquired too late to lead; releasing", "token", lease.Token, "took", end.Sub(start))
+		e.log.Warn("elector: acquired too late to lead; releasing", "token", lease.Token, "took", latency)
 		l.pendingLease = nil
 		e.release(ctx, lease)
-		e.fire(lifecycle.Rejected)
-		e.observe(func(o Observer) { o.ElectionLost(backends.ClassTransient) })
+		e.fire(fsm.Rejected)
+		if h := e.cfg.Trace.ElectionLost; h != nil {
+			e.hook("ElectionLost", func() { h(backends.ClassTransient, latency) })
+		}
 		l.wait = l.bo.NextBackOff()
 		return
 	}
@@ -301,7 +305,7 @@ func (l *loop) campaign(ctx context.Context) {
 		return
 	}
 	e.cur = t
-	tr := e.fireLocked(lifecycle.Acquired)
+	tr := e.fireLocked(fsm.Acquired)
 	e.sawLeaderLocked(Leader{Holder: e.holder, Token: lease.Token, Slot: lease.Slot})
 	pub := t.pub
 	e.disp.push(func() { l.deliverElected(t, pub) })
@@ -315,7 +319,9 @@ func (l *loop) campaign(ctx context.Context) {
 
 	e.note(tr)
 	e.log.Info("elector: elected", "token", lease.Token, "rev", lease.Revision, "state", lifecycle.Leader, "deadline", deadline)
-	e.observe(func(o Observer) { o.ElectionWon(pub) })
+	if h := e.cfg.Trace.ElectionWon; h != nil {
+		e.hook("ElectionWon", func() { h(pub, latency) })
+	}
 	l.bo.Reset()
 
 	l.lead(ctx, t)
@@ -335,8 +341,9 @@ func (l *loop) deliverElected(t *term, pub Term) {
 	}
 }
 
-// rejected handles a failed attempt and sets the wait before the next one.
-func (l *loop) rejected(ctx context.Context, err error) {
+// rejected handles an attempt that failed after latency and sets the wait
+// before the next one.
+func (l *loop) rejected(ctx context.Context, err error, latency time.Duration) {
 	e := l.e
 	var held *backends.HeldError
 	if ctx.Err() != nil { // stopping; settle leaves acquiring
@@ -345,10 +352,12 @@ func (l *loop) rejected(ctx context.Context, err error) {
 		}
 		return
 	}
-	e.fire(lifecycle.Rejected)
+	e.fire(fsm.Rejected)
 	if errors.As(err, &held) {
 		l.fatals = 0
-		e.observe(func(o Observer) { o.ElectionLost(backends.ClassLost) })
+		if h := e.cfg.Trace.ElectionLost; h != nil {
+			e.hook("ElectionLost", func() { h(backends.ClassLost, latency) })
+		}
 		for _, h := range held.Holders {
 			if h.Holder == e.holder {
 				// An earlier attempt timed out yet took the claim. Its
@@ -378,7 +387,9 @@ func (l *loop) rejected(ctx context.Context, err error) {
 		return
 	}
 	class := backends.Classify(err)
-	e.observe(func(o Observer) { o.ElectionLost(class) })
+	if h := e.cfg.Trace.ElectionLost; h != nil {
+		e.hook("ElectionLost", func() { h(class, latency) })
+	}
 	if class == backends.ClassFatal {
 		l.fatal(err)
 		return
@@ -490,11 +501,16 @@ func (l *loop) renew(ctx context.Context, t *term) bool {
 			err = &backends.ClassError{Class: backends.ClassLost, Err: backends.ErrNotHolder}
 		}
 		if err == nil {
-			return l.extend(t, got, start, end, latency)
+			return l.extend(t, got, start, end)
 		}
 
 		class := backends.Classify(err)
-		e.observe(func(o Observer) { o.RenewFailed(class, latency) })
+		if h := e.cfg.Trace.RenewFailed; h != nil {
+			e.mu.Lock()
+			pub := t.pub
+			e.mu.Unlock()
+			e.hook("RenewFailed", func() { h(pub, class, latency, pub.Deadline.Sub(end)) })
+		}
 		if t.ctx.Err() != nil {
 			return false // ended while the request was out
 		}
@@ -529,16 +545,17 @@ func (l *loop) renew(ctx context.Context, t *term) bool {
 // came before the term's end (CancelLead before the current deadline) and
 // the term was not demoted meanwhile. An answer that comes later does not
 // revive the term.
-func (l *loop) extend(t *term, got backends.Claim, start, end time.Time, latency time.Duration) bool {
+func (l *loop) extend(t *term, got backends.Claim, start, end time.Time) bool {
 	e := l.e
 	e.mu.Lock()
 	ok := e.cur == t && !t.demoted && !t.expired && end.Before(e.endLocked(t))
-	var deadline, ends time.Time
+	var pub Term
+	var ends time.Time
 	var tr transition
 	var demoted bool
 	if ok {
 		t.pub.Deadline = start.Add(e.grantedTTL(got) - e.cfg.SafetyMargin)
-		deadline, ends = t.pub.Deadline, e.endLocked(t)
+		pub, ends = t.pub, e.endLocked(t)
 	} else {
 		if !end.Before(e.endLocked(t)) {
 			t.expired = true
@@ -554,9 +571,11 @@ func (l *loop) extend(t *term, got backends.Claim, start, end time.Time, latency
 	}
 	t.lease, t.sent = got, start
 	t.timer.Reset(ends.Sub(e.clock.Now()))
-	left := deadline.Sub(end)
+	latency, left := end.Sub(start), pub.Deadline.Sub(end)
 	e.log.Debug("elector: renewed", "token", got.Token, "rev", got.Revision, "latency", latency, "left", left)
-	e.observe(func(o Observer) { o.Renewed(latency, left) })
+	if h := e.cfg.Trace.Renewed; h != nil {
+		e.hook("Renewed", func() { h(pub, latency, left) })
+	}
 	return true
 }
 
@@ -593,9 +612,9 @@ func (l *loop) finishTerm(ctx context.Context, t *term, fallback Cause) {
 			}
 		})
 	}
-	ev := lifecycle.Demoted
+	ev := fsm.Demoted
 	if e.stopping || ctx.Err() != nil {
-		ev = lifecycle.Stop
+		ev = fsm.Stop
 	}
 	tr := e.fireLocked(ev)
 	e.mu.Unlock()
@@ -603,7 +622,7 @@ func (l *loop) finishTerm(ctx context.Context, t *term, fallback Cause) {
 
 	switch cause.Reason {
 	case ReasonFatal:
-		if ev == lifecycle.Demoted {
+		if ev == fsm.Demoted {
 			l.fatal(cause.Err)
 		}
 	case ReasonPanic:

@@ -133,7 +133,6 @@ type term struct {
 	expired bool           // e.mu: the deadline was seen to pass; never cleared
 	demoted bool           // e.mu: Demote was fired for this term
 	cause   Cause          // e.mu: the first cause of demotion
-	settled bool           // e.mu: OnDemoted queued and the state left demoting
 	lease   backends.Claim // loop goroutine
 	sent    time.Time      // loop goroutine: when the request the deadline counts from was sent
 

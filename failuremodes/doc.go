@@ -188,7 +188,7 @@
 //   - Tenure: a holder is the configured identity plus a per-instance
 //     nonce. The two are different holders: exactly one leads, neither can
 //     renew or release the other's claim, and the follower reports the
-//     duplicate (Observer.DuplicateIdentity and a log line).
+//     duplicate (the Trace.DuplicateIdentity hook and a log line).
 //   - Test: TestFM14DuplicateIdentity.
 //
 // # FM-15 Partition from the backend
@@ -236,8 +236,8 @@
 //     swallows: nodes sit leaderless with nothing reported.
 //   - Tenure: backends.ErrPermission and backends.ErrMissingResource are
 //     fatal: the leader demotes at once (ReasonFatal in OnDemoted, the
-//     error in Cause.Err, Observer.RenewFailed with ClassFatal, an error log
-//     line). It campaigns again with backoff (RetryPeriod, twice, four
+//     error in Cause.Err, the Trace.RenewFailed hook with ClassFatal, an
+//     error log line). It campaigns again with backoff (RetryPeriod, twice, four
 //     times that) and leads again if the backend is restored by then. If
 //     it is not, the fourth fatal error in a row ends the elector as if
 //     stopped: Run returns the error (wrapped, naming the key), Done is

@@ -94,7 +94,7 @@ func (w *world) baseConfig(name string) elector.Config {
 		RenewTimeout:   renewTimeout,
 		SafetyMargin:   margin,
 		RetryPeriod:    retryPeriod,
-		Jitter:         elector.NoJitter,
+		DisableJitter:  true,
 		DrainTimeout:   drainTimeout,
 		ReleaseTimeout: relTimeout,
 		Clock:          w.clk,
@@ -323,14 +323,14 @@ type event struct {
 
 // Event kinds.
 const (
-	evWon        = "won"         // Observer.ElectionWon
-	evLost       = "lost"        // Observer.ElectionLost
-	evRenewed    = "renewed"     // Observer.Renewed
-	evRenewFail  = "renew-fail"  // Observer.RenewFailed
-	evDemoted    = "demoted"     // Observer.Demoted
-	evDuplicate  = "duplicate"   // Observer.DuplicateIdentity
-	evPanicked   = "panicked"    // Observer.Panicked
-	evTransition = "transition"  // Observer.Transition
+	evWon        = "won"         // Trace.ElectionWon
+	evLost       = "lost"        // Trace.ElectionLost
+	evRenewed    = "renewed"     // Trace.Renewed
+	evRenewFail  = "renew-fail"  // Trace.RenewFailed
+	evDemoted    = "demoted"     // Trace.Demoted
+	evDuplicate  = "duplicate"   // Trace.DuplicateIdentity
+	evPanicked   = "panicked"    // Trace.Panicked
+	evTransition = "transition"  // Trace.StateChanged
 	evElected    = "on-elected"  // OnElected started
 	evWorkDone   = "work-done"   // OnElected returned
 	evOnDemoted  = "on-demoted"  // OnDemoted
@@ -341,11 +341,10 @@ const (
 	evStopCalled = "stop-called" // naive: OnDemoted-like callback at Stop
 )
 
-// recorder is an elector.Observer and the callbacks of one node: it logs
-// every event with the fake time it was reported at, and lets the test wait
-// for events.
+// recorder is the Trace hooks and the callbacks of one node: it logs every
+// event with the fake time it was reported at, and lets the test wait for
+// events.
 type recorder struct {
-	elector.NopObserver
 	clk clock.Clock
 
 	mu      sync.Mutex
@@ -393,9 +392,22 @@ func (r *recorder) unblock() {
 	}
 }
 
-// hook points cfg's Observer and callbacks at r.
+// hook points cfg's Trace hooks and callbacks at r.
 func (r *recorder) hook(cfg *elector.Config) {
-	cfg.Observer = r
+	cfg.Trace = elector.Trace{
+		StateChanged: func(from, to lifecycle.State) {
+			r.add(event{kind: evTransition, from: from, to: to})
+		},
+		ElectionWon:  func(t elector.Term, _ time.Duration) { r.add(event{kind: evWon, term: t}) },
+		ElectionLost: func(c backends.Class, _ time.Duration) { r.add(event{kind: evLost, class: c}) },
+		Renewed:      func(elector.Term, time.Duration, time.Duration) { r.add(event{kind: evRenewed}) },
+		RenewFailed: func(_ elector.Term, c backends.Class, _, _ time.Duration) {
+			r.add(event{kind: evRenewFail, class: c})
+		},
+		Demoted:           func(t elector.Term, c elector.Cause) { r.add(event{kind: evDemoted, term: t, cause: c}) },
+		DuplicateIdentity: func(h backends.Holder) { r.add(event{kind: evDuplicate, other: h}) },
+		Panicked:          func(string) { r.add(event{kind: evPanicked}) },
+	}
 	cfg.OnElected = func(ctx context.Context, t elector.Term) {
 		r.add(event{kind: evElected, term: t})
 		defer r.add(event{kind: evWorkDone, term: t})
@@ -419,21 +431,6 @@ func (r *recorder) hook(cfg *elector.Config) {
 		}
 	}
 }
-
-func (r *recorder) Transition(from, to lifecycle.State) {
-	r.add(event{kind: evTransition, from: from, to: to})
-}
-func (r *recorder) ElectionWon(t elector.Term)    { r.add(event{kind: evWon, term: t}) }
-func (r *recorder) ElectionLost(c backends.Class) { r.add(event{kind: evLost, class: c}) }
-func (r *recorder) Renewed(_, _ time.Duration)    { r.add(event{kind: evRenewed}) }
-func (r *recorder) Demoted(t elector.Term, c elector.Cause) {
-	r.add(event{kind: evDemoted, term: t, cause: c})
-}
-func (r *recorder) RenewFailed(c backends.Class, _ time.Duration) {
-	r.add(event{kind: evRenewFail, class: c})
-}
-func (r *recorder) DuplicateIdentity(h backends.Holder) { r.add(event{kind: evDuplicate, other: h}) }
-func (r *recorder) Panicked(where string)               { r.add(event{kind: evPanicked}) }
 
 // count returns how many events of kind were recorded.
 func (r *recorder) count(kind string) int {

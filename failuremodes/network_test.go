@@ -215,7 +215,7 @@ func TestFM17CrashedHolderTakeover(t *testing.T) {
 		w := newWorld(t)
 		crash(w)
 		w.clk.Add(time.Second / 2)
-		b := w.newNode("b", withConfig(func(c *elector.Config) { c.Jitter = 0 })).start()
+		b := w.newNode("b", withConfig(func(c *elector.Config) { c.DisableJitter = false })).start()
 		b.await(evLost, 1)
 		w.step(followerTimers, ttl-time.Second/2)
 		w.stepUntil(followerTimers, time.Millisecond, func() bool { return b.rec.count(evElected) > 0 })

@@ -195,9 +195,9 @@ func TestFM09Jitter(t *testing.T) {
 		for i := range n {
 			leadersOnOwnKeys = append(leadersOnOwnKeys, w.newNode(fmt.Sprintf("l%d", i), withConfig(func(c *elector.Config) {
 				c.Key = fmt.Sprintf("fm/own/%d", i)
-				c.Jitter = 0 // the default, 15%
+				c.DisableJitter = false // the default jitter, 15%
 			})).start())
-			f := w.newNode(fmt.Sprintf("f%d", i), withConfig(func(c *elector.Config) { c.Jitter = 0 }))
+			f := w.newNode(fmt.Sprintf("f%d", i), withConfig(func(c *elector.Config) { c.DisableJitter = false }))
 			f.f.Fail(faults.OpCreate, 0, backends.ErrUnavailable)
 			followers = append(followers, f.start())
 		}

@@ -1,8 +1,9 @@
-// Package lifecycle is the state machine of a claim holder: the states an
-// elector moves through and the only transitions between them.
+// Package lifecycle names the states a claim holder moves through, as
+// elector.Elector.State reports them and the elector.Trace StateChanged hook
+// sees them.
 //
-// The transition table (Table returns it; the machine, this comment and the
-// tests are all derived from that one table):
+// The transitions between them (event, the states it may leave, the state
+// it enters):
 //
 //	event     from                          to
 //	campaign  follower                      acquiring
@@ -18,15 +19,13 @@
 //     the state in which it stops acting and drains its work before it can be
 //     a follower again or stop.
 //   - Stopped is terminal.
-//   - An event the table does not allow in the current state is refused with
-//     an error wrapping ErrInvalidTransition; the state is unchanged. Nothing
-//     in the package panics.
-//   - Fire is atomic: the returned from and to states are the ones the event
-//     moved between, even under concurrent use.
+//   - Every change a StateChanged hook sees is a row of this table.
 //
 // # What it does not do
 //
-// The machine only records where a holder stands. It does not time
-// anything, call back into user code or talk to a backend; package elector
-// does that and uses a Machine as its single source of state.
+// The package only names states. The machine that moves between them is
+// internal to tenure (it is the one package that uses
+// github.com/looplab/fsm); its tests check that it follows exactly the
+// table above. Package elector drives it and times, calls back and talks to
+// a backend.
 package lifecycle

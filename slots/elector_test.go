@@ -31,7 +31,7 @@ func TestElectorsOverGroup(t *testing.T) {
 	for i := range 4 {
 		name := fmt.Sprint("e", i)
 		e, err := elector.New(g, elector.Config{
-			Key: "grp", Identity: name, TTL: 10 * time.Second, Clock: clk, Jitter: elector.NoJitter,
+			Key: "grp", Identity: name, TTL: 10 * time.Second, Clock: clk, DisableJitter: true,
 			OnElected: func(ctx context.Context, term elector.Term) { elected <- won{name, term} },
 		})
 		if err != nil {
@@ -116,7 +116,7 @@ func TestElectorReleasesSlotRetiredByResize(t *testing.T) {
 	stepping := make(chan struct{})
 	finish := make(chan struct{})
 	e, err := elector.New(g, elector.Config{
-		Key: "grp", Identity: "e", TTL: ttl, Clock: clk, Jitter: elector.NoJitter,
+		Key: "grp", Identity: "e", TTL: ttl, Clock: clk, DisableJitter: true,
 		OnElected: func(ctx context.Context, term elector.Term) {
 			elected <- term
 			<-ctx.Done()
