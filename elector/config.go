@@ -97,7 +97,9 @@ type Config struct {
 	Clock clock.Clock
 
 	// Logger receives structured logs with the keys key, holder, token, rev
-	// and state. Default: discard.
+	// and state; states, reasons and error classes are logged by name and
+	// durations as strings such as "1.5s". Default: nil, which logs
+	// nothing; slog.Default() logs through the process's default logger.
 	Logger *slog.Logger
 
 	// Trace holds the instrumentation hooks (metrics, tracing). Hooks left

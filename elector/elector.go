@@ -326,10 +326,10 @@ func (e *Elector) note(tr transition) {
 		return
 	}
 	if tr.err != nil {
-		e.log.Error("elector: refused transition", "event", tr.ev, "state", tr.from, "err", tr.err)
+		e.log.Error("elector: refused transition", "event", tr.ev.String(), "state", tr.from, "err", tr.err)
 		return
 	}
-	e.log.Debug("elector: transition", "event", tr.ev, "from", tr.from, "state", tr.to)
+	e.log.Debug("elector: transition", "event", tr.ev.String(), "from", tr.from, "state", tr.to)
 	e.flushStates()
 }
 
@@ -437,8 +437,12 @@ func (e *Elector) sawHolders(hs []backends.Claim) {
 			dup = &h.Holder
 		}
 	}
-	e.sawLeaderLocked(Leader{Holder: hs[0].Holder, Token: hs[0].Token, Slot: hs[0].Slot})
+	ld := Leader{Holder: hs[0].Holder, Token: hs[0].Token, Slot: hs[0].Slot}
+	changed := e.sawLeaderLocked(ld)
 	e.mu.Unlock()
+	if changed {
+		e.logLeader(ld)
+	}
 	if dup != nil {
 		e.log.Warn("elector: another holder with this identity holds the claim", "other", dup.String(), "token", hs[0].Token)
 		if h := e.cfg.Trace.DuplicateIdentity; h != nil {
@@ -448,15 +452,24 @@ func (e *Elector) sawHolders(hs []backends.Claim) {
 }
 
 // sawLeaderLocked queues OnNewLeader if ld differs from the last leader
-// observed; e.mu held.
-func (e *Elector) sawLeaderLocked(ld Leader) {
+// observed, and reports whether it did; e.mu held. The caller then logs the
+// change (logLeader) once e.mu is released.
+func (e *Elector) sawLeaderLocked(ld Leader) bool {
 	if e.hasLeader && e.leader == ld {
-		return
+		return false
 	}
 	e.leader, e.hasLeader = ld, true
 	if cb := e.cfg.OnNewLeader; cb != nil {
 		e.disp.push(func() { e.callback("OnNewLeader", func() { cb(ld) }) })
 	}
+	return true
+}
+
+// logLeader logs a change of the observed leader: one line at INFO per
+// change, so that an operator reading any participant's log sees who
+// leads.
+func (e *Elector) logLeader(ld Leader) {
+	e.log.Info("elector: new leader", "leader", ld.Holder.String(), "token", ld.Token, "slot", ld.Slot)
 }
 
 // withTimeout is context.WithTimeout on the Elector's clock.

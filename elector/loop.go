@@ -167,7 +167,7 @@ func (l *loop) waitTurn(ctx context.Context) bool {
 				l.watchEnded()
 			}
 		case <-backstop.C:
-			l.e.log.Debug("elector: the watch signalled no expiry in time; trying anyway", "waited", wait)
+			l.e.log.Debug("elector: the watch signalled no expiry in time; trying anyway", "waited", wait.String())
 		}
 		return true
 	}
@@ -275,7 +275,7 @@ func (l *loop) campaign(ctx context.Context) {
 		return // stopping: settle releases the claim
 	}
 	if !end.Before(deadline.Add(-e.cfg.CancelLead)) { // the term would have ended
-		e.log.Warn("elector: acquired too late to lead; releasing", "token", lease.Token, "took", latency)
+		e.log.Warn("elector: acquired too late to lead; releasing", "token", lease.Token, "took", latency.String())
 		l.pendingLease = nil
 		e.release(ctx, lease)
 		e.fire(fsm.Rejected)
@@ -306,7 +306,8 @@ func (l *loop) campaign(ctx context.Context) {
 	}
 	e.cur = t
 	tr := e.fireLocked(fsm.Acquired)
-	e.sawLeaderLocked(Leader{Holder: e.holder, Token: lease.Token, Slot: lease.Slot})
+	ld := Leader{Holder: e.holder, Token: lease.Token, Slot: lease.Slot}
+	changed := e.sawLeaderLocked(ld)
 	pub := t.pub
 	e.disp.push(func() { l.deliverElected(t, pub) })
 	e.mu.Unlock()
@@ -318,7 +319,10 @@ func (l *loop) campaign(ctx context.Context) {
 	t.timer = e.clock.AfterFunc(deadline.Add(-e.cfg.CancelLead).Sub(e.clock.Now()), func() { e.onDeadline(t) })
 
 	e.note(tr)
-	e.log.Info("elector: elected", "token", lease.Token, "rev", lease.Revision, "state", lifecycle.Leader, "deadline", deadline)
+	if changed {
+		e.logLeader(ld)
+	}
+	e.log.Info("elector: elected", "token", lease.Token, "rev", lease.Revision, "state", lifecycle.Leader, "deadline", deadline, "ttl", e.grantedTTL(lease).String())
 	if h := e.cfg.Trace.ElectionWon; h != nil {
 		e.hook("ElectionWon", func() { h(pub, latency) })
 	}
@@ -383,7 +387,7 @@ func (l *loop) rejected(ctx context.Context, err error, latency time.Duration) {
 			return
 		}
 		l.wait = l.expiryWait(held.Holders)
-		e.log.Debug("elector: claim held", "err", err, "retry_in", l.wait)
+		e.log.Debug("elector: claim held", "err", err, "retry_in", l.wait.String())
 		return
 	}
 	class := backends.Classify(err)
@@ -395,7 +399,7 @@ func (l *loop) rejected(ctx context.Context, err error, latency time.Duration) {
 		return
 	}
 	l.wait = l.bo.NextBackOff()
-	e.log.Warn("elector: acquire failed", "class", class, "err", err, "retry_in", l.wait)
+	e.log.Warn("elector: acquire failed", "class", class.String(), "err", err, "retry_in", l.wait.String())
 }
 
 // fatal counts an attempt that failed with a fatal error, the Elector
@@ -410,7 +414,7 @@ func (l *loop) fatal(err error) {
 		return
 	}
 	l.wait = l.bo.NextBackOff()
-	e.log.Error("elector: fatal error; retrying with backoff", "attempt", l.fatals, "of", fatalAttempts, "err", err, "retry_in", l.wait)
+	e.log.Error("elector: fatal error; retrying with backoff", "attempt", l.fatals, "of", fatalAttempts, "err", err, "retry_in", l.wait.String())
 }
 
 // releaseUnknown runs when an attempt failed without a definite answer
@@ -529,7 +533,7 @@ func (l *loop) renew(ctx context.Context, t *term) bool {
 		// Halve the time left at most, so attempts continue up to the
 		// deadline, but not below a floor, so they do not spin.
 		wait := max(min(bo.NextBackOff(), left/2), min(e.cfg.RetryPeriod/4, 50*time.Millisecond))
-		e.log.Warn("elector: renew failed; retrying until the deadline", "token", t.lease.Token, "class", class, "err", err, "left", left, "retry_in", wait)
+		e.log.Warn("elector: renew failed; retrying until the deadline", "token", t.lease.Token, "class", class.String(), "err", err, "left", left.String(), "retry_in", wait.String())
 		timer := e.clock.Timer(wait)
 		select {
 		case <-t.ctx.Done():
@@ -572,7 +576,7 @@ func (l *loop) extend(t *term, got backends.Claim, start, end time.Time) bool {
 	t.lease, t.sent = got, start
 	t.timer.Reset(ends.Sub(e.clock.Now()))
 	latency, left := end.Sub(start), pub.Deadline.Sub(end)
-	e.log.Debug("elector: renewed", "token", got.Token, "rev", got.Revision, "latency", latency, "left", left)
+	e.log.Debug("elector: renewed", "token", got.Token, "rev", got.Revision, "latency", latency.String(), "left", left.String())
 	if h := e.cfg.Trace.Renewed; h != nil {
 		e.hook("Renewed", func() { h(pub, latency, left) })
 	}
@@ -594,7 +598,7 @@ func (l *loop) finishTerm(ctx context.Context, t *term, fallback Cause) {
 	e.mu.Unlock()
 	switch {
 	case !drained:
-		e.log.Warn("elector: OnElected did not return within the drain timeout; leaving the claim to expire", "token", t.lease.Token, "drain_timeout", e.cfg.DrainTimeout)
+		e.log.Warn("elector: OnElected did not return within the drain timeout; leaving the claim to expire", "token", t.lease.Token, "drain_timeout", e.cfg.DrainTimeout.String())
 		l.pendingElected = t.electedDone
 	case cause.Reason == ReasonLost:
 		// someone else holds it: nothing to release

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -79,6 +80,10 @@ func (r Reason) String() string {
 	}
 	return fmt.Sprintf("reason(%d)", int(r))
 }
+
+// LogValue logs r by its name, so that every slog handler (JSON included)
+// shows "expired" rather than a number.
+func (r Reason) LogValue() slog.Value { return slog.StringValue(r.String()) }
 
 // Cause is why a term ended: the Reason and, where there is one, the error
 // behind it. It is also the cancellation cause of the leader's context

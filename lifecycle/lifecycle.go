@@ -1,6 +1,9 @@
 package lifecycle
 
-import "fmt"
+import (
+	"fmt"
+	"log/slog"
+)
 
 // State is where a holder stands in the lifecycle of a claim.
 type State int
@@ -35,6 +38,10 @@ func (s State) String() string {
 	}
 	return fmt.Sprintf("state(%d)", int(s))
 }
+
+// LogValue logs s by its name, so that every slog handler (JSON included)
+// shows "leader" rather than a number.
+func (s State) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // States returns every state, in declaration order.
 func States() []State { return []State{Follower, Acquiring, Leader, Demoting, Stopped} }

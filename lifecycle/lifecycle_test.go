@@ -1,6 +1,9 @@
 package lifecycle_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -21,5 +24,14 @@ func TestStateString(t *testing.T) {
 	}
 	if got, want := lifecycle.State(0).String(), "state(0)"; got != want {
 		t.Errorf("State(0).String() = %q, want %q", got, want)
+	}
+}
+
+// TestStateLogsByName: the JSON handler shows a state by name, not number.
+func TestStateLogsByName(t *testing.T) {
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "state", lifecycle.Leader)
+	if got := buf.String(); !strings.Contains(got, `"state":"leader"`) {
+		t.Errorf("JSON log = %s, want \"state\":\"leader\"", got)
 	}
 }

@@ -213,7 +213,7 @@ func (ix *indexer) campaign(ctx context.Context, el *elector.Elector) error {
 		ix.mu.Lock()
 		ix.pausing = true
 		ix.mu.Unlock()
-		ix.log.Warn("term resigned; campaigning again after a pause", "pause", pause)
+		ix.log.Warn("term resigned; campaigning again after a pause", "pause", pause.String())
 		timer := ix.clk.Timer(pause)
 		select {
 		case <-ctx.Done():

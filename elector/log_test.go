@@ -1,0 +1,95 @@
+package elector_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/clocktest"
+)
+
+// jsonLines parses the JSON log lines in b.
+func jsonLines(t *testing.T, b *logBuffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		m := map[string]any{}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// findLog returns the first line with msg, or nil.
+func findLog(lines []map[string]any, msg string) map[string]any {
+	for _, m := range lines {
+		if m["msg"] == msg {
+			return m
+		}
+	}
+	return nil
+}
+
+// TestJSONLogsReadAsNames: with slog's JSON handler, states, reasons and
+// error classes read as names and durations as "1s", not as numbers and
+// nanoseconds; and a follower logs the change of leader at INFO.
+func TestJSONLogsReadAsNames(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	fk := newFakeLocker(clk)
+	fl := newFaultLocker(fk)
+	fl.set("acquire", &fault{once: true, err: fmt.Errorf("test: down: %w", backends.ErrUnavailable)})
+	ra, logsA := newRecorder(t), &logBuffer{}
+	cfgA := baseConfig(clk, "a")
+	ra.install(&cfgA)
+	cfgA.Logger = slog.New(slog.NewJSONHandler(logsA, nil)) // INFO and up
+	a := startElector(t, fl, cfgA)
+	eventually(t, ctx, "the failed attempt logged", func() bool { return strings.Contains(logsA.String(), "acquire failed") })
+	if err := clk.BlockUntil(ctx, 1); err != nil { // the retry timer
+		t.Fatal(err)
+	}
+	clk.Add(retryPeriod)
+	tm := ra.waitElected(t, ctx, 1)
+
+	logsB := &logBuffer{}
+	cfgB := baseConfig(clk, "b")
+	cfgB.Logger = slog.New(slog.NewJSONHandler(logsB, nil))
+	startElector(t, fk, cfgB)
+	eventually(t, ctx, "b logs the leader", func() bool { return strings.Contains(logsB.String(), "elector: new leader") })
+	stopAndWait(t, a)
+
+	lines := jsonLines(t, logsA)
+	for _, w := range []struct{ msg, key, want string }{
+		{"elector: acquire failed", "class", "transient"},
+		{"elector: acquire failed", "retry_in", retryPeriod.String()},
+		{"elector: elected", "state", "leader"},
+		{"elector: elected", "ttl", ttl.String()},
+		{"elector: demoted", "reason", "stopped"},
+		{"elector: demoted", "state", "demoting"},
+		{"elector: stopped", "state", "stopped"},
+	} {
+		m := findLog(lines, w.msg)
+		if m == nil {
+			t.Errorf("no %q line in:\n%s", w.msg, logsA.String())
+			continue
+		}
+		if got := fmt.Sprint(m[w.key]); got != w.want {
+			t.Errorf("%q: %s = %s, want %q", w.msg, w.key, got, w.want)
+		}
+	}
+	m := findLog(jsonLines(t, logsB), "elector: new leader")
+	if got, want := fmt.Sprint(m["leader"]), a.Holder().String(); got != want {
+		t.Errorf("b's new leader line: leader = %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(m["token"]), fmt.Sprint(tm.Token); got != want {
+		t.Errorf("b's new leader line: token = %s, want %s", got, want)
+	}
+}
