@@ -1,14 +1,19 @@
 package elector_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/lifecycle"
 )
 
 // jsonLines parses the JSON log lines in b.
@@ -91,5 +96,91 @@ func TestJSONLogsReadAsNames(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(m["token"]), fmt.Sprint(tm.Token); got != want {
 		t.Errorf("b's new leader line: token = %s, want %s", got, want)
+	}
+}
+
+// stopSpy is a slog handler that notes, when "elector: stopped" is logged,
+// whether the leader's OnElected had returned by then.
+type stopSpy struct {
+	slog.Handler
+	returned      *atomic.Bool
+	logged        chan struct{}
+	afterReturned *atomic.Bool
+}
+
+func (s stopSpy) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "elector: stopped" {
+		s.afterReturned.Store(s.returned.Load())
+		close(s.logged)
+	}
+	return s.Handler.Handle(ctx, r)
+}
+
+func (s stopSpy) WithAttrs(as []slog.Attr) slog.Handler {
+	s.Handler = s.Handler.WithAttrs(as)
+	return s
+}
+
+// TestStoppedLoggedWhenTrue: "elector: stopped" is logged once every
+// callback has returned, not while a stuck OnElected still runs.
+func TestStoppedLoggedWhenTrue(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	rec := newRecorder(t)
+	var returned, afterReturned atomic.Bool
+	allow := make(chan struct{})
+	rec.elected = func(ctx context.Context, _ elector.Term) {
+		<-ctx.Done()
+		<-allow // stuck work that ignores its context
+		returned.Store(true)
+	}
+	cfg := baseConfig(clk, "a")
+	rec.install(&cfg)
+	logged := make(chan struct{})
+	cfg.Logger = slog.New(stopSpy{Handler: slog.NewTextHandler(io.Discard, nil), returned: &returned, logged: logged, afterReturned: &afterReturned})
+	e, err := elector.New(newFakeLocker(clk), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitElected(t, ctx, 1)
+
+	// Stop with a context already done: it ends the term and returns at
+	// once, and the only timer left is the drain's.
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.Stop(done); err == nil {
+		t.Errorf("Stop(done context) = nil while OnElected is stuck, want an error")
+	}
+	// Step the clock until the drain gives up (the claim is left to expire)
+	// and the state becomes stopped.
+	for i := 0; e.State() != lifecycle.Stopped; i++ {
+		if i == 10 {
+			t.Fatalf("state %v after %d drain timeouts, want stopped", e.State(), i)
+		}
+		if err := clk.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(drainTimeout)
+		eventually(t, ctx, "stopped, or a timer armed", func() bool {
+			return e.State() == lifecycle.Stopped || clk.Waiters() > 0
+		})
+	}
+	select {
+	case <-logged:
+		t.Errorf("\"elector: stopped\" logged while OnElected still runs")
+	default:
+	}
+	close(allow)
+	<-e.Done()
+	select {
+	case <-logged:
+	default:
+		t.Fatalf("\"elector: stopped\" not logged by the time Done is closed")
+	}
+	if !afterReturned.Load() {
+		t.Errorf("\"elector: stopped\" logged before OnElected returned")
 	}
 }

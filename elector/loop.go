@@ -71,9 +71,11 @@ func (e *Elector) run(ctx context.Context) {
 		l.safely(ctx, l.shutdown)
 	}
 	l.stopWatch()
-	e.log.Info("elector: stopped", "state", e.machine.State())
 	e.disp.close()
 	<-e.disp.done
+	// Only now is it stopped: every callback queued, a stuck OnElected
+	// included, has returned.
+	e.log.Info("elector: stopped", "state", e.machine.State())
 	close(e.done)
 }
 
