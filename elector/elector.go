@@ -102,7 +102,7 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 
 // Start starts campaigning in the background and returns. Cancelling ctx
 // has the effect of Stop (without waiting). Start returns ErrAlreadyStarted
-// if the Elector was started before and an error wrapping ErrStopped if it
+// if the Elector was started before and ErrStopped if it
 // was stopped. If the Elector ends on its own on a fatal error, Done is
 // closed and Err returns the error.
 func (e *Elector) Start(ctx context.Context) error {
@@ -110,7 +110,7 @@ func (e *Elector) Start(ctx context.Context) error {
 	switch {
 	case e.stopping:
 		e.mu.Unlock()
-		return fmt.Errorf("elector: start: %w", ErrStopped)
+		return ErrStopped
 	case e.started:
 		e.mu.Unlock()
 		return ErrAlreadyStarted
@@ -174,7 +174,7 @@ func (e *Elector) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("elector: stop: %w", context.Cause(ctx))
 	case <-timer.C:
-		return fmt.Errorf("elector: stop: not done after %v: %w", bound, ErrStopTimeout)
+		return fmt.Errorf("%w: not done after %v", ErrStopTimeout, bound)
 	}
 }
 

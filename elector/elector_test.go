@@ -869,6 +869,7 @@ func TestStopBoundedWhenBackendHangs(t *testing.T) {
 		if !errors.Is(err, elector.ErrStopTimeout) {
 			t.Errorf("Stop with a hung backend = %v, want ErrStopTimeout", err)
 		}
+		wantPrefixOnce(t, "Stop with a hung backend", err)
 	case <-ctx.Done():
 		t.Fatal("Stop did not return with the backend hung")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -86,7 +87,8 @@ func (r Reason) String() string {
 func (r Reason) LogValue() slog.Value { return slog.StringValue(r.String()) }
 
 // Cause is why a term ended: the Reason and, where there is one, the error
-// behind it. It is also the cancellation cause of the leader's context
+// behind it. Its message names the package once: "elector: demoted:
+// expired: term ended before a renewal was answered". It is also the cancellation cause of the leader's context
 // (context.Cause), except when the context given to Start was cancelled,
 // whose own cause then shows through.
 type Cause struct {
@@ -98,7 +100,9 @@ func (c Cause) Error() string {
 	if c.Err == nil {
 		return "elector: demoted: " + c.Reason.String()
 	}
-	return fmt.Sprintf("elector: demoted: %s: %v", c.Reason, c.Err)
+	// The elector's own errors (ErrDeadlinePassed, a PanicError) carry the
+	// package prefix already.
+	return fmt.Sprintf("elector: demoted: %s: %s", c.Reason, strings.TrimPrefix(c.Err.Error(), "elector: "))
 }
 
 func (c Cause) Unwrap() error { return c.Err }
