@@ -94,7 +94,10 @@
 //     (its holder's deadline has passed, so the holder stopped acting, and
 //     its release did not happen) is deleted by the store, conditionally on
 //     its revision and lease, at its next batch. The same holds for an entry
-//     a write with an unknown outcome may have left. Expiry of shared entries
+//     a write with an unknown outcome may have left, unless the key holds
+//     an entry the store wrote itself at a revision it knows: that one
+//     belongs to a holder whose deadline is judged as above, whatever
+//     happened to a write beside it. Expiry of shared entries
 //     is thus judged twice: by etcd for the process as a whole (a crashed or
 //     cut-off process stops keeping the lease alive), and by the writing
 //     store, on its clock, for each entry;

@@ -65,7 +65,7 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 	s := sh.s
 	s.mu.Lock()
 	h := s.held[k]
-	if h == nil || !h.shared || h.unknown || h.rev != rev {
+	if h == nil || !h.shared || h.rev != rev {
 		s.mu.Unlock()
 		return backends.Entry{}, false, nil
 	}
@@ -292,7 +292,7 @@ func (s *Store) renewed(k string, rev int64, id clientv3.LeaseID, granted time.D
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.held[k]
-	if h == nil || h.rev != rev || h.lease != id || h.unknown {
+	if h == nil || h.rev != rev || h.lease != id {
 		return backends.Entry{}, false
 	}
 	if start.After(h.renewed) {
@@ -351,15 +351,16 @@ func (s *Store) garbageAt() (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var at time.Time
+	for k := range s.unknown {
+		if s.inflight[k] == 0 {
+			return time.Time{}.Add(1), true // as soon as possible
+		}
+	}
 	for k, h := range s.held {
 		if !h.shared || s.inflight[k] > 0 {
 			continue
 		}
-		t := h.renewed.Add(h.granted)
-		if h.unknown {
-			t = time.Time{}.Add(1) // as soon as possible
-		}
-		if at.IsZero() || t.Before(at) {
+		if t := h.renewed.Add(h.granted); at.IsZero() || t.Before(at) {
 			at = t
 		}
 	}
@@ -369,7 +370,8 @@ func (s *Store) garbageAt() (time.Time, bool) {
 type garbage struct {
 	k   string
 	rev int64
-	h   *heldEntry
+	h   *heldEntry // the registry entry, for a dead one
+	wl  writeLease // the lease, for an unknown write
 }
 
 // collectGarbage deletes the entries of our shared leases that nobody keeps
@@ -378,20 +380,27 @@ type garbage struct {
 // outcome may have left. Each delete is conditional on the revision and the
 // lease, so an entry anyone wrote since is never touched. Keys in busy are
 // being kept alive by this batch and are skipped.
+//
+// An entry a write with an unknown outcome may have left is deleted only if
+// its revision is none the registry knows: a revision the registry knows
+// was made by a write whose outcome is known, and its holder may still be
+// acting (its deadline is the registry's to judge, above).
 func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
 	now := s.clock.Now()
 	var dead []garbage
 	var unknown []garbage
 	s.mu.Lock()
+	for k, wl := range s.unknown {
+		if s.inflight[k] == 0 {
+			unknown = append(unknown, garbage{k: k, wl: wl})
+		}
+	}
 	for k, h := range s.held {
 		if !h.shared || busy[k] || s.inflight[k] > 0 {
 			continue
 		}
-		switch {
-		case h.unknown:
-			unknown = append(unknown, garbage{k: k, h: h})
-		case now.After(h.renewed.Add(h.granted)):
-			dead = append(dead, garbage{k: k, rev: h.rev, h: h})
+		if now.After(h.renewed.Add(h.granted)) {
+			dead = append(dead, garbage{k: k, rev: h.rev, h: h, wl: writeLease{id: h.lease}})
 		}
 	}
 	s.mu.Unlock()
@@ -407,19 +416,23 @@ func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
 		}
 		for _, g := range unknown {
 			kv := kvs[g.k]
-			if kv == nil || clientv3.LeaseID(kv.Lease) != g.h.lease {
-				s.dropGarbage(g)
-				continue
-			}
 			// Delete it only if no write of ours has started since the read
 			// that could have made this very revision: the read saw it, and
 			// any write of ours still in flight or finished since then
-			// would show in inflight or have replaced the record.
+			// would show in inflight or have dropped the mark. And never
+			// an entry the registry knows at that revision.
 			s.mu.Lock()
-			ok := s.held[g.k] == g.h && s.inflight[g.k] == 0
+			wl, marked := s.unknown[g.k]
+			h := s.held[g.k]
+			mine := kv != nil && clientv3.LeaseID(kv.Lease) == g.wl.id
+			known := kv != nil && h != nil && h.rev == kv.ModRevision
+			ok := mine && !known && marked && wl == g.wl && s.inflight[g.k] == 0
+			if marked && wl == g.wl && (!mine || known) {
+				delete(s.unknown, g.k) // nothing of the write's is left
+			}
 			s.mu.Unlock()
 			if ok {
-				dead = append(dead, garbage{k: g.k, rev: kv.ModRevision, h: g.h})
+				dead = append(dead, garbage{k: g.k, rev: kv.ModRevision, wl: g.wl})
 			}
 		}
 	}
@@ -432,7 +445,7 @@ func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
 			ops = append(ops, clientv3.OpTxn(
 				[]clientv3.Cmp{
 					clientv3.Compare(clientv3.ModRevision(g.k), "=", g.rev),
-					clientv3.Compare(clientv3.LeaseValue(g.k), "=", g.h.lease),
+					clientv3.Compare(clientv3.LeaseValue(g.k), "=", g.wl.id),
 				},
 				[]clientv3.Op{clientv3.OpDelete(g.k)}, nil))
 		}
@@ -443,7 +456,7 @@ func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
 		for i, g := range chunk {
 			if resp.Responses[i].GetResponseTxn().GetSucceeded() {
 				s.log.Info("etcd: deleted an entry of a shared lease that was not kept alive",
-					"key", g.k[len(s.prefix):], "rev", g.rev, "lease", fmt.Sprintf("%x", int64(g.h.lease)))
+					"key", g.k[len(s.prefix):], "rev", g.rev, "lease", fmt.Sprintf("%x", int64(g.wl.id)))
 			}
 			s.dropGarbage(g)
 		}
@@ -453,6 +466,12 @@ func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
 func (s *Store) dropGarbage(g garbage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if g.h == nil {
+		if wl, ok := s.unknown[g.k]; ok && wl == g.wl {
+			delete(s.unknown, g.k)
+		}
+		return
+	}
 	if s.held[g.k] == g.h {
 		delete(s.held, g.k)
 	}
@@ -534,6 +553,11 @@ func (s *Store) leaseGone(id clientv3.LeaseID) {
 	for k, h := range s.held {
 		if h.lease == id {
 			delete(s.held, k)
+		}
+	}
+	for k, wl := range s.unknown {
+		if wl.id == id {
+			delete(s.unknown, k)
 		}
 	}
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/etcd"
+	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"github.com/tenure-go/tenure/clocktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -280,5 +282,104 @@ func TestSharedGarbageNotBeforeDeadline(t *testing.T) {
 	waitFor(t, 5*time.Second, "abandoned deleted past its deadline", func(context.Context) bool { return !present("abandoned") })
 	if !present("kept") {
 		t.Errorf("kept (kept alive at t0+1.9s, so until t0+3.9s) deleted by t0+2.2s")
+	}
+}
+
+// faultKV is the KV of a client whose next transactions time out without
+// reaching etcd, as requests lost on the way would: their callers cannot
+// tell whether they were applied.
+type faultKV struct {
+	clientv3.KV
+	timeouts atomic.Int64 // how many of the next commits time out
+}
+
+func (f *faultKV) Txn(ctx context.Context) clientv3.Txn {
+	return &faultTxn{Txn: f.KV.Txn(ctx), f: f}
+}
+
+type faultTxn struct {
+	clientv3.Txn
+	f *faultKV
+}
+
+func (t *faultTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *faultTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *faultTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *faultTxn) Commit() (*clientv3.TxnResponse, error) {
+	for {
+		n := t.f.timeouts.Load()
+		if n <= 0 {
+			return t.Txn.Commit()
+		}
+		if t.f.timeouts.CompareAndSwap(n, n-1) {
+			return nil, context.DeadlineExceeded
+		}
+	}
+}
+
+// advance steps clk by step whenever a timer waits on it, until the
+// returned stop is called or the clock has moved limit. It lets a store
+// with a tiny batch interval run its batches on a fake clock that, in
+// total, barely moves.
+func advance(t *testing.T, clk *clocktest.Clock, step, limit time.Duration) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testContext(t))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for moved := time.Duration(0); moved < limit && ctx.Err() == nil; moved += step {
+			if err := clk.AdvanceWhenBlocked(ctx, 1, step); err != nil {
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// TestSharedTimedOutCreateSparesLiveHolder: two candidates of one process
+// share a store; one holds the claim, the other's create of it times out.
+// The failed create's possible entry is garbage, but the key holds the
+// holder's entry, at a revision the store wrote itself: the store must not
+// delete it before the holder's deadline. It did: the unknown write's mark
+// replaced the holder's registry entry, the collector found the key on the
+// store's lease at a revision nobody claimed any more, and deleted the
+// holder's claim within one batch.
+func TestSharedTimedOutCreateSparesLiveHolder(t *testing.T) {
+	clk := clocktest.New(time.Time{})
+	t0 := clk.Now()
+	srv := etcdtest.Start(t)
+	cli := newClient(t, srv.Endpoints(), nil)
+	kv := &faultKV{KV: cli.KV}
+	cli.KV = kv
+	prefix := newPrefix(t)
+	s := openStore(t, cli, prefix, etcd.WithSharedLease(time.Nanosecond), etcd.WithClock(clk))
+	raw := srv.Client(t)
+	ctx := testContext(t)
+
+	held := mustCreate(t, s, "leader", "a", 2*time.Second) // a's deadline: t0 + 2s
+	anchor := mustCreate(t, s, "anchor", "v", 2*time.Second)
+	kv.timeouts.Store(1)
+	if _, err := s.CreateIfAbsent(ctx, "leader", []byte("b"), 2*time.Second); backends.Classify(err) != backends.ClassTransient {
+		t.Fatalf("b's create with a timed-out transaction = %v, want a transient error", err)
+	}
+
+	// A batch collects garbage before it keeps alive: once the anchor's
+	// keep-alive returns, a collection has run since the failed create.
+	// The clock moves at most half a second, far from a's deadline.
+	stop := advance(t, clk, time.Millisecond, 500*time.Millisecond)
+	defer stop()
+	if _, err := s.KeepAlive(ctx, "anchor", anchor.Revision, 2*time.Second); err != nil {
+		t.Fatalf("KeepAlive(anchor): %v", err)
+	}
+	resp, err := raw.Get(ctx, prefix+"leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || resp.Kvs[0].ModRevision != held.Revision {
+		t.Fatalf("the holder's entry (revision %d, deadline t0+2s) at t0+%v: %v, want it untouched", held.Revision, clk.Since(t0), resp.Kvs)
+	}
+	if _, err := s.KeepAlive(ctx, "leader", held.Revision, 2*time.Second); err != nil {
+		t.Errorf("the holder's KeepAlive after the other candidate's failed create = %v, want nil", err)
 	}
 }

@@ -48,6 +48,7 @@ type Store struct {
 	mu       sync.Mutex
 	closed   bool                  // guarded by mu
 	held     map[string]*heldEntry // guarded by mu; by etcd key
+	unknown  map[string]writeLease // guarded by mu; writes on a shared lease with unknown outcomes, by etcd key
 	inflight map[string]int        // guarded by mu; writes in flight, by etcd key
 	groups   map[int64]*leaseGroup // guarded by mu; shared leases by TTL in seconds
 	pruneAt  int                   // guarded by mu; len(held) that triggers a prune
@@ -77,11 +78,6 @@ type heldEntry struct {
 	// alive past that is garbage (its holder stopped acting) and the batcher
 	// deletes it.
 	renewed time.Time
-
-	// unknown: a write of this key on a shared lease failed with an unknown
-	// outcome, so the key may hold an entry nobody knows the revision of. The
-	// batcher deletes it unless a later write of ours took the key over.
-	unknown bool
 }
 
 // leaseGroup is the shared lease of one TTL.
@@ -156,6 +152,7 @@ func newStore(ctx context.Context, cli *clientv3.Client, owns bool, prefix strin
 		clock:      o.clock,
 		log:        o.log,
 		held:       make(map[string]*heldEntry),
+		unknown:    make(map[string]writeLease),
 		inflight:   make(map[string]int),
 		groups:     make(map[int64]*leaseGroup),
 		pruneAt:    64,
@@ -682,7 +679,8 @@ func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time
 		delete(s.held, k)
 		return
 	}
-	if h := s.held[k]; h != nil && h.rev == e.Revision && h.lease == wl.id && !h.unknown {
+	delete(s.unknown, k) // a write of ours took the key over
+	if h := s.held[k]; h != nil && h.rev == e.Revision && h.lease == wl.id {
 		if start.After(h.renewed) {
 			h.renewed = start
 		}
@@ -703,7 +701,7 @@ func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time
 func (s *Store) adopt(k string, kv *mvccpb.KeyValue, id clientv3.LeaseID, start time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h := s.held[k]; h != nil && h.rev == kv.ModRevision && h.lease == id && !h.unknown {
+	if h := s.held[k]; h != nil && h.rev == kv.ModRevision && h.lease == id {
 		return
 	}
 	granted := time.Duration(0)
@@ -722,14 +720,16 @@ func (s *Store) adopt(k string, kv *mvccpb.KeyValue, id clientv3.LeaseID, start 
 // writeUnknown records that a write of k may or may not have happened. On a
 // shared lease the possible entry is marked for the garbage collector: no
 // holder knows its revision, so nobody would ever delete it, and the shared
-// lease would keep it alive.
+// lease would keep it alive. The mark sits beside the registry, never in
+// it: the key may be held, by an entry of ours that another caller keeps
+// alive, and that entry is not garbage because a write next to it failed.
 func (s *Store) writeUnknown(k string, wl writeLease) {
 	if !wl.shared {
 		return // a per-entry lease expires by itself
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.held[k] = &heldEntry{lease: wl.id, granted: wl.granted, shared: true, unknown: true}
+	s.unknown[k] = wl
 	s.shared.wake()
 }
 
@@ -737,6 +737,7 @@ func (s *Store) deleted(k string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.held, k)
+	delete(s.unknown, k)
 }
 
 // forget drops k if it is still recorded on lease id.
