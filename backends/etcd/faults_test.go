@@ -28,6 +28,14 @@ func newCluster(t *testing.T) *etcdtest.Cluster {
 	return c
 }
 
+// leaseModes runs fn once per lease mode: a lease per entry, and one
+// shared lease per store (with a short batch interval, as the 1 s leases of
+// the cluster need).
+func leaseModes(t *testing.T, fn func(t *testing.T, opts ...etcd.Option)) {
+	t.Run("lease=per-entry", func(t *testing.T) { fn(t) })
+	t.Run("lease=shared", func(t *testing.T) { fn(t, etcd.WithSharedLease(100*time.Millisecond)) })
+}
+
 // memberStore opens a store whose client talks to member i only, through
 // its bridge.
 func memberStore(t *testing.T, c *etcdtest.Cluster, i int, prefix string, opts ...etcd.Option) *etcd.Store {
@@ -79,39 +87,41 @@ func takeOver(t *testing.T, s *etcd.Store, key string, ttl time.Duration, limit 
 // takes the claim over no sooner than the holder's own deadline, with a
 // higher token; and when the holder is heard again it learns it lost.
 func TestFaultBlackholedHolder(t *testing.T) {
-	c := newCluster(t)
-	wall := clock.New()
-	prefix := newPrefix(t)
-	h := nonLeader(t, c)
-	o := nonLeader(t, c, h)
-	holder := memberStore(t, c, h, prefix)
-	other := memberStore(t, c, o, prefix)
-	ctx := testContext(t)
+	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+		c := newCluster(t)
+		wall := clock.New()
+		prefix := newPrefix(t)
+		h := nonLeader(t, c)
+		o := nonLeader(t, c, h)
+		holder := memberStore(t, c, h, prefix, opts...)
+		other := memberStore(t, c, o, prefix, opts...)
+		ctx := testContext(t)
 
-	sent := wall.Now()
-	e := mustCreate(t, holder, "claim", "holder", time.Second)
-	deadline := sent.Add(e.TTL) // the holder's deadline, without a safety margin
+		sent := wall.Now()
+		e := mustCreate(t, holder, "claim", "holder", time.Second)
+		deadline := sent.Add(e.TTL) // the holder's deadline, without a safety margin
 
-	c.Blackhole(h)
-	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
-	cancel()
-	if err == nil || backends.Classify(err) != backends.ClassTransient {
-		t.Errorf("KeepAlive through a blackholed member = %v, want a transient error", err)
-	}
+		c.Blackhole(h)
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
+		cancel()
+		if err == nil || backends.Classify(err) != backends.ClassTransient {
+			t.Errorf("KeepAlive through a blackholed member = %v, want a transient error", err)
+		}
 
-	taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
-	if at.Before(deadline) {
-		t.Errorf("taken over %v before the holder's deadline: overlap", deadline.Sub(at))
-	}
-	if taken.CreateRevision <= e.CreateRevision {
-		t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
-	}
+		taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
+		if at.Before(deadline) {
+			t.Errorf("taken over %v before the holder's deadline: overlap", deadline.Sub(at))
+		}
+		if taken.CreateRevision <= e.CreateRevision {
+			t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
+		}
 
-	c.Unblackhole(h)
-	waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
-		_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
-		return backends.Classify(err) == backends.ClassLost
+		c.Unblackhole(h)
+		waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
+			_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
+			return backends.Classify(err) == backends.ClassLost
+		})
 	})
 }
 
@@ -119,91 +129,95 @@ func TestFaultBlackholedHolder(t *testing.T) {
 // of the cluster. Requiring a leader, its requests fail fast as
 // unavailable; the majority expires the lease and another takes over.
 func TestFaultPartitionedMember(t *testing.T) {
-	c := newCluster(t)
-	wall := clock.New()
-	prefix := newPrefix(t)
-	h := nonLeader(t, c)
-	o := nonLeader(t, c, h)
-	holder := memberStore(t, c, h, prefix)
-	other := memberStore(t, c, o, prefix)
-	ctx := testContext(t)
+	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+		c := newCluster(t)
+		wall := clock.New()
+		prefix := newPrefix(t)
+		h := nonLeader(t, c)
+		o := nonLeader(t, c, h)
+		holder := memberStore(t, c, h, prefix, opts...)
+		other := memberStore(t, c, o, prefix, opts...)
+		ctx := testContext(t)
 
-	sent := wall.Now()
-	e := mustCreate(t, holder, "claim", "holder", time.Second)
-	c.Partition(h)
+		sent := wall.Now()
+		e := mustCreate(t, holder, "claim", "holder", time.Second)
+		c.Partition(h)
 
-	// Transactions fail at once with "no leader"; reads and lease requests
-	// are retried by the client until their deadline (with more endpoints it
-	// would fail over). Both are transient.
-	waitFor(t, 5*time.Second, "partitioned member refuses writes with ErrUnavailable", func(ctx context.Context) bool {
-		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		defer cancel()
-		_, err := holder.CreateIfAbsent(rctx, "probe", []byte("x"), 0)
-		if err == nil {
-			t.Fatalf("CreateIfAbsent on a partitioned member succeeded")
+		// Transactions fail at once with "no leader"; reads and lease requests
+		// are retried by the client until their deadline (with more endpoints it
+		// would fail over). Both are transient.
+		waitFor(t, 5*time.Second, "partitioned member refuses writes with ErrUnavailable", func(ctx context.Context) bool {
+			rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			_, err := holder.CreateIfAbsent(rctx, "probe", []byte("x"), 0)
+			if err == nil {
+				t.Fatalf("CreateIfAbsent on a partitioned member succeeded")
+			}
+			return errors.Is(err, backends.ErrUnavailable)
+		})
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
+		cancel()
+		if backends.Classify(err) != backends.ClassTransient {
+			t.Errorf("KeepAlive on a partitioned member = %v, want a transient error", err)
 		}
-		return errors.Is(err, backends.ErrUnavailable)
-	})
-	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
-	cancel()
-	if backends.Classify(err) != backends.ClassTransient {
-		t.Errorf("KeepAlive on a partitioned member = %v, want a transient error", err)
-	}
 
-	taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
-	if at.Before(sent.Add(e.TTL)) {
-		t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
-	}
-	if taken.CreateRevision <= e.CreateRevision {
-		t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
-	}
-	c.Heal(h)
-	waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
-		_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
-		return backends.Classify(err) == backends.ClassLost
+		taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
+		if at.Before(sent.Add(e.TTL)) {
+			t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
+		}
+		if taken.CreateRevision <= e.CreateRevision {
+			t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
+		}
+		c.Heal(h)
+		waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
+			_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
+			return backends.Classify(err) == backends.ClassLost
+		})
+		if _, err := holder.CreateIfAbsent(ctx, "claim", []byte("again"), time.Second); !errors.Is(err, backends.ErrExists) {
+			t.Errorf("holder's create while the other holds = %v, want ErrExists", err)
+		}
 	})
-	if _, err := holder.CreateIfAbsent(ctx, "claim", []byte("again"), time.Second); !errors.Is(err, backends.ErrExists) {
-		t.Errorf("holder's create while the other holds = %v, want ErrExists", err)
-	}
 }
 
 // TestFaultMemberRestart: the holder's member stops and comes back. While it
 // is down the holder cannot renew, the claim expires and another takes it;
 // after the restart the holder learns it lost, and tokens only grew.
 func TestFaultMemberRestart(t *testing.T) {
-	c := newCluster(t)
-	wall := clock.New()
-	prefix := newPrefix(t)
-	h := nonLeader(t, c)
-	o := nonLeader(t, c, h)
-	holder := memberStore(t, c, h, prefix)
-	other := memberStore(t, c, o, prefix)
-	ctx := testContext(t)
+	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+		c := newCluster(t)
+		wall := clock.New()
+		prefix := newPrefix(t)
+		h := nonLeader(t, c)
+		o := nonLeader(t, c, h)
+		holder := memberStore(t, c, h, prefix, opts...)
+		other := memberStore(t, c, o, prefix, opts...)
+		ctx := testContext(t)
 
-	sent := wall.Now()
-	e := mustCreate(t, holder, "claim", "holder", time.Second)
-	c.Stop(h)
-	// The taker's claim must outlive the restart below.
-	taken, at := takeOver(t, other, "claim", 10*time.Second, 10*time.Second, wall)
-	if at.Before(sent.Add(e.TTL)) {
-		t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
-	}
-	c.Restart(t, h)
-	if _, err := c.WaitLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
-		_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
-		return backends.Classify(err) == backends.ClassLost
+		sent := wall.Now()
+		e := mustCreate(t, holder, "claim", "holder", time.Second)
+		c.Stop(h)
+		// The taker's claim must outlive the restart below.
+		taken, at := takeOver(t, other, "claim", 10*time.Second, 10*time.Second, wall)
+		if at.Before(sent.Add(e.TTL)) {
+			t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
+		}
+		c.Restart(t, h)
+		if _, err := c.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
+			_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
+			return backends.Classify(err) == backends.ClassLost
+		})
+		if err := other.CompareAndDelete(ctx, "claim", taken.Revision); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		again := mustCreate(t, holder, "claim", "holder", time.Second)
+		if !(e.CreateRevision < taken.CreateRevision && taken.CreateRevision < again.CreateRevision) {
+			t.Errorf("tokens %d, %d, %d across the restart, want strictly increasing", e.CreateRevision, taken.CreateRevision, again.CreateRevision)
+		}
 	})
-	if err := other.CompareAndDelete(ctx, "claim", taken.Revision); err != nil {
-		t.Fatalf("release: %v", err)
-	}
-	again := mustCreate(t, holder, "claim", "holder", time.Second)
-	if !(e.CreateRevision < taken.CreateRevision && taken.CreateRevision < again.CreateRevision) {
-		t.Errorf("tokens %d, %d, %d across the restart, want strictly increasing", e.CreateRevision, taken.CreateRevision, again.CreateRevision)
-	}
 }
 
 // TestFaultLeaderChange: the etcd leader stops while a claim is held and
@@ -211,52 +225,54 @@ func TestFaultMemberRestart(t *testing.T) {
 // shortens them), and tokens issued before, during and after the change
 // strictly increase.
 func TestFaultLeaderChange(t *testing.T) {
-	c := newCluster(t)
-	prefix := newPrefix(t)
-	lead := c.Leader()
-	h := nonLeader(t, c, lead)
-	holder := memberStore(t, c, h, prefix)
-	ctx := testContext(t)
+	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+		c := newCluster(t)
+		prefix := newPrefix(t)
+		lead := c.Leader()
+		h := nonLeader(t, c, lead)
+		holder := memberStore(t, c, h, prefix, opts...)
+		ctx := testContext(t)
 
-	var tokens []int64
-	claim := mustCreate(t, holder, "claim", "holder", 2*time.Second)
-	tokens = append(tokens, claim.CreateRevision)
-	before := mustCreate(t, holder, "other", "x", 0)
-	tokens = append(tokens, before.CreateRevision)
+		var tokens []int64
+		claim := mustCreate(t, holder, "claim", "holder", 2*time.Second)
+		tokens = append(tokens, claim.CreateRevision)
+		before := mustCreate(t, holder, "other", "x", 0)
+		tokens = append(tokens, before.CreateRevision)
 
-	c.Stop(lead)
-	if nl, err := c.WaitLeader(ctx); err != nil || nl == lead {
-		t.Fatalf("new leader = %d, %v; want one other than %d", nl, err, lead)
-	}
-	// The claim survived the change: renewals succeed (after, at most, a few
-	// transient errors while the cluster elects).
-	waitFor(t, 5*time.Second, "renew after the leader change", func(ctx context.Context) bool {
-		rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		defer cancel()
-		got, err := holder.KeepAlive(rctx, "claim", claim.Revision, 2*time.Second)
-		if err != nil && backends.Classify(err) != backends.ClassTransient {
-			t.Fatalf("KeepAlive across the leader change = %v, want success or transient", err)
+		c.Stop(lead)
+		if nl, err := c.WaitLeader(ctx); err != nil || nl == lead {
+			t.Fatalf("new leader = %d, %v; want one other than %d", nl, err, lead)
 		}
-		return err == nil && got.CreateRevision == claim.CreateRevision
+		// The claim survived the change: renewals succeed (after, at most, a few
+		// transient errors while the cluster elects).
+		waitFor(t, 5*time.Second, "renew after the leader change", func(ctx context.Context) bool {
+			rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			got, err := holder.KeepAlive(rctx, "claim", claim.Revision, 2*time.Second)
+			if err != nil && backends.Classify(err) != backends.ClassTransient {
+				t.Fatalf("KeepAlive across the leader change = %v, want success or transient", err)
+			}
+			return err == nil && got.CreateRevision == claim.CreateRevision
+		})
+		if err := holder.CompareAndDelete(ctx, "claim", claim.Revision); err != nil {
+			t.Fatalf("release after the change: %v", err)
+		}
+		after := mustCreate(t, holder, "claim", "holder", 2*time.Second)
+		tokens = append(tokens, after.CreateRevision)
+
+		c.Restart(t, lead)
+		if _, err := c.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.CompareAndDelete(ctx, "claim", after.Revision); err != nil {
+			t.Fatalf("release after the old leader came back: %v", err)
+		}
+		last := mustCreate(t, holder, "claim", "holder", 2*time.Second)
+		tokens = append(tokens, last.CreateRevision)
+		for i := 1; i < len(tokens); i++ {
+			if tokens[i] <= tokens[i-1] {
+				t.Errorf("tokens %v: not strictly increasing at %d", tokens, i)
+			}
+		}
 	})
-	if err := holder.CompareAndDelete(ctx, "claim", claim.Revision); err != nil {
-		t.Fatalf("release after the change: %v", err)
-	}
-	after := mustCreate(t, holder, "claim", "holder", 2*time.Second)
-	tokens = append(tokens, after.CreateRevision)
-
-	c.Restart(t, lead)
-	if _, err := c.WaitLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.CompareAndDelete(ctx, "claim", after.Revision); err != nil {
-		t.Fatalf("release after the old leader came back: %v", err)
-	}
-	last := mustCreate(t, holder, "claim", "holder", 2*time.Second)
-	tokens = append(tokens, last.CreateRevision)
-	for i := 1; i < len(tokens); i++ {
-		if tokens[i] <= tokens[i-1] {
-			t.Errorf("tokens %v: not strictly increasing at %d", tokens, i)
-		}
-	}
 }

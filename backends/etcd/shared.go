@@ -215,7 +215,12 @@ func (sh *shared) round(reqs []*keepReq) {
 	for _, r := range reqs {
 		busy[r.k] = true
 	}
-	s.collectGarbage(ctx, busy)
+	// Garbage is never urgent, and the batch's keep-alives wait behind it:
+	// a collection that cannot finish within the server's shortest lease
+	// (a cut-off connection) is left for a later batch.
+	gctx, gcancel := context.WithTimeout(ctx, s.minTTL)
+	s.collectGarbage(gctx, busy)
+	gcancel()
 	if len(reqs) > 0 {
 		sh.serve(ctx, reqs)
 	}
