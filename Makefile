@@ -4,6 +4,7 @@
 #                 kube-apiserver first if it is not cached yet)
 #   make lint     gofmt, go vet, and a go.mod/go.sum tidiness check
 #   make bench    the benchmarks, with allocations
+#   make steady   three etcd candidates on one claim for 30 s, no term change
 #   make demo     the served-indexer demo on the embedded filestore
 
 GO        ?= go
@@ -16,7 +17,7 @@ BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 1
 # version and the hash of its tools module (see backends/kube/kubetest).
 APISERVER_BUILD := backends/kube/kubetest/apiserver/build.sh
 
-.PHONY: test lint bench demo kube-apiserver
+.PHONY: test lint bench steady demo kube-apiserver
 
 test:
 	@bin=$$($(APISERVER_BUILD)) || { echo "make test: building the test kube-apiserver failed" >&2; exit 1; }; \
@@ -40,6 +41,9 @@ bench:
 	@bin=$$($(APISERVER_BUILD)) || { echo "make bench: building the test kube-apiserver failed" >&2; exit 1; }; \
 	bin=$$(printf '%s\n' "$$bin" | tail -n 1); \
 	TENURE_KUBE_APISERVER="$$bin" $(GO) test $(BENCHFLAGS) $(PKGS)
+
+steady:
+	$(GO) test -race -count=1 -run '^TestSteadyLeader$$' ./backends/etcd -args -etcd.steady=30s
 
 demo:
 	$(GO) run ./examples/indexer demo

@@ -147,46 +147,40 @@ func startElector(t *testing.T, c *etcdtest.Cluster, i int, prefix, who string, 
 // then, not later), the server expires its claim, the other elector takes
 // over with a higher token, and the two terms never overlap.
 func TestFaultElectorBlackholed(t *testing.T) {
-	for _, shared := range []bool{false, true} {
-		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
-			var opts []etcd.Option
-			if shared {
-				opts = append(opts, etcd.WithSharedLease(100*time.Millisecond))
-			}
-			c := newCluster(t)
-			prefix := newPrefix(t)
-			h := nonLeader(t, c)
-			o := nonLeader(t, c, h)
-			ts := newTerms()
-			a := startElector(t, c, h, prefix, "a", ts, opts...)
-			if who := ts.next(t, 10*time.Second); who != "a" {
-				t.Fatalf("first leader %q, want a", who)
-			}
-			startElector(t, c, o, prefix, "b", ts, opts...)
+	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+		c := newCluster(t)
+		prefix := newPrefix(t)
+		h := nonLeader(t, c)
+		o := nonLeader(t, c, h)
+		ts := newTerms()
+		a := startElector(t, c, h, prefix, "a", ts, opts...)
+		if who := ts.next(t, 10*time.Second); who != "a" {
+			t.Fatalf("first leader %q, want a", who)
+		}
+		startElector(t, c, o, prefix, "b", ts, opts...)
 
-			c.Blackhole(h)
-			aEnded := ts.ended("a")
-			if who := ts.next(t, 10*time.Second); who != "b" {
-				t.Fatalf("leader after the blackhole %q, want b", who)
-			}
-			select {
-			case <-aEnded:
-			case <-testContext(t).Done():
-				t.Fatalf("a's term never ended")
-			}
-			if a.IsLeader() {
-				t.Errorf("a still reports leading after b was elected")
-			}
-			all := ts.check(t)
-			first := all[0]
-			// The leadership context ends at the deadline at the latest (a
-			// few milliseconds of timer scheduling aside).
-			if late := first.end.Sub(first.deadline); late > 50*time.Millisecond {
-				t.Errorf("a stopped acting %v after its local deadline", late)
-			}
-			c.Unblackhole(h)
-		})
-	}
+		c.Blackhole(h)
+		aEnded := ts.ended("a")
+		if who := ts.next(t, 10*time.Second); who != "b" {
+			t.Fatalf("leader after the blackhole %q, want b", who)
+		}
+		select {
+		case <-aEnded:
+		case <-testContext(t).Done():
+			t.Fatalf("a's term never ended")
+		}
+		if a.IsLeader() {
+			t.Errorf("a still reports leading after b was elected")
+		}
+		all := ts.check(t)
+		first := all[0]
+		// The leadership context ends at the deadline at the latest (a
+		// few milliseconds of timer scheduling aside).
+		if late := first.end.Sub(first.deadline); late > 50*time.Millisecond {
+			t.Errorf("a stopped acting %v after its local deadline", late)
+		}
+		c.Unblackhole(h)
+	})
 }
 
 // TestFaultElectorLeaderChanges: electors on all three members while the
@@ -194,51 +188,53 @@ func TestFaultElectorBlackholed(t *testing.T) {
 // partitioned away. Whatever happens to who leads, terms never overlap and
 // tokens strictly increase.
 func TestFaultElectorLeaderChanges(t *testing.T) {
-	c := newCluster(t)
-	prefix := newPrefix(t)
-	ts := newTerms()
-	els := make([]*elector.Elector, c.Size())
-	for i := range els {
-		els[i] = startElector(t, c, i, prefix, fmt.Sprintf("e%d", i), ts)
-	}
-	ts.next(t, 10*time.Second)
-	ctx := testContext(t)
-	someoneLeads := func(except int) func(context.Context) bool {
-		return func(context.Context) bool {
-			for i, el := range els {
-				if i != except && el.IsLeader() {
-					return true
+	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+		c := newCluster(t)
+		prefix := newPrefix(t)
+		ts := newTerms()
+		els := make([]*elector.Elector, c.Size())
+		for i := range els {
+			els[i] = startElector(t, c, i, prefix, fmt.Sprintf("e%d", i), ts, opts...)
+		}
+		ts.next(t, 10*time.Second)
+		ctx := testContext(t)
+		someoneLeads := func(except int) func(context.Context) bool {
+			return func(context.Context) bool {
+				for i, el := range els {
+					if i != except && el.IsLeader() {
+						return true
+					}
 				}
+				return false
 			}
-			return false
 		}
-	}
-	for round := 0; round < 2; round++ {
-		lead, err := c.WaitLeader(ctx)
-		if err != nil {
-			t.Fatal(err)
+		for round := 0; round < 2; round++ {
+			lead, err := c.WaitLeader(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Stop(lead)
+			if _, err := c.WaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// An elector on a running member leads, through the change.
+			waitFor(t, 10*time.Second, "a leader on a running member", someoneLeads(lead))
+			c.Restart(t, lead)
+			if _, err := c.WaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-		c.Stop(lead)
-		if _, err := c.WaitLeader(ctx); err != nil {
-			t.Fatal(err)
+		p := nonLeader(t, c)
+		c.Partition(p)
+		waitFor(t, 10*time.Second, "the partitioned member's elector does not lead", func(context.Context) bool { return !els[p].IsLeader() })
+		waitFor(t, 10*time.Second, "a leader in the majority", someoneLeads(p))
+		c.Heal(p)
+		all := ts.check(t)
+		if len(all) == 0 {
+			t.Fatalf("no terms recorded")
 		}
-		// An elector on a running member leads, through the change.
-		waitFor(t, 10*time.Second, "a leader on a running member", someoneLeads(lead))
-		c.Restart(t, lead)
-		if _, err := c.WaitLeader(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p := nonLeader(t, c)
-	c.Partition(p)
-	waitFor(t, 10*time.Second, "the partitioned member's elector does not lead", func(context.Context) bool { return !els[p].IsLeader() })
-	waitFor(t, 10*time.Second, "a leader in the majority", someoneLeads(p))
-	c.Heal(p)
-	all := ts.check(t)
-	if len(all) == 0 {
-		t.Fatalf("no terms recorded")
-	}
-	t.Logf("%d terms; tokens %v", len(all), tokensOf(all))
+		t.Logf("%d terms; tokens %v", len(all), tokensOf(all))
+	})
 }
 
 func tokensOf(ts []term) []int64 {

@@ -10,7 +10,10 @@
 // nothing left behind.
 //
 // With ElectionMs=100 the server's minimum lease TTL is 1 s (etcd grants at
-// least ceil(1.5 × election timeout), in whole seconds).
+// least ceil(1.5 × election timeout), in whole seconds). Start with
+// DefaultTimings runs etcd's own defaults instead (100 ms ticks, 1 s election
+// timeout, so a 2 s minimum lease, and fsync on), as a production server
+// would.
 package etcdtest
 
 import (
@@ -50,7 +53,8 @@ func LeakOptions() []goleak.Option {
 // Server is a running single-member etcd. Start, Stop and Restart are called
 // from the test goroutine; Endpoints and Client are safe for concurrent use.
 type Server struct {
-	dir string
+	dir      string
+	defaults bool // etcd's default timings and fsync
 
 	mu        sync.Mutex
 	etcd      *embed.Etcd // nil while stopped
@@ -58,11 +62,22 @@ type Server struct {
 	peerURL   url.URL
 }
 
+// Option configures a Server.
+type Option func(*Server)
+
+// DefaultTimings makes the server run etcd's default raft timings (100 ms
+// ticks, a 1 s election timeout, so a 2 s minimum lease) with fsync on,
+// instead of the fast test configuration.
+func DefaultTimings() Option { return func(s *Server) { s.defaults = true } }
+
 // Start starts an etcd for the test, waits until it serves, and stops it at
 // cleanup.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	s := &Server{dir: t.TempDir()}
+	for _, o := range opts {
+		o(s)
+	}
 	zero, _ := url.Parse("http://127.0.0.1:0") // the kernel picks the ports
 	s.clientURL, s.peerURL = *zero, *zero
 	if err := s.start(); err != nil {
@@ -126,6 +141,10 @@ func (s *Server) start() error {
 	s.mu.Unlock()
 
 	cfg := fastConfig("etcdtest", s.dir)
+	if s.defaults {
+		def := embed.NewConfig()
+		cfg.TickMs, cfg.ElectionMs, cfg.UnsafeNoFsync = def.TickMs, def.ElectionMs, def.UnsafeNoFsync
+	}
 	cfg.ListenClientUrls = []url.URL{clientURL}
 	cfg.AdvertiseClientUrls = []url.URL{clientURL}
 	cfg.ListenPeerUrls = []url.URL{peerURL}
