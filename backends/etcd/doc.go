@@ -61,15 +61,28 @@
 //
 // # What it costs
 //
-// In etcd requests: CreateIfAbsent and CompareAndSet with a TTL, two (a lease
-// grant, then the transaction), and two more when the compare fails (the
-// current entry's TTL, and revoking the unused lease); without a TTL, one.
-// CompareAndDelete, one. KeepAlive, two (the read, then KeepAliveOnce), and
-// a third (the lease's attached keys) for an entry this store did not
-// write. Get, two for an entry with a TTL (the key, then its lease); List,
-// one plus one per distinct lease; Watch, one read plus the stream. With a
-// shared lease a write with a TTL is also two (a keep-alive of the shared
-// lease instead of a grant, and nothing to revoke).
+// In etcd requests: CreateIfAbsent with a TTL, one when it is refused (the
+// key is held: what a follower's attempt meets), because the store reads
+// the key before asking for a lease, and three when it succeeds (the read,
+// a lease grant, the transaction). CompareAndSet with a TTL, two (a lease
+// grant, then the transaction), and one more when the compare fails
+// (revoking the unused lease); without a TTL, one. CompareAndDelete, one.
+// A conflict reports the current entry without asking etcd for its lease:
+// its TTL is the lease's when the store wrote it, else the server's
+// minimum, and its Remaining is 0 (unknown); Get reports both. KeepAlive,
+// two (the read, then KeepAliveOnce), and a third (the lease's attached
+// keys) for an entry this store did not write. Get, two for an entry with
+// a TTL (the key, then its lease); List, one plus one per distinct lease;
+// Watch, one read plus the stream.
+//
+// With a shared lease, a write with a TTL goes out at once when the store
+// kept its lease alive less than half a TTL ago (a refused write then costs
+// the transaction alone, a successful one a keep-alive after it); otherwise
+// a create reads the key first as above, and a write keeps the lease alive
+// (or grants one) before the transaction. A keep-alive after a write finds
+// the lease alive, since etcd keeps it at least a TTL from the last one; if
+// it was gone all the same, its revocation deleted the entry, and the write
+// fails as unavailable.
 //
 // # One lease for many claims
 //

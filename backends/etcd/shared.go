@@ -254,7 +254,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			s.forgetRev(r.k, r.rev)
 			ce := &backends.ConflictError{Op: "keepalive", Key: r.key, Expected: r.rev}
 			if resp, err := s.cli.Get(opctx(ctx), r.k); err == nil && len(resp.Kvs) > 0 {
-				ce.Current, ce.Found = s.current(ctx, resp.Kvs[0]), true
+				ce.Current, ce.Found = s.current(resp.Kvs[0]), true
 			}
 			r.done <- keepResult{err: fmt.Errorf("etcd: %w", ce)}
 		default:
@@ -263,6 +263,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 		}
 	}
 	for id, rs := range byLease {
+		sent := s.clock.Now()
 		ka, err := s.cli.KeepAliveOnce(opctx(ctx), id)
 		if isLeaseNotFound(err) {
 			s.leaseGone(id)
@@ -277,6 +278,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			}
 			continue
 		}
+		s.kept(id, sent)
 		granted := seconds(ka.TTL)
 		for _, r := range rs {
 			e, ok := s.renewed(r.k, r.rev, id, granted, r.start)
@@ -482,10 +484,13 @@ func (s *Store) dropGarbage(g garbage) {
 	}
 }
 
-// sharedLease returns the shared lease for secs, kept alive (or granted)
-// after the call started, so that an entry written on it lives at least
-// secs from the call's start.
-func (s *Store) sharedLease(ctx context.Context, secs int64) (writeLease, error) {
+// sharedLease returns the shared lease for secs, granting one if the store
+// has none (fresh). With later, one the store kept alive less than half its
+// TTL ago is returned without a request (see leaseFor): etcd keeps it at
+// least that long, so a write on it finds it alive. Otherwise it is kept
+// alive first, after the call started, so that an entry written on it lives
+// at least secs from the call's start.
+func (s *Store) sharedLease(ctx context.Context, secs int64, later bool) (writeLease, error) {
 	for {
 		s.mu.Lock()
 		g := s.groups[secs]
@@ -503,7 +508,12 @@ func (s *Store) sharedLease(ctx context.Context, secs int64) (writeLease, error)
 			}
 		}
 		if id := g.id; id != clientv3.NoLease {
+			granted, ready := g.granted, s.readyLocked(g)
 			s.mu.Unlock()
+			if later && ready {
+				return writeLease{id: id, granted: granted, shared: true}, nil
+			}
+			sent := s.clock.Now()
 			ka, err := s.cli.KeepAliveOnce(opctx(ctx), id)
 			if isLeaseNotFound(err) {
 				s.leaseGone(id)
@@ -512,24 +522,54 @@ func (s *Store) sharedLease(ctx context.Context, secs int64) (writeLease, error)
 			if err != nil {
 				return writeLease{}, err
 			}
-			return writeLease{id: id, granted: seconds(ka.TTL), shared: true}, nil
+			s.kept(id, sent)
+			return writeLease{id: id, granted: seconds(ka.TTL), shared: true, fresh: true}, nil
 		}
 		ch := make(chan struct{})
 		g.granting = ch
 		s.mu.Unlock()
 
+		sent := s.clock.Now()
 		resp, err := s.cli.Grant(opctx(ctx), secs)
 		s.mu.Lock()
 		g.granting = nil
 		close(ch)
 		if err == nil {
-			g.id, g.granted = resp.ID, seconds(resp.TTL)
+			g.id, g.granted, g.keptAt = resp.ID, seconds(resp.TTL), sent
 		}
 		s.mu.Unlock()
 		if err != nil {
 			return writeLease{}, err
 		}
-		return writeLease{id: resp.ID, granted: seconds(resp.TTL), shared: true}, nil
+		return writeLease{id: resp.ID, granted: seconds(resp.TTL), shared: true, fresh: true}, nil
+	}
+}
+
+// leaseReady reports whether a write of secs seconds can go out without a
+// lease request first: the store has a shared lease for secs that it kept
+// alive less than half its TTL ago.
+func (s *Store) leaseReady(secs int64) bool {
+	if s.shared == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[secs]
+	return g != nil && g.id != clientv3.NoLease && g.granting == nil && s.readyLocked(g)
+}
+
+func (s *Store) readyLocked(g *leaseGroup) bool {
+	return s.clock.Now().Before(g.keptAt.Add(g.granted / 2))
+}
+
+// kept records a successful keep-alive of lease id sent at sent.
+func (s *Store) kept(id clientv3.LeaseID, sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.groups {
+		if g.id == id && sent.After(g.keptAt) {
+			g.keptAt = sent
+		}
 	}
 }
 

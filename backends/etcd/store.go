@@ -85,6 +85,9 @@ type leaseGroup struct {
 	id       clientv3.LeaseID // 0 while there is none
 	granted  time.Duration
 	granting chan struct{} // non-nil while a Grant is in flight; closed after it
+	// keptAt is when the last successful grant or keep-alive of id was
+	// sent: etcd keeps the lease at least until keptAt + granted.
+	keptAt time.Time
 }
 
 // Option configures a Store.
@@ -305,20 +308,21 @@ func (s *Store) leaseTTLs(ctx context.Context, ids []clientv3.LeaseID) (map[clie
 }
 
 // current converts the entry a failed compare found into the Current of a
-// ConflictError, with its TTL as etcd reports it. The TTL is best effort:
-// if etcd cannot say, TTL is the server's minimum (the lease had at least
-// that) and Remaining is 0.
-func (s *Store) current(ctx context.Context, kv *mvccpb.KeyValue) backends.Entry {
+// ConflictError. It sends no request: a conflict is what a follower's
+// attempt meets, and the attempt costs its one transaction, no more. TTL is
+// the granted TTL of the entry's lease when the store wrote the entry
+// itself, else the server's minimum (the lease had at least that);
+// Remaining is 0, unknown. Get reports both as etcd sees them.
+func (s *Store) current(kv *mvccpb.KeyValue) backends.Entry {
 	e := s.entry(kv)
 	if kv.Lease == 0 {
 		return e
 	}
 	e.TTL = s.minTTL
-	ttls, err := s.leaseTTLs(ctx, []clientv3.LeaseID{clientv3.LeaseID(kv.Lease)})
-	if err == nil {
-		if t := ttls[clientv3.LeaseID(kv.Lease)]; !t.gone {
-			e.TTL, e.Remaining = t.granted, t.remaining
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.held[string(kv.Key)]; h != nil && h.lease == clientv3.LeaseID(kv.Lease) && h.granted > 0 {
+		e.TTL = h.granted
 	}
 	return e
 }
@@ -423,19 +427,44 @@ func (s *Store) put(ctx context.Context, op, key string, rev int64, value []byte
 	s.beginWrite(k)
 	defer s.endWrite(k)
 
-	wl, err := s.leaseFor(ctx, secs)
-	if err != nil {
-		return backends.Entry{}, s.fail(op, key, err)
+	if secs > 0 && rev == 0 && !s.leaseReady(secs) {
+		// A follower's create meets a held claim far more often than a free
+		// one: when the write would need a lease request first (a grant, or
+		// a keep-alive of a shared lease the store has not kept alive
+		// lately), read first, so that a refused create costs one request.
+		resp, err := s.cli.Get(opctx(ctx), k)
+		if err != nil {
+			return backends.Entry{}, s.fail(op, key, err)
+		}
+		if len(resp.Kvs) > 0 {
+			ce := &backends.ConflictError{Op: op, Key: key, Expected: rev, Current: s.current(resp.Kvs[0]), Found: true}
+			return backends.Entry{}, fmt.Errorf("etcd: %w", ce)
+		}
 	}
-	putOpts := []clientv3.OpOption{clientv3.WithPrevKV()}
-	if wl.id != clientv3.NoLease {
-		putOpts = append(putOpts, clientv3.WithLease(wl.id))
+	var wl writeLease
+	var resp *clientv3.TxnResponse
+	for {
+		wl, err = s.leaseFor(ctx, secs, true)
+		if err != nil {
+			return backends.Entry{}, s.fail(op, key, err)
+		}
+		putOpts := []clientv3.OpOption{clientv3.WithPrevKV()}
+		if wl.id != clientv3.NoLease {
+			putOpts = append(putOpts, clientv3.WithLease(wl.id))
+		}
+		resp, err = s.cli.Txn(opctx(ctx)).
+			If(cmpRevision(k, rev)).
+			Then(clientv3.OpPut(k, string(value), putOpts...)).
+			Else(clientv3.OpGet(k)).
+			Commit()
+		if err != nil && wl.shared && !wl.fresh && isLeaseNotFound(err) {
+			// The shared lease expired since its last keep-alive: etcd
+			// refused the put. Grant a new one.
+			s.leaseGone(wl.id)
+			continue
+		}
+		break
 	}
-	resp, err := s.cli.Txn(opctx(ctx)).
-		If(cmpRevision(k, rev)).
-		Then(clientv3.OpPut(k, string(value), putOpts...)).
-		Else(clientv3.OpGet(k)).
-		Commit()
 	if err != nil {
 		if unknownOutcome(err) {
 			s.writeUnknown(k, wl)
@@ -448,9 +477,12 @@ func (s *Store) put(ctx context.Context, op, key string, rev int64, value []byte
 		s.discardLease(ctx, wl)
 		ce := &backends.ConflictError{Op: op, Key: key, Expected: rev}
 		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			ce.Current, ce.Found = s.current(ctx, kvs[0]), true
+			ce.Current, ce.Found = s.current(kvs[0]), true
 		}
 		return backends.Entry{}, fmt.Errorf("etcd: %w", ce)
+	}
+	if err := s.confirmShared(ctx, k, &wl); err != nil {
+		return backends.Entry{}, s.fail(op, key, err)
 	}
 	e := backends.Entry{
 		Key:            key,
@@ -503,7 +535,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 	if !resp.Succeeded {
 		ce := &backends.ConflictError{Op: "delete", Key: key, Expected: rev}
 		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			ce.Current, ce.Found = s.current(ctx, kvs[0]), true
+			ce.Current, ce.Found = s.current(kvs[0]), true
 		}
 		return fmt.Errorf("etcd: %w", ce)
 	}
@@ -516,23 +548,57 @@ type writeLease struct {
 	id      clientv3.LeaseID // NoLease for an entry without TTL
 	granted time.Duration
 	shared  bool
+	// fresh: granted for this write, after it began. A shared lease that
+	// is not fresh was kept alive last before the write began, and the
+	// write must keep it alive once it has succeeded (confirmShared).
+	fresh bool
 }
 
-// leaseFor returns a lease whose expiry is at least secs seconds after the
-// call started: a fresh per-entry grant, or the shared lease of that TTL
-// kept alive (or granted) now.
-func (s *Store) leaseFor(ctx context.Context, secs int64) (writeLease, error) {
+// leaseFor returns a lease for a write of secs seconds: a fresh per-entry
+// grant, or the shared lease of that TTL. With later, a shared lease the
+// store already has is returned without a request, and the writer keeps it
+// alive after a successful write (confirmShared): a refused write, which is
+// what most writes on a claim are, then costs its transaction alone.
+// Without later, it is kept alive now, so that it lives at least secs from
+// the call's start.
+func (s *Store) leaseFor(ctx context.Context, secs int64, later bool) (writeLease, error) {
 	if secs == 0 {
 		return writeLease{}, nil
 	}
 	if s.shared != nil {
-		return s.sharedLease(ctx, secs)
+		return s.sharedLease(ctx, secs, later)
 	}
 	resp, err := s.cli.Grant(opctx(ctx), secs)
 	if err != nil {
 		return writeLease{}, err
 	}
-	return writeLease{id: resp.ID, granted: seconds(resp.TTL)}, nil
+	return writeLease{id: resp.ID, granted: seconds(resp.TTL), fresh: true}, nil
+}
+
+// confirmShared keeps alive the shared lease a successful write of k put
+// its entry on, when it was not kept alive after the write began, so that
+// the entry lives at least its TTL from the write's start. If the lease
+// expired in between, its revocation deleted the entry with it: the write
+// fails as unavailable (nobody holds the key). If the keep-alive's outcome
+// is unknown, the entry may outlive nobody's claim: it is marked for the
+// garbage collector, and the write fails as the keep-alive did.
+func (s *Store) confirmShared(ctx context.Context, k string, wl *writeLease) error {
+	if !wl.shared || wl.fresh {
+		return nil
+	}
+	sent := s.clock.Now()
+	ka, err := s.cli.KeepAliveOnce(opctx(ctx), wl.id)
+	if isLeaseNotFound(err) {
+		s.leaseGone(wl.id)
+		return fmt.Errorf("the shared lease expired as the entry was written, and its revocation deleted the entry: %w", backends.ErrUnavailable)
+	}
+	if err != nil {
+		s.writeUnknown(k, *wl)
+		return err
+	}
+	s.kept(wl.id, sent)
+	wl.granted = seconds(ka.TTL)
+	return nil
 }
 
 // discardLease revokes a per-entry lease whose write certainly did not
@@ -596,7 +662,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != rev {
 		ce := &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev}
 		if len(resp.Kvs) > 0 {
-			ce.Current, ce.Found = s.current(ctx, resp.Kvs[0]), true
+			ce.Current, ce.Found = s.current(resp.Kvs[0]), true
 		}
 		return backends.Entry{}, fmt.Errorf("etcd: %w", ce)
 	}

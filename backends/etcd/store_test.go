@@ -60,8 +60,10 @@ func TestCreateIfAbsent(t *testing.T) {
 	if !errors.Is(err, backends.ErrExists) || !ce.Found || ce.Current.Revision != e.Revision || string(ce.Current.Value) != "v1" {
 		t.Errorf("second CreateIfAbsent = %v (current %+v), want ErrExists with the first entry", err, ce.Current)
 	}
-	if ce.Current.TTL != 2*time.Second || ce.Current.Remaining <= 0 || ce.Current.Remaining > 2*time.Second {
-		t.Errorf("conflict's current TTL %v, Remaining %v; want 2s and (0, 2s]", ce.Current.TTL, ce.Current.Remaining)
+	// A conflict costs no request beyond the write: the current entry's TTL
+	// is its lease's when the store wrote it, and Remaining is unknown.
+	if ce.Current.TTL != 2*time.Second || ce.Current.Remaining != 0 {
+		t.Errorf("conflict's current TTL %v, Remaining %v; want 2s and 0 (unknown)", ce.Current.TTL, ce.Current.Remaining)
 	}
 	if got := backends.Classify(err); got != backends.ClassLost {
 		t.Errorf("Classify(second create) = %v, want lost", got)
@@ -546,5 +548,43 @@ func TestOpenURL(t *testing.T) {
 	u.Path = ""
 	if _, err := etcd.OpenURL(ctx, u); !errors.Is(err, backends.ErrInvalid) {
 		t.Errorf("OpenURL without prefix = %v, want ErrInvalid", err)
+	}
+}
+
+// TestRefusedCreateCostsOneRequest: a create refused because another
+// process holds the key (what a follower's attempt is, each time its watch
+// sees the claim change) costs one request, in both lease modes, whether
+// or not the store has a lease at hand: no lease grant or keep-alive before
+// it, no lease lookup for the conflict, no revoke after it. Before, it cost
+// four with a lease per entry (grant, transaction, TTL lookup, revoke) and
+// three with the shared lease (keep-alive or grant, transaction, TTL
+// lookup).
+func TestRefusedCreateCostsOneRequest(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts []etcd.Option
+	}{
+		{"lease=per-entry", nil},
+		{"lease=shared", []etcd.Option{etcd.WithSharedLease(0)}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			f := newFixture(t, mode.opts...)
+			ctx := testContext(t)
+			held := mustCreate(t, f.peer(t), "claim", "leader", 2*time.Second)
+			try := func(when string) {
+				t.Helper()
+				f.reqs.reset()
+				_, err := f.store.CreateIfAbsent(ctx, "claim", []byte("follower"), 2*time.Second)
+				if ce := conflict(t, "follower's create", err); !ce.Found || ce.Current.Revision != held.Revision || string(ce.Current.Value) != "leader" {
+					t.Errorf("follower's create %s: conflict %+v, want the leader's entry at revision %d", when, ce, held.Revision)
+				}
+				if got := f.reqs.Load(); got != 1 {
+					t.Errorf("follower's create %s cost %d requests (%s), want 1", when, got, f.reqs)
+				}
+			}
+			try("with no lease at hand")
+			mustCreate(t, f.store, "own", "v", 2*time.Second) // a lease kept alive just now
+			try("right after a write of its own")
+		})
 	}
 }

@@ -65,7 +65,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 			leases[i] = wl
 			continue
 		}
-		wl, err := s.leaseFor(ctx, secs[i])
+		wl, err := s.leaseFor(ctx, secs[i], false)
 		if err != nil {
 			discard()
 			return backends.TxnResult{}, s.fail("txn", ops[i].Key, err)
@@ -162,7 +162,7 @@ func (s *Store) txnConflict(ctx context.Context, conds []backends.Cond, reads []
 		}
 		ce := &backends.ConflictError{Op: "txn", Key: c.Key, Expected: c.Revision}
 		if kv != nil {
-			ce.Current, ce.Found = s.current(ctx, kv), true
+			ce.Current, ce.Found = s.current(kv), true
 		}
 		return ce
 	}
