@@ -70,10 +70,13 @@
 // A conflict reports the current entry without asking etcd for its lease:
 // its TTL is the lease's when the store wrote it, else the server's
 // minimum, and its Remaining is 0 (unknown); Get reports both. KeepAlive,
-// two (the read, then KeepAliveOnce), and a third (the lease's attached
+// two (the read, then a keep-alive), and a third (the lease's attached
 // keys) for an entry this store did not write. Get, two for an entry with
 // a TTL (the key, then its lease); List, one plus one per distinct lease;
-// Watch, one read plus the stream.
+// Watch, one read plus the stream. Lease keep-alives are messages on one
+// stream per store, opened once (and again after it fails or a caller gives
+// up on it), not a stream each: opening one costs the client and the
+// server far more than the message.
 //
 // With a shared lease, a write with a TTL goes out at once when the store
 // kept its lease alive less than half a TTL ago (a refused write then costs
@@ -91,7 +94,7 @@
 // batch reads the entries it verifies in one request (the keys themselves,
 // or the key range they span when they are many; so keep such keys under a
 // common prefix), and then keeps the shared lease alive with one
-// KeepAliveOnce, sent after the read and after every call in the batch
+// keep-alive, sent after the read and after every call in the batch
 // began. A process holding a thousand claims thus costs about two requests
 // per batch interval (at most one batch per interval, default
 // [DefaultSharedBatch]), instead of two per claim per renewal. A call waits

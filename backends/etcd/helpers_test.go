@@ -47,10 +47,27 @@ func testContext(t testing.TB) context.Context {
 type counter struct {
 	mu       sync.Mutex
 	byMethod map[string]int64 // guarded by mu
+	streams  map[string]int64 // guarded by mu; streams opened, by method
 	total    atomic.Int64
 }
 
-func newCounter() *counter { return &counter{byMethod: make(map[string]int64)} }
+func newCounter() *counter {
+	return &counter{byMethod: make(map[string]int64), streams: make(map[string]int64)}
+}
+
+// opened counts a stream opened for method.
+func (c *counter) opened(method string) {
+	c.mu.Lock()
+	c.streams[method[strings.LastIndexByte(method, '/')+1:]]++
+	c.mu.Unlock()
+}
+
+// streamsOf is how many streams were opened for method (its last element).
+func (c *counter) streamsOf(method string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[method]
+}
 
 func (c *counter) add(method string) {
 	c.total.Add(1)
@@ -76,6 +93,7 @@ func (c *counter) String() string {
 func (c *counter) reset() {
 	c.mu.Lock()
 	c.byMethod = make(map[string]int64)
+	c.streams = make(map[string]int64)
 	c.mu.Unlock()
 	c.total.Store(0)
 }
@@ -91,6 +109,7 @@ func (c *counter) dialOptions() []grpc.DialOption {
 			if err != nil {
 				return nil, err
 			}
+			c.opened(method)
 			return &countingStream{ClientStream: cs, c: c, method: method}, nil
 		}),
 	}

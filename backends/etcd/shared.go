@@ -26,7 +26,7 @@ const (
 
 // shared answers KeepAlive calls on entries of the store's shared leases in
 // batches. One batch reads every entry it verifies in one request and keeps
-// each shared lease involved alive with one KeepAliveOnce, after the read.
+// each shared lease involved alive with one keep-alive, after the read.
 // It also deletes entries nobody keeps alive any more, so that a shared
 // lease never keeps a dead claim alive.
 type shared struct {
@@ -264,7 +264,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 	}
 	for id, rs := range byLease {
 		sent := s.clock.Now()
-		ka, err := s.cli.KeepAliveOnce(opctx(ctx), id)
+		ttl, err := s.keepAliveOnce(ctx, id)
 		if isLeaseNotFound(err) {
 			s.leaseGone(id)
 			for _, r := range rs {
@@ -279,7 +279,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			continue
 		}
 		s.kept(id, sent)
-		granted := seconds(ka.TTL)
+		granted := seconds(ttl)
 		for _, r := range rs {
 			e, ok := s.renewed(r.k, r.rev, id, granted, r.start)
 			if !ok {
@@ -514,7 +514,7 @@ func (s *Store) sharedLease(ctx context.Context, secs int64, later bool) (writeL
 				return writeLease{id: id, granted: granted, shared: true}, nil
 			}
 			sent := s.clock.Now()
-			ka, err := s.cli.KeepAliveOnce(opctx(ctx), id)
+			ttl, err := s.keepAliveOnce(ctx, id)
 			if isLeaseNotFound(err) {
 				s.leaseGone(id)
 				continue
@@ -523,7 +523,7 @@ func (s *Store) sharedLease(ctx context.Context, secs int64, later bool) (writeL
 				return writeLease{}, err
 			}
 			s.kept(id, sent)
-			return writeLease{id: id, granted: seconds(ka.TTL), shared: true, fresh: true}, nil
+			return writeLease{id: id, granted: seconds(ttl), shared: true, fresh: true}, nil
 		}
 		ch := make(chan struct{})
 		g.granting = ch

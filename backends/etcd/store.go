@@ -39,6 +39,7 @@ type Store struct {
 	minTTL     time.Duration
 
 	shared *shared // nil unless WithSharedLease
+	keeper keeper  // the stream of lease keep-alives
 
 	// ctx is done when Close is called; watches and the batcher derive from it.
 	ctx    context.Context
@@ -165,6 +166,7 @@ func newStore(ctx context.Context, cli *clientv3.Client, owns bool, prefix strin
 		return nil, err
 	}
 	s.minTTL = minTTL
+	s.keeper.s = s
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if o.shared {
 		s.shared = newShared(s, o.batch)
@@ -587,7 +589,7 @@ func (s *Store) confirmShared(ctx context.Context, k string, wl *writeLease) err
 		return nil
 	}
 	sent := s.clock.Now()
-	ka, err := s.cli.KeepAliveOnce(opctx(ctx), wl.id)
+	ttl, err := s.keepAliveOnce(ctx, wl.id)
 	if isLeaseNotFound(err) {
 		s.leaseGone(wl.id)
 		return fmt.Errorf("the shared lease expired as the entry was written, and its revocation deleted the entry: %w", backends.ErrUnavailable)
@@ -597,7 +599,7 @@ func (s *Store) confirmShared(ctx context.Context, k string, wl *writeLease) err
 		return err
 	}
 	s.kept(wl.id, sent)
-	wl.granted = seconds(ka.TTL)
+	wl.granted = seconds(ttl)
 	return nil
 }
 
@@ -615,7 +617,7 @@ func (s *Store) discardLease(ctx context.Context, wl writeLease) {
 //
 // etcd has no "keep this lease alive if that key is at this revision"
 // operation, so KeepAlive reads the key, checks its ModRevision, then keeps
-// its lease alive (KeepAliveOnce). That is still linearizable at the read,
+// its lease alive (one keep-alive). That is still linearizable at the read,
 // because the lease it refreshes keeps nothing else alive: a per-entry lease
 // is granted for one write of one key and never attached to anything else,
 // so if the key changed or went away between the read and the keep-alive,
@@ -699,7 +701,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its lease was granted, and etcd cannot lengthen a lease without rewriting the key: %w",
 			key, ttl, granted, backends.ErrInvalid)
 	}
-	ka, err := s.cli.KeepAliveOnce(opctx(ctx), id)
+	renewed, err := s.keepAliveOnce(ctx, id)
 	if isLeaseNotFound(err) {
 		s.forget(k, id)
 		return backends.Entry{}, s.lost(key, rev)
@@ -708,7 +710,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 		return backends.Entry{}, s.fail("keepalive", key, err)
 	}
 	e := s.entry(kv)
-	e.TTL = seconds(ka.TTL)
+	e.TTL = seconds(renewed)
 	e.Remaining = e.TTL
 	s.wrote(k, e, writeLease{id: id, granted: e.TTL}, start)
 	return e, nil

@@ -588,3 +588,33 @@ func TestRefusedCreateCostsOneRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepAlivesShareOneStream: a store's lease keep-alives go out on one
+// stream, one message each, in both lease modes; clientv3's KeepAliveOnce,
+// used before, opened a stream per keep-alive, which costs the client and
+// the server far more than the message.
+func TestKeepAlivesShareOneStream(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts []etcd.Option
+	}{
+		{"lease=per-entry", nil},
+		{"lease=shared", []etcd.Option{etcd.WithSharedLease(time.Millisecond)}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			f := newFixture(t, mode.opts...)
+			ctx := testContext(t)
+			e := mustCreate(t, f.store, "claim", "v", 2*time.Second)
+			f.reqs.reset()
+			const n = 5
+			for i := 0; i < n; i++ {
+				if _, err := f.store.KeepAlive(ctx, "claim", e.Revision, 2*time.Second); err != nil {
+					t.Fatalf("KeepAlive %d: %v", i, err)
+				}
+			}
+			if got := f.reqs.streamsOf("LeaseKeepAlive"); got > 1 {
+				t.Errorf("%d keep-alives opened %d keep-alive streams (%s), want at most 1", n, got, f.reqs)
+			}
+		})
+	}
+}
