@@ -18,23 +18,31 @@ import (
 // server answers a stream's requests one by one, in order, so each response
 // belongs to the oldest request still waiting.
 //
-// A caller whose context ends while it waits gives the stream up: it may be
-// stuck (a connection that drops what it carries), and the next keep-alive
-// opens a new one. Close ends the stream through the store's context.
+// A caller whose context ends while it waits, with no answer on the stream
+// since it sent, gives the stream up: it may be stuck (a connection that
+// drops what it carries), and the next keep-alive opens a new one. Close
+// ends the stream through the store's context.
 type keeper struct {
 	s *Store
 
-	sendMu sync.Mutex // serialises sends, so that waiting is in send order; held across a send, never with mu
+	// sending is the right (capacity one) to open the stream and to send on
+	// it, so that waiting is in send order. Callers take it or give up
+	// with their context, as they do everywhere.
+	sending chan struct{}
 
 	mu      sync.Mutex
 	stream  pb.Lease_LeaseKeepAliveClient // guarded by mu; nil until a keep-alive needs one
 	cancel  context.CancelFunc            // guarded by mu; ends stream
 	waiting []*keepWait                   // guarded by mu; requests sent on stream, oldest first
+	answers int64                         // guarded by mu; answers received on stream
 }
 
+func newKeeper(s *Store) keeper { return keeper{s: s, sending: make(chan struct{}, 1)} }
+
 type keepWait struct {
-	id   clientv3.LeaseID
-	done chan keepAnswer // buffered: the receiver never blocks on a caller that left
+	id      clientv3.LeaseID
+	done    chan keepAnswer // buffered: the receiver never blocks on a caller that left
+	answers int64           // the stream's answers when this request was queued
 }
 
 type keepAnswer struct {
@@ -47,24 +55,35 @@ type keepAnswer struct {
 func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, error) {
 	k := &s.keeper
 	w := &keepWait{id: id, done: make(chan keepAnswer, 1)}
-	k.sendMu.Lock()
-	st, err := k.current()
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	select {
+	case k.sending <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	st, err := k.current(ctx)
 	if err != nil {
-		k.sendMu.Unlock()
+		<-k.sending
 		return 0, err
 	}
 	k.mu.Lock()
 	if k.stream != st { // it failed in between: its waiters were answered
 		k.mu.Unlock()
-		k.sendMu.Unlock()
+		<-k.sending
 		return 0, errStreamEnded
 	}
+	w.answers = k.answers
 	k.waiting = append(k.waiting, w)
 	k.mu.Unlock()
+	// A send blocked on a stuck connection ends with the caller's context.
+	stop := context.AfterFunc(ctx, func() { k.fail(st, errStreamEnded) })
 	err = st.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)})
-	k.sendMu.Unlock()
+	stop()
+	<-k.sending
 	if err != nil {
-		k.fail(st, err)
+		k.fail(st, rpctypes.Error(err))
 	}
 	select {
 	case a := <-w.done:
@@ -76,8 +95,22 @@ func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, 
 		}
 		return a.ttl, nil
 	case <-ctx.Done():
-		k.fail(st, errStreamEnded)
+		k.giveUp(st, w)
 		return 0, ctx.Err()
+	}
+}
+
+// giveUp is called by a caller that stops waiting for w's answer. If the
+// stream has answered nothing since w was sent, it may be stuck (a
+// connection that drops what it carries): it is ended, and the next
+// keep-alive opens a new one. A stream that is answering is slow, not
+// stuck, and the other callers keep waiting on it.
+func (k *keeper) giveUp(st pb.Lease_LeaseKeepAliveClient, w *keepWait) {
+	k.mu.Lock()
+	stuck := k.stream == st && k.answers == w.answers
+	k.mu.Unlock()
+	if stuck {
+		k.fail(st, errStreamEnded)
 	}
 }
 
@@ -86,15 +119,23 @@ func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, 
 // next call opens a new stream.
 var errStreamEnded = fmt.Errorf("keep-alive stream ended: %w", backends.ErrUnavailable)
 
-// current returns the open stream, opening one if there is none.
-func (k *keeper) current() (pb.Lease_LeaseKeepAliveClient, error) {
+// current returns the open stream, opening one if there is none. Only the
+// holder of sending calls it. Opening ends with ctx, but the stream, once
+// open, lives until it fails or the store closes.
+func (k *keeper) current(ctx context.Context) (pb.Lease_LeaseKeepAliveClient, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.stream != nil {
-		return k.stream, nil
+	st := k.stream
+	k.mu.Unlock()
+	if st != nil {
+		return st, nil
 	}
-	ctx, cancel := context.WithCancel(opctx(k.s.ctx))
-	st, err := pb.NewLeaseClient(k.s.cli.ActiveConnection()).LeaseKeepAlive(ctx)
+	sctx, cancel := context.WithCancel(opctx(k.s.ctx))
+	stopOpen := context.AfterFunc(ctx, cancel)
+	st, err := pb.NewLeaseClient(k.s.cli.ActiveConnection()).LeaseKeepAlive(sctx)
+	if !stopOpen() {
+		cancel()
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		cancel()
 		return nil, rpctypes.Error(err)
@@ -110,7 +151,9 @@ func (k *keeper) current() (pb.Lease_LeaseKeepAliveClient, error) {
 		cancel()
 		return nil, backends.ErrClosed
 	}
+	k.mu.Lock()
 	k.stream, k.cancel = st, cancel
+	k.mu.Unlock()
 	go k.receive(st)
 	return st, nil
 }
@@ -138,6 +181,7 @@ func (k *keeper) receive(st pb.Lease_LeaseKeepAliveClient) {
 		w := k.waiting[0]
 		k.waiting[0] = nil
 		k.waiting = k.waiting[1:]
+		k.answers++
 		k.mu.Unlock()
 		w.done <- keepAnswer{ttl: resp.TTL}
 	}

@@ -166,7 +166,7 @@ func newStore(ctx context.Context, cli *clientv3.Client, owns bool, prefix strin
 		return nil, err
 	}
 	s.minTTL = minTTL
-	s.keeper.s = s
+	s.keeper = newKeeper(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if o.shared {
 		s.shared = newShared(s, o.batch)

@@ -6,12 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/etcd"
+	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 func TestCapabilities(t *testing.T) {
@@ -616,5 +621,69 @@ func TestKeepAlivesShareOneStream(t *testing.T) {
 				t.Errorf("%d keep-alives opened %d keep-alive streams (%s), want at most 1", n, got, f.reqs)
 			}
 		})
+	}
+}
+
+// gatedClient returns a client whose lease keep-alive streams open only
+// once the returned channel is closed; until then, opening one waits for
+// its context.
+func gatedClient(t *testing.T, endpoints []string) (*clientv3.Client, chan struct{}) {
+	t.Helper()
+	gate := make(chan struct{})
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(
+			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				if strings.HasSuffix(method, "/LeaseKeepAlive") {
+					select {
+					case <-gate:
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				}
+				return streamer(ctx, desc, cc, method, opts...)
+			})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli, gate
+}
+
+// TestKeepAliveOpeningEndsWithItsContext: a keep-alive that has to open the
+// store's keep-alive stream gives up with its own context when the stream
+// cannot be opened, and the next one opens it. Before, the stream was opened
+// under the store's context, so the caller waited as long as the opening
+// did, past its own deadline, and every other keep-alive waited behind it.
+func TestKeepAliveOpeningEndsWithItsContext(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli, gate := gatedClient(t, srv.Endpoints())
+	s := openStore(t, cli, newPrefix(t))
+	ctx := testContext(t)
+	e := mustCreate(t, s, "claim", "v", 2*time.Second)
+
+	done := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := s.KeepAlive(rctx, "claim", e.Revision, 2*time.Second)
+		done <- err
+	}()
+	limit := clock.New().Timer(10 * time.Second)
+	defer limit.Stop()
+	select {
+	case err := <-done:
+		if backends.Classify(err) != backends.ClassTransient {
+			t.Errorf("KeepAlive whose stream cannot open = %v, want a transient error", err)
+		}
+	case <-limit.C:
+		close(gate)
+		<-done
+		t.Fatalf("KeepAlive with a 200ms context still waiting for its stream after 10s")
+	}
+	close(gate)
+	if _, err := s.KeepAlive(ctx, "claim", e.Revision, 2*time.Second); err != nil {
+		t.Errorf("KeepAlive once streams open: %v", err)
 	}
 }
