@@ -28,8 +28,8 @@ const DefaultSharedBatch = 500 * time.Millisecond
 // CreateRevision the etcd CreateRevision of the key. TTLs are etcd leases.
 //
 // A Store is safe for concurrent use. Close releases what it started
-// (watches, the shared-lease batcher, and the client if the store opened
-// it); it deletes nothing and revokes no lease.
+// (watches, the keep-alive stream, the shared-lease batcher, and the client
+// if the store opened it); it deletes nothing and revokes no lease.
 type Store struct {
 	cli        *clientv3.Client
 	ownsClient bool
@@ -41,10 +41,11 @@ type Store struct {
 	shared *shared // nil unless WithSharedLease
 	keeper keeper  // the stream of lease keep-alives
 
-	// ctx is done when Close is called; watches and the batcher derive from it.
+	// ctx is done when Close is called; watches, the keep-alive stream and
+	// the batcher derive from it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the goroutines of watches and of the batcher
+	wg     sync.WaitGroup // the goroutines of watches, of the keep-alive stream and of the batcher
 
 	mu       sync.Mutex
 	closed   bool                  // guarded by mu
@@ -211,9 +212,9 @@ func (s *Store) Capabilities() backends.Capabilities {
 // Prefix is the prefix of every etcd key the store uses.
 func (s *Store) Prefix() string { return s.prefix }
 
-// Close implements backends.Store. It stops the store's watches and its
-// shared-lease batcher and waits for them, and closes the client if OpenURL
-// opened it. It deletes nothing and revokes nothing: entries on a shared
+// Close implements backends.Store. It stops the store's watches, its
+// keep-alive stream and its shared-lease batcher and waits for them, and
+// closes the client if OpenURL opened it. It deletes nothing and revokes nothing: entries on a shared
 // lease expire with that lease, which nobody keeps alive any more.
 func (s *Store) Close() error {
 	s.mu.Lock()
