@@ -98,8 +98,9 @@
 // began. A process holding a thousand claims thus costs about two requests
 // per batch interval (at most one batch per interval, default
 // [DefaultSharedBatch]), instead of two per claim per renewal. A call waits
-// for its batch, at most one interval, and less for TTLs under four
-// intervals.
+// for its batch at most one interval, less for TTLs under four intervals,
+// and at most half the time its context's deadline leaves it, so that a
+// renewal bounded by its renew period is answered within it.
 //
 // A shared lease must never keep a dead claim alive. The rule is that a
 // holder that stops acting deletes its key; the store's part is that

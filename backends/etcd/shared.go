@@ -77,7 +77,14 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 	}
 
 	req := &keepReq{ctx: ctx, k: k, key: key, rev: rev, start: start, done: make(chan keepResult, 1)}
-	due := start.Add(min(sh.batch, seconds(secs)/4))
+	wait := min(sh.batch, seconds(secs)/4)
+	if d, ok := ctx.Deadline(); ok && d.Sub(start)/2 < wait {
+		// Served by half the time the caller gives, so that its answer
+		// comes in time: a renewal bounded by its renew period, arriving
+		// just after a batch, must not wait a whole interval for the next.
+		wait = max(d.Sub(start)/2, 0)
+	}
+	due := start.Add(wait)
 	sh.mu.Lock()
 	if sh.stopped {
 		sh.mu.Unlock()

@@ -383,3 +383,50 @@ func TestSharedTimedOutCreateSparesLiveHolder(t *testing.T) {
 		t.Errorf("the holder's KeepAlive after the other candidate's failed create = %v, want nil", err)
 	}
 }
+
+// deadlineCtx is a context whose deadline is on a fake clock: it reports
+// the deadline and never ends by itself, as the elector's contexts on a
+// fake clock do until that clock reaches it.
+type deadlineCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// TestSharedKeepAliveServedWithinCallersTime: a keep-alive arriving just
+// after a batch is served within the time its caller gives it, not one
+// batch interval after the last batch. Before, it waited the whole interval
+// whatever its deadline: with the default interval and an elector's renew
+// timeout (both 500 ms at a 500 ms renew period), a renewal arriving just
+// after a batch timed out, and with two such timeouts in a row a leader of
+// one of a hundred claims lost its term with no fault at all. Here the
+// caller's deadline is the next instant, so the batch is due at once: the
+// fake clock never moves, and only a batch that respects the deadline
+// answers.
+func TestSharedKeepAliveServedWithinCallersTime(t *testing.T) {
+	clk := clocktest.New(time.Time{})
+	f := newFixture(t, etcd.WithSharedLease(500*time.Millisecond), etcd.WithClock(clk))
+	ctx := testContext(t)
+	a := mustCreate(t, f.store, "a", "v", 2*time.Second)
+	b := mustCreate(t, f.store, "b", "v", 2*time.Second)
+	if _, err := f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second); err != nil {
+		t.Fatal(err) // the first batch runs at once
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.store.KeepAlive(deadlineCtx{Context: ctx, deadline: clk.Now().Add(time.Nanosecond)}, "b", b.Revision, 2*time.Second)
+		done <- err
+	}()
+	limit := clock.New().Timer(5 * time.Second)
+	defer limit.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("KeepAlive(b) = %v, want nil", err)
+		}
+	case <-limit.C:
+		t.Fatalf("KeepAlive(b), due at once, still waiting for the next batch interval")
+	}
+}

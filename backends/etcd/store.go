@@ -113,7 +113,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithSharedLease makes every entry written with the same TTL share one etcd
 // lease, and answers KeepAlive calls on those entries in batches: at most one
 // batch per interval (DefaultSharedBatch if interval is not positive, and
-// sooner for entries whose TTL is under four intervals), each costing two
+// sooner for entries whose TTL is under four intervals or whose callers'
+// deadlines need it), each costing two
 // etcd requests whatever the number of entries. See the package
 // documentation for what changes.
 func WithSharedLease(interval time.Duration) Option {
