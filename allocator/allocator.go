@@ -1,0 +1,655 @@
+package allocator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tenure-go/tenure/backends"
+)
+
+// need is what the allocator requires of a store: conditional creates,
+// revision bumps, conditional deletes, renewable references and a watch for
+// the cache.
+const need = backends.CapCreateIfAbsent | backends.CapCompareAndSet |
+	backends.CapCompareAndDelete | backends.CapKeepAlive | backends.CapWatch
+
+// maxAttempts bounds the retries of one Allocate against concurrent writers.
+const maxAttempts = 64
+
+// Store key layout under Config.Prefix.
+const (
+	idDir    = "id/"    // id/<n>            -> key   (the master: n is taken)
+	keyDir   = "key/"   // key/<key>         -> "n" or "n pending" (the index)
+	valueDir = "value/" // value/<key>/<mbr> -> "n"   (one member's reference)
+)
+
+// EventKind says what happened to a mapping.
+type EventKind int
+
+const (
+	// EventCreated: key now maps to ID.
+	EventCreated EventKind = iota + 1
+	// EventDeleted: key no longer maps to ID (garbage collection removed it).
+	EventDeleted
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventCreated:
+		return "created"
+	case EventDeleted:
+		return "deleted"
+	}
+	return fmt.Sprintf("event(%d)", int(k))
+}
+
+// Event is one change of the cluster-wide mapping, as the watch saw it.
+type Event struct {
+	Kind EventKind
+	ID   uint64
+	Key  string
+}
+
+// Allocator hands out cluster-wide numeric IDs for keys. It is safe for
+// concurrent use. It runs three goroutines (watch, renewal, garbage
+// collection) from New until Close, which joins them; an Allocator must be
+// closed and cannot be reused after Close.
+type Allocator struct {
+	store   backends.Store
+	watcher backends.Watcher
+	cfg     Config
+	member  string // Config.Member + "~" + nonce: this instance's reference suffix
+
+	bg     context.Context // ends at Close; parent of the background loops
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the background loops
+
+	mu     sync.Mutex
+	closed bool            // guarded by mu
+	local  map[string]*use // guarded by mu: keys this process uses or is acquiring
+
+	cmu   sync.RWMutex
+	keys  map[string]cached // guarded by cmu: the watched index, key -> entry
+	ids   map[uint64]string // guarded by cmu: id -> key, for every indexed key
+	gcmu  chan struct{}     // one garbage collection pass at a time
+	cands map[string]cand   // guarded by gcmu: entries seen unreferenced
+}
+
+// use is this process's use of one key.
+type use struct {
+	// sem serializes the slow paths (store I/O) of one key in this process.
+	// It is a channel so that waiting for it honours ctx.
+	sem chan struct{}
+
+	// guarded by Allocator.mu:
+	count int            // local uses; 0 while being acquired or released
+	pins  int            // callers holding or waiting for sem
+	id    uint64         // valid while count > 0
+	ref   backends.Entry // this member's reference entry, valid while count > 0
+}
+
+// cached is one index entry as the watch last saw it.
+type cached struct {
+	id    uint64
+	ready bool
+	rev   int64
+}
+
+// New returns an Allocator over store. It fails with an error wrapping
+// backends.ErrInvalid for a bad cfg and with one wrapping
+// backends.ErrUnsupported if store does not enforce create-if-absent,
+// compare-and-set, compare-and-delete and keep-alive or cannot watch.
+func New(store backends.Store, cfg Config) (*Allocator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := backends.Require(store, need); err != nil {
+		return nil, fmt.Errorf("allocator: new: %w", err)
+	}
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, fmt.Errorf("allocator: new: member nonce: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	a := &Allocator{
+		store:   store,
+		watcher: store.(backends.Watcher),
+		cfg:     cfg,
+		member:  cfg.Member + "~" + hex.EncodeToString(nonce[:]),
+		local:   make(map[string]*use),
+		keys:    make(map[string]cached),
+		ids:     make(map[uint64]string),
+		gcmu:    make(chan struct{}, 1),
+		cands:   make(map[string]cand),
+	}
+	if err := backends.ValidateKey(a.refKey("k")); err != nil {
+		return nil, fmt.Errorf("allocator: new: prefix and member too long: %w", err)
+	}
+	a.bg, a.cancel = context.WithCancel(context.Background())
+	a.wg.Add(2)
+	go a.watchLoop()
+	go a.renewLoop()
+	if cfg.GCInterval > 0 {
+		a.wg.Add(1)
+		go a.gcLoop()
+	}
+	return a, nil
+}
+
+// Member is this instance's member name: Config.Member and a nonce.
+func (a *Allocator) Member() string { return a.member }
+
+func (a *Allocator) idKey(n uint64) string    { return a.cfg.Prefix + idDir + strconv.FormatUint(n, 10) }
+func (a *Allocator) indexKey(k string) string { return a.cfg.Prefix + keyDir + k }
+func (a *Allocator) refKey(k string) string {
+	return a.cfg.Prefix + valueDir + k + "/" + a.member
+}
+
+// checkKey refuses keys whose store keys would be refused.
+func (a *Allocator) checkKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("empty key: %w", backends.ErrInvalid)
+	}
+	return backends.ValidateKey(a.refKey(key))
+}
+
+func encodeIndex(n uint64, ready bool) []byte {
+	v := strconv.FormatUint(n, 10)
+	if !ready {
+		v += " pending"
+	}
+	return []byte(v)
+}
+
+func decodeIndex(v []byte) (n uint64, ready bool, err error) {
+	s, pending := strings.CutSuffix(string(v), " pending")
+	n, err = strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return 0, false, fmt.Errorf("index value %q: %w", v, backends.ErrCorrupt)
+	}
+	return n, !pending, nil
+}
+
+// Allocate returns the ID of key, allocating one if key has none, and
+// counts one more local use of it. isNew reports that this call took a
+// fresh ID for key. A key this process already uses is answered from
+// memory; otherwise Allocate writes this member's reference entry, which
+// keeps the ID from garbage collection until the last local use is
+// released (or this process stops renewing it for TTL).
+//
+// Errors wrap ErrNoIDs when [Min, Max] is full, backends.ErrInvalid for a
+// key the store cannot hold, backends.ErrClosed after Close, or the store's
+// error.
+func (a *Allocator) Allocate(ctx context.Context, key string) (id uint64, isNew bool, err error) {
+	a.mu.Lock()
+	if u := a.local[key]; u != nil && u.count > 0 {
+		u.count++
+		id = u.id
+		a.mu.Unlock()
+		return id, false, nil
+	}
+	a.mu.Unlock()
+	if err := a.checkKey(key); err != nil {
+		return 0, false, fmt.Errorf("allocator: allocate %q: %w", key, err)
+	}
+	u, err := a.lock(ctx, key)
+	if err != nil {
+		return 0, false, fmt.Errorf("allocator: allocate %q: %w", key, err)
+	}
+	defer a.unlock(key, u)
+
+	a.mu.Lock()
+	if u.count > 0 {
+		u.count++
+		id = u.id
+		a.mu.Unlock()
+		return id, false, nil
+	}
+	a.mu.Unlock()
+
+	id, isNew, ref, err := a.acquire(ctx, key, 0, backends.Entry{})
+	if err != nil {
+		return 0, false, fmt.Errorf("allocator: allocate %q: %w", key, err)
+	}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		a.drop(ref)
+		return 0, false, fmt.Errorf("allocator: allocate %q: %w", key, backends.ErrClosed)
+	}
+	u.count, u.id, u.ref = 1, id, ref
+	a.mu.Unlock()
+	return id, isNew, nil
+}
+
+// lock pins key's use record and takes its slow-path semaphore.
+func (a *Allocator) lock(ctx context.Context, key string) (*use, error) {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil, backends.ErrClosed
+	}
+	u := a.local[key]
+	if u == nil {
+		u = &use{sem: make(chan struct{}, 1)}
+		a.local[key] = u
+	}
+	u.pins++
+	a.mu.Unlock()
+	select {
+	case u.sem <- struct{}{}:
+		return u, nil
+	case <-ctx.Done():
+		a.unpin(key, u)
+		return nil, ctx.Err()
+	}
+}
+
+func (a *Allocator) unlock(key string, u *use) {
+	<-u.sem
+	a.unpin(key, u)
+}
+
+func (a *Allocator) unpin(key string, u *use) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	u.pins--
+	if u.pins == 0 && u.count == 0 && a.local[key] == u {
+		delete(a.local, key)
+	}
+}
+
+// acquire runs the allocation protocol for key (see the package doc) and
+// returns the ID, whether this call created its master, and this member's
+// reference entry. If want is not 0, acquire only re-establishes a
+// reference to want and fails with errLost if key no longer maps to it.
+// ref is a reference entry of this member already in the store, if any.
+func (a *Allocator) acquire(ctx context.Context, key string, want uint64, ref backends.Entry) (id uint64, isNew bool, _ backends.Entry, err error) {
+	idx := a.indexKey(key)
+	var wrote int64 // revision of this call's last pending index write
+	defer func() {
+		if err != nil && ref.Revision > 0 {
+			a.drop(ref)
+		}
+		if err != nil && wrote > 0 {
+			a.drop(backends.Entry{Key: idx, Revision: wrote})
+		}
+	}()
+	var (
+		e       backends.Entry
+		have    bool
+		taken   map[uint64]bool // IDs this call found taken by other keys
+		listed  bool            // taken holds every master in the store
+		created uint64          // the master this call created, if any
+	)
+	if c, ok := a.cachedIndex(key); ok {
+		e, have = backends.Entry{Key: idx, Value: encodeIndex(c.id, c.ready), Revision: c.rev}, true
+	}
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		if !have {
+			got, err := a.store.Get(ctx, idx)
+			switch {
+			case err == nil:
+				e, have = got, true
+			case !errors.Is(err, backends.ErrNotFound):
+				return 0, false, ref, err
+			case want != 0:
+				return 0, false, ref, errLost
+			default:
+				n, err := a.pick(ctx, taken, &listed)
+				if err != nil {
+					return 0, false, ref, err
+				}
+				got, err := a.store.CreateIfAbsent(ctx, idx, encodeIndex(n, false), 0)
+				if cur, ok := current(err); ok {
+					e, have = cur, true
+					continue
+				} else if err != nil {
+					return 0, false, ref, err
+				}
+				e, have, wrote = got, true, got.Revision
+			}
+		}
+		n, ready, err := decodeIndex(e.Value)
+		if err != nil {
+			return 0, false, ref, err
+		}
+		if want != 0 && (n != want || !ready) {
+			return 0, false, ref, errLost
+		}
+		if !ready {
+			// Take or confirm the master before the index may say ready:
+			// the write changes the master's revision, so a collector that
+			// read it before the index pointed here cannot delete it.
+			mk := a.idKey(n)
+			_, err := a.store.CreateIfAbsent(ctx, mk, []byte(key), 0)
+			if err == nil {
+				created = n
+			} else if cur, ok := current(err); ok {
+				if string(cur.Value) == key {
+					_, err = a.store.CompareAndSet(ctx, mk, cur.Revision, []byte(key), 0)
+					if err != nil && !errors.Is(err, backends.ErrConflict) {
+						return 0, false, ref, err
+					}
+					if err != nil {
+						continue // the master changed under us: look again
+					}
+				} else {
+					// n belongs to another key: point the index elsewhere.
+					if taken == nil {
+						taken = make(map[uint64]bool)
+					}
+					taken[n] = true
+					m, err := a.pick(ctx, taken, &listed)
+					if err != nil {
+						return 0, false, ref, err
+					}
+					moved, err := a.store.CompareAndSet(ctx, idx, e.Revision, encodeIndex(m, false), 0)
+					if err == nil {
+						e, wrote = moved, moved.Revision
+					} else if cur, ok := current(err); ok {
+						e = cur
+					} else if errors.Is(err, backends.ErrConflict) {
+						have = false
+					} else {
+						return 0, false, ref, err
+					}
+					continue
+				}
+			} else if !errors.Is(err, backends.ErrConflict) {
+				return 0, false, ref, err
+			}
+		}
+
+		// The reference first, then the index's revision bump: a collector
+		// that read the index before the bump cannot delete it, and one
+		// that reads it after sees the reference.
+		ref, err = a.writeRef(ctx, key, n, ref)
+		if err != nil {
+			return 0, false, ref, err
+		}
+		bumped, err := a.store.CompareAndSet(ctx, idx, e.Revision, encodeIndex(n, true), 0)
+		if err == nil {
+			a.noteIndex(key, bumped)
+			return n, created == n, ref, nil
+		}
+		if cur, ok := current(err); ok {
+			e = cur
+		} else if errors.Is(err, backends.ErrConflict) {
+			have = false
+		} else {
+			return 0, false, ref, err
+		}
+	}
+	return 0, false, ref, fmt.Errorf("gave up after %d attempts against concurrent writers: %w", maxAttempts, backends.ErrConflict)
+}
+
+// errLost: a reference could not be re-established because the key no
+// longer maps to the ID it had.
+var errLost = errors.New("key no longer maps to its id")
+
+// current returns the entry a conflict error carries, if it carries one.
+func current(err error) (backends.Entry, bool) {
+	var ce *backends.ConflictError
+	if errors.As(err, &ce) && ce.Found {
+		return ce.Current, true
+	}
+	return backends.Entry{}, false
+}
+
+// writeRef makes this member's reference for key hold n and returns it.
+func (a *Allocator) writeRef(ctx context.Context, key string, n uint64, ref backends.Entry) (backends.Entry, error) {
+	val := []byte(strconv.FormatUint(n, 10))
+	rk := a.refKey(key)
+	for range 3 {
+		if ref.Revision > 0 && string(ref.Value) == string(val) {
+			return ref, nil
+		}
+		var (
+			got backends.Entry
+			err error
+		)
+		if ref.Revision == 0 {
+			got, err = a.store.CreateIfAbsent(ctx, rk, val, a.cfg.TTL)
+		} else {
+			got, err = a.store.CompareAndSet(ctx, rk, ref.Revision, val, a.cfg.TTL)
+		}
+		if err == nil {
+			return got, nil
+		}
+		if cur, ok := current(err); ok {
+			ref = cur // ours from an earlier use whose delete failed: overwrite
+			ref.Value = nil
+			continue
+		}
+		if errors.Is(err, backends.ErrConflict) {
+			ref = backends.Entry{} // expired: create again
+			continue
+		}
+		return backends.Entry{}, err
+	}
+	return backends.Entry{}, fmt.Errorf("write reference %q: %w", rk, backends.ErrConflict)
+}
+
+// drop deletes an entry this call wrote and no longer needs, bounded by
+// one TTL. One it cannot delete lapses (a reference) or is collected (a
+// pending index entry).
+func (a *Allocator) drop(ref backends.Entry) {
+	ctx, cancel := a.cfg.Clock.WithTimeout(context.Background(), a.cfg.TTL)
+	defer cancel()
+	if err := a.store.CompareAndDelete(ctx, ref.Key, ref.Revision); err != nil && backends.Classify(err) != backends.ClassLost {
+		a.cfg.Logger.Warn("allocator: entry not deleted; it lapses or is collected", "key", ref.Key, "rev", ref.Revision, "err", err)
+	}
+}
+
+// pick chooses an ID that is neither in the cache nor in taken. When none
+// is left it lists every master once (setting *listed) and looks again
+// among the IDs no master holds; if there is none, the range is full.
+func (a *Allocator) pick(ctx context.Context, taken map[uint64]bool, listed *bool) (uint64, error) {
+	if n, ok := a.probe(taken, !*listed); ok {
+		return n, nil
+	}
+	if *listed {
+		return 0, ErrNoIDs
+	}
+	ms, err := a.store.List(ctx, a.cfg.Prefix+idDir)
+	if err != nil {
+		return 0, err
+	}
+	*listed = true
+	for _, m := range ms {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(m.Key, a.cfg.Prefix+idDir), 10, 64); err == nil {
+			if taken == nil {
+				taken = make(map[uint64]bool)
+			}
+			taken[n] = true
+		}
+	}
+	if n, ok := a.probe(taken, false); ok {
+		return n, nil
+	}
+	return 0, ErrNoIDs
+}
+
+// probeLimit bounds one scan for a free ID.
+const probeLimit = 1 << 20
+
+// probe scans from a random point of [Min, Max] for an ID not in taken
+// (and, if useCache, not in the cache).
+func (a *Allocator) probe(taken map[uint64]bool, useCache bool) (uint64, bool) {
+	lo, hi := a.cfg.Min, a.cfg.Max
+	span := hi - lo // size - 1
+	var off uint64
+	if span == ^uint64(0) {
+		off = mrand.Uint64()
+	} else {
+		off = mrand.Uint64N(span + 1)
+	}
+	a.cmu.RLock()
+	defer a.cmu.RUnlock()
+	for i := uint64(0); i <= span && i < probeLimit; i++ {
+		n := lo + (off+i)%(span+1)
+		if span == ^uint64(0) {
+			n = lo + off + i
+		}
+		if n == 0 || taken[n] {
+			continue
+		}
+		if _, used := a.ids[n]; useCache && used {
+			continue
+		}
+		return n, true
+	}
+	return 0, false
+}
+
+// Release counts one local use of key less. The last local use deletes
+// this member's reference entry and returns lastUse true; the ID then stays
+// key's while any other member references it, and returns to the pool once
+// none has for Grace. Releasing a key this process does not use is an error
+// wrapping backends.ErrNotFound. If the delete fails, the error is returned,
+// the use is gone all the same and the reference lapses after TTL.
+func (a *Allocator) Release(ctx context.Context, key string) (lastUse bool, err error) {
+	a.mu.Lock()
+	if u := a.local[key]; u != nil && u.count > 1 {
+		u.count--
+		a.mu.Unlock()
+		return false, nil
+	}
+	a.mu.Unlock()
+	u, err := a.lock(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("allocator: release %q: %w", key, err)
+	}
+	defer a.unlock(key, u)
+	a.mu.Lock()
+	switch {
+	case u.count == 0:
+		a.mu.Unlock()
+		return false, fmt.Errorf("allocator: release %q: not in use here: %w", key, backends.ErrNotFound)
+	case u.count > 1:
+		u.count--
+		a.mu.Unlock()
+		return false, nil
+	}
+	u.count = 0
+	ref := u.ref
+	a.mu.Unlock()
+	if err := a.store.CompareAndDelete(ctx, ref.Key, ref.Revision); err != nil && backends.Classify(err) != backends.ClassLost {
+		return true, fmt.Errorf("allocator: release %q: delete reference: %w", key, err)
+	}
+	return true, nil
+}
+
+// Get returns the ID of key without allocating: from this process's uses,
+// the watched cache, or the store. A key with no ID is an error wrapping
+// backends.ErrNotFound.
+func (a *Allocator) Get(ctx context.Context, key string) (uint64, error) {
+	a.mu.Lock()
+	if u := a.local[key]; u != nil && u.count > 0 {
+		id := u.id
+		a.mu.Unlock()
+		return id, nil
+	}
+	a.mu.Unlock()
+	if c, ok := a.cachedIndex(key); ok && c.ready {
+		return c.id, nil
+	}
+	if err := a.checkKey(key); err != nil {
+		return 0, fmt.Errorf("allocator: get %q: %w", key, err)
+	}
+	e, err := a.store.Get(ctx, a.indexKey(key))
+	if err != nil {
+		return 0, fmt.Errorf("allocator: get %q: %w", key, err)
+	}
+	n, ready, err := decodeIndex(e.Value)
+	if err != nil {
+		return 0, fmt.Errorf("allocator: get %q: %w", key, err)
+	}
+	if !ready {
+		return 0, fmt.Errorf("allocator: get %q: allocation in progress: %w", key, backends.ErrNotFound)
+	}
+	return n, nil
+}
+
+// GetByID returns the key id is allocated to, from the watched cache or the
+// store. An unallocated id is an error wrapping backends.ErrNotFound.
+func (a *Allocator) GetByID(ctx context.Context, id uint64) (string, error) {
+	a.cmu.RLock()
+	key, ok := a.ids[id]
+	c := a.keys[key]
+	a.cmu.RUnlock()
+	if ok && c.ready && c.id == id {
+		return key, nil
+	}
+	op := fmt.Sprintf("allocator: get by id \"%d\"", id)
+	m, err := a.store.Get(ctx, a.idKey(id))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	key = string(m.Value)
+	e, err := a.store.Get(ctx, a.indexKey(key))
+	if errors.Is(err, backends.ErrNotFound) {
+		return "", fmt.Errorf("%s: master of %q is not indexed: %w", op, key, backends.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	n, ready, err := decodeIndex(e.Value)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	if n != id || !ready {
+		return "", fmt.Errorf("%s: %q maps elsewhere: %w", op, key, backends.ErrNotFound)
+	}
+	return key, nil
+}
+
+// Close stops renewal, garbage collection and the watch, waits for them
+// within ctx, then deletes this member's references (those it cannot
+// delete lapse after TTL). Allocate and Release fail afterwards with an
+// error wrapping backends.ErrClosed. Close is idempotent; it does not close
+// the store.
+func (a *Allocator) Close(ctx context.Context) error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil
+	}
+	a.closed = true
+	a.mu.Unlock()
+	a.cancel()
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("allocator: close: %w", ctx.Err())
+	}
+	a.mu.Lock()
+	var refs []backends.Entry
+	for _, u := range a.local {
+		if u.count > 0 {
+			refs = append(refs, u.ref)
+			u.count = 0
+		}
+	}
+	a.mu.Unlock()
+	var errs []error
+	for _, r := range refs {
+		if err := a.store.CompareAndDelete(ctx, r.Key, r.Revision); err != nil && backends.Classify(err) != backends.ClassLost {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("allocator: close: %d references left to lapse: %w", len(errs), err)
+	}
+	return nil
+}

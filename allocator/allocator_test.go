@@ -1,0 +1,263 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/faults"
+)
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Prefix: "p/", Member: "m"}
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"no prefix", func(c *Config) { c.Prefix = "" }, "empty prefix"},
+		{"no member", func(c *Config) { c.Member = "" }, "empty member"},
+		{"slash member", func(c *Config) { c.Member = "a/b" }, "contains"},
+		{"min above max", func(c *Config) { c.Min, c.Max = 10, 9 }, "min 10 above max 9"},
+		{"min equals max", func(c *Config) { c.Min, c.Max = 7, 7 }, ""},
+		{"negative ttl", func(c *Config) { c.TTL = -time.Second }, "negative ttl"},
+		{"renew not below ttl", func(c *Config) { c.TTL, c.RenewInterval = time.Second, time.Second }, "renew interval"},
+		{"negative grace", func(c *Config) { c.Grace = -time.Second }, "negative grace"},
+		{"nul prefix", func(c *Config) { c.Prefix = "a\x00" }, "prefix"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			tt.mod(&c)
+			err := c.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate(%+v) = %v, want nil", c, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, backends.ErrInvalid) {
+				t.Fatalf("Validate(%+v) = %v, want an ErrInvalid containing %q", c, err, tt.want)
+			}
+		})
+	}
+}
+
+// A store that cannot enforce what the protocol needs is refused, not used
+// with advisory results.
+func TestNewFailsClosed(t *testing.T) {
+	s, clk := newMem(t)
+	for _, st := range []backends.Store{faults.Hide(s, backends.CapWatch), nil} {
+		_, err := New(st, testConfig("m", clk))
+		if st == nil {
+			if !errors.Is(err, backends.ErrInvalid) {
+				t.Errorf("New(nil store) = %v, want ErrInvalid", err)
+			}
+			continue
+		}
+		if !errors.Is(err, backends.ErrUnsupported) || !strings.HasPrefix(err.Error(), "allocator: new: ") {
+			t.Errorf("New(store without watch) = %v, want an allocator error wrapping ErrUnsupported", err)
+		}
+	}
+	if _, err := New(s, Config{Prefix: "p/", Member: "m", Min: 5, Max: 4}); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("New with min above max = %v, want ErrInvalid", err)
+	}
+}
+
+func TestAllocateGetRelease(t *testing.T) {
+	s, clk := newMem(t)
+	var (
+		mu  sync.Mutex
+		evs []Event
+	)
+	cfg := testConfig("a", clk)
+	cfg.OnChange = func(e Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() }
+	a := newAllocator(t, s, cfg)
+	b := newAllocator(t, s, testConfig("b", clk))
+	ctx := context.Background()
+
+	id, isNew, err := a.Allocate(ctx, "red")
+	if err != nil || !isNew || id == 0 {
+		t.Fatalf("first Allocate(red) = %d, %v, %v; want a new id", id, isNew, err)
+	}
+	id2, isNew, err := b.Allocate(ctx, "red")
+	if err != nil || isNew || id2 != id {
+		t.Fatalf("b.Allocate(red) = %d, %v, %v; want %d, not new", id2, isNew, err, id)
+	}
+	blue := mustAllocate(t, a, "blue")
+	if blue == id {
+		t.Fatalf("red and blue share id %d", id)
+	}
+	if again := mustAllocate(t, a, "red"); again != id {
+		t.Fatalf("second local Allocate(red) = %d, want %d", again, id)
+	}
+	if got, err := b.Get(ctx, "blue"); err != nil || got != blue {
+		t.Fatalf("b.Get(blue) = %d, %v; want %d", got, err, blue)
+	}
+	if got, err := b.GetByID(ctx, id); err != nil || got != "red" {
+		t.Fatalf("b.GetByID(%d) = %q, %v; want red", id, got, err)
+	}
+	if _, err := b.Get(ctx, "green"); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("Get(green) = %v, want ErrNotFound", err)
+	}
+	if _, err := b.GetByID(ctx, 1<<40); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("GetByID(unused) = %v, want ErrNotFound", err)
+	}
+	if _, _, err := a.Allocate(ctx, ""); !errors.Is(err, backends.ErrInvalid) {
+		t.Fatalf("Allocate(\"\") = %v, want ErrInvalid", err)
+	}
+	if _, _, err := a.Allocate(ctx, strings.Repeat("x", backends.MaxKeyBytes)); !errors.Is(err, backends.ErrInvalid) {
+		t.Fatalf("Allocate(oversized) = %v, want ErrInvalid", err)
+	}
+
+	// Two local uses: the first Release keeps the reference.
+	if last, err := a.Release(ctx, "red"); err != nil || last {
+		t.Fatalf("Release(red) #1 = %v, %v; want false, nil", last, err)
+	}
+	refs := dump(t, s, valueDir)
+	if len(refs) != 3 {
+		t.Fatalf("references after one of two releases: %v, want 3", refs)
+	}
+	if last, err := a.Release(ctx, "red"); err != nil || !last {
+		t.Fatalf("Release(red) #2 = %v, %v; want true, nil", last, err)
+	}
+	if _, err := a.Release(ctx, "red"); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("Release(red) #3 = %v, want ErrNotFound", err)
+	}
+	// b still references red: garbage collection keeps it.
+	collect(t, a, clk)
+	if got, err := a.Get(ctx, "red"); err != nil || got != id {
+		t.Fatalf("Get(red) after GC while b uses it = %d, %v; want %d", got, err, id)
+	}
+	waitCached(t, a, "red", id)
+	mu.Lock()
+	created := 0
+	for _, e := range evs {
+		if e.Kind == EventCreated {
+			created++
+		}
+	}
+	mu.Unlock()
+	if created != 2 {
+		t.Errorf("OnChange saw %d creations, want 2 (red, blue): %v", created, evs)
+	}
+}
+
+// Garbage collection returns released IDs to the pool, and only after
+// Grace.
+func TestReleaseAndGCReturnIDs(t *testing.T) {
+	s, clk := newMem(t)
+	cfg := testConfig("a", clk)
+	cfg.Min, cfg.Max = 1, 3
+	a := newAllocator(t, s, cfg)
+	ctx := context.Background()
+	for _, k := range []string{"x", "y", "z"} {
+		mustAllocate(t, a, k)
+	}
+	if _, _, err := a.Allocate(ctx, "w"); !errors.Is(err, ErrNoIDs) || !strings.HasPrefix(err.Error(), `allocator: allocate "w": `) {
+		t.Fatalf("Allocate(w) on a full range = %v, want ErrNoIDs", err)
+	}
+	if _, err := a.Release(ctx, "y"); err != nil {
+		t.Fatal(err)
+	}
+	// Less than Grace: nothing goes.
+	if st, err := a.RunGC(ctx); err != nil || st.Deleted != 0 {
+		t.Fatalf("first pass = %+v, %v; want nothing deleted", st, err)
+	}
+	clk.Add(cfg.Grace - time.Second)
+	if st, err := a.RunGC(ctx); err != nil || st.Deleted != 0 {
+		t.Fatalf("pass before grace = %+v, %v; want nothing deleted", st, err)
+	}
+	clk.Add(time.Second)
+	if st, err := a.RunGC(ctx); err != nil || st.Deleted != 1 {
+		t.Fatalf("pass after grace = %+v, %v; want the index deleted", st, err)
+	}
+	if st, err := a.RunGC(ctx); err != nil || st.Deleted != 1 {
+		t.Fatalf("next pass = %+v, %v; want the master deleted", st, err)
+	}
+	id, isNew, err := a.Allocate(ctx, "w")
+	if err != nil || !isNew {
+		t.Fatalf("Allocate(w) after GC = %d, %v, %v; want a new id", id, isNew, err)
+	}
+	checkBijection(t, s)
+}
+
+// Many allocators, many goroutines, heavily overlapping keys: one ID per
+// key, one key per ID; after everyone releases, garbage collection empties
+// the store.
+func TestConcurrentMemstore(t *testing.T) {
+	s, clk := newMem(t)
+	const members, keys, pool = 8, 300, 400
+	var as []*Allocator
+	for i := range members {
+		as = append(as, newAllocator(t, s, testConfig(fmt.Sprintf("m%d", i), clk)))
+	}
+	got := make([]map[string]uint64, members)
+	var wg sync.WaitGroup
+	errs := make(chan error, members)
+	for i, a := range as {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(i), 1))
+			m := make(map[string]uint64)
+			for _, j := range r.Perm(pool)[:keys] {
+				k := keyName(j)
+				id, _, err := a.Allocate(context.Background(), k)
+				if err != nil {
+					errs <- err
+					return
+				}
+				m[k] = id
+			}
+			got[i] = m
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	checkAgreement(t, got)
+	checkBijection(t, s)
+	for i, a := range as {
+		for k := range got[i] {
+			if _, err := a.Release(context.Background(), k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	collect(t, as[0], clk)
+	for _, dir := range []string{idDir, keyDir, valueDir} {
+		if left := dump(t, s, dir); len(left) != 0 {
+			t.Errorf("%d %s entries left after release and GC", len(left), dir)
+		}
+	}
+}
+
+// checkAgreement fails if two members got different IDs for a key or two
+// keys got one ID.
+func checkAgreement(t testing.TB, got []map[string]uint64) {
+	t.Helper()
+	byKey := make(map[string]uint64)
+	byID := make(map[uint64]string)
+	for i, m := range got {
+		for k, id := range m {
+			if prev, ok := byKey[k]; ok && prev != id {
+				t.Errorf("member %d got id %d for %q, another got %d", i, id, k, prev)
+			}
+			byKey[k] = id
+			if prev, ok := byID[id]; ok && prev != k {
+				t.Errorf("keys %q and %q share id %d", prev, k, id)
+			}
+			byID[id] = k
+		}
+	}
+}

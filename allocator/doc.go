@@ -1,0 +1,117 @@
+// Package allocator hands out cluster-wide numeric IDs for arbitrary keys
+// over any backends.Store: processes on many hosts ask, in parallel, for the
+// ID of a key and all get the same ID for the same key, and never the same
+// ID for two keys.
+//
+// # Use
+//
+// Each process makes one [Allocator] with [New] (its member identity, the
+// shared Prefix, the ID range) and calls [Allocator.Allocate] for every key
+// it starts to use and [Allocator.Release] when it stops. Uses are counted
+// per process: only the first Allocate and the last Release of a key touch
+// the store. [Allocator.Get] and [Allocator.GetByID] look mappings up
+// without allocating; Config.OnChange reports mappings as they appear and
+// disappear cluster-wide.
+//
+// # Entries
+//
+// Under Config.Prefix the allocator keeps three kinds of entries:
+//
+//	id/<n>              -> key            the master: ID n is taken by key
+//	key/<key>           -> "n" | "n pending"  the index: key's one ID
+//	value/<key>/<member> -> "n"           one member's reference (TTL)
+//
+// A master is created with create-if-absent, so an ID has at most one
+// master; an index entry is created with create-if-absent, so a key has at
+// most one index entry. An index entry is written "pending" first and made
+// ready only after its master is known to be the key's, so a key maps to an
+// ID (Get, GetByID, the cache) only through a ready index entry whose master
+// names the key. References carry the member's TTL and are renewed every
+// RenewInterval; a process that dies stops referencing its IDs TTL after
+// its last renewal.
+//
+// # Allocate
+//
+// A key this process already uses is answered from memory. Otherwise, for a
+// key whose ready index entry it finds (in the watched cache or the store),
+// Allocate writes this member's reference and then bumps the index entry's
+// revision by compare-and-set on the revision it read: two writes. For a
+// key with no index entry it picks an ID no cached mapping uses, creates the
+// pending index entry, creates the master (or, if an earlier master of the
+// same key is still there, bumps its revision), writes the reference and
+// makes the index ready by compare-and-set: four writes. A master taken by
+// another key moves the pending entry to another ID; any conflict re-reads
+// and retries.
+//
+// # Garbage collection and why it never takes a live ID
+//
+// A pass ([Allocator.RunGC]) lists the masters, then the index, then the
+// references, in that order. It deletes an index entry that no reference
+// backs, and a master no index entry points to, each only when two passes
+// at least Grace apart read it at the same revision, and only by
+// compare-and-delete on that revision. Nothing here needs a multi-key
+// transaction:
+//
+//   - Index entries. Allocate returns an ID only after its reference write W
+//     and then its compare-and-set bump B of the index entry succeeded.
+//     Suppose a pass read the index entry at revision r (time R), listed no
+//     reference (time L > R), and deleted it at revision r (time D). If B
+//     came after R and before D, the entry's revision at D was not r, since
+//     every write moves a key's revision forward: the delete fails. If B
+//     came before R, then W came before L and the pass saw the reference.
+//     If B came after D, the entry B compared against was gone (revisions
+//     never come back), so B failed and Allocate retried from scratch. So an
+//     index entry that a returned reference backs is never deleted while the
+//     reference lives.
+//   - Masters. Whoever makes an index entry ready first creates or bumps its
+//     master, at time M, after the pending entry existed. A pass deletes a
+//     master read at revision q (time R1) only if the index, listed later
+//     (R2 > R1), had no entry pointing to it, and then deletes at revision
+//     q. If M fell between R1 and the delete, q is stale and the delete
+//     fails. If M came after the delete, M found the master gone or another
+//     key's and the allocation moved on. If M came before R1, the index
+//     entry existed before R2, and R2 not seeing it means it was deleted,
+//     which by the first argument happens only to unreferenced entries; a
+//     new entry for the key is made ready only after its own M. So a master
+//     behind a ready index entry is deleted only after the index entry.
+//
+// The grace period is not needed for safety: it keeps the collector from
+// churning entries that allocations in flight are about to use, and it is
+// the promise below.
+//
+// # Guarantees
+//
+//   - No two keys share an ID while either is referenced: every returned ID
+//     has a master naming its key, and a master is unique per ID.
+//   - Every member referencing a key holds the same ID: a key has at most
+//     one index entry, and a returned ID is the one it held at Allocate's
+//     bump.
+//   - An ID changes key only after no reference backed it for at least Grace
+//     (as the collector's clock measures it) and, where the store's
+//     references lapse, after the last holder's TTL.
+//   - A store that lacks create-if-absent, compare-and-set,
+//     compare-and-delete, keep-alive or watch is refused by New (an error
+//     wrapping backends.ErrUnsupported): it never gets advisory IDs.
+//
+// # What is not guaranteed
+//
+//   - A process that cannot renew its references for TTL loses them. The
+//     renewal re-establishes a lapsed reference with the same protocol if
+//     the key still maps to the same ID; if garbage collection has moved
+//     the key on, the local uses are dropped and logged, and the next
+//     Allocate returns the key's current ID. Users must keep TTL well above
+//     their longest stall, and Grace above TTL.
+//   - The cache is a hint. Lookups from it may lag the store; every write
+//     is checked against the store.
+//   - A store scoped to one process (memstore) or one host (filestore)
+//     shares IDs only within that scope.
+//
+// # Costs
+//
+// Allocate of a key used locally: no store request. Of a key in the cache:
+// two writes. Of a new key: four writes (plus a listing of the masters when
+// the cache believes the range full). Release of the last local use: one
+// delete. Each referenced key costs one keep-alive per RenewInterval per
+// member. A garbage collection pass costs three listings plus one delete per
+// collected entry.
+package allocator

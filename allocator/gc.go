@@ -1,0 +1,166 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+)
+
+// cand is an entry a pass found unreferenced, at the revision it read.
+type cand struct {
+	rev   int64
+	since time.Time
+}
+
+// GCStats describes one garbage collection pass.
+type GCStats struct {
+	Masters, Indexed, References int // entries read
+	Deleted                      int // index and master entries deleted
+}
+
+// gcLoop runs RunGC every GCInterval until Close.
+func (a *Allocator) gcLoop() {
+	defer a.wg.Done()
+	t := a.cfg.Clock.Ticker(a.cfg.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.bg.Done():
+			return
+		case <-t.C:
+			if _, err := a.RunGC(a.bg); err != nil && a.bg.Err() == nil {
+				a.cfg.Logger.Warn("allocator: garbage collection", "err", err)
+			}
+		}
+	}
+}
+
+// RunGC runs one garbage collection pass now. It deletes an index entry that
+// two passes at least Grace apart saw unreferenced at the same revision,
+// and a master entry that two such passes saw at the same revision with no
+// index entry pointing to it. Passes of one Allocator do not overlap; passes
+// of several allocators may, and are safe together. The background pass
+// calls it every GCInterval.
+func (a *Allocator) RunGC(ctx context.Context) (GCStats, error) {
+	select {
+	case a.gcmu <- struct{}{}:
+	case <-ctx.Done():
+		return GCStats{}, fmt.Errorf("allocator: gc %q: %w", a.cfg.Prefix, ctx.Err())
+	}
+	defer func() { <-a.gcmu }()
+	st, err := a.gc(ctx)
+	if err != nil {
+		return st, fmt.Errorf("allocator: gc %q: %w", a.cfg.Prefix, err)
+	}
+	return st, nil
+}
+
+// gc is one pass. The order of the three listings is what makes it safe
+// (see the package doc): masters before the index, the index before the
+// references.
+func (a *Allocator) gc(ctx context.Context) (GCStats, error) {
+	var st GCStats
+	pfx := a.cfg.Prefix
+	masters, err := a.store.List(ctx, pfx+idDir)
+	if err != nil {
+		return st, err
+	}
+	index, err := a.store.List(ctx, pfx+keyDir)
+	if err != nil {
+		return st, err
+	}
+	refs, err := a.store.List(ctx, pfx+valueDir)
+	if err != nil {
+		return st, err
+	}
+	st.Masters, st.Indexed, st.References = len(masters), len(index), len(refs)
+	now := a.cfg.Clock.Now()
+
+	referenced := make(map[string]bool, len(refs))
+	for _, r := range refs {
+		rest := strings.TrimPrefix(r.Key, pfx+valueDir)
+		if i := strings.LastIndexByte(rest, '/'); i > 0 {
+			referenced[rest[:i]] = true
+		}
+	}
+	pointsTo := make(map[string]uint64, len(index)) // key -> n
+	next := make(map[string]cand)
+	// due reports whether name was seen unreferenced at rev for Grace, and
+	// carries it to the next pass if not.
+	due := func(name string, rev int64) bool {
+		c, ok := a.cands[name]
+		if !ok || c.rev != rev {
+			next[name] = cand{rev: rev, since: now}
+			return false
+		}
+		if now.Sub(c.since) >= a.cfg.Grace {
+			return true
+		}
+		next[name] = c
+		return false
+	}
+	var errs []error
+	deletedIndex := make(map[string]time.Time) // key -> since, for its master
+	for _, e := range index {
+		key := strings.TrimPrefix(e.Key, pfx+keyDir)
+		n, _, err := decodeIndex(e.Value)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("index %q: %w", key, err))
+			continue
+		}
+		pointsTo[key] = n
+		if referenced[key] {
+			continue
+		}
+		name := keyDir + key
+		since := a.cands[name].since
+		if !due(name, e.Revision) {
+			continue
+		}
+		switch err := a.store.CompareAndDelete(ctx, e.Key, e.Revision); {
+		case err == nil:
+			st.Deleted++
+			deletedIndex[key] = since
+			a.cfg.Logger.Debug("allocator: index collected", "key", key, "id", n, "rev", e.Revision)
+		case backends.Classify(err) == backends.ClassLost:
+			// Written since it was read: in use again.
+		default:
+			errs = append(errs, err)
+		}
+	}
+	for _, m := range masters {
+		n, err := strconv.ParseUint(strings.TrimPrefix(m.Key, pfx+idDir), 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("master %q: %w", m.Key, backends.ErrCorrupt))
+			continue
+		}
+		key := string(m.Value)
+		if p, ok := pointsTo[key]; ok && p == n {
+			if since, gone := deletedIndex[key]; gone {
+				// Its index went in this pass, after being unreferenced
+				// for Grace: the next pass may take the master at once,
+				// once it has re-read it and seen no index again.
+				next[idDir+strconv.FormatUint(n, 10)] = cand{rev: m.Revision, since: since}
+			}
+			continue
+		}
+		if !due(idDir+strconv.FormatUint(n, 10), m.Revision) {
+			continue
+		}
+		switch err := a.store.CompareAndDelete(ctx, m.Key, m.Revision); {
+		case err == nil:
+			st.Deleted++
+			a.cfg.Logger.Debug("allocator: master collected", "key", key, "id", n, "rev", m.Revision)
+		case backends.Classify(err) == backends.ClassLost:
+		default:
+			errs = append(errs, err)
+		}
+	}
+	a.cands = next
+	return st, errors.Join(errs...)
+}
