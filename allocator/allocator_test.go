@@ -194,7 +194,11 @@ func TestReleaseAndGCReturnIDs(t *testing.T) {
 // the store.
 func TestConcurrentMemstore(t *testing.T) {
 	s, clk := newMem(t)
-	const members, keys, pool = 8, 300, 400
+	const members = 8
+	keys, pool := 1000, 1500
+	if testing.Short() {
+		keys, pool = 200, 300
+	}
 	var as []*Allocator
 	for i := range members {
 		as = append(as, newAllocator(t, s, testConfig(fmt.Sprintf("m%d", i), clk)))
