@@ -303,7 +303,7 @@ func (a *Allocator) acquire(ctx context.Context, key string, want uint64, ref ba
 			case want != 0:
 				return 0, false, ref, errLost
 			default:
-				n, err := a.pick(ctx, taken, &listed)
+				n, err := a.pick(ctx, key, taken, &listed)
 				if err != nil {
 					return 0, false, ref, err
 				}
@@ -347,7 +347,7 @@ func (a *Allocator) acquire(ctx context.Context, key string, want uint64, ref ba
 						taken = make(map[uint64]bool)
 					}
 					taken[n] = true
-					m, err := a.pick(ctx, taken, &listed)
+					m, err := a.pick(ctx, key, taken, &listed)
 					if err != nil {
 						return 0, false, ref, err
 					}
@@ -449,11 +449,13 @@ func (a *Allocator) drop(ref backends.Entry) {
 	}
 }
 
-// pick chooses an ID that is neither in the cache nor in taken. When none
-// is left it lists every master once (setting *listed) and looks again
-// among the IDs no master holds; if there is none, the range is full.
-func (a *Allocator) pick(ctx context.Context, taken map[uint64]bool, listed *bool) (uint64, error) {
-	if n, ok := a.probe(taken, !*listed); ok {
+// pick chooses an ID for key that is neither in the cache nor in taken.
+// When none is left it lists every master once (setting *listed) and looks
+// again among the IDs no master holds; if there is none, the range is
+// full. An ID whose master or cached index names key itself counts as
+// free: the allocation adopts that master by bumping its revision.
+func (a *Allocator) pick(ctx context.Context, key string, taken map[uint64]bool, listed *bool) (uint64, error) {
+	if n, ok := a.probe(key, taken, !*listed); ok {
 		return n, nil
 	}
 	if *listed {
@@ -465,6 +467,9 @@ func (a *Allocator) pick(ctx context.Context, taken map[uint64]bool, listed *boo
 	}
 	*listed = true
 	for _, m := range ms {
+		if string(m.Value) == key {
+			continue
+		}
 		if n, err := strconv.ParseUint(strings.TrimPrefix(m.Key, a.cfg.Prefix+idDir), 10, 64); err == nil {
 			if taken == nil {
 				taken = make(map[uint64]bool)
@@ -472,7 +477,7 @@ func (a *Allocator) pick(ctx context.Context, taken map[uint64]bool, listed *boo
 			taken[n] = true
 		}
 	}
-	if n, ok := a.probe(taken, false); ok {
+	if n, ok := a.probe(key, taken, false); ok {
 		return n, nil
 	}
 	return 0, ErrNoIDs
@@ -482,8 +487,8 @@ func (a *Allocator) pick(ctx context.Context, taken map[uint64]bool, listed *boo
 const probeLimit = 1 << 20
 
 // probe scans from a random point of [Min, Max] for an ID not in taken
-// (and, if useCache, not in the cache).
-func (a *Allocator) probe(taken map[uint64]bool, useCache bool) (uint64, bool) {
+// (and, if useCache, not cached as another key's).
+func (a *Allocator) probe(key string, taken map[uint64]bool, useCache bool) (uint64, bool) {
 	lo, hi := a.cfg.Min, a.cfg.Max
 	span := hi - lo // size - 1
 	var off uint64
@@ -502,7 +507,7 @@ func (a *Allocator) probe(taken map[uint64]bool, useCache bool) (uint64, bool) {
 		if n == 0 || taken[n] {
 			continue
 		}
-		if _, used := a.ids[n]; useCache && used {
+		if k, used := a.ids[n]; useCache && used && k != key {
 			continue
 		}
 		return n, true

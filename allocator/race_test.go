@@ -143,3 +143,34 @@ func TestGCRaceMasterSurvives(t *testing.T) {
 	}
 	checkBijection(t, s)
 }
+
+// A member whose watch has not yet delivered the deletion of K's index
+// allocates K again while K's old master is still there: it adopts the
+// master (bumping it) instead of counting the ID as another key's. Before,
+// with one ID in the range, it reported ErrNoIDs.
+func TestAllocateAdoptsOwnMasterThroughStaleCache(t *testing.T) {
+	s, clk := newMem(t)
+	cfg := testConfig("b", clk)
+	cfg.Min, cfg.Max = 1, 1
+	ctx := context.Background()
+	if _, err := s.CreateIfAbsent(ctx, testPrefix+idDir+"1", []byte("K"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Another key's index, to know when the watch has made its first
+	// listing; its ID is outside the range and plays no part.
+	for k, v := range map[string]string{keyDir + "Z": "5", idDir + "5": "Z"} {
+		if _, err := s.CreateIfAbsent(ctx, testPrefix+k, []byte(v), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newAllocator(t, s, cfg)
+	waitCached(t, b, "Z", 5)
+	b.cmu.Lock() // what the watch knew before K's index was deleted
+	b.keys["K"] = cached{id: 1, ready: true, rev: 1}
+	b.ids[1] = "K"
+	b.cmu.Unlock()
+	if id, _, err := b.Allocate(ctx, "K"); err != nil || id != 1 {
+		t.Fatalf("Allocate(K) = %d, %v; want 1", id, err)
+	}
+	checkBijection(t, s)
+}

@@ -34,6 +34,11 @@ func TestRenewAndRestore(t *testing.T) {
 	a := newAllocator(t, f, cfg)
 	ctx := context.Background()
 	id := mustAllocate(t, a, "K")
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := clk.BlockUntil(bctx, 1); err != nil { // the renewal ticker
+		t.Fatal(err)
+	}
 	refs := func() int { return len(dump(t, s, valueDir)) }
 
 	for round := 1; round <= 6; round++ {
