@@ -6,8 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/internal/faults"
 )
+
+// pair moves two fake clocks together: the embedded one first.
+type pair struct {
+	*clocktest.Clock
+	other *clocktest.Clock
+}
+
+func (p *pair) Add(d time.Duration) {
+	p.Clock.Add(d)
+	p.other.Add(d)
+}
 
 // eventually waits until cond holds, for conditions a background goroutine
 // makes true after the fake clock moved.
@@ -27,9 +39,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // that lapsed is written again while its key still maps to the same ID, and
 // when the key has moved on the local uses are dropped.
 func TestRenewAndRestore(t *testing.T) {
-	s, clk := newMem(t)
-	f := faults.Wrap(s, clk)
-	cfg := testConfig("a", clk)
+	s, storeClk := newMem(t)
+	f := faults.Wrap(s, storeClk)
+	// The allocator's own clock, so that its only timer is the renewal
+	// ticker (the store arms expiry timers on its clock); both move
+	// together.
+	clk := &pair{clocktest.New(epoch), storeClk}
+	cfg := testConfig("a", clk.Clock)
 	cfg.TTL = 30 * time.Second // renewed every 10s
 	a := newAllocator(t, f, cfg)
 	ctx := context.Background()
