@@ -114,4 +114,14 @@
 // delete. Each referenced key costs one keep-alive per RenewInterval per
 // member. A garbage collection pass costs three listings plus one delete per
 // collected entry.
+//
+// Measured on a shared 2-core machine (Go 1.26, make bench; ranges over
+// runs under load):
+//
+//	Allocate, key used locally        11-15 ns, 0 requests, 0 allocations
+//	Allocate, key known from cache    2 writes, 0 reads (memstore: ~3 us with its Release)
+//	Release, last local use           1 write
+//	new IDs/s, 8 concurrent allocators  memstore 10 800-15 900; filestore 250-560;
+//	                                  etcd (embedded, one member) 650-1 500
+//	GC pass, 10 000 referenced IDs    3 listings; memstore 17-37 ms; etcd ~1 s
 package allocator
