@@ -265,3 +265,93 @@ func checkAgreement(t testing.TB, got []map[string]uint64) {
 		}
 	}
 }
+
+// Goroutines of one process share its uses: concurrent Allocate and
+// Release of the same keys write one reference per key, and the last
+// Release of each deletes it.
+func TestOneProcessManyGoroutines(t *testing.T) {
+	s, clk := newMem(t)
+	a := newAllocator(t, s, testConfig("a", clk))
+	const workers, keys = 8, 20
+	ids := make([]map[string]uint64, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[w] = make(map[string]uint64)
+			for i := range keys {
+				k := keyName((i + w) % keys)
+				id, _, err := a.Allocate(context.Background(), k)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids[w][k] = id
+			}
+		}()
+	}
+	wg.Wait()
+	checkAgreement(t, ids)
+	if refs := dump(t, s, valueDir); len(refs) != keys {
+		t.Fatalf("%d references, want one per key (%d)", len(refs), keys)
+	}
+	lasts := make(chan string, workers*keys)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range ids[w] {
+				last, err := a.Release(context.Background(), k)
+				if err != nil {
+					t.Error(err)
+				}
+				if last {
+					lasts <- k
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(lasts)
+	seen := make(map[string]bool)
+	for k := range lasts {
+		if seen[k] {
+			t.Errorf("two releases of %q reported the last use", k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != keys {
+		t.Errorf("%d keys saw their last release, want %d", len(seen), keys)
+	}
+	if refs := dump(t, s, valueDir); len(refs) != 0 {
+		t.Fatalf("%d references after every release, want 0", len(refs))
+	}
+}
+
+// Close deletes this member's references and refuses later work.
+func TestClose(t *testing.T) {
+	s, clk := newMem(t)
+	a, err := New(s, testConfig("a", clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	mustAllocate(t, a, "x")
+	mustAllocate(t, a, "y")
+	if err := a.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if refs := dump(t, s, valueDir); len(refs) != 0 {
+		t.Fatalf("references after Close: %v", refs)
+	}
+	if _, _, err := a.Allocate(ctx, "x"); !errors.Is(err, backends.ErrClosed) {
+		t.Fatalf("Allocate after Close = %v, want ErrClosed", err)
+	}
+	if _, err := a.Release(ctx, "y"); !errors.Is(err, backends.ErrClosed) {
+		t.Fatalf("Release after Close = %v, want ErrClosed", err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}

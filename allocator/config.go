@@ -26,8 +26,10 @@ var ErrNoIDs = errors.New("no free ids")
 // Config configures an Allocator. The zero value of each optional field
 // selects its default.
 type Config struct {
-	// Prefix is prepended to every store key the allocator writes. Required.
-	// Allocators share IDs exactly when they share a store and a Prefix.
+	// Prefix is prepended to every store key the allocator writes, e.g.
+	// "ids/". Required. Allocators share IDs exactly when they share a store
+	// and a Prefix; the prefixes of unrelated allocators on one store must
+	// not begin with one another, or each would read the other's entries.
 	Prefix string
 
 	// Member is this process's configured identity, e.g. a host name.
