@@ -143,9 +143,6 @@ func New(store backends.Store, cfg Config) (*Allocator, error) {
 	return a, nil
 }
 
-// Member is this instance's member name: Config.Member and a nonce.
-func (a *Allocator) Member() string { return a.member }
-
 func (a *Allocator) idKey(n uint64) string    { return a.cfg.Prefix + idDir + strconv.FormatUint(n, 10) }
 func (a *Allocator) indexKey(k string) string { return a.cfg.Prefix + keyDir + k }
 func (a *Allocator) refKey(k string) string {

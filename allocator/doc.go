@@ -54,26 +54,29 @@
 //
 //   - Index entries. Allocate returns an ID only after its reference write W
 //     and then its compare-and-set bump B of the index entry succeeded.
-//     Suppose a pass read the index entry at revision r (time R), listed no
-//     reference (time L > R), and deleted it at revision r (time D). If B
-//     came after R and before D, the entry's revision at D was not r, since
-//     every write moves a key's revision forward: the delete fails. If B
-//     came before R, then W came before L and the pass saw the reference.
-//     If B came after D, the entry B compared against was gone (revisions
-//     never come back), so B failed and Allocate retried from scratch. So an
-//     index entry that a returned reference backs is never deleted while the
-//     reference lives.
+//     Suppose the pass that deletes read the index entry at revision r
+//     (time R), listed no reference for its key (time L > R), and deleted
+//     it at revision r (time D). If B came after R and before D, the
+//     entry's revision at D was not r, since every write moves a key's
+//     revision forward: the delete fails. If B came before R, then W came
+//     before L, and the pass saw the reference unless it had already been
+//     released or had lapsed. If B came after D, the entry B compared
+//     against was gone (revisions never come back), so B failed and
+//     Allocate started over. So an index entry is never deleted while a
+//     reference that Allocate returned with lives.
 //   - Masters. Whoever makes an index entry ready first creates or bumps its
 //     master, at time M, after the pending entry existed. A pass deletes a
 //     master read at revision q (time R1) only if the index, listed later
 //     (R2 > R1), had no entry pointing to it, and then deletes at revision
 //     q. If M fell between R1 and the delete, q is stale and the delete
-//     fails. If M came after the delete, M found the master gone or another
-//     key's and the allocation moved on. If M came before R1, the index
-//     entry existed before R2, and R2 not seeing it means it was deleted,
-//     which by the first argument happens only to unreferenced entries; a
-//     new entry for the key is made ready only after its own M. So a master
-//     behind a ready index entry is deleted only after the index entry.
+//     fails. If M came after the delete, M created the master afresh (or
+//     found it another key's and moved the pending entry to another ID),
+//     so the entry is made ready on a master written after the delete. If
+//     M came before R1, the pending entry existed before R2, and R2 not
+//     seeing an entry pointing here means it was deleted, which by the
+//     first argument happens only to unreferenced entries; a new entry for
+//     the key is made ready only after its own M. So a master behind a
+//     ready index entry is deleted only after the index entry.
 //
 // The grace period is not needed for safety: it keeps the collector from
 // churning entries that allocations in flight are about to use, and it is
@@ -109,8 +112,9 @@
 // # Costs
 //
 // Allocate of a key used locally: no store request. Of a key in the cache:
-// two writes. Of a new key: four writes (plus a listing of the masters when
-// the cache believes the range full). Release of the last local use: one
+// two writes. Of a key the cache does not know: one read more. Of a new
+// key: one read and four writes (plus a listing of the masters when the
+// cache believes the range full). Release of the last local use: one
 // delete. Each referenced key costs one keep-alive per RenewInterval per
 // member. A garbage collection pass costs three listings plus one delete per
 // collected entry.
@@ -124,4 +128,5 @@
 //	new IDs/s, 8 concurrent allocators  memstore 10 800-15 900; filestore 250-560;
 //	                                  etcd (embedded, one member) 650-1 500
 //	GC pass, 10 000 referenced IDs    3 listings; memstore 17-37 ms; etcd ~1 s
+//	                                  (its List looks up each reference's lease)
 package allocator
