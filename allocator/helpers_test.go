@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 )
@@ -37,6 +38,25 @@ func newMem(t testing.TB) (*memstore.Store, *clocktest.Clock) {
 	s := memstore.New(memstore.WithClock(clk))
 	t.Cleanup(func() { _ = s.Close() })
 	return s, clk
+}
+
+// storeKinds are the stores the protocol tests run on: memstore, and
+// filestore, which has no multi-key transactions. Both judge expiry on the
+// returned fake clock.
+var storeKinds = []struct {
+	name string
+	open func(t testing.TB) (backends.Store, *clocktest.Clock)
+}{
+	{"memstore", func(t testing.TB) (backends.Store, *clocktest.Clock) { return newMem(t) }},
+	{"filestore", func(t testing.TB) (backends.Store, *clocktest.Clock) {
+		clk := clocktest.New(epoch)
+		s, err := filestore.Open(t.TempDir(), filestore.WithClock("boot", clk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s, clk
+	}},
 }
 
 func newAllocator(t testing.TB, s backends.Store, cfg Config) *Allocator {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/internal/faults"
 )
 
@@ -50,7 +51,13 @@ func gcRace(t *testing.T, g *Allocator, f *faults.Store, during func()) (GCStats
 // Without the bump the index entry would go, and the key's ID would be
 // handed to another key while the member uses it.
 func TestGCRaceIndexSurvives(t *testing.T) {
-	s, clk := newMem(t)
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) { gcRaceIndexSurvives(t, k.open) })
+	}
+}
+
+func gcRaceIndexSurvives(t *testing.T, open func(testing.TB) (backends.Store, *clocktest.Clock)) {
+	s, clk := open(t)
 	cfg := func(m string) Config { c := testConfig(m, clk); c.Min, c.Max = 1, 1; return c }
 	f := faults.Wrap(s, clk)
 	g := newAllocator(t, f, cfg("gc"))
@@ -97,7 +104,13 @@ func TestGCRaceIndexSurvives(t *testing.T) {
 // delete fail. Without it the master would go while K's new index points
 // at it, and another key could take the ID.
 func TestGCRaceMasterSurvives(t *testing.T) {
-	s, clk := newMem(t)
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) { gcRaceMasterSurvives(t, k.open) })
+	}
+}
+
+func gcRaceMasterSurvives(t *testing.T, open func(testing.TB) (backends.Store, *clocktest.Clock)) {
+	s, clk := open(t)
 	cfg := func(m string) Config { c := testConfig(m, clk); c.Min, c.Max = 1, 1; return c }
 	f := faults.Wrap(s, clk)
 	g := newAllocator(t, f, cfg("gc"))

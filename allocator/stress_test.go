@@ -10,6 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/filestore"
+	"github.com/tenure-go/tenure/clocktest"
 )
 
 // Members churn through a small pool of keys and a range too small for all
@@ -19,13 +23,19 @@ import (
 // store still maps its key to the ID it was given and that ID to its key:
 // a referenced ID never changes key, however the collector interleaves.
 func TestChurnWithEagerCollector(t *testing.T) {
-	s, clk := newMem(t)
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) { churn(t, k.open) })
+	}
+}
+
+func churn(t *testing.T, open func(testing.TB) (backends.Store, *clocktest.Clock)) {
+	s, clk := open(t)
 	cfg := func(m string) Config { c := testConfig(m, clk); c.Min, c.Max = 1, 12; return c }
 	gc := newAllocator(t, s, cfg("gc"))
 	const members = 4
 	rounds := 300
-	if testing.Short() {
-		rounds = 100
+	if _, onDisk := s.(*filestore.Store); onDisk || testing.Short() {
+		rounds = 80
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
