@@ -156,10 +156,17 @@ func TestReleaseAndGCReturnIDs(t *testing.T) {
 	s, clk := newMem(t)
 	cfg := testConfig("a", clk)
 	cfg.Min, cfg.Max = 1, 3
+	deleted := make(chan Event, 8)
+	cfg.OnChange = func(e Event) {
+		if e.Kind == EventDeleted {
+			deleted <- e
+		}
+	}
 	a := newAllocator(t, s, cfg)
 	ctx := context.Background()
+	ids := make(map[string]uint64)
 	for _, k := range []string{"x", "y", "z"} {
-		mustAllocate(t, a, k)
+		ids[k] = mustAllocate(t, a, k)
 	}
 	if _, _, err := a.Allocate(ctx, "w"); !errors.Is(err, ErrNoIDs) || !strings.HasPrefix(err.Error(), `allocator: allocate "w": `) {
 		t.Fatalf("Allocate(w) on a full range = %v, want ErrNoIDs", err)
@@ -183,10 +190,20 @@ func TestReleaseAndGCReturnIDs(t *testing.T) {
 		t.Fatalf("next pass = %+v, %v; want the master deleted", st, err)
 	}
 	id, isNew, err := a.Allocate(ctx, "w")
-	if err != nil || !isNew {
-		t.Fatalf("Allocate(w) after GC = %d, %v, %v; want a new id", id, isNew, err)
+	if err != nil || !isNew || id != ids["y"] {
+		t.Fatalf("Allocate(w) after GC = %d, %v, %v; want y's id %d, new", id, isNew, err, ids["y"])
 	}
 	checkBijection(t, s)
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	select {
+	case e := <-deleted:
+		if e.Key != "y" || e.ID != ids["y"] {
+			t.Fatalf("OnChange reported %+v, want y's deletion", e)
+		}
+	case <-tctx.Done():
+		t.Fatal("OnChange never reported y's deletion")
+	}
 }
 
 // Many allocators, many goroutines, heavily overlapping keys: one ID per
