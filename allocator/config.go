@@ -65,7 +65,11 @@ type Config struct {
 	// OnChange, if set, is called for every mapping that appears in or
 	// disappears from the watched cache (see Event). It runs on the
 	// allocator's watch goroutine, one call at a time, in the order the
-	// store applied the changes; a slow OnChange delays the cache.
+	// store applied the changes, except that when the watch had to be
+	// re-established, what changed meanwhile is reported as the difference
+	// between the cache and a fresh listing (a mapping that came and went
+	// in the gap is not reported). A slow OnChange delays the cache; it
+	// must not call Close.
 	OnChange func(Event)
 
 	// Clock is the source of all time. Default clock.New(), the real clock.
