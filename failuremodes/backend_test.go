@@ -11,6 +11,7 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
 )
 
@@ -19,7 +20,7 @@ func TestFM10StaleReadCannotSteal(t *testing.T) {
 	t.Run("tenure acquires by one conditional write", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		w.step(leaderTimers, time.Second/2)
 		b := w.newNode("b")
 		stale, err := b.f.StaleReads(w.ctx) // b's replica stops at 0.5s
@@ -27,7 +28,7 @@ func TestFM10StaleReadCannotSteal(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		for range 3 * ttl / time.Second {
 			w.step(leaderTimers+followerTimers, time.Second)
 			onlyLeader(t, w, "a", a, b)
@@ -49,7 +50,7 @@ func TestFM10StaleReadCannotSteal(t *testing.T) {
 		w := newWorld(t)
 		na := w.newNaive("a", &ttlLocker{store: w.naiveStore(), key: key, ttl: ttl})
 		na.Start(w.ctx) // ticks at 0s, 3s, 6s, ...: keep-alives, revision unchanged
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		w.clk.Add(time.Second / 2)
 		sb := w.naiveStore()
 		if _, err := sb.StaleReads(w.ctx); err != nil {
@@ -57,12 +58,12 @@ func TestFM10StaleReadCannotSteal(t *testing.T) {
 		}
 		nb := w.newNaive("b", &ttlLocker{store: sb, key: key, ttl: ttl})
 		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ...
-		w.awaitRec("b", nb.rec, evLost, 1)
+		w.awaitRec("b", nb.rec, electortest.Lost, 1)
 		for i := 1; i <= 4 && !nb.IsLeader(); i++ {
 			w.clk.Add(5 * time.Second / 2) // a renews at 3i s
-			w.awaitRec("a", na.rec, evRenewed, i)
+			w.awaitRec("a", na.rec, electortest.Renewed, i)
 			w.clk.Add(time.Second / 2) // b reads its replica at 3i+0.5 s
-			if _, err := nb.rec.waitAny(w.ctx, []string{evLost, evAcquired}, i+1); err != nil {
+			if _, err := nb.rec.WaitAny(w.ctx, []electortest.Kind{electortest.Lost, electortest.Acquired}, i+1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -79,13 +80,13 @@ func TestFM11SustainedThrottling(t *testing.T) {
 	t.Run("tenure backs off and keeps leading", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		w.step(leaderTimers, from)
 		throttleA := a.f.Fail(faults.AllOps, 0, backends.ErrThrottled)
 		b := w.newNode("b")
 		throttleB := b.f.Fail(faults.AllOps, 0, backends.ErrThrottled)
 		b.start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		for w.elapsed() < 12*time.Second {
 			w.step(leaderTimers+followerTimers, 50*time.Millisecond)
 			if w.elapsed() >= until && throttleA.Hits() > 0 {
@@ -94,12 +95,12 @@ func TestFM11SustainedThrottling(t *testing.T) {
 			}
 			onlyLeader(t, w, "a", a, b)
 		}
-		if n := a.rec.count(evDemoted); n != 0 {
+		if n := a.rec.Count(electortest.Demoted); n != 0 {
 			t.Errorf("a demoted %d times under throttling shorter than its lease", n)
 		}
-		for _, ev := range append(a.rec.all(evRenewFail), b.rec.all(evLost)...) {
-			if ev.at.Sub(epoch) < until && ev.class != backends.ClassTransient {
-				t.Errorf("a throttled call was classified %v at %v, want transient", ev.class, ev.at.Sub(epoch))
+		for _, ev := range append(a.rec.All(electortest.RenewFail), b.rec.All(electortest.Lost)...) {
+			if ev.At.Sub(epoch) < until && ev.Class != backends.ClassTransient {
+				t.Errorf("a throttled call was classified %v at %v, want transient", ev.Class, ev.At.Sub(epoch))
 			}
 		}
 		// Renewals at 3s, 4s and 6s were refused, the one at 7.95s passed;
@@ -116,15 +117,15 @@ func TestFM11SustainedThrottling(t *testing.T) {
 		sa, sb := w.naiveStore(), w.naiveStore()
 		na := w.newNaive("a", &epochLocker{store: sa, key: key, ttl: ttl, wall: w.clk})
 		na.Start(w.ctx)
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		w.clk.Add(from)
 		sa.Fail(faults.AllOps, 0, backends.ErrThrottled)
 		sb.Fail(faults.AllOps, 0, backends.ErrThrottled)
 		nb := w.newNaive("b", &epochLocker{store: sb, key: key, ttl: ttl, wall: w.clk})
 		nb.Start(w.ctx)
-		w.awaitRec("b", nb.rec, evLost, 1)
+		w.awaitRec("b", nb.rec, electortest.Lost, 1)
 		w.clk.Add(2 * time.Second) // 3s
-		w.awaitRec("a", na.rec, evDropped, 1)
+		w.awaitRec("a", na.rec, electortest.Dropped, 1)
 		if got := leaders(na, nb); len(got) != 0 {
 			t.Fatalf("naive: leaders = %v, want the failure mode (none)", got)
 		}
@@ -165,7 +166,7 @@ func TestFM12AnyHolderIDRoundTrips(t *testing.T) {
 			t.Run(st.name+"/"+id, func(t *testing.T) {
 				w := newWorldOn(t, func(clk *clocktest.Clock) backends.Store { return st.open(t, clk) })
 				a := w.newNode(id).start()
-				term := a.await(evElected, 1).term
+				term := a.await(electortest.Elected, 1).Term
 				if term.Holder.ID != id {
 					t.Errorf("term holder id = %q, want %q", term.Holder.ID, id)
 				}
@@ -173,12 +174,12 @@ func TestFM12AnyHolderIDRoundTrips(t *testing.T) {
 					t.Fatalf("stored holders = %+v, want %v", hs, a.e.Holder())
 				}
 				obs := w.newNode("observer").start()
-				obs.await(evLost, 1)
-				if ev := obs.await(evNewLeader, 1); ev.other != a.e.Holder() {
-					t.Errorf("observer saw leader %v, want %v", ev.other, a.e.Holder())
+				obs.await(electortest.Lost, 1)
+				if ev := obs.await(electortest.NewLeader, 1); ev.Other != a.e.Holder() {
+					t.Errorf("observer saw leader %v, want %v", ev.Other, a.e.Holder())
 				}
 				w.step(leaderTimers+followerTimers, renewPeriod)
-				a.await(evRenewed, 1)
+				a.await(electortest.Renewed, 1)
 				if err := a.e.Stop(w.ctx); err != nil {
 					t.Fatalf("Stop: %v", err)
 				}
@@ -193,9 +194,9 @@ func TestFM12AnyHolderIDRoundTrips(t *testing.T) {
 		s := w.naiveStore()
 		n := w.newNaive("node 1", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
 		n.Start(w.ctx)
-		w.awaitRec("node 1", n.rec, evAcquired, 1)
+		w.awaitRec("node 1", n.rec, electortest.Acquired, 1)
 		w.clk.Add(renewPeriod)
-		w.awaitRec("node 1", n.rec, evDropped, 1)
+		w.awaitRec("node 1", n.rec, electortest.Dropped, 1)
 		n.mu.Lock()
 		n.leader = true // as if Stop had read "leader": it tries to release
 		n.mu.Unlock()
@@ -205,7 +206,7 @@ func TestFM12AnyHolderIDRoundTrips(t *testing.T) {
 		w.clk.Add(10 * ttl)
 		other := w.newNaive("other", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		other.Start(w.ctx)
-		w.awaitRec("other", other.rec, evLost, 1)
+		w.awaitRec("other", other.rec, electortest.Lost, 1)
 		if _, err := s.Inner().Get(w.ctx, key); err != nil {
 			t.Fatalf("naive: the claim is gone (%v), want the failure mode: stuck for good", err)
 		}
@@ -217,15 +218,15 @@ func TestFM13ThrottledRenewal(t *testing.T) {
 	t.Run("tenure retries", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		a.f.Fail(faults.OpKeepAlive, 1, backends.ErrThrottled)
 		w.step(leaderTimers, renewPeriod)
-		if ev := a.await(evRenewFail, 1); ev.class != backends.ClassTransient {
-			t.Errorf("throttled renewal class = %v, want transient", ev.class)
+		if ev := a.await(electortest.RenewFail, 1); ev.Class != backends.ClassTransient {
+			t.Errorf("throttled renewal class = %v, want transient", ev.Class)
 		}
 		w.step(leaderTimers, retryPeriod)
-		a.await(evRenewed, 1)
-		if n := a.rec.count(evDemoted); n != 0 || !a.IsLeader() {
+		a.await(electortest.Renewed, 1)
+		if n := a.rec.Count(electortest.Demoted); n != 0 || !a.IsLeader() {
 			t.Errorf("after one throttled renewal: demotions = %d, IsLeader = %v; want 0, true", n, a.IsLeader())
 		}
 	})
@@ -234,10 +235,10 @@ func TestFM13ThrottledRenewal(t *testing.T) {
 		s := w.naiveStore()
 		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
 		n.Start(w.ctx)
-		w.awaitRec("n", n.rec, evAcquired, 1)
+		w.awaitRec("n", n.rec, electortest.Acquired, 1)
 		s.Fail(faults.Reads, 1, backends.ErrThrottled)
 		w.clk.Add(renewPeriod)
-		w.awaitRec("n", n.rec, evDropped, 1)
+		w.awaitRec("n", n.rec, electortest.Dropped, 1)
 		if n.IsLeader() {
 			t.Fatal("naive: still leader")
 		}
@@ -252,11 +253,11 @@ func TestFM14DuplicateIdentity(t *testing.T) {
 		w := newWorld(t)
 		same := withConfig(func(c *elector.Config) { c.Identity = id })
 		a := w.newNode("a", same).start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		b := w.newNode("b", same).start()
-		b.await(evLost, 1)
-		if ev := b.await(evDuplicate, 1); ev.other != a.e.Holder() {
-			t.Errorf("b reported duplicate %v, want %v", ev.other, a.e.Holder())
+		b.await(electortest.Lost, 1)
+		if ev := b.await(electortest.Duplicate, 1); ev.Other != a.e.Holder() {
+			t.Errorf("b reported duplicate %v, want %v", ev.Other, a.e.Holder())
 		}
 		if a.e.Holder() == b.e.Holder() {
 			t.Fatalf("two electors with identity %q share holder %v", id, a.e.Holder())
@@ -265,7 +266,7 @@ func TestFM14DuplicateIdentity(t *testing.T) {
 			w.step(leaderTimers+followerTimers, time.Second)
 			onlyLeader(t, w, "a", a, b)
 		}
-		if n := b.rec.count(evDuplicate); n != 1 {
+		if n := b.rec.Count(electortest.Duplicate); n != 1 {
 			t.Errorf("b reported the duplicate %d times, want once", n)
 		}
 		if n := b.f.Calls(faults.OpKeepAlive | faults.OpCompareAndDelete); n != 0 {
@@ -275,9 +276,9 @@ func TestFM14DuplicateIdentity(t *testing.T) {
 			t.Fatal(err)
 		}
 		// b's next attempt is timed to the expiry it last observed.
-		w.stepUntil(followerTimers, 100*time.Millisecond, func() bool { return b.rec.count(evElected) > 0 })
-		second := b.await(evElected, 1).term
-		if second.Holder != b.e.Holder() || second.Token <= a.rec.all(evElected)[0].term.Token {
+		w.stepUntil(followerTimers, 100*time.Millisecond, func() bool { return b.rec.Count(electortest.Elected) > 0 })
+		second := b.await(electortest.Elected, 1).Term
+		if second.Holder != b.e.Holder() || second.Token <= a.rec.All(electortest.Elected)[0].Term.Token {
 			t.Errorf("b's term = %+v, want b's holder and a higher token", second)
 		}
 	})
@@ -285,10 +286,10 @@ func TestFM14DuplicateIdentity(t *testing.T) {
 		w := newWorld(t)
 		na := w.newNaive(id, &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		na.Start(w.ctx)
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		nb := w.newNaive(id, &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		nb.Start(w.ctx)
-		w.awaitRec("b", nb.rec, evAcquired, 1)
+		w.awaitRec("b", nb.rec, electortest.Acquired, 1)
 		if !na.IsLeader() || !nb.IsLeader() {
 			t.Fatalf("naive: IsLeader a=%v b=%v, want the failure mode (both)", na.IsLeader(), nb.IsLeader())
 		}

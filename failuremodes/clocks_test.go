@@ -12,6 +12,7 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
 )
 
@@ -25,21 +26,21 @@ func TestFM28ClockJumps(t *testing.T) {
 		w := newWorld(t)
 		clk := newWallClock(w.clk, 0)
 		a := w.newNode("a", withConfig(func(c *elector.Config) { c.Clock = clk })).start()
-		first := a.await(evElected, 1).term
+		first := a.await(electortest.Elected, 1).Term
 		b := w.newNode("b").start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		w.step(leaderTimers+followerTimers, time.Second)
 		clk.stepBy(time.Hour)
 		if a.IsLeader() {
 			t.Fatal("after its clock jumped an hour: IsLeader = true")
 		}
 		w.step(leaderTimers+followerTimers, renewPeriod-time.Second) // a's renewal, answered "an hour late"
-		if ev := a.await(evDemoted, 1); ev.cause.Reason != elector.ReasonExpired {
-			t.Errorf("a's term ended with %v, want expired", ev.cause)
+		if ev := a.await(electortest.Demoted, 1); ev.Cause.Reason != elector.ReasonExpired {
+			t.Errorf("a's term ended with %v, want expired", ev.Cause)
 		}
 		// a released its claim and campaigned again at once: a new term,
 		// with a new token, timed on its clock as it now reads.
-		if second := a.await(evElected, 2).term; second.Token <= first.Token {
+		if second := a.await(electortest.Elected, 2).Term; second.Token <= first.Token {
 			t.Errorf("a's new term has token %d, the first had %d", second.Token, first.Token)
 		}
 		onlyLeader(t, w, "a", a, b)
@@ -105,17 +106,17 @@ func TestFM28ClockJumps(t *testing.T) {
 		w := newWorld(t)
 		na := w.newNaive("a", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		na.Start(w.ctx) // renews at 3s, 6s, ...
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		w.clk.Add(time.Second / 2)
 		wall := newWallClock(w.clk, 0)
 		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: wall})
 		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ...
-		w.awaitRec("b", nb.rec, evLost, 1)
+		w.awaitRec("b", nb.rec, electortest.Lost, 1)
 		w.clk.Add(5 * time.Second / 2) // 3s
-		w.awaitRec("a", na.rec, evRenewed, 1)
+		w.awaitRec("a", na.rec, electortest.Renewed, 1)
 		wall.stepBy(time.Hour)
 		w.clk.Add(time.Second / 2) // 3.5s
-		w.awaitRec("b", nb.rec, evAcquired, 1)
+		w.awaitRec("b", nb.rec, electortest.Acquired, 1)
 		if got := leaders(na, nb); len(got) != 2 {
 			t.Fatalf("naive: leaders = %v, want the failure mode [a b]", got)
 		}
@@ -139,9 +140,9 @@ func TestFM29ClockRateSkew(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorld(t)
 			a := w.newNode("a", withConfig(func(c *elector.Config) { c.Clock = w.clk.Skewed(tt.rate) })).start()
-			a.await(evElected, 1)
+			a.await(electortest.Elected, 1)
 			b := w.newNode("b").start()
-			b.await(evLost, 1) // b tries next at 10.001s of the store's time
+			b.await(electortest.Lost, 1) // b tries next at 10.001s of the store's time
 			w.step(leaderTimers+followerTimers, time.Second)
 			a.f.Partition(faults.PartitionFail) // a renews no more
 			for w.elapsed() < ttl-margin-cancelLead {
@@ -154,7 +155,7 @@ func TestFM29ClockRateSkew(t *testing.T) {
 					overlap += time.Millisecond
 				}
 			})
-			b.await(evElected, 1)
+			b.await(electortest.Elected, 1)
 			if (overlap > 0) != tt.overlap {
 				t.Errorf("a's clock at rate %v: overlap %v, want overlap = %v", tt.rate, overlap, tt.overlap)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/lifecycle"
 )
@@ -18,22 +19,22 @@ func TestFM01ErrorBlindRenewal(t *testing.T) {
 	t.Run("tenure retries until the deadline", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		a.f.Fail(faults.OpKeepAlive, 2, backends.ErrUnavailable)
 		// Renew at 3s fails, the retry at 4s fails, the one at 6s succeeds;
 		// the deadline of the first term is 9.9s.
 		w.step(leaderTimers, renewPeriod)
-		if ev := a.await(evRenewFail, 1); ev.class != backends.ClassTransient {
-			t.Errorf("first renew failure class = %v, want transient", ev.class)
+		if ev := a.await(electortest.RenewFail, 1); ev.Class != backends.ClassTransient {
+			t.Errorf("first renew failure class = %v, want transient", ev.Class)
 		}
 		w.step(leaderTimers, retryPeriod)
-		a.await(evRenewFail, 2)
+		a.await(electortest.RenewFail, 2)
 		if !a.IsLeader() {
 			t.Fatalf("at %v, after two transient renew errors and before the deadline: IsLeader = false, want true", w.elapsed())
 		}
 		w.step(leaderTimers, 2*retryPeriod)
-		a.await(evRenewed, 1)
-		if got := a.rec.count(evDemoted); got != 0 || !a.IsLeader() {
+		a.await(electortest.Renewed, 1)
+		if got := a.rec.Count(electortest.Demoted); got != 0 || !a.IsLeader() {
 			t.Errorf("after the retries: demotions = %d, IsLeader = %v; want 0, true", got, a.IsLeader())
 		}
 	})
@@ -42,10 +43,10 @@ func TestFM01ErrorBlindRenewal(t *testing.T) {
 		s := w.naiveStore()
 		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
 		n.Start(w.ctx)
-		w.awaitRec("n", n.rec, evAcquired, 1)
+		w.awaitRec("n", n.rec, electortest.Acquired, 1)
 		s.Fail(faults.OpGet, 1, backends.ErrUnavailable)
 		w.step(1, renewPeriod)
-		w.awaitRec("n", n.rec, evDropped, 1)
+		w.awaitRec("n", n.rec, electortest.Dropped, 1)
 		hs, err := s.Inner().Get(w.ctx, key)
 		if err != nil {
 			t.Fatal(err)
@@ -65,26 +66,24 @@ func TestFM02ZombieLeaderAfterLoopPanic(t *testing.T) {
 		w := newWorld(t)
 		var panics atomic.Int32
 		panics.Store(1)
-		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, beforeRenew: func() {
-				if panics.Add(-1) >= 0 {
-					panic("renew exploded")
-				}
-			}}
-		})).start()
-		first := a.await(evElected, 1).term
+		a := w.newNode("a", withFault(electortest.Renew, &electortest.Fault{Before: func() {
+			if panics.Add(-1) >= 0 {
+				panic("renew exploded")
+			}
+		}})).start()
+		first := a.await(electortest.Elected, 1).Term
 		w.step(leaderTimers, renewPeriod)
-		a.await(evPanicked, 1)
-		ev := a.await(evOnDemoted, 1)
-		if ev.cause.Reason != elector.ReasonPanic || a.IsLeader() {
-			t.Errorf("after the panic: cause = %v, IsLeader = %v; want panic, false", ev.cause, a.IsLeader())
+		a.await(electortest.Panicked, 1)
+		ev := a.await(electortest.OnDemoted, 1)
+		if ev.Cause.Reason != elector.ReasonPanic || a.IsLeader() {
+			t.Errorf("after the panic: cause = %v, IsLeader = %v; want panic, false", ev.Cause, a.IsLeader())
 		}
 		if hs := w.holders(); len(hs) != 0 {
 			t.Errorf("claim after the panicked term = %v, want released", hs)
 		}
 		// It campaigns again after a backoff of RetryPeriod.
 		w.step(followerTimers, retryPeriod)
-		second := a.await(evElected, 2).term
+		second := a.await(electortest.Elected, 2).Term
 		if second.Token <= first.Token || !a.IsLeader() {
 			t.Errorf("second term token %d (first %d), IsLeader %v; want a new, higher token and leadership", second.Token, first.Token, a.IsLeader())
 		}
@@ -93,15 +92,13 @@ func TestFM02ZombieLeaderAfterLoopPanic(t *testing.T) {
 		w := newWorld(t)
 		wedge := make(chan struct{})
 		var wedged atomic.Bool
-		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, beforeRenew: func() {
-				if wedged.CompareAndSwap(false, true) {
-					<-wedge // stuck, deaf to its context
-				}
-			}}
-		})).start()
+		a := w.newNode("a", withFault(electortest.Renew, &electortest.Fault{Before: func() {
+			if wedged.CompareAndSwap(false, true) {
+				<-wedge // stuck, deaf to its context
+			}
+		}})).start()
 		defer close(wedge)
-		term := a.await(evElected, 1).term
+		term := a.await(electortest.Elected, 1).Term
 		w.step(leaderTimers, renewPeriod)
 		// The loop is stuck in Renew; only the deadline timer is armed (and
 		// the request's timeout).
@@ -109,9 +106,9 @@ func TestFM02ZombieLeaderAfterLoopPanic(t *testing.T) {
 		if a.IsLeader() {
 			t.Fatalf("at the deadline with the loop wedged: IsLeader = true")
 		}
-		a.await(evWorkDone, 1) // the leader's context was cancelled at the deadline
-		if ev := a.await(evDemoted, 1); ev.cause.Reason != elector.ReasonExpired {
-			t.Errorf("demotion cause = %v, want expired", ev.cause)
+		a.await(electortest.WorkDone, 1) // the leader's context was cancelled at the deadline
+		if ev := a.await(electortest.Demoted, 1); ev.Cause.Reason != elector.ReasonExpired {
+			t.Errorf("demotion cause = %v, want expired", ev.Cause)
 		}
 	})
 	t.Run("naive keeps reporting leader", func(t *testing.T) {
@@ -119,13 +116,13 @@ func TestFM02ZombieLeaderAfterLoopPanic(t *testing.T) {
 		s := w.naiveStore()
 		n := w.newNaive("n", &panicky{naiveLocker: &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk}})
 		n.Start(w.ctx)
-		w.awaitRec("n", n.rec, evAcquired, 1)
+		w.awaitRec("n", n.rec, electortest.Acquired, 1)
 		w.step(1, renewPeriod) // renew panics; the loop is gone
 		n.cleanup()            // join the dead loop
 		w.clk.Add(2 * ttl)
 		m := w.newNaive("m", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		m.Start(w.ctx)
-		w.awaitRec("m", m.rec, evAcquired, 1)
+		w.awaitRec("m", m.rec, electortest.Acquired, 1)
 		if got := leaders(n, m); len(got) != 2 {
 			t.Fatalf("after the naive loop died and its lease expired: leaders = %v, want the failure mode [n m]", got)
 		}
@@ -143,12 +140,10 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 		w := newWorld(t)
 		answered := make(chan struct{})
 		proceed := make(chan struct{})
-		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, afterAcquire: func(backends.Claim, error) {
-				close(answered)
-				<-proceed // the answer is in hand; the loop has not looked at it yet
-			}}
-		})).start()
+		a := w.newNode("a", withFault(electortest.Acquire, &electortest.Fault{After: func(backends.Claim, error) {
+			close(answered)
+			<-proceed // the answer is in hand; the loop has not looked at it yet
+		}})).start()
 		recv(w, answered)
 		stopped := make(chan error, 1)
 		go func() { stopped <- a.e.Stop(w.ctx) }()
@@ -162,14 +157,14 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 		if hs := w.holders(); len(hs) != 0 {
 			t.Errorf("claim after Stop = %v, want released", hs)
 		}
-		if n := a.rec.count(evElected) + a.rec.count(evOnDemoted); n != 0 {
+		if n := a.rec.Count(electortest.Elected) + a.rec.Count(electortest.OnDemoted); n != 0 {
 			t.Errorf("OnElected/OnDemoted calls = %d, want 0 for a term never led", n)
 		}
 	})
 	t.Run("tenure: Stop right after the election", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		a.await(evWon, 1)
+		a.await(electortest.Won, 1)
 		if err := a.e.Stop(w.ctx); err != nil {
 			t.Fatalf("Stop: %v", err)
 		}
@@ -195,7 +190,7 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 		if err := recv(w, stopped); err != nil {
 			t.Fatalf("Stop: %v", err)
 		}
-		if n := a.rec.count(evWon); n != 0 {
+		if n := a.rec.Count(electortest.Won); n != 0 {
 			t.Errorf("won %d times on an answer that never came", n)
 		}
 		if hs := w.holders(); len(hs) != 0 {
@@ -214,7 +209,7 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 				return
 			}
 			c.Release()
-			w.awaitRec("n", n.rec, evAcquired, 1)
+			w.awaitRec("n", n.rec, electortest.Acquired, 1)
 		}
 		n.Start(w.ctx)
 		if err := n.Stop(w.ctx); err != nil {
@@ -234,7 +229,7 @@ func TestFM04DoubleStart(t *testing.T) {
 		if err := a.e.Start(context.Background()); !errors.Is(err, elector.ErrAlreadyStarted) {
 			t.Errorf("second Start = %v, want ErrAlreadyStarted", err)
 		}
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		if err := a.e.Stop(w.ctx); err != nil {
 			t.Fatalf("Stop: %v", err)
 		}
@@ -255,12 +250,12 @@ func TestFM04DoubleStart(t *testing.T) {
 		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
 		n.Start(w.ctx)
 		n.Start(w.ctx)
-		w.awaitRec("n", n.rec, evAttempt, 2)
+		w.awaitRec("n", n.rec, electortest.Attempt, 2)
 		if err := n.Stop(w.ctx); err != nil {
 			t.Fatal(err)
 		}
 		w.step(1, renewPeriod) // the first loop's ticker is still armed
-		w.awaitRec("n", n.rec, evAttempt, 3)
+		w.awaitRec("n", n.rec, electortest.Attempt, 3)
 		t.Logf("naive: an attempt at %v, after Stop returned (the failure mode)", w.elapsed())
 	})
 }
@@ -271,7 +266,7 @@ func TestFM05ParentContextCancelled(t *testing.T) {
 	t.Run("tenure stops and releases", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		a.cancel()
 		recv(w, a.e.Done())
 		if a.IsLeader() || a.e.State() != lifecycle.Stopped {
@@ -280,8 +275,8 @@ func TestFM05ParentContextCancelled(t *testing.T) {
 		if hs := w.holders(); len(hs) != 0 {
 			t.Errorf("claim = %v, want released", hs)
 		}
-		if ev := a.await(evOnDemoted, 1); ev.cause.Reason != elector.ReasonStopped {
-			t.Errorf("OnDemoted cause = %v, want stopped", ev.cause)
+		if ev := a.await(electortest.OnDemoted, 1); ev.Cause.Reason != elector.ReasonStopped {
+			t.Errorf("OnDemoted cause = %v, want stopped", ev.Cause)
 		}
 	})
 	t.Run("naive keeps reporting leader", func(t *testing.T) {
@@ -290,7 +285,7 @@ func TestFM05ParentContextCancelled(t *testing.T) {
 		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
 		ctx, cancel := context.WithCancel(w.ctx)
 		n.Start(ctx)
-		w.awaitRec("n", n.rec, evAcquired, 1)
+		w.awaitRec("n", n.rec, electortest.Acquired, 1)
 		cancel()
 		n.cleanup() // the loop has exited
 		w.clk.Add(2 * ttl)

@@ -19,8 +19,8 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
-	"github.com/tenure-go/tenure/lifecycle"
 )
 
 func TestMain(m *testing.M) {
@@ -109,7 +109,7 @@ type node struct {
 	f      *faults.Store
 	locker backends.Locker
 	e      *elector.Elector
-	rec    *recorder
+	rec    *electortest.Recorder
 	cancel context.CancelFunc // cancels the context given to Start
 }
 
@@ -119,7 +119,11 @@ type nodeSetup struct {
 	cfg   elector.Config
 	store backends.Store // what the fault wrapper wraps
 	watch bool
-	wrap  func(backends.Locker) backends.Locker
+	// faults, if set, are applied by a Locker between the Elector and its
+	// StoreLocker; unlike the store-level faults, they may ignore the
+	// caller's context: they model an answer already received, or a loop
+	// wedged in code that does not look at its context.
+	faults map[electortest.Op]*electortest.Fault
 }
 
 // withConfig edits the node's Config.
@@ -147,16 +151,20 @@ func (w *world) newNode(name string, opts ...nodeOption) *node {
 		inner = faults.Hide(inner, backends.CapWatch)
 	}
 	n := &node{w: w, name: name, f: faults.Wrap(inner, w.clk)}
-	n.rec = newRecorder(w.clk)
+	n.rec = electortest.NewRecorder(w.t, w.clk)
 	cfg := s.cfg
-	n.rec.hook(&cfg)
+	n.rec.Install(&cfg)
 	locker, err := backends.NewLocker(n.f)
 	if err != nil {
 		w.t.Fatalf("%s: NewLocker: %v", name, err)
 	}
 	n.locker = locker
-	if s.wrap != nil {
-		n.locker = s.wrap(locker)
+	if s.faults != nil {
+		fl := electortest.Wrap(locker)
+		for op, f := range s.faults {
+			fl.Set(op, f)
+		}
+		n.locker = fl
 	}
 	if n.e, err = elector.New(n.locker, cfg); err != nil {
 		w.t.Fatalf("%s: elector.New: %v", name, err)
@@ -186,7 +194,7 @@ func (w *world) shutdown() {
 	errs := make(chan error, len(w.nodes))
 	for _, n := range w.nodes {
 		n.f.Clear()
-		n.rec.unblock()
+		n.rec.Unblock()
 		go func() { errs <- n.e.Stop(w.ctx) }()
 	}
 	pending := slices.Clone(w.nodes)
@@ -309,200 +317,10 @@ type participant interface {
 func (n *node) Name() string   { return n.name }
 func (n *node) IsLeader() bool { return n.e.IsLeader() }
 
-// event is one thing a participant reported.
-type event struct {
-	kind  string // see the kinds below
-	at    time.Time
-	term  elector.Term
-	cause elector.Cause
-	class backends.Class
-	other backends.Holder
-	from  lifecycle.State
-	to    lifecycle.State
-}
-
-// Event kinds.
-const (
-	evWon        = "won"         // Trace.ElectionWon
-	evLost       = "lost"        // Trace.ElectionLost
-	evRenewed    = "renewed"     // Trace.Renewed
-	evRenewFail  = "renew-fail"  // Trace.RenewFailed
-	evDemoted    = "demoted"     // Trace.Demoted
-	evDuplicate  = "duplicate"   // Trace.DuplicateIdentity
-	evPanicked   = "panicked"    // Trace.Panicked
-	evTransition = "transition"  // Trace.StateChanged
-	evElected    = "on-elected"  // OnElected started
-	evWorkDone   = "work-done"   // OnElected returned
-	evOnDemoted  = "on-demoted"  // OnDemoted
-	evNewLeader  = "new-leader"  // OnNewLeader
-	evAcquired   = "acquired"    // naive: took the claim
-	evDropped    = "dropped"     // naive: stopped leading
-	evAttempt    = "attempt"     // naive: tried to take the claim
-	evStopCalled = "stop-called" // naive: OnDemoted-like callback at Stop
-)
-
-// recorder is the Trace hooks and the callbacks of one node: it logs every
-// event with the fake time it was reported at, and lets the test wait for
-// events.
-type recorder struct {
-	clk clock.Clock
-
-	mu      sync.Mutex
-	events  []event       // guarded by mu
-	changed chan struct{} // guarded by mu; closed at the next add
-	// work, if set, is the body of OnElected; by default OnElected blocks
-	// until its context is done.
-	work    func(ctx context.Context, t elector.Term) // guarded by mu
-	release chan struct{}                             // closed by unblock; ends work that waits on it
-	// newLeaderGate, if set before the node starts, holds OnNewLeader (and
-	// so every callback queued after it) until it is closed.
-	newLeaderGate chan struct{}
-}
-
-func newRecorder(clk clock.Clock) *recorder {
-	return &recorder{clk: clk, release: make(chan struct{})}
-}
-
-func (r *recorder) add(ev event) {
-	ev.at = r.clk.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, ev)
-	if r.changed != nil {
-		close(r.changed)
-		r.changed = nil
-	}
-}
-
-// setWork replaces the body of OnElected for terms elected from now on.
-func (r *recorder) setWork(f func(ctx context.Context, t elector.Term)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.work = f
-}
-
-// unblock ends work that waits on r.release.
-func (r *recorder) unblock() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	select {
-	case <-r.release:
-	default:
-		close(r.release)
-	}
-}
-
-// hook points cfg's Trace hooks and callbacks at r.
-func (r *recorder) hook(cfg *elector.Config) {
-	cfg.Trace = elector.Trace{
-		StateChanged: func(from, to lifecycle.State) {
-			r.add(event{kind: evTransition, from: from, to: to})
-		},
-		ElectionWon:  func(t elector.Term, _ time.Duration) { r.add(event{kind: evWon, term: t}) },
-		ElectionLost: func(c backends.Class, _ time.Duration) { r.add(event{kind: evLost, class: c}) },
-		Renewed:      func(elector.Term, time.Duration, time.Duration) { r.add(event{kind: evRenewed}) },
-		RenewFailed: func(_ elector.Term, c backends.Class, _, _ time.Duration) {
-			r.add(event{kind: evRenewFail, class: c})
-		},
-		Demoted:           func(t elector.Term, c elector.Cause) { r.add(event{kind: evDemoted, term: t, cause: c}) },
-		DuplicateIdentity: func(h backends.Holder) { r.add(event{kind: evDuplicate, other: h}) },
-		Panicked:          func(string) { r.add(event{kind: evPanicked}) },
-	}
-	cfg.OnElected = func(ctx context.Context, t elector.Term) {
-		r.add(event{kind: evElected, term: t})
-		defer r.add(event{kind: evWorkDone, term: t})
-		r.mu.Lock()
-		work := r.work
-		r.mu.Unlock()
-		if work != nil {
-			work(ctx, t)
-			return
-		}
-		<-ctx.Done()
-	}
-	cfg.OnDemoted = func(t elector.Term, c elector.Cause) { r.add(event{kind: evOnDemoted, term: t, cause: c}) }
-	cfg.OnNewLeader = func(l elector.Leader) {
-		r.add(event{kind: evNewLeader, other: l.Holder, term: elector.Term{Token: l.Token}})
-		if r.newLeaderGate != nil {
-			select {
-			case <-r.newLeaderGate:
-			case <-r.release:
-			}
-		}
-	}
-}
-
-// count returns how many events of kind were recorded.
-func (r *recorder) count(kind string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, ev := range r.events {
-		if ev.kind == kind {
-			n++
-		}
-	}
-	return n
-}
-
-// snapshot returns every event so far.
-func (r *recorder) snapshot() []event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events)
-}
-
-// all returns the events of kind.
-func (r *recorder) all(kind string) []event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []event
-	for _, ev := range r.events {
-		if ev.kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// wait blocks until at least n events of kind were recorded and returns the
-// n-th.
-func (r *recorder) wait(ctx context.Context, kind string, n int) (event, error) {
-	return r.waitAny(ctx, []string{kind}, n)
-}
-
-// waitAny blocks until at least n events of any of kinds were recorded and
-// returns the n-th.
-func (r *recorder) waitAny(ctx context.Context, kinds []string, n int) (event, error) {
-	for {
-		r.mu.Lock()
-		seen := 0
-		for _, ev := range r.events {
-			if slices.Contains(kinds, ev.kind) {
-				seen++
-				if seen == n {
-					r.mu.Unlock()
-					return ev, nil
-				}
-			}
-		}
-		if r.changed == nil {
-			r.changed = make(chan struct{})
-		}
-		ch := r.changed
-		r.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return event{}, fmt.Errorf("waiting for event %q #%d, saw %d: %w", kinds, n, seen, ctx.Err())
-		}
-	}
-}
-
 // await is wait for a node, failing the test on timeout.
-func (n *node) await(kind string, count int) event {
+func (n *node) await(kind electortest.Kind, count int) electortest.Event {
 	n.w.t.Helper()
-	ev, err := n.rec.wait(n.w.ctx, kind, count)
+	ev, err := n.rec.Wait(n.w.ctx, kind, count)
 	if err != nil {
 		n.w.t.Fatalf("%s at %v: %v", n.name, n.w.elapsed(), err)
 	}
@@ -563,56 +381,24 @@ func recv[T any](w *world, ch <-chan T) T {
 }
 
 // awaitRec is await for any recorder (naive participants have one too).
-func (w *world) awaitRec(who string, r *recorder, kind string, count int) event {
+func (w *world) awaitRec(who string, r *electortest.Recorder, kind electortest.Kind, count int) electortest.Event {
 	w.t.Helper()
-	ev, err := r.wait(w.ctx, kind, count)
+	ev, err := r.Wait(w.ctx, kind, count)
 	if err != nil {
 		w.t.Fatalf("%s at %v: %v", who, w.elapsed(), err)
 	}
 	return ev
 }
 
-// wrapLocker puts f between the node's Elector and its Locker.
-func wrapLocker(f func(backends.Locker) backends.Locker) nodeOption {
-	return func(s *nodeSetup) { s.wrap = f }
-}
-
-// hookLocker runs test hooks around the calls of an inner Locker. Unlike
-// the store-level faults, a hook may ignore the caller's context: it models
-// an answer already received, or a loop wedged in code that does not look
-// at its context.
-type hookLocker struct {
-	backends.Locker
-	afterAcquire  func(backends.Claim, error) // after TryAcquire answered, before the caller sees it
-	beforeRenew   func()                      // before Renew reaches the inner Locker
-	afterRenew    func(backends.Claim, error) // after Renew answered, before the caller sees it
-	beforeRelease func()                      // before Release reaches the inner Locker
-}
-
-func (h *hookLocker) Release(ctx context.Context, l backends.Claim) error {
-	if h.beforeRelease != nil {
-		h.beforeRelease()
+// withFault puts a Locker between the node's Elector and its Locker that
+// applies f to the calls of op. That Locker hides the claim watch.
+func withFault(op electortest.Op, f *electortest.Fault) nodeOption {
+	return func(s *nodeSetup) {
+		if s.faults == nil {
+			s.faults = map[electortest.Op]*electortest.Fault{}
+		}
+		s.faults[op] = f
 	}
-	return h.Locker.Release(ctx, l)
-}
-
-func (h *hookLocker) TryAcquire(ctx context.Context, k string, holder backends.Holder, ttl time.Duration) (backends.Claim, error) {
-	l, err := h.Locker.TryAcquire(ctx, k, holder, ttl)
-	if h.afterAcquire != nil {
-		h.afterAcquire(l, err)
-	}
-	return l, err
-}
-
-func (h *hookLocker) Renew(ctx context.Context, l backends.Claim) (backends.Claim, error) {
-	if h.beforeRenew != nil {
-		h.beforeRenew()
-	}
-	got, err := h.Locker.Renew(ctx, l)
-	if h.afterRenew != nil {
-		h.afterRenew(got, err)
-	}
-	return got, err
 }
 
 // wallClock is a participant's wall clock: the world's clock plus an offset

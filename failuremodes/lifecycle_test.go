@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
 )
 
@@ -28,7 +29,7 @@ func TestFM21ThousandElectorsOneLeader(t *testing.T) {
 		var acting, maxActing atomic.Int32
 		for i := range nodes {
 			nodes[i] = w.newNode(fmt.Sprintf("n%04d", i), withWatch())
-			nodes[i].rec.setWork(func(ctx context.Context, _ elector.Term) {
+			nodes[i].rec.SetWork(func(ctx context.Context, _ elector.Term) {
 				now := acting.Add(1)
 				for m := maxActing.Load(); now > m && !maxActing.CompareAndSwap(m, now); m = maxActing.Load() {
 				}
@@ -41,7 +42,7 @@ func TestFM21ThousandElectorsOneLeader(t *testing.T) {
 		}
 		// Every candidate has made its attempt: campaign, then won or lost.
 		for _, nd := range nodes {
-			nd.await(evTransition, 2)
+			nd.await(electortest.Transition, 2)
 		}
 		first := countLeaders(t, nodes, 1)
 
@@ -51,20 +52,20 @@ func TestFM21ThousandElectorsOneLeader(t *testing.T) {
 		}
 		for _, nd := range nodes {
 			if nd != first {
-				nd.await(evTransition, 4)
+				nd.await(electortest.Transition, 4)
 			}
 		}
 		second := countLeaders(t, nodes, 1)
 		if second == first {
 			t.Fatal("the stopped leader leads again")
 		}
-		second.await(evElected, 1)
+		second.await(electortest.Elected, 1)
 		if got := maxActing.Load(); got != 1 {
 			t.Errorf("OnElected ran in %d electors at once, want 1", got)
 		}
 		won := 0
 		for _, nd := range nodes {
-			won += nd.rec.count(evWon)
+			won += nd.rec.Count(electortest.Won)
 		}
 		if won != 2 {
 			t.Errorf("%d elections won in all, want 2", won)
@@ -128,16 +129,16 @@ func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a")
 		winding := make(chan struct{})
-		a.rec.setWork(func(ctx context.Context, _ elector.Term) {
+		a.rec.SetWork(func(ctx context.Context, _ elector.Term) {
 			<-ctx.Done()
 			wound := w.clk.After(time.Second) // a second to wind down
 			close(winding)
 			<-wound
 		})
 		a.start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		b := w.newNode("b").start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		stopped := make(chan error, 1)
 		go func() { stopped <- a.e.Stop(w.ctx) }()
 		// The work's own timer must be armed before the clock moves; the
@@ -155,22 +156,22 @@ func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 		if hs := w.holders(); len(hs) != 0 {
 			t.Errorf("holders after a's work returned = %+v, want released", hs)
 		}
-		if done, demoted := a.await(evWorkDone, 1), a.await(evOnDemoted, 1); done.at.After(demoted.at) {
-			t.Errorf("OnDemoted at %v before the work returned at %v", demoted.at, done.at)
+		if done, demoted := a.await(electortest.WorkDone, 1), a.await(electortest.OnDemoted, 1); done.At.After(demoted.At) {
+			t.Errorf("OnDemoted at %v before the work returned at %v", demoted.At, done.At)
 		}
 	})
 	t.Run("tenure: work that outlives the drain timeout", func(t *testing.T) {
 		w := newWorld(t)
 		finish := make(chan struct{})
 		a := w.newNode("a")
-		a.rec.setWork(func(ctx context.Context, _ elector.Term) { <-finish }) // deaf to ctx
+		a.rec.SetWork(func(ctx context.Context, _ elector.Term) { <-finish }) // deaf to ctx
 		a.start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		b := w.newNode("b").start()
-		b.await(evLost, 1) // b tries next at 10.001s
+		b.await(electortest.Lost, 1) // b tries next at 10.001s
 		a.f.Fail(faults.OpKeepAlive, 1, backends.ErrPermission)
 		w.step(leaderTimers+followerTimers, renewPeriod) // fatal: demoted at 3s
-		a.await(evDemoted, 1)
+		a.await(electortest.Demoted, 1)
 		w.step(2, drainTimeout) // the drain timer and b's wait: 5s, drain gave up
 		creates := a.f.Calls(faults.OpCreate)
 		for w.elapsed() < ttl {
@@ -180,12 +181,12 @@ func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 			}
 		}
 		w.step(followerTimers, time.Millisecond) // 10.001s
-		b.await(evElected, 1)
+		b.await(electortest.Elected, 1)
 		if got := a.f.Calls(faults.OpCreate); got != creates {
 			t.Errorf("a campaigned %d times while its work still ran", got-creates)
 		}
 		close(finish)
-		a.await(evOnDemoted, 1)
+		a.await(electortest.OnDemoted, 1)
 		w.stepUntil(followerTimers+leaderTimers, 100*time.Millisecond, func() bool { return a.f.Calls(faults.OpCreate) > creates })
 	})
 	t.Run("naive: released under running work", func(t *testing.T) {
@@ -203,7 +204,7 @@ func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 		}
 		defer close(finish)
 		n.Start(w.ctx)
-		w.awaitRec("n", n.rec, evAcquired, 1)
+		w.awaitRec("n", n.rec, electortest.Acquired, 1)
 		select { // the naive node starts its work in a goroutine of its own
 		case <-started:
 		case <-w.ctx.Done():
@@ -223,31 +224,31 @@ func TestFM23NoDemotedWithoutElected(t *testing.T) {
 	t.Run("tenure: a follower stops", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		b := w.newNode("b").start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		if err := b.e.Stop(w.ctx); err != nil {
 			t.Fatal(err)
 		}
-		if n := b.rec.count(evOnDemoted); n != 0 {
+		if n := b.rec.Count(electortest.OnDemoted); n != 0 {
 			t.Errorf("OnDemoted called %d times for a follower", n)
 		}
 	})
 	t.Run("tenure: a term that ends before OnElected's turn", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a")
-		a.rec.newLeaderGate = make(chan struct{})
+		a.rec.NewLeaderGate = make(chan struct{})
 		a.start()
-		a.await(evWon, 1)
-		a.await(evNewLeader, 1) // the callback goroutine is held here
+		a.await(electortest.Won, 1)
+		a.await(electortest.NewLeader, 1) // the callback goroutine is held here
 		stopped := make(chan error, 1)
 		go func() { stopped <- a.e.Stop(w.ctx) }()
-		a.await(evDemoted, 1)
-		close(a.rec.newLeaderGate)
+		a.await(electortest.Demoted, 1)
+		close(a.rec.NewLeaderGate)
 		if err := recv(w, stopped); err != nil {
 			t.Fatal(err)
 		}
-		if e, d := a.rec.count(evElected), a.rec.count(evOnDemoted); e != 0 || d != 0 {
+		if e, d := a.rec.Count(electortest.Elected), a.rec.Count(electortest.OnDemoted); e != 0 || d != 0 {
 			t.Errorf("OnElected %d, OnDemoted %d times for a term that ended first; want 0, 0", e, d)
 		}
 		if hs := w.holders(); len(hs) != 0 {
@@ -258,15 +259,15 @@ func TestFM23NoDemotedWithoutElected(t *testing.T) {
 		w := newWorld(t)
 		na := w.newNaive("a", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		na.Start(w.ctx)
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
-		nb.onStopped = func() { nb.rec.add(event{kind: evStopCalled}) }
+		nb.onStopped = func() { nb.rec.Add(electortest.Event{Kind: electortest.StopCalled}) }
 		nb.Start(w.ctx)
-		w.awaitRec("b", nb.rec, evLost, 1)
+		w.awaitRec("b", nb.rec, electortest.Lost, 1)
 		if err := nb.Stop(w.ctx); err != nil {
 			t.Fatal(err)
 		}
-		if nb.rec.count(evStopCalled) != 1 || nb.rec.count(evAcquired) != 0 {
+		if nb.rec.Count(electortest.StopCalled) != 1 || nb.rec.Count(electortest.Acquired) != 0 {
 			t.Fatal("naive: want the failure mode (the stop callback ran for a node that never led)")
 		}
 	})
@@ -298,16 +299,16 @@ func TestFM24CampaignsAgainAfterLoss(t *testing.T) {
 	t.Run("tenure", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		first := a.await(evElected, 1).term
+		first := a.await(electortest.Elected, 1).Term
 		w.step(leaderTimers, time.Second)
 		steal(w) // at 1s; the thief never renews: its claim expires at 11s
 		w.step(leaderTimers, renewPeriod-time.Second)
-		if ev := a.await(evOnDemoted, 1); ev.cause.Reason != elector.ReasonLost {
-			t.Errorf("a's term ended with %v, want lost", ev.cause)
+		if ev := a.await(electortest.OnDemoted, 1); ev.Cause.Reason != elector.ReasonLost {
+			t.Errorf("a's term ended with %v, want lost", ev.Cause)
 		}
-		a.await(evLost, 1) // it campaigned again at once and found the thief
+		a.await(electortest.Lost, 1) // it campaigned again at once and found the thief
 		w.step(followerTimers, ttl-renewPeriod+time.Second+time.Millisecond)
-		if second := a.await(evElected, 2).term; second.Token <= first.Token {
+		if second := a.await(electortest.Elected, 2).Term; second.Token <= first.Token {
 			t.Errorf("second term token %d, first %d", second.Token, first.Token)
 		}
 	})
@@ -316,7 +317,7 @@ func TestFM24CampaignsAgainAfterLoss(t *testing.T) {
 		n := w.newNaive("n", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		n.oneShot = true
 		n.Start(w.ctx)
-		w.awaitRec("n", n.rec, evAcquired, 1)
+		w.awaitRec("n", n.rec, electortest.Acquired, 1)
 		w.clk.Add(time.Second)
 		thief := &epochLocker{store: w.store, key: key, ttl: ttl, wall: w.clk}
 		e, err := w.store.Get(w.ctx, key)
@@ -327,11 +328,11 @@ func TestFM24CampaignsAgainAfterLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.clk.Add(renewPeriod - time.Second)
-		w.awaitRec("n", n.rec, evDropped, 1)
+		w.awaitRec("n", n.rec, electortest.Dropped, 1)
 		n.cleanup()        // the loop has returned
 		w.clk.Add(3 * ttl) // the thief's claim is long expired
-		if n.IsLeader() || n.rec.count(evAttempt) != 1 {
-			t.Fatalf("naive: leader %v after %d attempts; want the failure mode (never campaigns again)", n.IsLeader(), n.rec.count(evAttempt))
+		if n.IsLeader() || n.rec.Count(electortest.Attempt) != 1 {
+			t.Fatalf("naive: leader %v after %d attempts; want the failure mode (never campaigns again)", n.IsLeader(), n.rec.Count(electortest.Attempt))
 		}
 	})
 }
@@ -343,15 +344,13 @@ func TestFM25LateAcquireDoesNotLead(t *testing.T) {
 		w := newWorld(t)
 		answered, deliver := make(chan struct{}), make(chan struct{})
 		var once bool
-		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, afterAcquire: func(backends.Claim, error) {
-				if !once { // the loop goroutine is the only caller
-					once = true
-					close(answered)
-					<-deliver // created at 0s; the answer is slow
-				}
-			}}
-		})).start()
+		a := w.newNode("a", withFault(electortest.Acquire, &electortest.Fault{After: func(backends.Claim, error) {
+			if !once { // the loop goroutine is the only caller
+				once = true
+				close(answered)
+				<-deliver // created at 0s; the answer is slow
+			}
+		}})).start()
 		defer func() {
 			select {
 			case <-deliver:
@@ -362,13 +361,13 @@ func TestFM25LateAcquireDoesNotLead(t *testing.T) {
 		recv(w, answered)
 		w.clk.Add(time.Second / 2)
 		b := w.newNode("b").start()
-		b.await(evLost, 1) // b tries next at 10.001s
+		b.await(electortest.Lost, 1) // b tries next at 10.001s
 		// a's request timer, b's wait.
 		w.step(2, ttl+time.Millisecond-w.elapsed())
-		b.await(evElected, 1)
+		b.await(electortest.Elected, 1)
 		close(deliver) // a's answer arrives at 10.001s; its deadline was 9.9s
-		a.await(evLost, 1)
-		if n := a.rec.count(evWon); n != 0 || a.IsLeader() {
+		a.await(electortest.Lost, 1)
+		if n := a.rec.Count(electortest.Won); n != 0 || a.IsLeader() {
 			t.Errorf("a won %d times, IsLeader %v, from an answer after its deadline", n, a.IsLeader())
 		}
 		if hs := w.holders(); len(hs) != 1 || hs[0].Holder != b.e.Holder() {
@@ -390,13 +389,13 @@ func TestFM25LateAcquireDoesNotLead(t *testing.T) {
 		}
 		w.clk.Add(time.Second / 2)
 		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ..., 12.5s
-		w.awaitRec("b", nb.rec, evLost, 1)
+		w.awaitRec("b", nb.rec, electortest.Lost, 1)
 		for i := 2; i <= 4; i++ {
 			w.clk.Add(3 * time.Second)
-			w.awaitRec("b", nb.rec, evLost, i)
+			w.awaitRec("b", nb.rec, electortest.Lost, i)
 		}
 		w.clk.Add(3 * time.Second) // 12.5s: b takes the expired claim
-		w.awaitRec("b", nb.rec, evAcquired, 1)
+		w.awaitRec("b", nb.rec, electortest.Acquired, 1)
 		w.clk.Add(3 * time.Second / 2) // 14s: a's answer
 		if !recv(w, overlap) {
 			t.Fatal("naive: a started leading while b did not lead; want the failure mode")
@@ -411,16 +410,16 @@ func TestFM26UnknownOutcome(t *testing.T) {
 		a := w.newNode("a")
 		a.f.DropResponse(faults.OpCreate, 1)
 		a.start()
-		if ev := a.await(evLost, 1); ev.class != backends.ClassTransient {
-			t.Errorf("lost answer classified %v, want transient", ev.class)
+		if ev := a.await(electortest.Lost, 1); ev.Class != backends.ClassTransient {
+			t.Errorf("lost answer classified %v, want transient", ev.Class)
 		}
 		if hs := w.holders(); len(hs) != 1 || hs[0].Holder != a.e.Holder() {
 			t.Fatalf("holders = %+v, want a's claim, created unbeknownst to it", hs)
 		}
 		w.step(followerTimers, retryPeriod) // finds its own claim and releases it
-		a.await(evLost, 2)
+		a.await(electortest.Lost, 2)
 		w.step(followerTimers, 2*retryPeriod) // takes it afresh
-		term := a.await(evElected, 1).term
+		term := a.await(electortest.Elected, 1).Term
 		if at := term.AcquiredAt.Sub(epoch); at >= ttl {
 			t.Errorf("a led from %v, want before the orphaned claim would have expired (%v)", at, ttl)
 		}
@@ -428,13 +427,13 @@ func TestFM26UnknownOutcome(t *testing.T) {
 	t.Run("tenure: renew", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		a.f.DropResponse(faults.OpKeepAlive, 1)
 		w.step(leaderTimers, renewPeriod)
-		a.await(evRenewFail, 1)
+		a.await(electortest.RenewFail, 1)
 		w.step(leaderTimers, retryPeriod)
-		a.await(evRenewed, 1)
-		if n := a.rec.count(evDemoted); n != 0 {
+		a.await(electortest.Renewed, 1)
+		if n := a.rec.Count(electortest.Demoted); n != 0 {
 			t.Errorf("a demoted %d times", n)
 		}
 	})
@@ -449,10 +448,10 @@ func TestFM26UnknownOutcome(t *testing.T) {
 		h, _ := backends.NewHolder("n")
 		n := w.newNaive("n", &strictLocker{l: l, key: key, ttl: ttl, holder: h})
 		n.Start(w.ctx)
-		w.awaitRec("n", n.rec, evLost, 1)
+		w.awaitRec("n", n.rec, electortest.Lost, 1)
 		for i := 2; i <= 4; i++ { // 3s, 6s, 9s: "held"
 			w.clk.Add(renewPeriod)
-			w.awaitRec("n", n.rec, evLost, i)
+			w.awaitRec("n", n.rec, electortest.Lost, i)
 		}
 		if n.IsLeader() {
 			t.Fatal("naive leads")
@@ -470,15 +469,13 @@ func TestFM30PauseFencedByToken(t *testing.T) {
 		pause, resume := make(chan struct{}), make(chan struct{})
 		late := make(chan error, 1)
 		var once bool
-		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, beforeRenew: func() {
-				if !once { // the loop goroutine is the only caller
-					once = true
-					<-resume // the whole process is paused
-				}
-			}}
-		}))
-		a.rec.setWork(func(ctx context.Context, term elector.Term) {
+		a := w.newNode("a", withFault(electortest.Renew, &electortest.Fault{Before: func() {
+			if !once { // the loop goroutine is the only caller
+				once = true
+				<-resume // the whole process is paused
+			}
+		}}))
+		a.rec.SetWork(func(ctx context.Context, term elector.Term) {
 			if err := res.write(term.Token, "a-1"); err != nil {
 				t.Error(err)
 			}
@@ -490,12 +487,12 @@ func TestFM30PauseFencedByToken(t *testing.T) {
 		recv(w, pause)
 		b := w.newNode("b")
 		bWrote := make(chan error, 1)
-		b.rec.setWork(func(ctx context.Context, term elector.Term) {
+		b.rec.SetWork(func(ctx context.Context, term elector.Term) {
 			bWrote <- res.write(term.Token, "b-1")
 			<-ctx.Done()
 		})
 		b.start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		w.step(leaderTimers+followerTimers, renewPeriod) // a's renewal freezes
 		w.step(3, ttl+time.Millisecond-w.elapsed())      // b takes the expired claim
 		if err := recv(w, bWrote); err != nil {
@@ -522,7 +519,7 @@ func TestFM30PauseFencedByToken(t *testing.T) {
 			late <- res.write(0, "a-2")
 		}
 		na.Start(w.ctx)
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		w.clk.Add(renewPeriod)
 		recv(w, p.paused)
 		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})

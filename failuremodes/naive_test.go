@@ -12,6 +12,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
 )
 
@@ -40,7 +41,7 @@ type naive struct {
 	lock   naiveLocker
 	clk    clock.Clock
 	period time.Duration
-	rec    *recorder
+	rec    *electortest.Recorder
 
 	onElected func(ctx context.Context)
 	onStopped func()
@@ -71,7 +72,7 @@ type naiveLocker interface {
 // newNaive makes a naive participant over lock; cleanup stops every loop it
 // started.
 func (w *world) newNaive(name string, lock naiveLocker) *naive {
-	n := &naive{name: name, owner: name, lock: lock, clk: w.clk, period: renewPeriod, rec: newRecorder(w.clk)}
+	n := &naive{name: name, owner: name, lock: lock, clk: w.clk, period: renewPeriod, rec: electortest.NewRecorder(w.t, w.clk)}
 	w.t.Cleanup(n.cleanup)
 	return n
 }
@@ -129,20 +130,20 @@ func (n *naive) tick(ctx context.Context) bool {
 		ok, err := n.lock.renew(ctx, n.owner)
 		if err != nil || !ok {
 			n.setLeader(false)
-			n.rec.add(event{kind: evDropped})
+			n.rec.Add(electortest.Event{Kind: electortest.Dropped})
 			return !n.oneShot
 		}
-		n.rec.add(event{kind: evRenewed})
+		n.rec.Add(electortest.Event{Kind: electortest.Renewed})
 		return true
 	}
-	n.rec.add(event{kind: evAttempt})
+	n.rec.Add(electortest.Event{Kind: electortest.Attempt})
 	ok, err := n.lock.tryAcquire(ctx, n.owner)
 	if err != nil || !ok {
-		n.rec.add(event{kind: evLost})
+		n.rec.Add(electortest.Event{Kind: electortest.Lost})
 		return true
 	}
 	n.setLeader(true)
-	n.rec.add(event{kind: evAcquired})
+	n.rec.Add(electortest.Event{Kind: electortest.Acquired})
 	if n.onElected != nil {
 		n.work.Go(func() { n.onElected(ctx) })
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/lifecycle"
 )
@@ -36,9 +37,9 @@ func TestFM15PartitionFromBackend(t *testing.T) {
 	t.Run("tenure leads to its term's end, then hands over", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		term := a.await(evElected, 1).term
+		term := a.await(electortest.Elected, 1).Term
 		b := w.newNode("b").start()
-		b.await(evLost, 1) // b tries next at the expiry it saw: 10.001s
+		b.await(electortest.Lost, 1) // b tries next at the expiry it saw: 10.001s
 		w.step(leaderTimers+followerTimers, time.Second)
 		cut := a.f.Partition(faults.PartitionBlock)
 		end := term.Deadline.Add(-cancelLead)
@@ -58,17 +59,17 @@ func TestFM15PartitionFromBackend(t *testing.T) {
 				t.Fatalf("at %v: leaders = %v (a's term ends at %v)", w.elapsed(), got, end.Sub(epoch))
 			}
 		})
-		if ev := a.await(evDemoted, 1); ev.cause.Reason != elector.ReasonExpired {
-			t.Errorf("a's term ended with %v, want expired", ev.cause)
+		if ev := a.await(electortest.Demoted, 1); ev.Cause.Reason != elector.ReasonExpired {
+			t.Errorf("a's term ended with %v, want expired", ev.Cause)
 		}
-		if ev := b.await(evElected, 1); ev.term.AcquiredAt.Before(epoch.Add(ttl)) {
-			t.Errorf("b acquired at %v, before a's claim expired", ev.term.AcquiredAt.Sub(epoch))
+		if ev := b.await(electortest.Elected, 1); ev.Term.AcquiredAt.Before(epoch.Add(ttl)) {
+			t.Errorf("b acquired at %v, before a's claim expired", ev.Term.AcquiredAt.Sub(epoch))
 		}
 		// Healed, a follows.
 		cut.Remove()
 		w.stepUntil(0, 500*time.Millisecond, func() bool {
-			for _, ev := range a.rec.all(evLost) {
-				if ev.class == backends.ClassLost {
+			for _, ev := range a.rec.All(electortest.Lost) {
+				if ev.Class == backends.ClassLost {
 					return true
 				}
 			}
@@ -81,10 +82,10 @@ func TestFM15PartitionFromBackend(t *testing.T) {
 		sa := w.naiveStore()
 		na := w.newNaive("a", &epochLocker{store: sa, key: key, ttl: ttl, wall: w.clk})
 		na.Start(w.ctx)
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		sa.Partition(faults.PartitionFail)
 		w.clk.Add(renewPeriod)
-		w.awaitRec("a", na.rec, evDropped, 1)
+		w.awaitRec("a", na.rec, electortest.Dropped, 1)
 		if na.IsLeader() {
 			t.Fatal("naive: still leader")
 		}
@@ -95,23 +96,23 @@ func TestFM15PartitionFromBackend(t *testing.T) {
 		sa := w.naiveStore()
 		na := w.newNaive("a", &epochLocker{store: sa, key: key, ttl: ttl, wall: w.clk})
 		na.Start(w.ctx)
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		cut := sa.Partition(faults.PartitionBlock)
 		defer cut.Remove() // lets the hung call return at the end
 		w.clk.Add(time.Second / 2)
 		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ..., 12.5s
-		w.awaitRec("b", nb.rec, evLost, 1)
+		w.awaitRec("b", nb.rec, electortest.Lost, 1)
 		w.clk.Add(5 * time.Second / 2) // 3s: a's renewal hangs
 		if err := cut.AwaitHolding(w.ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		for i, d := range []time.Duration{time.Second / 2, 3 * time.Second, 3 * time.Second} { // 3.5s, 6.5s, 9.5s
 			w.clk.Add(d)
-			w.awaitRec("b", nb.rec, evLost, i+2)
+			w.awaitRec("b", nb.rec, electortest.Lost, i+2)
 		}
 		w.clk.Add(3 * time.Second) // 12.5s
-		w.awaitRec("b", nb.rec, evAcquired, 1)
+		w.awaitRec("b", nb.rec, electortest.Acquired, 1)
 		if got := leaders(na, nb); len(got) != 2 {
 			t.Fatalf("naive: leaders = %v, want the failure mode [a b]", got)
 		}
@@ -123,7 +124,7 @@ func TestFM16StopBoundedWhenReleaseHangs(t *testing.T) {
 	t.Run("tenure: release times out", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a").start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		cut := a.f.Partition(faults.PartitionBlock)
 		stopped := make(chan error, 1)
 		go func() { stopped <- a.e.Stop(w.ctx) }()
@@ -147,13 +148,11 @@ func TestFM16StopBoundedWhenReleaseHangs(t *testing.T) {
 		wedge := make(chan struct{})
 		defer close(wedge)
 		inRelease := make(chan struct{})
-		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, beforeRelease: func() {
-				close(inRelease)
-				<-wedge
-			}}
-		})).start()
-		a.await(evElected, 1)
+		a := w.newNode("a", withFault(electortest.Release, &electortest.Fault{Before: func() {
+			close(inRelease)
+			<-wedge
+		}})).start()
+		a.await(electortest.Elected, 1)
 		stopped := make(chan error, 1)
 		go func() { stopped <- a.e.Stop(w.ctx) }()
 		recv(w, inRelease)
@@ -168,7 +167,7 @@ func TestFM16StopBoundedWhenReleaseHangs(t *testing.T) {
 		s := w.naiveStore()
 		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
 		n.Start(w.ctx)
-		w.awaitRec("n", n.rec, evAcquired, 1)
+		w.awaitRec("n", n.rec, electortest.Acquired, 1)
 		cut := s.Partition(faults.PartitionBlock)
 		stopped := make(chan error, 1)
 		go func() { stopped <- n.Stop(w.ctx) }()
@@ -205,10 +204,10 @@ func TestFM17CrashedHolderTakeover(t *testing.T) {
 		crash(w) // at 0s, never renewed
 		w.clk.Add(time.Second / 2)
 		b := w.newNode("b").start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		w.step(followerTimers, ttl-time.Second/2+time.Millisecond)
-		if ev := b.await(evElected, 1); ev.term.AcquiredAt.Sub(epoch) != ttl+time.Millisecond {
-			t.Errorf("b acquired at %v, want %v", ev.term.AcquiredAt.Sub(epoch), ttl+time.Millisecond)
+		if ev := b.await(electortest.Elected, 1); ev.Term.AcquiredAt.Sub(epoch) != ttl+time.Millisecond {
+			t.Errorf("b acquired at %v, want %v", ev.Term.AcquiredAt.Sub(epoch), ttl+time.Millisecond)
 		}
 	})
 	t.Run("tenure with jitter: within 11ms of the expiry", func(t *testing.T) {
@@ -216,10 +215,10 @@ func TestFM17CrashedHolderTakeover(t *testing.T) {
 		crash(w)
 		w.clk.Add(time.Second / 2)
 		b := w.newNode("b", withConfig(func(c *elector.Config) { c.DisableJitter = false })).start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		w.step(followerTimers, ttl-time.Second/2)
-		w.stepUntil(followerTimers, time.Millisecond, func() bool { return b.rec.count(evElected) > 0 })
-		if at := b.await(evElected, 1).term.AcquiredAt.Sub(epoch); at > ttl+11*time.Millisecond {
+		w.stepUntil(followerTimers, time.Millisecond, func() bool { return b.rec.Count(electortest.Elected) > 0 })
+		if at := b.await(electortest.Elected, 1).Term.AcquiredAt.Sub(epoch); at > ttl+11*time.Millisecond {
 			t.Errorf("b acquired at %v, want within 11ms of the expiry at %v", at, ttl)
 		}
 	})
@@ -231,13 +230,13 @@ func TestFM17CrashedHolderTakeover(t *testing.T) {
 		w.clk.Add(time.Second / 2)
 		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ...
-		w.awaitRec("b", nb.rec, evLost, 1)
+		w.awaitRec("b", nb.rec, electortest.Lost, 1)
 		for i := 2; i <= 4; i++ { // 3.5s, 6.5s, 9.5s
 			w.clk.Add(3 * time.Second)
-			w.awaitRec("b", nb.rec, evLost, i)
+			w.awaitRec("b", nb.rec, electortest.Lost, i)
 		}
 		w.clk.Add(3 * time.Second) // 12.5s
-		w.awaitRec("b", nb.rec, evAcquired, 1)
+		w.awaitRec("b", nb.rec, electortest.Acquired, 1)
 		if gap := w.elapsed() - ttl; gap < time.Second {
 			t.Fatalf("naive took over %v after the expiry, want the failure mode (a polling gap)", gap)
 		}
@@ -254,15 +253,15 @@ func TestFM18FatalBackendError(t *testing.T) {
 			w := newWorld(t)
 			log := &logs{}
 			a := w.newNode("a", withConfig(func(c *elector.Config) { c.Logger = slog.New(log) })).start()
-			term := a.await(evElected, 1).term
+			term := a.await(electortest.Elected, 1).Term
 			revoked := a.f.Fail(faults.AllOps, 0, sentinel)
 			w.step(leaderTimers, renewPeriod)
-			if ev := a.await(evRenewFail, 1); ev.class != backends.ClassFatal {
-				t.Errorf("renew failure class = %v, want fatal", ev.class)
+			if ev := a.await(electortest.RenewFail, 1); ev.Class != backends.ClassFatal {
+				t.Errorf("renew failure class = %v, want fatal", ev.Class)
 			}
-			ev := a.await(evOnDemoted, 1)
-			if ev.cause.Reason != elector.ReasonFatal || !errors.Is(ev.cause.Err, sentinel) {
-				t.Errorf("OnDemoted cause = %v, want fatal wrapping %v", ev.cause, sentinel)
+			ev := a.await(electortest.OnDemoted, 1)
+			if ev.Cause.Reason != elector.ReasonFatal || !errors.Is(ev.Cause.Err, sentinel) {
+				t.Errorf("OnDemoted cause = %v, want fatal wrapping %v", ev.Cause, sentinel)
 			}
 			if a.IsLeader() || !w.clk.Now().Before(term.Deadline) {
 				t.Errorf("at %v: IsLeader = %v; want demoted before the deadline %v", w.elapsed(), a.IsLeader(), term.Deadline.Sub(epoch))
@@ -275,14 +274,14 @@ func TestFM18FatalBackendError(t *testing.T) {
 			// It campaigns again, with backoff (1s, 2s, ...), and leads once
 			// restored: here before its fourth fatal error in a row.
 			w.step(followerTimers, retryPeriod)
-			a.await(evLost, 1)
+			a.await(electortest.Lost, 1)
 			w.step(followerTimers, 2*retryPeriod)
-			a.await(evLost, 2)
+			a.await(electortest.Lost, 2)
 			revoked.Remove()
-			w.stepUntil(followerTimers, 500*time.Millisecond, func() bool { return a.rec.count(evElected) > 1 })
-			for _, ev := range a.rec.all(evLost)[:1] {
-				if ev.class != backends.ClassFatal {
-					t.Errorf("attempt while revoked classified %v, want fatal", ev.class)
+			w.stepUntil(followerTimers, 500*time.Millisecond, func() bool { return a.rec.Count(electortest.Elected) > 1 })
+			for _, ev := range a.rec.All(electortest.Lost)[:1] {
+				if ev.Class != backends.ClassFatal {
+					t.Errorf("attempt while revoked classified %v, want fatal", ev.Class)
 				}
 			}
 		})
@@ -300,16 +299,16 @@ func TestFM18FatalBackendError(t *testing.T) {
 				a.e.Stop(w.ctx)
 				<-exited
 			})
-			a.await(evElected, 1)
+			a.await(electortest.Elected, 1)
 			a.f.Fail(faults.AllOps, 0, sentinel)
 			w.step(leaderTimers, renewPeriod) // fatal error 1: the renewal
-			if ev := a.await(evOnDemoted, 1); ev.cause.Reason != elector.ReasonFatal {
-				t.Errorf("OnDemoted cause = %v, want fatal", ev.cause)
+			if ev := a.await(electortest.OnDemoted, 1); ev.Cause.Reason != elector.ReasonFatal {
+				t.Errorf("OnDemoted cause = %v, want fatal", ev.Cause)
 			}
 			for i, wait := range []time.Duration{retryPeriod, 2 * retryPeriod, 4 * retryPeriod} { // fatal errors 2 to 4
 				w.step(followerTimers, wait)
-				if ev := a.await(evLost, i+1); ev.class != backends.ClassFatal {
-					t.Errorf("attempt %d while revoked classified %v, want fatal", i+1, ev.class)
+				if ev := a.await(electortest.Lost, i+1); ev.Class != backends.ClassFatal {
+					t.Errorf("attempt %d while revoked classified %v, want fatal", i+1, ev.Class)
 				}
 			}
 			var err error
@@ -329,7 +328,7 @@ func TestFM18FatalBackendError(t *testing.T) {
 			default:
 				t.Errorf("Done not closed after Run returned")
 			}
-			if el, de := a.rec.count(evElected), a.rec.count(evOnDemoted); el != 1 || de != 1 {
+			if el, de := a.rec.Count(electortest.Elected), a.rec.Count(electortest.OnDemoted); el != 1 || de != 1 {
 				t.Errorf("OnElected %d times, OnDemoted %d times; want one each", el, de)
 			}
 			t.Logf("Run returned after %v: %v", w.elapsed(), err)
@@ -340,22 +339,22 @@ func TestFM18FatalBackendError(t *testing.T) {
 		s := w.naiveStore()
 		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
 		n.Start(w.ctx)
-		w.awaitRec("n", n.rec, evAcquired, 1)
+		w.awaitRec("n", n.rec, electortest.Acquired, 1)
 		s.Fail(faults.AllOps, 0, backends.ErrPermission)
 		w.clk.Add(renewPeriod) // the renewal fails: dropped
-		w.awaitRec("n", n.rec, evDropped, 1)
+		w.awaitRec("n", n.rec, electortest.Dropped, 1)
 		for i := 1; i <= 10; i++ { // every attempt after fails alike
 			w.clk.Add(renewPeriod)
-			w.awaitRec("n", n.rec, evLost, i)
+			w.awaitRec("n", n.rec, electortest.Lost, i)
 		}
-		for _, ev := range n.rec.snapshot() {
-			if ev.cause.Err != nil || ev.class != backends.ClassNone {
+		for _, ev := range n.rec.Snapshot() {
+			if ev.Cause.Err != nil || ev.Class != backends.ClassNone {
 				t.Fatalf("naive reported %+v", ev)
 			}
 		}
 		if n.IsLeader() {
 			t.Fatal("naive: still leader")
 		}
-		t.Logf("naive: %d attempts, every %v, and no error surfaced (the failure mode)", n.rec.count(evAttempt), renewPeriod)
+		t.Logf("naive: %d attempts, every %v, and no error surfaced (the failure mode)", n.rec.Count(electortest.Attempt), renewPeriod)
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/slots"
 )
@@ -121,11 +122,11 @@ func TestFM19FileStoreCrashLeftovers(t *testing.T) {
 		}
 
 		a := w.newNode("a").start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		b := w.newNode("b").start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		w.step(leaderTimers+followerTimers, renewPeriod)
-		a.await(evRenewed, 1)
+		a.await(electortest.Renewed, 1)
 		onlyLeader(t, w, "a", a, b)
 	})
 	t.Run("naive: a lock directory outlives its holder", func(t *testing.T) {
@@ -154,15 +155,13 @@ func TestFM20StaleClaimOfEarlierIncarnation(t *testing.T) {
 		w := newWorld(t)
 		paused, resume := make(chan struct{}), make(chan struct{})
 		var once bool
-		old := w.newNode("old", same, wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, beforeRenew: func() {
-				if !once { // the loop goroutine is the only caller
-					once = true
-					close(paused)
-					<-resume // the process is stopped
-				}
-			}}
-		})).start()
+		old := w.newNode("old", same, withFault(electortest.Renew, &electortest.Fault{Before: func() {
+			if !once { // the loop goroutine is the only caller
+				once = true
+				close(paused)
+				<-resume // the process is stopped
+			}
+		}})).start()
 		defer func() {
 			select {
 			case <-resume:
@@ -170,16 +169,16 @@ func TestFM20StaleClaimOfEarlierIncarnation(t *testing.T) {
 				close(resume)
 			}
 		}()
-		first := old.await(evElected, 1).term
+		first := old.await(electortest.Elected, 1).Term
 		w.step(leaderTimers, renewPeriod)
 		recv(w, paused)
 		w.clk.Add(time.Second / 2)
 		fresh := w.newNode("new", same).start()
-		fresh.await(evLost, 1)
+		fresh.await(electortest.Lost, 1)
 		// old's deadline and request timer, fresh's wait: the claim expires
 		// at 10s and fresh takes it at 10.001s.
 		w.step(3, ttl+time.Millisecond-w.elapsed())
-		second := fresh.await(evElected, 1).term
+		second := fresh.await(electortest.Elected, 1).Term
 		if second.Token <= first.Token {
 			t.Fatalf("new incarnation's token %d, old's %d: want higher", second.Token, first.Token)
 		}
@@ -187,9 +186,9 @@ func TestFM20StaleClaimOfEarlierIncarnation(t *testing.T) {
 		// the pause) fails, and its release, sent with its old lease, is
 		// refused by the store.
 		close(resume)
-		old.await(evRenewFail, 1)
-		old.await(evOnDemoted, 1)
-		if n := old.rec.count(evRenewed); n != 0 {
+		old.await(electortest.RenewFail, 1)
+		old.await(electortest.OnDemoted, 1)
+		if n := old.rec.Count(electortest.Renewed); n != 0 {
 			t.Errorf("the old incarnation renewed %d times after waking", n)
 		}
 		if n := old.f.Calls(faults.OpCompareAndDelete); n != 1 {
@@ -228,15 +227,15 @@ func TestFM20StaleClaimOfEarlierIncarnation(t *testing.T) {
 		}()
 		old := w.newNaive(id, p)
 		old.Start(w.ctx)
-		w.awaitRec("old", old.rec, evAcquired, 1)
+		w.awaitRec("old", old.rec, electortest.Acquired, 1)
 		w.clk.Add(renewPeriod)
 		recv(w, p.paused)
 		w.clk.Add(ttl) // 13s: old's claim expired at 10s
 		fresh := w.newNaive(id, &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		fresh.Start(w.ctx)
-		w.awaitRec("new", fresh.rec, evAcquired, 1)
+		w.awaitRec("new", fresh.rec, electortest.Acquired, 1)
 		close(p.resume)
-		w.awaitRec("old", old.rec, evRenewed, 1)
+		w.awaitRec("old", old.rec, electortest.Renewed, 1)
 		if got := leaders(old, fresh); len(got) != 2 {
 			t.Fatalf("naive: leaders = %v, want the failure mode (both)", got)
 		}
@@ -317,25 +316,25 @@ func TestFM27HiddenCapabilityFailsClosed(t *testing.T) {
 		t.Run(fmt.Sprintf("elector with watch %v", watch), func(t *testing.T) {
 			w := newWorld(t)
 			a := w.newNode("a").start()
-			a.await(evElected, 1)
+			a.await(electortest.Elected, 1)
 			var opts []nodeOption
 			if watch {
 				opts = append(opts, withWatch())
 			}
 			b := w.newNode("b", opts...).start()
-			b.await(evLost, 1)
+			b.await(electortest.Lost, 1)
 			if err := a.e.Stop(w.ctx); err != nil {
 				t.Fatal(err)
 			}
 			if watch {
-				b.await(evElected, 1) // no time passes
+				b.await(electortest.Elected, 1) // no time passes
 				return
 			}
 			w.settle(followerTimers)
-			if n := b.rec.count(evElected); n != 0 {
+			if n := b.rec.Count(electortest.Elected); n != 0 {
 				t.Fatalf("b elected %d times without a watch and without time passing", n)
 			}
-			w.stepUntil(followerTimers, 100*time.Millisecond, func() bool { return b.rec.count(evElected) > 0 })
+			w.stepUntil(followerTimers, 100*time.Millisecond, func() bool { return b.rec.Count(electortest.Elected) > 0 })
 		})
 	}
 }

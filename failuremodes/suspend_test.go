@@ -11,6 +11,7 @@ import (
 	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 )
 
 // FM-31: the host is suspended for longer than the lease. A suspend stops
@@ -59,25 +60,25 @@ func TestFM31HostSuspend(t *testing.T) {
 			})
 			holders := withConfig(func(c *elector.Config) { c.Clock = pick(w.clk, tt.holdersRun) })
 			a := w.newNode("a", holders).start()
-			a.await(evElected, 1)
+			a.await(electortest.Elected, 1)
 			w.step(leaderTimers, time.Second)
 
 			host.stepBy(suspend) // the host sleeps, and resumes
 
 			b := w.newNode("b", holders).start()
-			ev, err := b.rec.waitAny(w.ctx, []string{evElected, evLost}, 1)
+			ev, err := b.rec.WaitAny(w.ctx, []electortest.Kind{electortest.Elected, electortest.Lost}, 1)
 			if err != nil {
 				t.Fatalf("b's first campaign: %v", err)
 			}
 			if got := leaders(a, b); !slices.Equal(got, tt.wantLeaders) {
-				t.Fatalf("after a %v suspend, b %s: leaders = %v, want %v", suspend, ev.kind, got, tt.wantLeaders)
+				t.Fatalf("after a %v suspend, b %s: leaders = %v, want %v", suspend, ev.Kind, got, tt.wantLeaders)
 			}
 			if len(tt.wantLeaders) > 1 {
 				// The overlap lasts until a's renewal finds its claim
 				// taken.
 				w.step(2*leaderTimers, renewPeriod-time.Second)
-				if ev := a.await(evDemoted, 1); ev.cause.Reason != elector.ReasonLost {
-					t.Errorf("a's term ended with %v, want lost", ev.cause)
+				if ev := a.await(electortest.Demoted, 1); ev.Cause.Reason != elector.ReasonLost {
+					t.Errorf("a's term ended with %v, want lost", ev.Cause)
 				}
 				t.Logf("both led from the resume to a's renewal %v later", renewPeriod-time.Second)
 				return
@@ -90,7 +91,7 @@ func TestFM31HostSuspend(t *testing.T) {
 					w.step(leaderTimers+followerTimers, time.Second)
 					onlyLeader(t, w, "a", a, b)
 				}
-				if n := a.rec.count(evElected); n != 1 {
+				if n := a.rec.Count(electortest.Elected); n != 1 {
 					t.Errorf("a was elected %d times, want once", n)
 				}
 				return
@@ -98,8 +99,8 @@ func TestFM31HostSuspend(t *testing.T) {
 			// a stopped leading the moment its clock passed its deadline;
 			// its renewal then finds the claim taken.
 			w.step(2*leaderTimers, renewPeriod-time.Second)
-			if ev := a.await(evDemoted, 1); ev.cause.Reason != elector.ReasonLost && ev.cause.Reason != elector.ReasonExpired {
-				t.Errorf("a's term ended with %v, want lost or expired", ev.cause)
+			if ev := a.await(electortest.Demoted, 1); ev.Cause.Reason != elector.ReasonLost && ev.Cause.Reason != elector.ReasonExpired {
+				t.Errorf("a's term ended with %v, want lost or expired", ev.Cause)
 			}
 			onlyLeader(t, w, "b", a, b)
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
 )
 
@@ -30,15 +31,15 @@ func TestFM06ClockOffsetBetweenHolders(t *testing.T) {
 	t.Run("tenure ignores offsets", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a", withConfig(func(c *elector.Config) { c.Clock = newWallClock(w.clk, -time.Hour) })).start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		w.step(leaderTimers, 2*time.Second)
 		b := w.newNode("b", withConfig(func(c *elector.Config) { c.Clock = newWallClock(w.clk, 9*time.Second) })).start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		for range 3 * ttl / time.Second {
 			w.step(leaderTimers+followerTimers, time.Second)
 			onlyLeader(t, w, "a", a, b)
 		}
-		if n := b.rec.count(evElected); n != 0 {
+		if n := b.rec.Count(electortest.Elected); n != 0 {
 			t.Errorf("b was elected %d times while a renewed", n)
 		}
 	})
@@ -46,11 +47,11 @@ func TestFM06ClockOffsetBetweenHolders(t *testing.T) {
 		w := newWorld(t)
 		na := w.newNaive("a", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		na.Start(w.ctx)
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		w.clk.Add(2 * time.Second) // a renews at 3s
 		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: newWallClock(w.clk, 9*time.Second)})
 		nb.Start(w.ctx)
-		w.awaitRec("b", nb.rec, evAcquired, 1)
+		w.awaitRec("b", nb.rec, electortest.Acquired, 1)
 		if got := leaders(na, nb); len(got) != 2 {
 			t.Fatalf("naive: leaders = %v, want the failure mode [a b]", got)
 		}
@@ -70,10 +71,10 @@ func TestFM07WallClockStep(t *testing.T) {
 		w := newWorld(t)
 		wall := newWallClock(w.clk, 0) // a's wall clock: read by nothing in tenure
 		a := w.newNode("a").start()
-		a.await(evElected, 1)
+		a.await(electortest.Elected, 1)
 		w.step(leaderTimers, time.Second/2)
 		b := w.newNode("b").start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		w.step(leaderTimers+followerTimers, 3*time.Second/2)
 		wall.stepBy(-time.Hour)
 		for range 3 * ttl / time.Second {
@@ -86,17 +87,17 @@ func TestFM07WallClockStep(t *testing.T) {
 		wall := newWallClock(w.clk, 0)
 		na := w.newNaive("a", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: wall})
 		na.Start(w.ctx)
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		w.clk.Add(time.Second / 2)
 		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		nb.Start(w.ctx) // ticks at 0.5s, 3.5s, ...
-		w.awaitRec("b", nb.rec, evLost, 1)
+		w.awaitRec("b", nb.rec, electortest.Lost, 1)
 		w.clk.Add(3 * time.Second / 2)
 		wall.stepBy(-time.Hour) // at 2s
 		w.clk.Add(time.Second)  // 3s: a renews, writing an expiry an hour ago
-		w.awaitRec("a", na.rec, evRenewed, 1)
+		w.awaitRec("a", na.rec, electortest.Renewed, 1)
 		w.clk.Add(time.Second / 2) // 3.5s: b finds it expired
-		w.awaitRec("b", nb.rec, evAcquired, 1)
+		w.awaitRec("b", nb.rec, electortest.Acquired, 1)
 		if got := leaders(na, nb); len(got) != 2 {
 			t.Fatalf("naive: leaders = %v, want the failure mode [a b]", got)
 		}
@@ -111,15 +112,13 @@ func TestFM08SlowRenewResponse(t *testing.T) {
 		inFlight := make(chan struct{})
 		answer := make(chan struct{})
 		var held bool
-		a := w.newNode("a", wrapLocker(func(l backends.Locker) backends.Locker {
-			return &hookLocker{Locker: l, afterRenew: func(backends.Claim, error) {
-				if !held { // the loop goroutine is the only caller
-					held = true
-					close(inFlight)
-					<-answer // applied at the backend; the answer is slow
-				}
-			}}
-		})).start()
+		a := w.newNode("a", withFault(electortest.Renew, &electortest.Fault{After: func(backends.Claim, error) {
+			if !held { // the loop goroutine is the only caller
+				held = true
+				close(inFlight)
+				<-answer // applied at the backend; the answer is slow
+			}
+		}})).start()
 		defer func() {
 			select {
 			case <-answer:
@@ -127,9 +126,9 @@ func TestFM08SlowRenewResponse(t *testing.T) {
 				close(answer)
 			}
 		}()
-		term := a.await(evElected, 1).term
+		term := a.await(electortest.Elected, 1).Term
 		b := w.newNode("b").start()
-		b.await(evLost, 1)
+		b.await(electortest.Lost, 1)
 		w.step(leaderTimers+followerTimers, renewPeriod) // renew at 3s, applied
 		recv(w, inFlight)
 		// a's deadline timer and request timeout, b's wait.
@@ -137,19 +136,19 @@ func TestFM08SlowRenewResponse(t *testing.T) {
 		if a.IsLeader() {
 			t.Fatalf("at a's deadline %v with its renewal unanswered: IsLeader = true", w.elapsed())
 		}
-		a.await(evWorkDone, 1)
+		a.await(electortest.WorkDone, 1)
 		a.f.Fail(faults.OpCreate, 0, backends.ErrUnavailable) // keep a from re-campaigning
 		close(answer)
-		if ev := a.await(evOnDemoted, 1); ev.cause.Reason != elector.ReasonExpired {
-			t.Errorf("a's term ended with %v, want expired", ev.cause)
+		if ev := a.await(electortest.OnDemoted, 1); ev.Cause.Reason != elector.ReasonExpired {
+			t.Errorf("a's term ended with %v, want expired", ev.Cause)
 		}
-		if n := a.rec.count(evRenewed); n != 0 {
+		if n := a.rec.Count(electortest.Renewed); n != 0 {
 			t.Errorf("the late answer counted as %d renewals, want 0", n)
 		}
 		// a released the claim once its work returned; b takes it at its
 		// next attempt.
-		w.step(2, b.rec.all(evLost)[0].at.Add(ttl+time.Millisecond).Sub(w.clk.Now()))
-		b.await(evElected, 1)
+		w.step(2, b.rec.All(electortest.Lost)[0].At.Add(ttl+time.Millisecond).Sub(w.clk.Now()))
+		b.await(electortest.Elected, 1)
 		onlyLeader(t, w, "b", a, b)
 	})
 	t.Run("naive leads past the expiry", func(t *testing.T) {
@@ -157,22 +156,22 @@ func TestFM08SlowRenewResponse(t *testing.T) {
 		sa := w.naiveStore()
 		na := w.newNaive("a", &epochLocker{store: sa, key: key, ttl: ttl, wall: w.clk})
 		na.Start(w.ctx)
-		w.awaitRec("a", na.rec, evAcquired, 1)
+		w.awaitRec("a", na.rec, electortest.Acquired, 1)
 		slow := sa.Delay(faults.OpCompareAndSet, 11*time.Second) // the renewal's write lands late
 		w.clk.Add(time.Second)
 		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		nb.Start(w.ctx) // ticks at 1s, 4s, 7s, 10s, 13s
-		w.awaitRec("b", nb.rec, evLost, 1)
+		w.awaitRec("b", nb.rec, electortest.Lost, 1)
 		w.clk.Add(2 * time.Second) // 3s: a renews; its write is in flight
 		if err := slow.AwaitHolding(w.ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		for i, d := range []time.Duration{time.Second, 3 * time.Second, 3 * time.Second} { // 4s, 7s, 10s
 			w.clk.Add(d)
-			w.awaitRec("b", nb.rec, evLost, i+2) // at 10s the expiry, 10s, is not yet "< now"
+			w.awaitRec("b", nb.rec, electortest.Lost, i+2) // at 10s the expiry, 10s, is not yet "< now"
 		}
 		w.clk.Add(3 * time.Second) // 13s: b finds it expired; a's write is still in flight
-		w.awaitRec("b", nb.rec, evAcquired, 1)
+		w.awaitRec("b", nb.rec, electortest.Acquired, 1)
 		if got := leaders(na, nb); len(got) != 2 {
 			t.Fatalf("naive: leaders = %v, want the failure mode [a b]", got)
 		}
@@ -202,20 +201,20 @@ func TestFM09Jitter(t *testing.T) {
 			followers = append(followers, f.start())
 		}
 		for _, l := range leadersOnOwnKeys {
-			l.await(evElected, 1)
+			l.await(electortest.Elected, 1)
 		}
 		for _, f := range followers {
-			f.await(evLost, 1)
+			f.await(electortest.Lost, 1)
 		}
 		for w.elapsed() < renewPeriod+step {
 			w.step(n*leaderTimers+n*followerTimers, step)
 		}
 		var renews, retries []time.Time
 		for _, l := range leadersOnOwnKeys {
-			renews = append(renews, l.await(evRenewed, 1).at)
+			renews = append(renews, l.await(electortest.Renewed, 1).At)
 		}
 		for _, f := range followers {
-			retries = append(retries, f.await(evLost, 2).at)
+			retries = append(retries, f.await(electortest.Lost, 2).At)
 		}
 		if got := distinct(renews); got < n/2 {
 			t.Errorf("first renewals of %d leaders fell on %d distinct instants, want at least %d", n, got, n/2)
@@ -237,14 +236,14 @@ func TestFM09Jitter(t *testing.T) {
 			ls, fs = append(ls, l), append(fs, f)
 		}
 		for i := range n {
-			w.awaitRec("l", ls[i].rec, evAcquired, 1)
-			w.awaitRec("f", fs[i].rec, evLost, 1)
+			w.awaitRec("l", ls[i].rec, electortest.Acquired, 1)
+			w.awaitRec("f", fs[i].rec, electortest.Lost, 1)
 		}
 		w.clk.Add(renewPeriod)
 		var renews, retries []time.Time
 		for i := range n {
-			renews = append(renews, w.awaitRec("l", ls[i].rec, evRenewed, 1).at)
-			retries = append(retries, w.awaitRec("f", fs[i].rec, evLost, 2).at)
+			renews = append(renews, w.awaitRec("l", ls[i].rec, electortest.Renewed, 1).At)
+			retries = append(retries, w.awaitRec("f", fs[i].rec, electortest.Lost, 2).At)
 		}
 		if got := distinct(renews) + distinct(retries); got != 2 {
 			t.Fatalf("naive: %d distinct instants for %d renewals and %d retries, want the failure mode (2: all in step)", got, n, n)

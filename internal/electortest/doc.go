@@ -1,0 +1,13 @@
+// Package electortest is the test kit of the elector, slots and
+// failuremodes tests: a [Recorder] of everything an Elector reports, which
+// tests wait on through channels, and a scriptable fault-injecting
+// backends.Locker, [Locker].
+//
+// Nothing in it polls: every wait blocks on a channel that the recorder or
+// the locker closes when something changes, bounded by the caller's
+// context. Nothing in it reads the real time or arms a timer, so a test that
+// counts armed timers on a fake clock (clocktest BlockUntil) counts only the
+// Elector's and the backend's.
+//
+// It is test plumbing: only _test.go files import it.
+package electortest

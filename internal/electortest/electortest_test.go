@@ -1,0 +1,77 @@
+package electortest_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/internal/electortest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestUntilWakesOnChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var s electortest.Signal
+	var n atomic.Int32
+	done := make(chan error)
+	go func() { done <- electortest.Until(ctx, "n = 1", func() bool { return n.Load() == 1 }, &s) }()
+	n.Store(1)
+	s.Notify()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	expired, cancelNow := context.WithCancel(context.Background())
+	cancelNow()
+	if err := electortest.Until(expired, "never", func() bool { return false }, &s); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Until on a done context = %v, want context.Canceled", err)
+	}
+}
+
+func TestLockerFaults(t *testing.T) {
+	clk := clocktest.New(time.Time{})
+	store := memstore.New(memstore.WithClock(clk))
+	defer store.Close()
+	sl, err := backends.NewLocker(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := electortest.Wrap(sl)
+	if _, ok := any(l).(backends.ClaimWatcher); ok {
+		t.Error("the wrapper shows a claim watch it was not given")
+	}
+	if _, ok := l.Watching(electortest.WatchPass).(backends.ClaimWatcher); !ok {
+		t.Error("Watching(WatchPass) shows no claim watch")
+	}
+	ctx := context.Background()
+	h, _ := backends.NewHolder("a")
+	boom := errors.New("boom")
+	l.Set(electortest.Acquire, &electortest.Fault{Once: true, Err: boom})
+	if _, err := l.TryAcquire(ctx, "k", h, time.Second); !errors.Is(err, boom) {
+		t.Fatalf("TryAcquire with a fault = %v, want %v", err, boom)
+	}
+	var after backends.Claim
+	l.Set(electortest.Acquire, &electortest.Fault{After: func(c backends.Claim, _ error) { after = c }})
+	c, err := l.TryAcquire(ctx, "k", h, time.Second)
+	if err != nil || after != c {
+		t.Fatalf("TryAcquire = %v, %v; After saw %v", c, err, after)
+	}
+	l.Partition(true)
+	if _, err := l.Renew(ctx, c); !errors.Is(err, backends.ErrUnavailable) {
+		t.Fatalf("Renew while partitioned = %v, want ErrUnavailable", err)
+	}
+	if got := l.Count(electortest.Acquire); got != 2 {
+		t.Errorf("Count(acquire) = %d, want 2", got)
+	}
+	if err := l.AwaitCount(ctx, electortest.Renew, 1); err != nil {
+		t.Error(err)
+	}
+}
