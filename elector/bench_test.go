@@ -14,6 +14,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 )
 
 // The failover benchmarks run three candidates on a memstore in real time
@@ -40,13 +41,13 @@ func benchFailover(b *testing.B, crash bool) {
 
 	type node struct {
 		e  *elector.Elector
-		fl *faultLocker
+		fl *electortest.Locker
 	}
 	var nodes []node
 	var retired []node
 	spawn := func() {
-		fl := newFaultLocker(sl)
-		e, err := elector.New(watchingFaultLocker{fl}, elector.Config{
+		fl := electortest.Wrap(sl)
+		e, err := elector.New(fl.Watching(electortest.WatchPass), elector.Config{
 			Key: "bench", Identity: fmt.Sprintf("node-%d", len(nodes)+len(retired)),
 			TTL: 2 * time.Second, RenewPeriod: 500 * time.Millisecond, Clock: clk,
 		})
@@ -61,7 +62,7 @@ func benchFailover(b *testing.B, crash bool) {
 	}
 	defer func() {
 		for _, n := range append(nodes, retired...) {
-			n.fl.uncrash()
+			n.fl.Uncrash()
 			if err := n.e.Stop(context.Background()); err != nil {
 				b.Error(err)
 			}
@@ -99,7 +100,7 @@ func benchFailover(b *testing.B, crash bool) {
 		oldE := nodes[old].e
 		start := clk.Now()
 		if crash {
-			nodes[old].fl.crash()
+			nodes[old].fl.Crash()
 		} else if err := oldE.Stop(context.Background()); err != nil {
 			b.Fatal(err)
 		}
@@ -116,7 +117,7 @@ func benchFailover(b *testing.B, crash bool) {
 		if crash {
 			// Let the crashed node's calls return so it can be stopped.
 			n := retired[len(retired)-1]
-			n.fl.uncrash()
+			n.fl.Uncrash()
 			if err := n.e.Stop(context.Background()); err != nil {
 				b.Fatal(err)
 			}

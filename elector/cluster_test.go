@@ -11,18 +11,19 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
 // cluster is three electors over one memstore, each through its own
-// faultLocker, checking after every clock step and inside every callback
+// fault-injecting Locker, checking after every clock step and inside every callback
 // that at most one of them reports IsLeader.
 type cluster struct {
 	t    *testing.T
 	clk  *clocktest.Clock
 	els  []*elector.Elector
-	fls  []*faultLocker
-	recs []*recorder
+	fls  []*electortest.Locker
+	recs []*electortest.Recorder
 	down []bool // stopped or crashed: arms no timers we wait for
 }
 
@@ -37,14 +38,14 @@ func newCluster(t *testing.T, n int) *cluster {
 	}
 	c := &cluster{t: t, clk: clk, down: make([]bool, n)}
 	for i := range n {
-		fl := newFaultLocker(sl)
-		rec := newRecorder(t)
-		rec.check = c.checkOne
+		fl := electortest.Wrap(sl)
+		rec := electortest.NewRecorder(t, nil)
+		rec.SetCheck(c.checkOne)
 		cfg := baseConfig(clk, fmt.Sprintf("node-%d", i))
-		rec.install(&cfg)
+		rec.InstallCallbacks(&cfg)
 		c.fls = append(c.fls, fl)
 		c.recs = append(c.recs, rec)
-		e, err := elector.New(watchingFaultLocker{fl}, cfg)
+		e, err := elector.New(fl.Watching(electortest.WatchPass), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +57,7 @@ func newCluster(t *testing.T, n int) *cluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { stopAndWait(t, e) })
-		t.Cleanup(c.fls[i].uncrash) // runs first: lets a crashed elector stop
+		t.Cleanup(c.fls[i].Uncrash) // runs first: lets a crashed elector stop
 	}
 	return c
 }
@@ -157,7 +158,7 @@ func TestThreeElectors(t *testing.T) {
 					t.Errorf("handover took %v of clock time, want none", now.Sub(before))
 				}
 			case "crashed":
-				c.fls[old].crash()
+				c.fls[old].Crash()
 				c.down[old] = true
 				c.stepUntil(ctx, step, 2*ttl, "new leader after the crash", next)
 				// The claim expires TTL after the last renewal; followers
@@ -166,22 +167,22 @@ func TestThreeElectors(t *testing.T) {
 					t.Errorf("failover %v after the last renewal, want at most TTL + one step (%v)", took, ttl+step)
 				}
 			case "partitioned":
-				c.fls[old].partition(true)
+				c.fls[old].Partition(true)
 				c.stepUntil(ctx, step, 2*ttl, "new leader after the partition", next)
 				if took := c.clk.Now().Sub(renewedAt); took > ttl+step {
 					t.Errorf("failover %v after the last renewal, want at most TTL + one step (%v)", took, ttl+step)
 				}
-				cause := c.recs[old].waitDemoted(t, ctx, 1)
+				cause := c.recs[old].WaitDemoted(t, ctx, 1)
 				if cause.Reason != elector.ReasonExpired {
 					t.Errorf("partitioned leader demoted with %v, want ReasonExpired", cause)
 				}
 				// No zombie standby: it keeps campaigning while cut off, and
 				// follows the new leader once healed.
-				tries := c.fls[old].count("acquire")
+				tries := c.fls[old].Count(electortest.Acquire)
 				c.stepUntil(ctx, step, 10*retryPeriod, "attempts while partitioned", func() bool {
-					return c.fls[old].count("acquire") > tries
+					return c.fls[old].Count(electortest.Acquire) > tries
 				})
-				c.fls[old].partition(false)
+				c.fls[old].Partition(false)
 				_, nw := c.leaders()
 				c.stepUntil(ctx, step, ttl, "the healed node following", func() bool {
 					ld, ok := c.els[old].Leader()

@@ -15,6 +15,7 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
@@ -85,13 +86,13 @@ func TestElectAndRenew(t *testing.T) {
 func testElectAndRenew(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o := newRecorder(t), newObs()
+	rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	o.install(&cfg)
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
 	e := startElector(t, newLocker(t, clk, kind), cfg)
 
-	tm := rec.waitElected(t, ctx, 1)
+	tm := rec.WaitElected(t, ctx, 1)
 	want := elector.Term{Key: key, Holder: e.Holder(), Token: 1, AcquiredAt: t0, Deadline: t0.Add(ttl - margin)}
 	if tm != want {
 		t.Errorf("OnElected term = %+v, want %+v", tm, want)
@@ -99,7 +100,7 @@ func testElectAndRenew(t *testing.T, kind string) {
 	if !e.IsLeader() {
 		t.Errorf("IsLeader() = false after OnElected")
 	}
-	_, lctx := rec.term(0)
+	lctx := rec.Nth(electortest.Elected, 1).Ctx
 	if d, ok := lctx.Deadline(); !ok || !d.Equal(want.Deadline.Add(-lead)) {
 		t.Errorf("leader ctx Deadline() = %v, %v; want the term's end, %v before the deadline %v", d, ok, lead, want.Deadline)
 	}
@@ -112,7 +113,7 @@ func testElectAndRenew(t *testing.T, kind string) {
 			t.Fatal(err)
 		}
 		clk.Add(renewPeriod)
-		eventually(t, ctx, "renewal", func() bool { return o.get(func(o *obs) int { return o.renewed }) >= i })
+		eventually(t, ctx, "renewal", func() bool { return o.Count(electortest.Renewed) >= i })
 		wantDeadline := t0.Add(time.Duration(i)*renewPeriod + ttl - margin)
 		got, ok := e.Term()
 		if !ok || !got.Deadline.Equal(wantDeadline) || got.Token != 1 {
@@ -148,19 +149,19 @@ func TestDeadlineWhileRenewBlocked(t *testing.T) {
 func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o := newRecorder(t), newObs()
+	rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
 	if starved {
 		cfg.Clock = starvedTimers{Clock: clk, never: clocktest.New(t0)}
 	}
-	rec.install(&cfg)
-	o.install(&cfg)
-	fl := newFaultLocker(newLocker(t, clk, kind))
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
+	fl := electortest.Wrap(newLocker(t, clk, kind))
 	block, entered := make(chan struct{}), make(chan struct{})
-	fl.set("renew", &fault{once: true, block: block, entered: entered})
+	fl.Set(electortest.Renew, &electortest.Fault{Once: true, Block: block, Entered: entered})
 	e := startElector(t, fl, cfg)
 
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 	waiters := 2 // the end-of-term timer and the renew timer
 	if starved {
 		waiters = 1 // the end-of-term timer is on the other clock
@@ -177,7 +178,7 @@ func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 
 	deadline := t0.Add(ttl - margin)
 	end := deadline.Add(-lead)
-	_, lctx := rec.term(0)
+	lctx := rec.Nth(electortest.Elected, 1).Ctx
 	clk.Set(end.Add(-time.Nanosecond))
 	if !e.IsLeader() {
 		t.Errorf("IsLeader() = false 1ns before the term's end")
@@ -220,18 +221,18 @@ func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 	eventually(t, ctx, "state demoting", func() bool { return e.State() == lifecycle.Demoting })
 
 	close(block) // the renewal succeeds at the backend, after the term's end
-	if got := rec.waitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired || !errors.Is(got, elector.ErrDeadlinePassed) {
+	if got := rec.WaitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired || !errors.Is(got, elector.ErrDeadlinePassed) {
 		t.Errorf("OnDemoted cause = %v, want ReasonExpired wrapping ErrDeadlinePassed", got)
 	}
-	if n := o.get(func(o *obs) int { return o.renewed }); n != 0 {
+	if n := o.Count(electortest.Renewed); n != 0 {
 		t.Errorf("%d renewals counted as successful, want 0 (the answer was late)", n)
 	}
-	if tm, _ := rec.term(0); !tm.Deadline.Equal(deadline) {
+	if tm := rec.Nth(electortest.Elected, 1).Term; !tm.Deadline.Equal(deadline) {
 		t.Errorf("term 1 deadline = %v, want %v", tm.Deadline, deadline)
 	}
 	// The claim was released after OnElected returned, so the next attempt,
 	// at the same instant, wins a new term.
-	tm := rec.waitElected(t, ctx, 2)
+	tm := rec.WaitElected(t, ctx, 2)
 	if tm.Token <= 1 || !tm.AcquiredAt.Equal(end) {
 		t.Errorf("second term = %+v, want a new token acquired at %v", tm, end)
 	}
@@ -243,16 +244,16 @@ func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 func TestLateAnswerEndsStarvedTerm(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o := newRecorder(t), newObs()
+	rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
 	cfg.Clock = starvedTimers{Clock: clk, never: clocktest.New(t0)}
-	rec.install(&cfg)
-	o.install(&cfg)
-	fl := newFaultLocker(newFakeLocker(clk))
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
+	fl := electortest.Wrap(newFakeLocker(clk))
 	block, entered := make(chan struct{}), make(chan struct{})
-	fl.set("renew", &fault{once: true, block: block, entered: entered})
+	fl.Set(electortest.Renew, &electortest.Fault{Once: true, Block: block, Entered: entered})
 	e := startElector(t, fl, cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 	if err := clk.BlockUntil(ctx, 1); err != nil { // the renew timer
 		t.Fatal(err)
 	}
@@ -267,10 +268,10 @@ func TestLateAnswerEndsStarvedTerm(t *testing.T) {
 		t.Errorf("IsLeader() = true at the term's end")
 	}
 	close(block)
-	if got := rec.waitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired {
+	if got := rec.WaitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired {
 		t.Errorf("OnDemoted cause = %v, want ReasonExpired", got)
 	}
-	if n := o.get(func(o *obs) int { return o.renewed }); n != 0 {
+	if n := o.Count(electortest.Renewed); n != 0 {
 		t.Errorf("%d renewals counted as successful, want 0 (the answer was late)", n)
 	}
 }
@@ -282,18 +283,18 @@ func TestLateAnswerEndsStarvedTerm(t *testing.T) {
 func TestLeaderCtxPastDeadlineWhenStarved(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec := newRecorder(t)
+	rec := electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
 	cfg.Clock = starvedTimers{Clock: clk, never: clocktest.New(t0)}
-	rec.install(&cfg)
-	fl := newFaultLocker(newFakeLocker(clk))
+	rec.InstallCallbacks(&cfg)
+	fl := electortest.Wrap(newFakeLocker(clk))
 	block, entered := make(chan struct{}), make(chan struct{})
-	fl.set("renew", &fault{once: true, block: block, entered: entered})
+	fl.Set(electortest.Renew, &electortest.Fault{Once: true, Block: block, Entered: entered})
 	e := startElector(t, fl, cfg)
 	unblock := sync.OnceFunc(func() { close(block) })
 	defer unblock() // before the cleanup stops the elector, whatever fails
-	rec.waitElected(t, ctx, 1)
-	_, lctx := rec.term(0)
+	rec.WaitElected(t, ctx, 1)
+	lctx := rec.Nth(electortest.Elected, 1).Ctx
 	if err := clk.BlockUntil(ctx, 1); err != nil { // the renew timer
 		t.Fatal(err)
 	}
@@ -313,7 +314,7 @@ func TestLeaderCtxPastDeadlineWhenStarved(t *testing.T) {
 		t.Errorf("leader ctx Err() = %v but Done() is not closed", lctx.Err())
 	}
 	unblock() // the loop, stuck in the renewal until now, settles the term
-	if c := rec.waitDemoted(t, ctx, 1); c.Reason != elector.ReasonExpired {
+	if c := rec.WaitDemoted(t, ctx, 1); c.Reason != elector.ReasonExpired {
 		t.Errorf("OnDemoted cause = %v, want ReasonExpired", c)
 	}
 }
@@ -339,14 +340,14 @@ func TestTransientRenewErrorsRetriedUntilDeadline(t *testing.T) {
 func testTransientRenewErrorsRetriedUntilDeadline(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o := newRecorder(t), newObs()
+	rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	o.install(&cfg)
-	fl := newFaultLocker(newLocker(t, clk, kind))
-	fl.set("renew", &fault{err: fmt.Errorf("flaky: %w", backends.ErrUnavailable)})
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
+	fl := electortest.Wrap(newLocker(t, clk, kind))
+	fl.Set(electortest.Renew, &electortest.Fault{Err: fmt.Errorf("flaky: %w", backends.ErrUnavailable)})
 	e := startElector(t, fl, cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 
 	end := t0.Add(ttl - margin - lead)
 	for now := clk.Now(); now.Before(end); now = clk.Now() {
@@ -361,14 +362,14 @@ func testTransientRenewErrorsRetriedUntilDeadline(t *testing.T, kind string) {
 	if tm, ok := e.Term(); ok && tm.Token == 1 {
 		t.Errorf("term 1 leads at its end")
 	}
-	if got := rec.waitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired {
+	if got := rec.WaitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired {
 		t.Errorf("OnDemoted cause = %v, want ReasonExpired", got)
 	}
-	if n := o.get(func(o *obs) int { return o.renewFailed[backends.ClassTransient] }); n < 3 {
+	if n := o.CountClass(electortest.RenewFail, backends.ClassTransient); n < 3 {
 		t.Errorf("%d transient renew failures, want several retries before the deadline", n)
 	}
-	fl.set("renew", nil)
-	if tm := rec.waitElected(t, ctx, 2); tm.Token <= 1 {
+	fl.Set(electortest.Renew, nil)
+	if tm := rec.WaitElected(t, ctx, 2); tm.Token <= 1 {
 		t.Errorf("re-elected with token %d, want a new token", tm.Token)
 	}
 }
@@ -376,14 +377,14 @@ func testTransientRenewErrorsRetriedUntilDeadline(t *testing.T, kind string) {
 func TestLostRenewDemotesAtOnce(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o := newRecorder(t), newObs()
+	rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	o.install(&cfg)
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
 	fk := newFakeLocker(clk)
-	fl := newFaultLocker(fk)
+	fl := electortest.Wrap(fk)
 	e := startElector(t, fl, cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 	if err := clk.BlockUntil(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +392,7 @@ func TestLostRenewDemotesAtOnce(t *testing.T) {
 	stolen := fk.steal(thief)
 	clk.Add(renewPeriod)
 
-	c := rec.waitDemoted(t, ctx, 1)
+	c := rec.WaitDemoted(t, ctx, 1)
 	if c.Reason != elector.ReasonLost || !errors.Is(c, backends.ErrNotHolder) {
 		t.Errorf("OnDemoted cause = %v, want ReasonLost wrapping ErrNotHolder", c)
 	}
@@ -401,10 +402,10 @@ func TestLostRenewDemotesAtOnce(t *testing.T) {
 	if e.IsLeader() {
 		t.Errorf("IsLeader() = true after the claim was lost")
 	}
-	if n := fl.count("release"); n != 0 {
+	if n := fl.Count(electortest.Release); n != 0 {
 		t.Errorf("Release called %d times for a lost claim, want 0", n)
 	}
-	if n := o.get(func(o *obs) int { return o.renewFailed[backends.ClassLost] }); n != 1 {
+	if n := o.CountClass(electortest.RenewFail, backends.ClassLost); n != 1 {
 		t.Errorf("lost renew failures observed = %d, want 1", n)
 	}
 	// It campaigns again and sees the thief.
@@ -423,31 +424,31 @@ func TestFatalRenewDemotesAndReports(t *testing.T) {
 func testFatalRenewDemotesAndReports(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o, logs := newRecorder(t), newObs(), &logBuffer{}
+	rec, o, logs := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil), &logBuffer{}
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	o.install(&cfg)
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
 	cfg.Logger = logs.logger()
-	fl := newFaultLocker(newLocker(t, clk, kind))
-	fl.set("renew", &fault{once: true, err: fmt.Errorf("denied: %w", backends.ErrPermission)})
+	fl := electortest.Wrap(newLocker(t, clk, kind))
+	fl.Set(electortest.Renew, &electortest.Fault{Once: true, Err: fmt.Errorf("denied: %w", backends.ErrPermission)})
 	e := startElector(t, fl, cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 	if err := clk.BlockUntil(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(renewPeriod)
 
-	c := rec.waitDemoted(t, ctx, 1)
+	c := rec.WaitDemoted(t, ctx, 1)
 	if c.Reason != elector.ReasonFatal || !errors.Is(c, backends.ErrPermission) {
 		t.Errorf("OnDemoted cause = %v, want ReasonFatal wrapping ErrPermission", c)
 	}
-	if n := o.get(func(o *obs) int { return o.renewFailed[backends.ClassFatal] }); n != 1 {
+	if n := o.CountClass(electortest.RenewFail, backends.ClassFatal); n != 1 {
 		t.Errorf("fatal renew failures observed = %d, want 1", n)
 	}
 	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "denied") {
 		t.Errorf("no error-level log of the fatal error; logs:\n%s", l)
 	}
-	eventually(t, ctx, "release", func() bool { return fl.count("release") == 1 })
+	eventually(t, ctx, "release", func() bool { return fl.Count(electortest.Release) == 1 })
 	wantReelectedAfterBackoff(t, ctx, clk, e, rec)
 }
 
@@ -460,18 +461,18 @@ func TestReleaseOnlyAfterOnElectedReturns(t *testing.T) {
 func testReleaseOnlyAfterOnElectedReturns(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec := newRecorder(t)
+	rec := electortest.NewRecorder(t, nil)
 	sawDone, allow := make(chan struct{}), make(chan struct{})
-	rec.elected = func(ctx context.Context, _ elector.Term) {
+	rec.SetWork(func(ctx context.Context, _ elector.Term) {
 		<-ctx.Done()
 		close(sawDone)
 		<-allow // the leader's work winds down slowly
-	}
+	})
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	fl := newFaultLocker(newLocker(t, clk, kind))
+	rec.InstallCallbacks(&cfg)
+	fl := electortest.Wrap(newLocker(t, clk, kind))
 	e := startElector(t, fl, cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.Stop(ctx) }()
@@ -482,20 +483,20 @@ func testReleaseOnlyAfterOnElectedReturns(t *testing.T, kind string) {
 	if err := clk.BlockUntil(ctx, 2); err != nil { // the drain timer and Stop's bound
 		t.Fatal(err)
 	}
-	if n := fl.count("release"); n != 0 {
+	if n := fl.Count(electortest.Release); n != 0 {
 		t.Fatalf("Release called %d times while OnElected still runs", n)
 	}
 	close(allow)
 	if err := <-stopped; err != nil {
 		t.Errorf("Stop = %v", err)
 	}
-	if n := fl.count("release"); n != 1 {
+	if n := fl.Count(electortest.Release); n != 1 {
 		t.Errorf("Release called %d times after OnElected returned, want 1", n)
 	}
-	if hs, err := fl.inner.Holders(ctx, key); err != nil || len(hs) != 0 {
+	if hs, err := fl.Inner().Holders(ctx, key); err != nil || len(hs) != 0 {
 		t.Errorf("Holders after Stop released the claim = %v, %v; want none", hs, err)
 	}
-	if c := rec.cause(0); c.Reason != elector.ReasonStopped {
+	if c := rec.Nth(electortest.OnDemoted, 1).Cause; c.Reason != elector.ReasonStopped {
 		t.Errorf("OnDemoted cause = %v, want ReasonStopped", c)
 	}
 }
@@ -503,22 +504,22 @@ func testReleaseOnlyAfterOnElectedReturns(t *testing.T, kind string) {
 func TestDrainTimeoutLeavesClaimToExpire(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec := newRecorder(t)
+	rec := electortest.NewRecorder(t, nil)
 	allow := make(chan struct{})
-	rec.elected = func(ctx context.Context, tm elector.Term) {
+	rec.SetWork(func(ctx context.Context, tm elector.Term) {
 		if tm.Token == 1 {
 			<-allow // stuck work that ignores its context
 			return
 		}
 		<-ctx.Done()
-	}
+	})
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
+	rec.InstallCallbacks(&cfg)
 	fk := newFakeLocker(clk)
-	fl := newFaultLocker(fk)
-	fl.set("renew", &fault{once: true, err: fmt.Errorf("denied: %w", backends.ErrPermission)})
+	fl := electortest.Wrap(fk)
+	fl.Set(electortest.Renew, &electortest.Fault{Once: true, Err: fmt.Errorf("denied: %w", backends.ErrPermission)})
 	e := startElector(t, fl, cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 	if err := clk.BlockUntil(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -537,17 +538,17 @@ func TestDrainTimeoutLeavesClaimToExpire(t *testing.T) {
 			return s == lifecycle.Demoting || s == lifecycle.Follower
 		})
 	}
-	if n := fl.count("release"); n != 0 {
+	if n := fl.Count(electortest.Release); n != 0 {
 		t.Errorf("Release called %d times while OnElected still runs, want 0", n)
 	}
 	if h, held := fk.holder(); !held || h.Holder != e.Holder() {
 		t.Errorf("claim after the drain timeout = %+v (held %v), want still ours until it expires", h, held)
 	}
-	if _, d := rec.counts(); d != 0 {
+	if _, d := rec.Counts(); d != 0 {
 		t.Errorf("OnDemoted delivered while OnElected still runs")
 	}
 	clk.Add(3 * ttl) // long past expiry: still no campaign while OnElected runs
-	if n := fl.count("acquire"); n != 1 {
+	if n := fl.Count(electortest.Acquire); n != 1 {
 		t.Errorf("%d acquire attempts while the old term's OnElected runs, want 1", n)
 	}
 	if e.IsLeader() {
@@ -555,7 +556,7 @@ func TestDrainTimeoutLeavesClaimToExpire(t *testing.T) {
 	}
 
 	close(allow)
-	if c := rec.waitDemoted(t, ctx, 1); c.Reason != elector.ReasonFatal {
+	if c := rec.WaitDemoted(t, ctx, 1); c.Reason != elector.ReasonFatal {
 		t.Errorf("OnDemoted cause = %v, want ReasonFatal", c)
 	}
 	wantReelectedAfterBackoff(t, ctx, clk, e, rec)
@@ -570,20 +571,20 @@ func TestLoopPanicRecovered(t *testing.T) {
 func testLoopPanicRecovered(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o := newRecorder(t), newObs()
+	rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	o.install(&cfg)
-	fl := newFaultLocker(newLocker(t, clk, kind))
-	fl.set("renew", &fault{once: true, panicV: "boom"})
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
+	fl := electortest.Wrap(newLocker(t, clk, kind))
+	fl.Set(electortest.Renew, &electortest.Fault{Once: true, Panic: "boom"})
 	e := startElector(t, fl, cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 	if err := clk.BlockUntil(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(renewPeriod)
 
-	c := rec.waitDemoted(t, ctx, 1)
+	c := rec.WaitDemoted(t, ctx, 1)
 	var pe *elector.PanicError
 	if c.Reason != elector.ReasonPanic || !errors.As(c, &pe) || pe.Where != "loop" || pe.Value != "boom" {
 		t.Errorf("OnDemoted cause = %v, want ReasonPanic from the loop with value boom", c)
@@ -591,8 +592,8 @@ func testLoopPanicRecovered(t *testing.T, kind string) {
 	if e.IsLeader() {
 		t.Errorf("IsLeader() = true after a panic demoted the term")
 	}
-	eventually(t, ctx, "release", func() bool { return fl.count("release") == 1 })
-	if got := o.get(func(o *obs) int { return len(o.panics) }); got != 1 {
+	eventually(t, ctx, "release", func() bool { return fl.Count(electortest.Release) == 1 })
+	if got := o.Count(electortest.Panicked); got != 1 {
 		t.Errorf("panics observed = %d, want 1", got)
 	}
 	wantReelectedAfterBackoff(t, ctx, clk, e, rec)
@@ -601,20 +602,20 @@ func testLoopPanicRecovered(t *testing.T, kind string) {
 func TestAcquirePanicRecovered(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o := newRecorder(t), newObs()
+	rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	o.install(&cfg)
-	fl := newFaultLocker(newFakeLocker(clk))
-	fl.set("acquire", &fault{once: true, panicV: "acquire boom"})
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
+	fl := electortest.Wrap(newFakeLocker(clk))
+	fl.Set(electortest.Acquire, &electortest.Fault{Once: true, Panic: "acquire boom"})
 	e := startElector(t, fl, cfg)
 	waitFollowing(t, ctx, clk, e) // back to follower, backing off
-	if got := o.get(func(o *obs) int { return len(o.panics) }); got != 1 {
+	if got := o.Count(electortest.Panicked); got != 1 {
 		t.Errorf("panics observed = %d, want 1", got)
 	}
 	clk.Add(retryPeriod)
-	rec.waitElected(t, ctx, 1)
-	if e, d := rec.counts(); e != 1 || d != 0 {
+	rec.WaitElected(t, ctx, 1)
+	if e, d := rec.Counts(); e != 1 || d != 0 {
 		t.Errorf("callbacks: %d OnElected, %d OnDemoted; want 1, 0", e, d)
 	}
 }
@@ -622,14 +623,14 @@ func TestAcquirePanicRecovered(t *testing.T) {
 func TestTracePanicsRecovered(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, logs := newRecorder(t), &logBuffer{}
+	rec, logs := electortest.NewRecorder(t, nil), &logBuffer{}
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
+	rec.InstallCallbacks(&cfg)
 	cfg.Trace.StateChanged = func(from, to lifecycle.State) { panic("trace boom") }
 	cfg.Trace.ElectionWon = func(elector.Term, time.Duration) { panic("trace boom") }
 	cfg.Logger = logs.logger()
 	e := startElector(t, newFakeLocker(clk), cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 	if !e.IsLeader() {
 		t.Errorf("IsLeader() = false: a panicking Trace hook disturbed the election")
 	}
@@ -648,18 +649,18 @@ func TestCallbackPanics(t *testing.T) {
 	t.Run("OnElected", func(t *testing.T) {
 		clk := clocktest.New(t0)
 		ctx := barrier(t)
-		rec := newRecorder(t)
-		rec.elected = func(ctx context.Context, tm elector.Term) {
+		rec := electortest.NewRecorder(t, nil)
+		rec.SetWork(func(ctx context.Context, tm elector.Term) {
 			if tm.Token == 1 {
 				panic("elected boom")
 			}
 			<-ctx.Done()
-		}
+		})
 		cfg := baseConfig(clk, "a")
-		rec.install(&cfg)
-		fl := newFaultLocker(newFakeLocker(clk))
+		rec.InstallCallbacks(&cfg)
+		fl := electortest.Wrap(newFakeLocker(clk))
 		e := startElector(t, fl, cfg)
-		c := rec.waitDemoted(t, ctx, 1)
+		c := rec.WaitDemoted(t, ctx, 1)
 		var pe *elector.PanicError
 		if c.Reason != elector.ReasonPanic || !errors.As(c, &pe) || pe.Where != "OnElected" {
 			t.Errorf("OnDemoted cause = %v, want ReasonPanic in OnElected", c)
@@ -668,11 +669,11 @@ func TestCallbackPanics(t *testing.T) {
 			t.Errorf("IsLeader() = true after OnElected panicked")
 		}
 		waitFollowing(t, ctx, clk, e)
-		if n := fl.count("release"); n != 1 {
+		if n := fl.Count(electortest.Release); n != 1 {
 			t.Errorf("Release called %d times after OnElected panicked, want 1", n)
 		}
 		clk.Add(retryPeriod)
-		rec.waitElected(t, ctx, 2)
+		rec.WaitElected(t, ctx, 2)
 	})
 
 	// A panic in a callback queued before OnElected (OnNewLeader for this
@@ -680,10 +681,10 @@ func TestCallbackPanics(t *testing.T) {
 	t.Run("OnNewLeader while leading", func(t *testing.T) {
 		clk := clocktest.New(t0)
 		ctx := barrier(t)
-		rec, o := newRecorder(t), newObs()
+		rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 		cfg := baseConfig(clk, "a")
-		rec.install(&cfg)
-		o.install(&cfg)
+		rec.InstallCallbacks(&cfg)
+		o.InstallTrace(&cfg)
 		inner := cfg.OnNewLeader
 		var once sync.Once
 		cfg.OnNewLeader = func(ld elector.Leader) {
@@ -691,10 +692,8 @@ func TestCallbackPanics(t *testing.T) {
 			once.Do(func() { panic("leader boom") })
 		}
 		e := startElector(t, newFakeLocker(clk), cfg)
-		eventually(t, ctx, "a demotion", func() bool { return o.get(func(o *obs) int { return len(o.demoted) }) == 1 })
-		o.mu.Lock()
-		c := o.demoted[0]
-		o.mu.Unlock()
+		eventually(t, ctx, "a demotion", func() bool { return o.Count(electortest.Demoted) == 1 })
+		c := o.Nth(electortest.Demoted, 1).Cause
 		var pe *elector.PanicError
 		if c.Reason != elector.ReasonPanic || !errors.As(c, &pe) || pe.Where != "OnNewLeader" {
 			t.Errorf("demotion cause = %v, want ReasonPanic in OnNewLeader", c)
@@ -703,11 +702,11 @@ func TestCallbackPanics(t *testing.T) {
 		// nor OnDemoted is delivered for it.
 		waitFollowing(t, ctx, clk, e)
 		clk.Add(retryPeriod)
-		tm := rec.waitElected(t, ctx, 1)
+		tm := rec.WaitElected(t, ctx, 1)
 		if tm.Token <= 1 {
 			t.Errorf("first OnElected for token %d, want the second term's", tm.Token)
 		}
-		if _, d := rec.counts(); d != 0 {
+		if _, d := rec.Counts(); d != 0 {
 			t.Errorf("OnDemoted delivered for a term whose OnElected was skipped")
 		}
 		if !e.IsLeader() {
@@ -719,19 +718,19 @@ func TestCallbackPanics(t *testing.T) {
 		clk := clocktest.New(t0)
 		ctx := barrier(t)
 		fk := newFakeLocker(clk)
-		ra := newRecorder(t)
+		ra := electortest.NewRecorder(t, nil)
 		cfgA := baseConfig(clk, "a")
-		ra.install(&cfgA)
+		ra.InstallCallbacks(&cfgA)
 		startElector(t, fk, cfgA)
-		ra.waitElected(t, ctx, 1)
+		ra.WaitElected(t, ctx, 1)
 
-		o := newObs()
+		o := electortest.NewRecorder(t, nil)
 		cfgB := baseConfig(clk, "b")
-		o.install(&cfgB)
+		o.InstallTrace(&cfgB)
 		cfgB.OnNewLeader = func(elector.Leader) { panic("leader boom") }
 		b := startElector(t, fk, cfgB)
-		eventually(t, ctx, "the panic reported", func() bool { return o.get(func(o *obs) int { return len(o.panics) }) == 1 })
-		if n := o.get(func(o *obs) int { return len(o.demoted) }); n != 0 || b.IsLeader() {
+		eventually(t, ctx, "the panic reported", func() bool { return o.Count(electortest.Panicked) == 1 })
+		if n := o.Count(electortest.Demoted); n != 0 || b.IsLeader() {
 			t.Errorf("follower demoted %d times (IsLeader %v) by a callback panic, want nothing", n, b.IsLeader())
 		}
 	})
@@ -743,30 +742,30 @@ func TestCallbackPanics(t *testing.T) {
 func TestCallbacksQueueBehindOnElected(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec := newRecorder(t)
+	rec := electortest.NewRecorder(t, nil)
 	allow := make(chan struct{})
-	rec.elected = func(ctx context.Context, _ elector.Term) { <-ctx.Done(); <-allow }
+	rec.SetWork(func(ctx context.Context, _ elector.Term) { <-ctx.Done(); <-allow })
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
+	rec.InstallCallbacks(&cfg)
 	e := startElector(t, newFakeLocker(clk), cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.Stop(ctx) }()
 	eventually(t, ctx, "StateChanged(leader, demoting) while OnElected runs", func() bool {
-		return rec.sawState(lifecycle.Leader, lifecycle.Demoting)
+		return rec.SawState(lifecycle.Leader, lifecycle.Demoting)
 	})
-	if _, d := rec.counts(); d != 0 {
+	if _, d := rec.Counts(); d != 0 {
 		t.Errorf("OnDemoted delivered while OnElected runs")
 	}
 	close(allow)
 	if err := <-stopped; err != nil {
 		t.Fatalf("Stop = %v", err)
 	}
-	if got, want := rec.eventLog(), "leader 1; elected 1; demoted 1 stopped"; got != want {
+	if got, want := rec.EventLog(), "leader 1; elected 1; demoted 1 stopped"; got != want {
 		t.Errorf("callbacks:\n got %s\nwant %s", got, want)
 	}
-	if got, want := rec.stateLog(), "follower->acquiring; acquiring->leader; leader->demoting; demoting->stopped"; got != want {
+	if got, want := rec.StateLog(), "follower->acquiring; acquiring->leader; leader->demoting; demoting->stopped"; got != want {
 		t.Errorf("states:\n got %s\nwant %s", got, want)
 	}
 }
@@ -775,23 +774,23 @@ func TestNeverLeaderGetsNoOnDemoted(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	fk := newFakeLocker(clk)
-	ra, rb := newRecorder(t), newRecorder(t)
+	ra, rb := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
-	ra.install(&cfgA)
-	rb.install(&cfgB)
+	ra.InstallCallbacks(&cfgA)
+	rb.InstallCallbacks(&cfgB)
 	startElector(t, fk, cfgA)
-	ra.waitElected(t, ctx, 1)
+	ra.WaitElected(t, ctx, 1)
 	b := startElector(t, fk, cfgB)
-	eventually(t, ctx, "b follows", func() bool { return rb.sawState(lifecycle.Acquiring, lifecycle.Follower) })
+	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) })
 	stopAndWait(t, b)
-	eventually(t, ctx, "b's last callback", func() bool { return rb.lastState() == lifecycle.Stopped })
-	if e, d := rb.counts(); e != 0 || d != 0 {
+	eventually(t, ctx, "b's last callback", func() bool { return rb.LastState() == lifecycle.Stopped })
+	if e, d := rb.Counts(); e != 0 || d != 0 {
 		t.Errorf("never-leader got %d OnElected, %d OnDemoted; want 0, 0", e, d)
 	}
-	if got, want := rb.eventLog(), "leader 1"; got != want {
+	if got, want := rb.EventLog(), "leader 1"; got != want {
 		t.Errorf("never-leader callbacks:\n got %s\nwant %s", got, want)
 	}
-	if got, want := rb.stateLog(), "follower->acquiring; acquiring->follower; follower->stopped"; got != want {
+	if got, want := rb.StateLog(), "follower->acquiring; acquiring->follower; follower->stopped"; got != want {
 		t.Errorf("never-leader states:\n got %s\nwant %s", got, want)
 	}
 }
@@ -802,10 +801,10 @@ func TestParentCancelIsStop(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	wl := watchingLocker{newFakeLocker(clk)}
-	ra, rb := newRecorder(t), newRecorder(t)
+	ra, rb := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
-	ra.install(&cfgA)
-	rb.install(&cfgB)
+	ra.InstallCallbacks(&cfgA)
+	rb.InstallCallbacks(&cfgB)
 
 	a, err := elector.New(wl, cfgA)
 	if err != nil {
@@ -815,9 +814,9 @@ func TestParentCancelIsStop(t *testing.T) {
 	defer cancel()
 	ran := make(chan error, 1)
 	go func() { ran <- a.Run(runCtx) }()
-	ra.waitElected(t, ctx, 1)
+	ra.WaitElected(t, ctx, 1)
 	startElector(t, wl, cfgB)
-	eventually(t, ctx, "b follows", func() bool { return rb.sawState(lifecycle.Acquiring, lifecycle.Follower) })
+	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) })
 
 	cancel()
 	if err := <-ran; err != nil {
@@ -827,10 +826,10 @@ func TestParentCancelIsStop(t *testing.T) {
 	if a.State() != lifecycle.Stopped || a.IsLeader() {
 		t.Errorf("after cancel: State() = %v, IsLeader() = %v; want stopped, false", a.State(), a.IsLeader())
 	}
-	if c := ra.cause(0); c.Reason != elector.ReasonStopped {
+	if c := ra.Nth(electortest.OnDemoted, 1).Cause; c.Reason != elector.ReasonStopped {
 		t.Errorf("OnDemoted cause = %v, want ReasonStopped", c)
 	}
-	tm := rb.waitElected(t, ctx, 1)
+	tm := rb.WaitElected(t, ctx, 1)
 	if !tm.AcquiredAt.Equal(t0) {
 		t.Errorf("follower took over at %v, want at once (the clock never moved)", tm.AcquiredAt.Sub(t0))
 	}
@@ -842,21 +841,21 @@ func TestParentCancelIsStop(t *testing.T) {
 func TestStopBoundedWhenBackendHangs(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	fl := newFaultLocker(newFakeLocker(clk))
-	rec := newRecorder(t)
+	fl := electortest.Wrap(newFakeLocker(clk))
+	rec := electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
+	rec.InstallCallbacks(&cfg)
 	e := startElector(t, fl, cfg)
-	t.Cleanup(fl.uncrash) // runs before the elector's cleanup
-	rec.waitElected(t, ctx, 1)
+	t.Cleanup(fl.Uncrash) // runs before the elector's cleanup
+	rec.WaitElected(t, ctx, 1)
 	if err := clk.BlockUntil(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	fl.crash()
+	fl.Crash()
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.Stop(context.Background()) }()
-	eventually(t, ctx, "release to hang", func() bool { return fl.count("release") == 1 })
+	eventually(t, ctx, "release to hang", func() bool { return fl.Count(electortest.Release) == 1 })
 	if e.IsLeader() {
 		t.Errorf("IsLeader() = true during Stop")
 	}
@@ -878,7 +877,7 @@ func TestStopBoundedWhenBackendHangs(t *testing.T) {
 		t.Errorf("Done closed while the release still hangs")
 	default:
 	}
-	fl.uncrash()
+	fl.Uncrash()
 	select {
 	case <-e.Done():
 	case <-ctx.Done():
@@ -886,15 +885,15 @@ func TestStopBoundedWhenBackendHangs(t *testing.T) {
 	}
 
 	t.Run("ctx", func(t *testing.T) {
-		fl := newFaultLocker(newFakeLocker(clk))
+		fl := electortest.Wrap(newFakeLocker(clk))
 		e := startElector(t, fl, baseConfig(clk, "b"))
-		t.Cleanup(fl.uncrash)
+		t.Cleanup(fl.Uncrash)
 		eventually(t, ctx, "leader", e.IsLeader)
-		fl.crash()
+		fl.Crash()
 		sctx, cancel := context.WithCancel(ctx)
 		stopped := make(chan error, 1)
 		go func() { stopped <- e.Stop(sctx) }()
-		eventually(t, ctx, "release to hang", func() bool { return fl.count("release") == 1 })
+		eventually(t, ctx, "release to hang", func() bool { return fl.Count(electortest.Release) == 1 })
 		cancel()
 		if err := <-stopped; !errors.Is(err, context.Canceled) {
 			t.Errorf("Stop with a cancelled ctx = %v, want context.Canceled", err)
@@ -906,21 +905,19 @@ func TestDuplicateIdentityReported(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	fk := newFakeLocker(clk)
-	ra := newRecorder(t)
+	ra := electortest.NewRecorder(t, nil)
 	cfgA := baseConfig(clk, "same")
-	ra.install(&cfgA)
+	ra.InstallCallbacks(&cfgA)
 	a := startElector(t, fk, cfgA)
-	ra.waitElected(t, ctx, 1)
+	ra.WaitElected(t, ctx, 1)
 
-	o, logs := newObs(), &logBuffer{}
+	o, logs := electortest.NewRecorder(t, nil), &logBuffer{}
 	cfgB := baseConfig(clk, "same")
-	o.install(&cfgB)
+	o.InstallTrace(&cfgB)
 	cfgB.Logger = logs.logger()
 	b := startElector(t, fk, cfgB)
-	eventually(t, ctx, "duplicate reported", func() bool { return o.get(func(o *obs) int { return len(o.dups) }) == 1 })
-	o.mu.Lock()
-	dup := o.dups[0]
-	o.mu.Unlock()
+	eventually(t, ctx, "duplicate reported", func() bool { return o.Count(electortest.Duplicate) == 1 })
+	dup := o.Nth(electortest.Duplicate, 1).Other
 	if dup != a.Holder() || dup == b.Holder() {
 		t.Errorf("duplicate reported = %v, want the other holder %v", dup, a.Holder())
 	}
@@ -938,18 +935,18 @@ func TestDuplicateIdentityReported(t *testing.T) {
 func TestTimedOutAcquireReleased(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec := newRecorder(t)
+	rec := electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	fl := newFaultLocker(newFakeLocker(clk))
-	fl.set("acquire", &fault{once: true, afterErr: context.DeadlineExceeded})
+	rec.InstallCallbacks(&cfg)
+	fl := electortest.Wrap(newFakeLocker(clk))
+	fl.Set(electortest.Acquire, &electortest.Fault{Once: true, AfterErr: context.DeadlineExceeded})
 	e := startElector(t, fl, cfg)
 	for i := 0; ; i++ {
 		eventually(t, ctx, "elected or waiting", func() bool {
-			n, _ := rec.counts()
+			n, _ := rec.Counts()
 			return n == 1 || (e.State() == lifecycle.Follower && clk.Waiters() >= 1)
 		})
-		if n, _ := rec.counts(); n == 1 {
+		if n, _ := rec.Counts(); n == 1 {
 			break
 		}
 		if i == 10 {
@@ -957,32 +954,32 @@ func TestTimedOutAcquireReleased(t *testing.T) {
 		}
 		clk.Add(4 * retryPeriod)
 	}
-	tm, _ := rec.term(0)
-	if tm.Token != 2 || fl.count("release") != 1 {
-		t.Errorf("elected with token %d after %d releases; want token 2 after releasing the timed-out claim once", tm.Token, fl.count("release"))
+	tm := rec.Nth(electortest.Elected, 1).Term
+	if tm.Token != 2 || fl.Count(electortest.Release) != 1 {
+		t.Errorf("elected with token %d after %d releases; want token 2 after releasing the timed-out claim once", tm.Token, fl.Count(electortest.Release))
 	}
 }
 
 func TestLateAcquireNotLed(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec := newRecorder(t)
+	rec := electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	fl := newFaultLocker(newFakeLocker(clk))
+	rec.InstallCallbacks(&cfg)
+	fl := electortest.Wrap(newFakeLocker(clk))
 	block, entered := make(chan struct{}), make(chan struct{})
-	fl.set("acquire", &fault{once: true, block: block, entered: entered})
+	fl.Set(electortest.Acquire, &electortest.Fault{Once: true, Block: block, Entered: entered})
 	e := startElector(t, fl, cfg)
 	<-entered
 	clk.Add(ttl) // the answer will come after the deadline it would grant
 	close(block)
-	eventually(t, ctx, "the late claim released", func() bool { return fl.count("release") == 1 })
+	eventually(t, ctx, "the late claim released", func() bool { return fl.Count(electortest.Release) == 1 })
 	if e.IsLeader() {
 		t.Errorf("IsLeader() = true on a late acquisition")
 	}
 	waitFollowing(t, ctx, clk, e)
 	clk.Add(retryPeriod)
-	tm := rec.waitElected(t, ctx, 1)
+	tm := rec.WaitElected(t, ctx, 1)
 	if tm.Token != 2 {
 		t.Errorf("first OnElected for token %d, want 2 (the late claim was never led)", tm.Token)
 	}
@@ -994,18 +991,18 @@ func TestFollowerTimesAttemptToExpiry(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	fk := newFakeLocker(clk)
-	fa := newFaultLocker(fk)
-	ra, rb := newRecorder(t), newRecorder(t)
+	fa := electortest.Wrap(fk)
+	ra, rb := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
 	cfgB.RetryPeriod = 4 * time.Second // a poll would come at 12s
-	ra.install(&cfgA)
-	rb.install(&cfgB)
+	ra.InstallCallbacks(&cfgA)
+	rb.InstallCallbacks(&cfgB)
 	startElector(t, fa, cfgA)
-	t.Cleanup(fa.uncrash)
-	ra.waitElected(t, ctx, 1)
+	t.Cleanup(fa.Uncrash)
+	ra.WaitElected(t, ctx, 1)
 	b := startElector(t, fk, cfgB)
-	eventually(t, ctx, "b follows", func() bool { return rb.sawState(lifecycle.Acquiring, lifecycle.Follower) })
-	fa.crash() // a's next renewal never returns
+	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) })
+	fa.Crash() // a's next renewal never returns
 
 	if err := clk.BlockUntil(ctx, 3); err != nil { // a: deadline + renew; b: retry
 		t.Fatal(err)
@@ -1015,7 +1012,7 @@ func TestFollowerTimesAttemptToExpiry(t *testing.T) {
 		t.Fatalf("b leads at the claim's expiry, before its attempt")
 	}
 	clk.Add(time.Millisecond)
-	tm := rb.waitElected(t, ctx, 1)
+	tm := rb.WaitElected(t, ctx, 1)
 	if want := t0.Add(ttl + time.Millisecond); !tm.AcquiredAt.Equal(want) {
 		t.Errorf("b acquired at %v, want %v (the observed expiry + 1ms)", tm.AcquiredAt.Sub(t0), want.Sub(t0))
 	}
@@ -1023,11 +1020,11 @@ func TestFollowerTimesAttemptToExpiry(t *testing.T) {
 
 // wantReelectedAfterBackoff: e, back to follower, campaigns again once its
 // backoff of RetryPeriod has passed, and wins a new token.
-func wantReelectedAfterBackoff(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector, rec *recorder) {
+func wantReelectedAfterBackoff(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector, rec *electortest.Recorder) {
 	t.Helper()
 	waitFollowing(t, ctx, clk, e)
 	clk.Add(retryPeriod)
-	if tm := rec.waitElected(t, ctx, 2); tm.Token <= 1 {
+	if tm := rec.WaitElected(t, ctx, 2); tm.Token <= 1 {
 		t.Errorf("re-elected with token %d, want a new token", tm.Token)
 	}
 }
@@ -1049,12 +1046,12 @@ func TestStopDuringAcquireReleases(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			clk := clocktest.New(t0)
 			ctx := barrier(t)
-			rec := newRecorder(t)
+			rec := electortest.NewRecorder(t, nil)
 			cfg := baseConfig(clk, "a")
-			rec.install(&cfg)
-			fl := newFaultLocker(newLocker(t, clk, kind))
+			rec.InstallCallbacks(&cfg)
+			fl := electortest.Wrap(newLocker(t, clk, kind))
 			block, entered := make(chan struct{}), make(chan struct{})
-			fl.set("acquire", &fault{once: true, block: block, entered: entered})
+			fl.Set(electortest.Acquire, &electortest.Fault{Once: true, Block: block, Entered: entered})
 			e := startElector(t, fl, cfg)
 			<-entered
 			stopped := make(chan error, 1)
@@ -1072,18 +1069,18 @@ func TestStopDuringAcquireReleases(t *testing.T) {
 
 // wantReleasedNeverLed checks, after Stop, that the claim an interrupted
 // attempt took was released once and never led.
-func wantReleasedNeverLed(t *testing.T, ctx context.Context, fl *faultLocker, rec *recorder) {
+func wantReleasedNeverLed(t *testing.T, ctx context.Context, fl *electortest.Locker, rec *electortest.Recorder) {
 	t.Helper()
-	if n := fl.count("release"); n != 1 {
+	if n := fl.Count(electortest.Release); n != 1 {
 		t.Errorf("Release called %d times for a claim taken while stopping, want 1", n)
 	}
-	if hs, err := fl.inner.Holders(ctx, key); err != nil || len(hs) != 0 {
+	if hs, err := fl.Inner().Holders(ctx, key); err != nil || len(hs) != 0 {
 		t.Errorf("Holders after Stop = %v, %v; want none", hs, err)
 	}
-	if got := rec.eventLog(); got != "" {
+	if got := rec.EventLog(); got != "" {
 		t.Errorf("callbacks: %s, want none", got)
 	}
-	if got, want := rec.stateLog(), "follower->acquiring; acquiring->stopped"; got != want {
+	if got, want := rec.StateLog(), "follower->acquiring; acquiring->stopped"; got != want {
 		t.Errorf("states:\n got %s\nwant %s", got, want)
 	}
 }
@@ -1101,17 +1098,17 @@ func TestFollowerWaitsForExpirySignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fa, fb := newFaultLocker(sl), newFaultLocker(sl)
-	ra, rb, oa := newRecorder(t), newRecorder(t), newObs()
+	fa, fb := electortest.Wrap(sl), electortest.Wrap(sl)
+	ra, rb, oa := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
-	ra.install(&cfgA)
-	rb.install(&cfgB)
-	oa.install(&cfgA)
+	ra.InstallCallbacks(&cfgA)
+	rb.InstallCallbacks(&cfgB)
+	oa.InstallTrace(&cfgA)
 	startElector(t, fa, cfgA)
-	t.Cleanup(fa.uncrash)
-	ra.waitElected(t, ctx, 1)
-	b := startElector(t, expiryFaultLocker{watchingFaultLocker{fb}}, cfgB)
-	eventually(t, ctx, "b follows", func() bool { return rb.sawState(lifecycle.Acquiring, lifecycle.Follower) })
+	t.Cleanup(fa.Uncrash)
+	ra.WaitElected(t, ctx, 1)
+	b := startElector(t, fb.Watching(electortest.WatchExpiry), cfgB)
+	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) })
 
 	// Five renewals span 15s: a follower timing its attempts to the expiry
 	// it observed would have tried again at 10s.
@@ -1121,24 +1118,24 @@ func TestFollowerWaitsForExpirySignal(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Add(renewPeriod)
-		eventually(t, ctx, "renewal", func() bool { return oa.get(func(o *obs) int { return o.renewed }) >= i })
+		eventually(t, ctx, "renewal", func() bool { return oa.Count(electortest.Renewed) >= i })
 	}
-	fa.crash() // a's next renewal never returns
+	fa.Crash() // a's next renewal never returns
 	if err := clk.BlockUntil(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(ttl) // to the expiry of a's last renewal
-	tm := rb.waitElected(t, ctx, 1)
+	tm := rb.WaitElected(t, ctx, 1)
 	if want := t0.Add(renewals*renewPeriod + ttl); !tm.AcquiredAt.Equal(want) {
 		t.Errorf("b acquired at %v, want %v (the instant the claim expired)", tm.AcquiredAt.Sub(t0), want.Sub(t0))
 	}
 	if !b.IsLeader() {
 		t.Errorf("b does not lead after OnElected")
 	}
-	if n := fb.count("acquire"); n != 2 {
+	if n := fb.Count(electortest.Acquire); n != 2 {
 		t.Errorf("b made %d attempts, want 2: one on start and one on the expiry signal", n)
 	}
-	if n := fb.count("holders"); n != 0 {
+	if n := fb.Count(electortest.Holders); n != 0 {
 		t.Errorf("b listed holders %d times, want 0", n)
 	}
 }
@@ -1158,17 +1155,17 @@ func TestFollowerBackstopWhenWatchIsSilent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fa, fb := newFaultLocker(sl), newFaultLocker(sl)
-	ra, rb := newRecorder(t), newRecorder(t)
+	fa, fb := electortest.Wrap(sl), electortest.Wrap(sl)
+	ra, rb := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfgA, cfgB := baseConfig(clk, "a"), baseConfig(clk, "b")
-	ra.install(&cfgA)
-	rb.install(&cfgB)
+	ra.InstallCallbacks(&cfgA)
+	rb.InstallCallbacks(&cfgB)
 	startElector(t, fa, cfgA)
-	t.Cleanup(fa.uncrash)
-	ra.waitElected(t, ctx, 1)
-	fa.crash() // a's renewals never return: its claim expires at ttl
-	startElector(t, silentExpiryLocker{fb}, cfgB)
-	eventually(t, ctx, "b follows", func() bool { return rb.sawState(lifecycle.Acquiring, lifecycle.Follower) })
+	t.Cleanup(fa.Uncrash)
+	ra.WaitElected(t, ctx, 1)
+	fa.Crash() // a's renewals never return: its claim expires at ttl
+	startElector(t, fb.Watching(electortest.WatchSilent), cfgB)
+	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) })
 	// a: deadline and renewal timers; b: the backstop (the store arms no
 	// expiry timer, as nobody watches it).
 	if err := clk.BlockUntil(ctx, 3); err != nil {
@@ -1176,11 +1173,11 @@ func TestFollowerBackstopWhenWatchIsSilent(t *testing.T) {
 	}
 	backstop := ttl + time.Millisecond + 10*ttl // the expiry b observed, its 1ms step, ten TTLs (no jitter)
 	clk.Add(backstop)
-	tm := rb.waitElected(t, ctx, 1)
+	tm := rb.WaitElected(t, ctx, 1)
 	if want := t0.Add(backstop); !tm.AcquiredAt.Equal(want) {
 		t.Errorf("b acquired at %v, want %v (ten TTLs past the expiry it observed)", tm.AcquiredAt.Sub(t0), want.Sub(t0))
 	}
-	if n := fb.count("acquire"); n != 2 {
+	if n := fb.Count(electortest.Acquire); n != 2 {
 		t.Errorf("b made %d attempts, want 2: one on start and one at the backstop", n)
 	}
 }
@@ -1195,12 +1192,12 @@ func TestStopDuringLostAnswerReleases(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			clk := clocktest.New(t0)
 			ctx := barrier(t)
-			rec := newRecorder(t)
+			rec := electortest.NewRecorder(t, nil)
 			cfg := baseConfig(clk, "a")
-			rec.install(&cfg)
-			fl := newFaultLocker(newLocker(t, clk, kind))
+			rec.InstallCallbacks(&cfg)
+			fl := electortest.Wrap(newLocker(t, clk, kind))
 			entered := make(chan struct{})
-			fl.set("acquire", &fault{once: true, lostAnswer: true, entered: entered})
+			fl.Set(electortest.Acquire, &electortest.Fault{Once: true, LostAnswer: true, Entered: entered})
 			e := startElector(t, fl, cfg)
 			<-entered // the claim is taken at the backend
 			stopped := make(chan error, 1)
@@ -1227,19 +1224,19 @@ func TestRenewalTimedFromSend(t *testing.T) {
 	const period, timeout, latency = 8 * time.Second, 1500 * time.Millisecond, 1400 * time.Millisecond
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o := newRecorder(t), newObs()
+	rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
 	cfg.RenewPeriod, cfg.RenewTimeout = period, timeout
-	rec.install(&cfg)
-	o.install(&cfg)
-	fl := newFaultLocker(newLocker(t, clk, "fake"))
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
+	fl := electortest.Wrap(newLocker(t, clk, "fake"))
 	e := startElector(t, fl, cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 
 	sent := t0 // the acquisition, answered at once
 	for i := 1; i <= 4; i++ {
 		block, entered := make(chan struct{}), make(chan struct{})
-		fl.set("renew", &fault{once: true, block: block, entered: entered})
+		fl.Set(electortest.Renew, &electortest.Fault{Once: true, Block: block, Entered: entered})
 		if err := clk.BlockUntil(ctx, 2); err != nil { // the deadline timer and the renew timer
 			t.Fatal(err)
 		}
@@ -1255,14 +1252,14 @@ func TestRenewalTimedFromSend(t *testing.T) {
 		}
 		clk.Add(latency)
 		close(block)
-		eventually(t, ctx, fmt.Sprintf("renewal %d answered", i), func() bool { return o.get(func(o *obs) int { return o.renewed }) >= i })
+		eventually(t, ctx, fmt.Sprintf("renewal %d answered", i), func() bool { return o.Count(electortest.Renewed) >= i })
 		tm, ok := e.Term()
 		if wantDeadline := want.Add(ttl - margin); !ok || !tm.Deadline.Equal(wantDeadline) {
 			t.Fatalf("after renewal %d answered at %v: Term() = %+v, %v; want the deadline %v", i, clk.Now().Sub(t0), tm, ok, wantDeadline.Sub(t0))
 		}
 		sent = want
 	}
-	if _, d := rec.counts(); d != 0 {
-		t.Errorf("demoted %d times (%s), want a term that never ends", d, rec.eventLog())
+	if _, d := rec.Counts(); d != 0 {
+		t.Errorf("demoted %d times (%s), want a term that never ends", d, rec.EventLog())
 	}
 }

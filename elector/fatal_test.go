@@ -15,6 +15,7 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
@@ -55,10 +56,10 @@ func runElector(t *testing.T, l backends.Locker, cfg elector.Config) (*elector.E
 // RetryPeriod doubling, from the from-th fatal attempt in a row (which has
 // failed already, and whose retry wait is all that is left to arm) to the
 // attempts-th.
-func followFatals(t *testing.T, ctx context.Context, clk *clocktest.Clock, o *obs, from, attempts int) {
+func followFatals(t *testing.T, ctx context.Context, clk *clocktest.Clock, o *electortest.Recorder, from, attempts int) {
 	t.Helper()
 	fatals := func() int {
-		return o.get(func(o *obs) int { return o.lost[backends.ClassFatal] + o.renewFailed[backends.ClassFatal] })
+		return o.CountClass(electortest.Lost, backends.ClassFatal) + o.CountClass(electortest.RenewFail, backends.ClassFatal)
 	}
 	base := fatals() - from
 	for n := from; n < attempts; n++ {
@@ -147,10 +148,10 @@ func TestFatalAcquireErrorsEndRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.New(t0)
 			ctx := barrier(t)
-			rec, o, logs := newRecorder(t), newObs(), &logBuffer{}
+			rec, o, logs := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil), &logBuffer{}
 			cfg := baseConfig(clk, "a")
-			rec.install(&cfg)
-			o.install(&cfg)
+			rec.InstallCallbacks(&cfg)
+			o.InstallTrace(&cfg)
 			cfg.Logger = logs.logger()
 			var inner backends.Locker
 			if tc.err == nil {
@@ -163,22 +164,22 @@ func TestFatalAcquireErrorsEndRun(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				inner = plainLocker{sl}
+				inner = sl
 			} else {
 				inner = newFakeLocker(clk)
 			}
-			fl := newFaultLocker(inner)
+			fl := electortest.Wrap(inner)
 			if tc.err != nil {
-				fl.set("acquire", &fault{err: tc.err})
+				fl.Set(electortest.Acquire, &electortest.Fault{Err: tc.err})
 			}
 			e, ran := runElector(t, fl, cfg)
-			eventually(t, ctx, "the first attempt", func() bool { return o.get(func(o *obs) int { return o.lost[backends.ClassFatal] }) >= 1 })
+			eventually(t, ctx, "the first attempt", func() bool { return o.CountClass(electortest.Lost, backends.ClassFatal) >= 1 })
 			followFatals(t, ctx, clk, o, 1, fatalAttempts)
 			wantEnded(t, ctx, clk, e, ran, tc.want)
-			if n := fl.count("acquire"); n != fatalAttempts {
+			if n := fl.Count(electortest.Acquire); n != fatalAttempts {
 				t.Errorf("%d attempts, want %d", n, fatalAttempts)
 			}
-			if el, _ := rec.counts(); el != 0 {
+			if el, _ := rec.Counts(); el != 0 {
 				t.Errorf("elected %d times, want never", el)
 			}
 			if !strings.Contains(logs.String(), "level=ERROR") {
@@ -194,29 +195,29 @@ func TestFatalAcquireErrorsEndRun(t *testing.T) {
 func TestFatalRenewErrorEndsTermThenRun(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o := newRecorder(t), newObs()
+	rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	o.install(&cfg)
-	fl := newFaultLocker(newFakeLocker(clk))
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
+	fl := electortest.Wrap(newFakeLocker(clk))
 	e, ran := runElector(t, fl, cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 	revoked := fmt.Errorf("test: revoked: %w", backends.ErrPermission)
-	fl.set("renew", &fault{err: revoked})
-	fl.set("acquire", &fault{err: revoked})
+	fl.Set(electortest.Renew, &electortest.Fault{Err: revoked})
+	fl.Set(electortest.Acquire, &electortest.Fault{Err: revoked})
 	if err := clk.BlockUntil(ctx, 2); err != nil { // the end-of-term timer and the renew timer
 		t.Fatal(err)
 	}
 	clk.Add(renewPeriod)
-	if c := rec.waitDemoted(t, ctx, 1); c.Reason != elector.ReasonFatal || !errors.Is(c, backends.ErrPermission) {
+	if c := rec.WaitDemoted(t, ctx, 1); c.Reason != elector.ReasonFatal || !errors.Is(c, backends.ErrPermission) {
 		t.Errorf("OnDemoted cause = %v, want ReasonFatal wrapping ErrPermission", c)
 	}
 	followFatals(t, ctx, clk, o, 1, fatalAttempts)
 	wantEnded(t, ctx, clk, e, ran, backends.ErrPermission)
-	if el, de := rec.counts(); el != 1 || de != 1 {
+	if el, de := rec.Counts(); el != 1 || de != 1 {
 		t.Errorf("OnElected %d times, OnDemoted %d times; want one each", el, de)
 	}
-	if n := fl.count("acquire"); n != 1+fatalAttempts-1 { // the first, won, and three refused
+	if n := fl.Count(electortest.Acquire); n != 1+fatalAttempts-1 { // the first, won, and three refused
 		t.Errorf("%d acquire attempts, want %d", n, fatalAttempts)
 	}
 }
@@ -228,46 +229,46 @@ func TestFatalRenewErrorEndsTermThenRun(t *testing.T) {
 func TestFatalBudgetResetsOnAnswer(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o := newRecorder(t), newObs()
+	rec, o := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
-	o.install(&cfg)
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
 	fk := newFakeLocker(clk)
-	fl := newFaultLocker(fk)
-	denied := &fault{err: fmt.Errorf("test: denied: %w", backends.ErrPermission)}
-	fl.set("acquire", denied)
+	fl := electortest.Wrap(fk)
+	denied := &electortest.Fault{Err: fmt.Errorf("test: denied: %w", backends.ErrPermission)}
+	fl.Set(electortest.Acquire, denied)
 	e, ran := runElector(t, fl, cfg)
-	eventually(t, ctx, "the first attempt", func() bool { return o.get(func(o *obs) int { return o.lost[backends.ClassFatal] }) >= 1 })
+	eventually(t, ctx, "the first attempt", func() bool { return o.CountClass(electortest.Lost, backends.ClassFatal) >= 1 })
 	followFatals(t, ctx, clk, o, 1, fatalAttempts-1)
-	fl.set("acquire", nil) // repaired within the budget
+	fl.Set(electortest.Acquire, nil) // repaired within the budget
 	if err := clk.BlockUntil(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(retryPeriod << (fatalAttempts - 2))
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 
 	// Another run of fatal errors, interrupted by an answer: the claim is
 	// held by someone else.
-	before := o.get(func(o *obs) int { return o.lost[backends.ClassFatal] })
-	fl.set("renew", &fault{once: true, err: fmt.Errorf("test: revoked: %w", backends.ErrPermission)})
-	fl.set("acquire", denied)
+	before := o.CountClass(electortest.Lost, backends.ClassFatal)
+	fl.Set(electortest.Renew, &electortest.Fault{Once: true, Err: fmt.Errorf("test: revoked: %w", backends.ErrPermission)})
+	fl.Set(electortest.Acquire, denied)
 	if err := clk.BlockUntil(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(renewPeriod)
-	rec.waitDemoted(t, ctx, 1)
+	rec.WaitDemoted(t, ctx, 1)
 	followFatals(t, ctx, clk, o, 1, fatalAttempts-1) // the renewal, then two acquisitions
 	fk.steal(backends.Holder{ID: "thief", Nonce: "1"})
-	fl.set("acquire", nil)
+	fl.Set(electortest.Acquire, nil)
 	if err := clk.BlockUntil(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(retryPeriod << (fatalAttempts - 2))
-	eventually(t, ctx, "the claim seen held", func() bool { return o.get(func(o *obs) int { return o.lost[backends.ClassLost] }) >= 1 })
-	fl.set("acquire", denied)
+	eventually(t, ctx, "the claim seen held", func() bool { return o.CountClass(electortest.Lost, backends.ClassLost) >= 1 })
+	fl.Set(electortest.Acquire, denied)
 	// The next attempt is timed to the thief's expiry.
 	stepFollowerUntil(t, ctx, clk, 100*time.Millisecond, "a fatal attempt after the answer", func() bool {
-		return o.get(func(o *obs) int { return o.lost[backends.ClassFatal] }) >= before+fatalAttempts-1
+		return o.CountClass(electortest.Lost, backends.ClassFatal) >= before+fatalAttempts-1
 	})
 	followFatals(t, ctx, clk, o, 1, fatalAttempts-1)
 	select {
@@ -285,14 +286,14 @@ func TestFatalBudgetResetsOnAnswer(t *testing.T) {
 func TestTransientErrorsNeverEndRun(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	o := newObs()
+	o := electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	o.install(&cfg)
-	fl := newFaultLocker(newFakeLocker(clk))
-	fl.set("acquire", &fault{err: fmt.Errorf("test: %w", backends.ErrUnavailable)})
+	o.InstallTrace(&cfg)
+	fl := electortest.Wrap(newFakeLocker(clk))
+	fl.Set(electortest.Acquire, &electortest.Fault{Err: fmt.Errorf("test: %w", backends.ErrUnavailable)})
 	e, ran := runElector(t, fl, cfg)
 	stepFollowerUntil(t, ctx, clk, retryPeriod, "attempts", func() bool {
-		return o.get(func(o *obs) int { return o.lost[backends.ClassTransient] }) >= 3*fatalAttempts
+		return o.CountClass(electortest.Lost, backends.ClassTransient) >= 3*fatalAttempts
 	})
 	select {
 	case err := <-ran:
@@ -301,6 +302,6 @@ func TestTransientErrorsNeverEndRun(t *testing.T) {
 		t.Fatalf("Done closed on transient errors")
 	default:
 	}
-	fl.set("acquire", nil)
+	fl.Set(electortest.Acquire, nil)
 	stepFollowerUntil(t, ctx, clk, retryPeriod, "elected once the backend answers", e.IsLeader)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
@@ -50,11 +51,11 @@ func TestJSONLogsReadAsNames(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
 	fk := newFakeLocker(clk)
-	fl := newFaultLocker(fk)
-	fl.set("acquire", &fault{once: true, err: fmt.Errorf("test: down: %w", backends.ErrUnavailable)})
-	ra, logsA := newRecorder(t), &logBuffer{}
+	fl := electortest.Wrap(fk)
+	fl.Set(electortest.Acquire, &electortest.Fault{Once: true, Err: fmt.Errorf("test: down: %w", backends.ErrUnavailable)})
+	ra, logsA := electortest.NewRecorder(t, nil), &logBuffer{}
 	cfgA := baseConfig(clk, "a")
-	ra.install(&cfgA)
+	ra.InstallCallbacks(&cfgA)
 	cfgA.Logger = slog.New(slog.NewJSONHandler(logsA, nil)) // INFO and up
 	a := startElector(t, fl, cfgA)
 	eventually(t, ctx, "the failed attempt logged", func() bool { return strings.Contains(logsA.String(), "acquire failed") })
@@ -62,7 +63,7 @@ func TestJSONLogsReadAsNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Add(retryPeriod)
-	tm := ra.waitElected(t, ctx, 1)
+	tm := ra.WaitElected(t, ctx, 1)
 
 	logsB := &logBuffer{}
 	cfgB := baseConfig(clk, "b")
@@ -126,16 +127,16 @@ func (s stopSpy) WithAttrs(as []slog.Attr) slog.Handler {
 func TestStoppedLoggedWhenTrue(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec := newRecorder(t)
+	rec := electortest.NewRecorder(t, nil)
 	var returned, afterReturned atomic.Bool
 	allow := make(chan struct{})
-	rec.elected = func(ctx context.Context, _ elector.Term) {
+	rec.SetWork(func(ctx context.Context, _ elector.Term) {
 		<-ctx.Done()
 		<-allow // stuck work that ignores its context
 		returned.Store(true)
-	}
+	})
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
+	rec.InstallCallbacks(&cfg)
 	logged := make(chan struct{})
 	cfg.Logger = slog.New(stopSpy{Handler: slog.NewTextHandler(io.Discard, nil), returned: &returned, logged: logged, afterReturned: &afterReturned})
 	e, err := elector.New(newFakeLocker(clk), cfg)
@@ -145,7 +146,7 @@ func TestStoppedLoggedWhenTrue(t *testing.T) {
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 
 	// Stop with a context already done: it ends the term and returns at
 	// once, and the only timer left is the drain's.

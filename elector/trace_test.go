@@ -8,6 +8,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 )
 
 // TestTraceArguments: the hooks carry what a metric needs: the term, the
@@ -15,9 +16,9 @@ import (
 func TestTraceArguments(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec := newRecorder(t)
+	rec := electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
-	rec.install(&cfg)
+	rec.InstallCallbacks(&cfg)
 	type call struct {
 		hook          string
 		token         int64
@@ -34,11 +35,11 @@ func TestTraceArguments(t *testing.T) {
 	cfg.Trace.Renewed = func(tm elector.Term, latency, left time.Duration) {
 		calls <- call{hook: "renewed", token: tm.Token, latency: latency, left: left}
 	}
-	fl := newFaultLocker(newFakeLocker(clk))
+	fl := electortest.Wrap(newFakeLocker(clk))
 	block, entered := make(chan struct{}), make(chan struct{})
-	fl.set("renew", &fault{once: true, block: block, entered: entered, err: fmt.Errorf("test: slow: %w", backends.ErrUnavailable)})
+	fl.Set(electortest.Renew, &electortest.Fault{Once: true, Block: block, Entered: entered, Err: fmt.Errorf("test: slow: %w", backends.ErrUnavailable)})
 	startElector(t, fl, cfg)
-	rec.waitElected(t, ctx, 1)
+	rec.WaitElected(t, ctx, 1)
 	if got, want := <-calls, (call{hook: "won", token: 1}); got != want {
 		t.Errorf("first hook = %+v, want %+v", got, want)
 	}
