@@ -3,7 +3,6 @@ package elector_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -85,26 +84,42 @@ func (c *cluster) checkOne(where string) {
 func (c *cluster) quiesce(ctx context.Context) {
 	c.t.Helper()
 	for {
-		want := 0
-		for i, e := range c.els {
-			if c.down[i] {
-				continue
-			}
-			switch e.State() {
-			case lifecycle.Leader:
-				want += 2
-			case lifecycle.Follower:
-				want++
-			}
+		want := c.atRest()
+		err := electortest.UntilOrArmed(ctx, c.clk, want, "a change of state", func() bool { return c.atRest() != want }, c.sources()...)
+		if err != nil {
+			c.t.Fatalf("timers never armed: %d waiters, want %d: %v", c.clk.Waiters(), want, err)
 		}
-		if c.clk.Waiters() >= want {
+		if c.clk.Waiters() >= c.atRest() {
 			return
 		}
-		if ctx.Err() != nil {
-			c.t.Fatalf("timers never armed: %d waiters, want %d", c.clk.Waiters(), want)
-		}
-		runtime.Gosched()
 	}
+}
+
+// atRest is how many timers the live electors arm at rest in their states.
+func (c *cluster) atRest() int {
+	want := 0
+	for i, e := range c.els {
+		if c.down[i] {
+			continue
+		}
+		switch e.State() {
+		case lifecycle.Leader:
+			want += 2
+		case lifecycle.Follower:
+			want++
+		}
+	}
+	return want
+}
+
+// sources are the recorders: a change of state or leader is reported to
+// one of them.
+func (c *cluster) sources() []electortest.Source {
+	var out []electortest.Source
+	for _, r := range c.recs {
+		out = append(out, r)
+	}
+	return out
 }
 
 // stepUntil advances the clock in steps of d until cond holds, checking the
@@ -153,7 +168,7 @@ func TestThreeElectors(t *testing.T) {
 				c.down[old] = true
 				// A watching follower takes the released claim with no
 				// clock movement at all.
-				eventually(t, ctx, "a new leader after Stop", func() bool { c.checkOne("handover"); return next() })
+				eventually(t, ctx, "a new leader after Stop", func() bool { c.checkOne("handover"); return next() }, c.sources()...)
 				if now := c.clk.Now(); !now.Equal(before) {
 					t.Errorf("handover took %v of clock time, want none", now.Sub(before))
 				}

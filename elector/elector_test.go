@@ -113,7 +113,7 @@ func testElectAndRenew(t *testing.T, kind string) {
 			t.Fatal(err)
 		}
 		clk.Add(renewPeriod)
-		eventually(t, ctx, "renewal", func() bool { return o.Count(electortest.Renewed) >= i })
+		eventually(t, ctx, "renewal", func() bool { return o.Count(electortest.Renewed) >= i }, o)
 		wantDeadline := t0.Add(time.Duration(i)*renewPeriod + ttl - margin)
 		got, ok := e.Term()
 		if !ok || !got.Deadline.Equal(wantDeadline) || got.Token != 1 {
@@ -218,7 +218,7 @@ func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 	if !errors.As(context.Cause(lctx), &c) || c.Reason != elector.ReasonExpired || !errors.Is(c, elector.ErrDeadlinePassed) {
 		t.Errorf("leader ctx cause = %v, want ReasonExpired wrapping ErrDeadlinePassed", context.Cause(lctx))
 	}
-	eventually(t, ctx, "state demoting", func() bool { return e.State() == lifecycle.Demoting })
+	eventually(t, ctx, "state demoting", func() bool { return e.State() == lifecycle.Demoting }, rec)
 
 	close(block) // the renewal succeeds at the backend, after the term's end
 	if got := rec.WaitDemoted(t, ctx, 1); got.Reason != elector.ReasonExpired || !errors.Is(got, elector.ErrDeadlinePassed) {
@@ -412,7 +412,7 @@ func TestLostRenewDemotesAtOnce(t *testing.T) {
 	eventually(t, ctx, "the thief observed as leader", func() bool {
 		ld, ok := e.Leader()
 		return ok && ld.Holder == thief && ld.Token == stolen.Token
-	})
+	}, rec)
 }
 
 func TestFatalRenewDemotesAndReports(t *testing.T) {
@@ -448,7 +448,7 @@ func testFatalRenewDemotesAndReports(t *testing.T, kind string) {
 	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "denied") {
 		t.Errorf("no error-level log of the fatal error; logs:\n%s", l)
 	}
-	eventually(t, ctx, "release", func() bool { return fl.Count(electortest.Release) == 1 })
+	eventually(t, ctx, "release", func() bool { return fl.Count(electortest.Release) == 1 }, fl)
 	wantReelectedAfterBackoff(t, ctx, clk, e, rec)
 }
 
@@ -536,7 +536,7 @@ func TestDrainTimeoutLeavesClaimToExpire(t *testing.T) {
 		eventually(t, ctx, "demoting or follower", func() bool {
 			s := e.State()
 			return s == lifecycle.Demoting || s == lifecycle.Follower
-		})
+		}, rec)
 	}
 	if n := fl.Count(electortest.Release); n != 0 {
 		t.Errorf("Release called %d times while OnElected still runs, want 0", n)
@@ -592,7 +592,7 @@ func testLoopPanicRecovered(t *testing.T, kind string) {
 	if e.IsLeader() {
 		t.Errorf("IsLeader() = true after a panic demoted the term")
 	}
-	eventually(t, ctx, "release", func() bool { return fl.Count(electortest.Release) == 1 })
+	eventually(t, ctx, "release", func() bool { return fl.Count(electortest.Release) == 1 }, fl)
 	if got := o.Count(electortest.Panicked); got != 1 {
 		t.Errorf("panics observed = %d, want 1", got)
 	}
@@ -609,7 +609,7 @@ func TestAcquirePanicRecovered(t *testing.T) {
 	fl := electortest.Wrap(newFakeLocker(clk))
 	fl.Set(electortest.Acquire, &electortest.Fault{Once: true, Panic: "acquire boom"})
 	e := startElector(t, fl, cfg)
-	waitFollowing(t, ctx, clk, e) // back to follower, backing off
+	waitFollowing(t, ctx, clk, e, rec) // back to follower, backing off
 	if got := o.Count(electortest.Panicked); got != 1 {
 		t.Errorf("panics observed = %d, want 1", got)
 	}
@@ -634,14 +634,17 @@ func TestTracePanicsRecovered(t *testing.T) {
 	if !e.IsLeader() {
 		t.Errorf("IsLeader() = false: a panicking Trace hook disturbed the election")
 	}
+	// The hooks run on the loop, the callbacks on their own goroutine: wait
+	// for the log rather than assume it came before OnElected.
 	for _, hook := range []string{"StateChanged", "ElectionWon"} {
-		logged := false
-		for _, line := range strings.Split(logs.String(), "\n") {
-			logged = logged || strings.Contains(line, "trace hook panicked") && strings.Contains(line, " hook="+hook+" ")
-		}
-		if !logged {
-			t.Errorf("a panic in the %s hook not logged:\n%s", hook, logs.String())
-		}
+		eventually(t, ctx, "a panic in the "+hook+" hook logged", func() bool {
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "trace hook panicked") && strings.Contains(line, " hook="+hook+" ") {
+					return true
+				}
+			}
+			return false
+		}, logs)
 	}
 }
 
@@ -668,7 +671,7 @@ func TestCallbackPanics(t *testing.T) {
 		if e.IsLeader() {
 			t.Errorf("IsLeader() = true after OnElected panicked")
 		}
-		waitFollowing(t, ctx, clk, e)
+		waitFollowing(t, ctx, clk, e, rec)
 		if n := fl.Count(electortest.Release); n != 1 {
 			t.Errorf("Release called %d times after OnElected panicked, want 1", n)
 		}
@@ -692,7 +695,7 @@ func TestCallbackPanics(t *testing.T) {
 			once.Do(func() { panic("leader boom") })
 		}
 		e := startElector(t, newFakeLocker(clk), cfg)
-		eventually(t, ctx, "a demotion", func() bool { return o.Count(electortest.Demoted) == 1 })
+		eventually(t, ctx, "a demotion", func() bool { return o.Count(electortest.Demoted) == 1 }, o)
 		c := o.Nth(electortest.Demoted, 1).Cause
 		var pe *elector.PanicError
 		if c.Reason != elector.ReasonPanic || !errors.As(c, &pe) || pe.Where != "OnNewLeader" {
@@ -700,7 +703,7 @@ func TestCallbackPanics(t *testing.T) {
 		}
 		// The term ended before its OnElected could run: neither OnElected
 		// nor OnDemoted is delivered for it.
-		waitFollowing(t, ctx, clk, e)
+		waitFollowing(t, ctx, clk, e, rec)
 		clk.Add(retryPeriod)
 		tm := rec.WaitElected(t, ctx, 1)
 		if tm.Token <= 1 {
@@ -729,7 +732,7 @@ func TestCallbackPanics(t *testing.T) {
 		o.InstallTrace(&cfgB)
 		cfgB.OnNewLeader = func(elector.Leader) { panic("leader boom") }
 		b := startElector(t, fk, cfgB)
-		eventually(t, ctx, "the panic reported", func() bool { return o.Count(electortest.Panicked) == 1 })
+		eventually(t, ctx, "the panic reported", func() bool { return o.Count(electortest.Panicked) == 1 }, o)
 		if n := o.Count(electortest.Demoted); n != 0 || b.IsLeader() {
 			t.Errorf("follower demoted %d times (IsLeader %v) by a callback panic, want nothing", n, b.IsLeader())
 		}
@@ -754,7 +757,7 @@ func TestCallbacksQueueBehindOnElected(t *testing.T) {
 	go func() { stopped <- e.Stop(ctx) }()
 	eventually(t, ctx, "StateChanged(leader, demoting) while OnElected runs", func() bool {
 		return rec.SawState(lifecycle.Leader, lifecycle.Demoting)
-	})
+	}, rec)
 	if _, d := rec.Counts(); d != 0 {
 		t.Errorf("OnDemoted delivered while OnElected runs")
 	}
@@ -781,9 +784,9 @@ func TestNeverLeaderGetsNoOnDemoted(t *testing.T) {
 	startElector(t, fk, cfgA)
 	ra.WaitElected(t, ctx, 1)
 	b := startElector(t, fk, cfgB)
-	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) })
+	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) }, rb)
 	stopAndWait(t, b)
-	eventually(t, ctx, "b's last callback", func() bool { return rb.LastState() == lifecycle.Stopped })
+	eventually(t, ctx, "b's last callback", func() bool { return rb.LastState() == lifecycle.Stopped }, rb)
 	if e, d := rb.Counts(); e != 0 || d != 0 {
 		t.Errorf("never-leader got %d OnElected, %d OnDemoted; want 0, 0", e, d)
 	}
@@ -816,7 +819,7 @@ func TestParentCancelIsStop(t *testing.T) {
 	go func() { ran <- a.Run(runCtx) }()
 	ra.WaitElected(t, ctx, 1)
 	startElector(t, wl, cfgB)
-	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) })
+	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) }, rb)
 
 	cancel()
 	if err := <-ran; err != nil {
@@ -855,7 +858,7 @@ func TestStopBoundedWhenBackendHangs(t *testing.T) {
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.Stop(context.Background()) }()
-	eventually(t, ctx, "release to hang", func() bool { return fl.Count(electortest.Release) == 1 })
+	eventually(t, ctx, "release to hang", func() bool { return fl.Count(electortest.Release) == 1 }, fl)
 	if e.IsLeader() {
 		t.Errorf("IsLeader() = true during Stop")
 	}
@@ -886,14 +889,17 @@ func TestStopBoundedWhenBackendHangs(t *testing.T) {
 
 	t.Run("ctx", func(t *testing.T) {
 		fl := electortest.Wrap(newFakeLocker(clk))
-		e := startElector(t, fl, baseConfig(clk, "b"))
+		states := electortest.NewRecorder(t, nil)
+		cfg := baseConfig(clk, "b")
+		states.InstallStates(&cfg)
+		e := startElector(t, fl, cfg)
 		t.Cleanup(fl.Uncrash)
-		eventually(t, ctx, "leader", e.IsLeader)
+		eventually(t, ctx, "leader", e.IsLeader, states)
 		fl.Crash()
 		sctx, cancel := context.WithCancel(ctx)
 		stopped := make(chan error, 1)
 		go func() { stopped <- e.Stop(sctx) }()
-		eventually(t, ctx, "release to hang", func() bool { return fl.Count(electortest.Release) == 1 })
+		eventually(t, ctx, "release to hang", func() bool { return fl.Count(electortest.Release) == 1 }, fl)
 		cancel()
 		if err := <-stopped; !errors.Is(err, context.Canceled) {
 			t.Errorf("Stop with a cancelled ctx = %v, want context.Canceled", err)
@@ -916,7 +922,7 @@ func TestDuplicateIdentityReported(t *testing.T) {
 	o.InstallTrace(&cfgB)
 	cfgB.Logger = logs.logger()
 	b := startElector(t, fk, cfgB)
-	eventually(t, ctx, "duplicate reported", func() bool { return o.Count(electortest.Duplicate) == 1 })
+	eventually(t, ctx, "duplicate reported", func() bool { return o.Count(electortest.Duplicate) == 1 }, o)
 	dup := o.Nth(electortest.Duplicate, 1).Other
 	if dup != a.Holder() || dup == b.Holder() {
 		t.Errorf("duplicate reported = %v, want the other holder %v", dup, a.Holder())
@@ -942,10 +948,15 @@ func TestTimedOutAcquireReleased(t *testing.T) {
 	fl.Set(electortest.Acquire, &electortest.Fault{Once: true, AfterErr: context.DeadlineExceeded})
 	e := startElector(t, fl, cfg)
 	for i := 0; ; i++ {
-		eventually(t, ctx, "elected or waiting", func() bool {
-			n, _ := rec.Counts()
-			return n == 1 || (e.State() == lifecycle.Follower && clk.Waiters() >= 1)
-		})
+		for { // elected, or a follower waiting to retry
+			eventually(t, ctx, "elected or a follower", func() bool {
+				n, _ := rec.Counts()
+				return n == 1 || e.State() == lifecycle.Follower
+			}, rec)
+			if n, _ := rec.Counts(); n == 1 || following(ctx, clk, e) {
+				break
+			}
+		}
 		if n, _ := rec.Counts(); n == 1 {
 			break
 		}
@@ -973,11 +984,11 @@ func TestLateAcquireNotLed(t *testing.T) {
 	<-entered
 	clk.Add(ttl) // the answer will come after the deadline it would grant
 	close(block)
-	eventually(t, ctx, "the late claim released", func() bool { return fl.Count(electortest.Release) == 1 })
+	eventually(t, ctx, "the late claim released", func() bool { return fl.Count(electortest.Release) == 1 }, fl)
 	if e.IsLeader() {
 		t.Errorf("IsLeader() = true on a late acquisition")
 	}
-	waitFollowing(t, ctx, clk, e)
+	waitFollowing(t, ctx, clk, e, rec)
 	clk.Add(retryPeriod)
 	tm := rec.WaitElected(t, ctx, 1)
 	if tm.Token != 2 {
@@ -1001,7 +1012,7 @@ func TestFollowerTimesAttemptToExpiry(t *testing.T) {
 	t.Cleanup(fa.Uncrash)
 	ra.WaitElected(t, ctx, 1)
 	b := startElector(t, fk, cfgB)
-	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) })
+	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) }, rb)
 	fa.Crash() // a's next renewal never returns
 
 	if err := clk.BlockUntil(ctx, 3); err != nil { // a: deadline + renew; b: retry
@@ -1022,7 +1033,7 @@ func TestFollowerTimesAttemptToExpiry(t *testing.T) {
 // backoff of RetryPeriod has passed, and wins a new token.
 func wantReelectedAfterBackoff(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector, rec *electortest.Recorder) {
 	t.Helper()
-	waitFollowing(t, ctx, clk, e)
+	waitFollowing(t, ctx, clk, e, rec)
 	clk.Add(retryPeriod)
 	if tm := rec.WaitElected(t, ctx, 2); tm.Token <= 1 {
 		t.Errorf("re-elected with token %d, want a new token", tm.Token)
@@ -1031,11 +1042,22 @@ func wantReelectedAfterBackoff(t *testing.T, ctx context.Context, clk *clocktest
 
 // waitFollowing waits until e is a follower with its retry timer armed (the
 // only timer a follower of a fakeLocker arms).
-func waitFollowing(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector) {
+func waitFollowing(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector, rec *electortest.Recorder) {
 	t.Helper()
-	eventually(t, ctx, "a follower waiting to retry", func() bool {
-		return e.State() == lifecycle.Follower && clk.Waiters() >= 1
-	})
+	for {
+		eventually(t, ctx, "a follower", func() bool { return e.State() == lifecycle.Follower }, rec)
+		if following(ctx, clk, e) {
+			return
+		}
+	}
+}
+
+// following reports whether e is a follower with a timer armed, once one is.
+func following(ctx context.Context, clk *clocktest.Clock, e *elector.Elector) bool {
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		return false
+	}
+	return e.State() == lifecycle.Follower && clk.Waiters() >= 1
 }
 
 // TestStopDuringAcquireReleases: Stop while an attempt is in flight that then
@@ -1057,7 +1079,9 @@ func TestStopDuringAcquireReleases(t *testing.T) {
 			stopped := make(chan error, 1)
 			go func() { stopped <- e.Stop(ctx) }()
 			// The attempt's timeout and Stop's bound: Stop has begun.
-			eventually(t, ctx, "Stop to begin", func() bool { return clk.Waiters() >= 2 })
+			if err := clk.BlockUntil(ctx, 2); err != nil {
+				t.Fatalf("waiting for Stop to begin: %v", err)
+			}
 			close(block) // the attempt wins the claim at the backend
 			if err := <-stopped; err != nil {
 				t.Fatalf("Stop = %v", err)
@@ -1108,7 +1132,7 @@ func TestFollowerWaitsForExpirySignal(t *testing.T) {
 	t.Cleanup(fa.Uncrash)
 	ra.WaitElected(t, ctx, 1)
 	b := startElector(t, fb.Watching(electortest.WatchExpiry), cfgB)
-	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) })
+	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) }, rb)
 
 	// Five renewals span 15s: a follower timing its attempts to the expiry
 	// it observed would have tried again at 10s.
@@ -1118,7 +1142,7 @@ func TestFollowerWaitsForExpirySignal(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Add(renewPeriod)
-		eventually(t, ctx, "renewal", func() bool { return oa.Count(electortest.Renewed) >= i })
+		eventually(t, ctx, "renewal", func() bool { return oa.Count(electortest.Renewed) >= i }, oa)
 	}
 	fa.Crash() // a's next renewal never returns
 	if err := clk.BlockUntil(ctx, 3); err != nil {
@@ -1165,7 +1189,7 @@ func TestFollowerBackstopWhenWatchIsSilent(t *testing.T) {
 	ra.WaitElected(t, ctx, 1)
 	fa.Crash() // a's renewals never return: its claim expires at ttl
 	startElector(t, fb.Watching(electortest.WatchSilent), cfgB)
-	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) })
+	eventually(t, ctx, "b follows", func() bool { return rb.SawState(lifecycle.Acquiring, lifecycle.Follower) }, rb)
 	// a: deadline and renewal timers; b: the backstop (the store arms no
 	// expiry timer, as nobody watches it).
 	if err := clk.BlockUntil(ctx, 3); err != nil {
@@ -1252,7 +1276,7 @@ func TestRenewalTimedFromSend(t *testing.T) {
 		}
 		clk.Add(latency)
 		close(block)
-		eventually(t, ctx, fmt.Sprintf("renewal %d answered", i), func() bool { return o.Count(electortest.Renewed) >= i })
+		eventually(t, ctx, fmt.Sprintf("renewal %d answered", i), func() bool { return o.Count(electortest.Renewed) >= i }, o)
 		tm, ok := e.Term()
 		if wantDeadline := want.Add(ttl - margin); !ok || !tm.Deadline.Equal(wantDeadline) {
 			t.Fatalf("after renewal %d answered at %v: Term() = %+v, %v; want the deadline %v", i, clk.Now().Sub(t0), tm, ok, wantDeadline.Sub(t0))

@@ -67,7 +67,7 @@ func followFatals(t *testing.T, ctx context.Context, clk *clocktest.Clock, o *el
 			t.Fatal(err)
 		}
 		clk.Add(retryPeriod << (n - 1))
-		eventually(t, ctx, fmt.Sprintf("fatal attempt %d", n+1), func() bool { return fatals() >= base+n+1 })
+		eventually(t, ctx, fmt.Sprintf("fatal attempt %d", n+1), func() bool { return fatals() >= base+n+1 }, o)
 	}
 }
 
@@ -90,14 +90,14 @@ func stepFollowerUntil(t *testing.T, ctx context.Context, clk *clocktest.Clock, 
 func wantEnded(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector, ran <-chan error, want error) {
 	t.Helper()
 	// Ended, it arms no timer; still campaigning, it arms its retry wait.
-	eventually(t, ctx, "the end, or another retry wait", func() bool {
+	eventuallyOrArmed(t, ctx, clk, 1, "the end, or another retry wait", func() bool {
 		select {
 		case <-e.Done():
 			return true
 		default:
-			return clk.Waiters() > 0
+			return false
 		}
-	})
+	}, electortest.Closed(e.Done()))
 	select {
 	case <-e.Done():
 	default:
@@ -173,7 +173,7 @@ func TestFatalAcquireErrorsEndRun(t *testing.T) {
 				fl.Set(electortest.Acquire, &electortest.Fault{Err: tc.err})
 			}
 			e, ran := runElector(t, fl, cfg)
-			eventually(t, ctx, "the first attempt", func() bool { return o.CountClass(electortest.Lost, backends.ClassFatal) >= 1 })
+			eventually(t, ctx, "the first attempt", func() bool { return o.CountClass(electortest.Lost, backends.ClassFatal) >= 1 }, o)
 			followFatals(t, ctx, clk, o, 1, fatalAttempts)
 			wantEnded(t, ctx, clk, e, ran, tc.want)
 			if n := fl.Count(electortest.Acquire); n != fatalAttempts {
@@ -238,7 +238,7 @@ func TestFatalBudgetResetsOnAnswer(t *testing.T) {
 	denied := &electortest.Fault{Err: fmt.Errorf("test: denied: %w", backends.ErrPermission)}
 	fl.Set(electortest.Acquire, denied)
 	e, ran := runElector(t, fl, cfg)
-	eventually(t, ctx, "the first attempt", func() bool { return o.CountClass(electortest.Lost, backends.ClassFatal) >= 1 })
+	eventually(t, ctx, "the first attempt", func() bool { return o.CountClass(electortest.Lost, backends.ClassFatal) >= 1 }, o)
 	followFatals(t, ctx, clk, o, 1, fatalAttempts-1)
 	fl.Set(electortest.Acquire, nil) // repaired within the budget
 	if err := clk.BlockUntil(ctx, 1); err != nil {
@@ -264,7 +264,7 @@ func TestFatalBudgetResetsOnAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Add(retryPeriod << (fatalAttempts - 2))
-	eventually(t, ctx, "the claim seen held", func() bool { return o.CountClass(electortest.Lost, backends.ClassLost) >= 1 })
+	eventually(t, ctx, "the claim seen held", func() bool { return o.CountClass(electortest.Lost, backends.ClassLost) >= 1 }, o)
 	fl.Set(electortest.Acquire, denied)
 	// The next attempt is timed to the thief's expiry.
 	stepFollowerUntil(t, ctx, clk, 100*time.Millisecond, "a fatal attempt after the answer", func() bool {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/lifecycle"
@@ -58,15 +58,20 @@ func barrier(t *testing.T) context.Context {
 	return ctx
 }
 
-// eventually polls cond, yielding between checks, until it holds; the test
-// fails if ctx ends first.
-func eventually(t *testing.T, ctx context.Context, what string, cond func() bool) {
+// eventually returns once cond holds, checking it again at every change of
+// srcs (recorders, fault lockers, log buffers); the test fails if ctx ends
+// first.
+func eventually(t *testing.T, ctx context.Context, what string, cond func() bool, srcs ...electortest.Source) {
 	t.Helper()
-	for !cond() {
-		if ctx.Err() != nil {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
+	electortest.Await(t, ctx, what, cond, srcs...)
+}
+
+// eventuallyOrArmed is eventually that also returns once n timers are armed
+// on clk.
+func eventuallyOrArmed(t *testing.T, ctx context.Context, clk *clocktest.Clock, n int, what string, cond func() bool, srcs ...electortest.Source) {
+	t.Helper()
+	if err := electortest.UntilOrArmed(ctx, clk, n, what, cond, srcs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -125,17 +130,23 @@ func stopAndWait(t *testing.T, e *elector.Elector) {
 	}
 }
 
-// logBuffer is a slog handler target safe for concurrent use.
+// logBuffer is a slog handler target safe for concurrent use; it is an
+// electortest.Source that changes at every write.
 type logBuffer struct {
+	sig electortest.Signal
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	n, err := b.buf.Write(p)
+	b.mu.Unlock()
+	b.sig.Notify()
+	return n, err
 }
+
+func (b *logBuffer) Changed() <-chan struct{} { return b.sig.Changed() }
 
 func (b *logBuffer) String() string {
 	b.mu.Lock()

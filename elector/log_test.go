@@ -58,7 +58,7 @@ func TestJSONLogsReadAsNames(t *testing.T) {
 	ra.InstallCallbacks(&cfgA)
 	cfgA.Logger = slog.New(slog.NewJSONHandler(logsA, nil)) // INFO and up
 	a := startElector(t, fl, cfgA)
-	eventually(t, ctx, "the failed attempt logged", func() bool { return strings.Contains(logsA.String(), "acquire failed") })
+	eventually(t, ctx, "the failed attempt logged", func() bool { return strings.Contains(logsA.String(), "acquire failed") }, logsA)
 	if err := clk.BlockUntil(ctx, 1); err != nil { // the retry timer
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestJSONLogsReadAsNames(t *testing.T) {
 	cfgB := baseConfig(clk, "b")
 	cfgB.Logger = slog.New(slog.NewJSONHandler(logsB, nil))
 	startElector(t, fk, cfgB)
-	eventually(t, ctx, "b logs the leader", func() bool { return strings.Contains(logsB.String(), "elector: new leader") })
+	eventually(t, ctx, "b logs the leader", func() bool { return strings.Contains(logsB.String(), "elector: new leader") }, logsB)
 	stopAndWait(t, a)
 
 	lines := jsonLines(t, logsA)
@@ -165,9 +165,7 @@ func TestStoppedLoggedWhenTrue(t *testing.T) {
 			t.Fatal(err)
 		}
 		clk.Add(drainTimeout)
-		eventually(t, ctx, "stopped, or a timer armed", func() bool {
-			return e.State() == lifecycle.Stopped || clk.Waiters() > 0
-		})
+		eventuallyOrArmed(t, ctx, clk, 1, "stopped", func() bool { return e.State() == lifecycle.Stopped }, rec)
 	}
 	select {
 	case <-logged:

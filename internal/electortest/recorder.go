@@ -201,6 +201,11 @@ func (r *Recorder) InstallCallbacks(cfg *elector.Config) {
 			}
 		}
 	}
+	r.InstallStates(cfg)
+}
+
+// InstallStates points cfg's Trace.StateChanged, and nothing else, at r.
+func (r *Recorder) InstallStates(cfg *elector.Config) {
 	cfg.Trace.StateChanged = func(from, to lifecycle.State) {
 		if n := r.inState.Add(1); n != 1 {
 			r.t.Errorf("StateChanged(%v, %v) runs while %d other StateChanged calls run", from, to, n-1)
@@ -347,15 +352,6 @@ func (r *Recorder) Await(t testing.TB, ctx context.Context, kind Kind, n int) Ev
 		t.Fatal(err)
 	}
 	return ev
-}
-
-// Until returns once cond holds, checking it after every event of r and
-// every change of the other srcs; it fails the test if ctx ends first.
-func (r *Recorder) Until(t testing.TB, ctx context.Context, what string, cond func() bool, srcs ...Source) {
-	t.Helper()
-	if err := Until(ctx, what, cond, append(srcs, r)...); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // WaitElected waits for the n-th OnElected and returns its term.
