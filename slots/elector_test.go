@@ -9,6 +9,7 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/slots"
 )
@@ -22,25 +23,32 @@ func TestElectorsOverGroup(t *testing.T) {
 	defer store.Close()
 	g := newGroup(t, store, 3)
 
-	type won struct {
-		name string
-		term elector.Term
-	}
-	elected := make(chan won, 8)
-	var els []*elector.Elector
+	var (
+		els  []*elector.Elector
+		recs []*electortest.Recorder
+		srcs []electortest.Source
+	)
 	for i := range 4 {
-		name := fmt.Sprint("e", i)
-		e, err := elector.New(g, elector.Config{
-			Key: "grp", Identity: name, TTL: 10 * time.Second, Clock: clk, DisableJitter: true,
-			OnElected: func(ctx context.Context, term elector.Term) { elected <- won{name, term} },
-		})
+		rec := electortest.NewRecorder(t, clk)
+		rec.SetWork(func(context.Context, elector.Term) {}) // returns at once
+		cfg := elector.Config{Key: "grp", Identity: fmt.Sprint("e", i), TTL: 10 * time.Second, Clock: clk, DisableJitter: true}
+		rec.InstallCallbacks(&cfg)
+		e, err := elector.New(g, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		els = append(els, e)
+		els, recs, srcs = append(els, e), append(recs, rec), append(srcs, rec)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	// elected counts the terms the electors were elected to.
+	elected := func() int {
+		n := 0
+		for _, r := range recs {
+			e, _ := r.Counts()
+			n += e
+		}
+		return n
+	}
+	ctx := bound(t)
 	for _, e := range els {
 		if err := e.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -52,19 +60,19 @@ func TestElectorsOverGroup(t *testing.T) {
 		}
 	}()
 
-	slotOf := map[string]int{}
+	if err := electortest.Until(ctx, "three electors elected", func() bool { return elected() >= 3 }, srcs...); err != nil {
+		t.Fatal(err)
+	}
 	used := map[int]bool{}
-	for range 3 {
-		select {
-		case w := <-elected:
-			if used[w.term.Slot] || w.term.Slot < 0 || w.term.Slot > 2 || w.term.Token <= 0 {
-				t.Fatalf("%s elected with slot %d token %d; slots in use %v", w.name, w.term.Slot, w.term.Token, used)
-			}
-			used[w.term.Slot] = true
-			slotOf[w.name] = w.term.Slot
-		case <-ctx.Done():
-			t.Fatal("three electors were not elected")
+	for i, r := range recs {
+		if n, _ := r.Counts(); n == 0 {
+			continue
 		}
+		term := r.Nth(electortest.Elected, 1).Term
+		if used[term.Slot] || term.Slot < 0 || term.Slot > 2 || term.Token <= 0 {
+			t.Fatalf("e%d elected with slot %d token %d; slots in use %v", i, term.Slot, term.Token, used)
+		}
+		used[term.Slot] = true
 	}
 	leaders := 0
 	var follower, leaving *elector.Elector
@@ -74,7 +82,7 @@ func TestElectorsOverGroup(t *testing.T) {
 			if leaving == nil {
 				leaving = e
 			}
-		} else if _, ok := slotOf[fmt.Sprint("e", i)]; !ok {
+		} else if n, _ := recs[i].Counts(); n == 0 {
 			follower = e
 		}
 	}
@@ -86,13 +94,16 @@ func TestElectorsOverGroup(t *testing.T) {
 	if err := leaving.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case w := <-elected:
-		if w.term.Slot != freed.Slot {
-			t.Errorf("%s took slot %d, want the freed slot %d", w.name, w.term.Slot, freed.Slot)
+	if err := electortest.Until(ctx, "the follower elected", func() bool { return elected() >= 4 }, srcs...); err != nil {
+		t.Fatal("the follower did not take the freed slot: ", err)
+	}
+	for i, e := range els {
+		if e != follower {
+			continue
 		}
-	case <-ctx.Done():
-		t.Fatal("the follower did not take the freed slot")
+		if term := recs[i].Nth(electortest.Elected, 1).Term; term.Slot != freed.Slot {
+			t.Errorf("e%d took slot %d, want the freed slot %d", i, term.Slot, freed.Slot)
+		}
 	}
 	if !follower.IsLeader() {
 		t.Error("the follower was elected but does not report IsLeader")
@@ -112,18 +123,17 @@ func TestElectorReleasesSlotRetiredByResize(t *testing.T) {
 	holdSlot(t, inner, "grp", 0)
 
 	const ttl = 10 * time.Second
-	elected := make(chan elector.Term, 1)
+	rec := electortest.NewRecorder(t, clk)
 	stepping := make(chan struct{})
 	finish := make(chan struct{})
-	e, err := elector.New(g, elector.Config{
-		Key: "grp", Identity: "e", TTL: ttl, Clock: clk, DisableJitter: true,
-		OnElected: func(ctx context.Context, term elector.Term) {
-			elected <- term
-			<-ctx.Done()
-			close(stepping)
-			<-finish
-		},
+	rec.SetWork(func(ctx context.Context, term elector.Term) {
+		<-ctx.Done()
+		close(stepping)
+		<-finish
 	})
+	cfg := elector.Config{Key: "grp", Identity: "e", TTL: ttl, Clock: clk, DisableJitter: true}
+	rec.InstallCallbacks(&cfg)
+	e, err := elector.New(g, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +143,7 @@ func TestElectorReleasesSlotRetiredByResize(t *testing.T) {
 	}
 	defer func() { _ = e.Stop(context.Background()) }()
 
-	term := <-elected
+	term := rec.WaitElected(t, ctx, 1)
 	if term.Slot != 1 {
 		t.Fatalf("elected in slot %d, want 1", term.Slot)
 	}

@@ -61,8 +61,8 @@ type Event struct {
 // for events. It checks the rules the elector promises its callbacks, and
 // reports a broken one as a test error: never two callbacks at once,
 // OnElected and OnDemoted alternating and pairing by token, starting with
-// OnElected, OnNewLeader tokens never going down, state changes reported
-// one at a time and forming a path of the lifecycle table.
+// OnElected, OnNewLeader tokens of one slot never going down, state changes
+// reported one at a time and forming a path of the lifecycle table.
 //
 // A Recorder is a Source that changes at every event.
 type Recorder struct {
@@ -188,12 +188,17 @@ func (r *Recorder) InstallCallbacks(cfg *elector.Config) {
 		r.enter("OnNewLeader")
 		defer r.exit()
 		r.mu.Lock()
-		if n := r.countLocked(NewLeader); n > 0 && ld.Token < r.nthLocked(NewLeader, n).Term.Token {
-			r.t.Errorf("OnNewLeader(token %d) after token %d: out of order", ld.Token, r.nthLocked(NewLeader, n).Term.Token)
+		for i := len(r.events) - 1; i >= 0; i-- { // tokens of different slots are not comparable
+			if ev := r.events[i]; ev.Kind == NewLeader && ev.Term.Slot == ld.Slot {
+				if ld.Token < ev.Term.Token {
+					r.t.Errorf("OnNewLeader(token %d, slot %d) after token %d: out of order", ld.Token, ld.Slot, ev.Term.Token)
+				}
+				break
+			}
 		}
 		gate := r.NewLeaderGate
 		r.mu.Unlock()
-		r.Add(Event{Kind: NewLeader, Other: ld.Holder, Term: elector.Term{Token: ld.Token}})
+		r.Add(Event{Kind: NewLeader, Other: ld.Holder, Term: elector.Term{Token: ld.Token, Slot: ld.Slot}})
 		if gate != nil {
 			select {
 			case <-gate:
