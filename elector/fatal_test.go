@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,16 +71,23 @@ func followFatals(t *testing.T, ctx context.Context, clk *clocktest.Clock, o *el
 }
 
 // stepFollowerUntil moves the clock by step, each time once a timer is
-// armed (a follower's wait, when nothing is in flight), until cond holds. A
-// step shorter than the follower's next wait never fires two attempts.
-func stepFollowerUntil(t *testing.T, ctx context.Context, clk *clocktest.Clock, step time.Duration, what string, cond func() bool) {
+// armed, until cond holds; after each step it waits for e to be at rest
+// again (cond holds, or e is a follower waiting for its timer), with a
+// change of cond or of e's state reported to one of srcs. A step shorter
+// than the follower's next wait never fires two attempts.
+func stepFollowerUntil(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector, step time.Duration, what string, cond func() bool, srcs ...electortest.Source) {
 	t.Helper()
 	for !cond() {
 		if err := clk.BlockUntil(ctx, 1); err != nil {
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
 		clk.Add(step)
-		runtime.Gosched()
+		for {
+			eventually(t, ctx, what+", or a follower", func() bool { return cond() || e.State() == lifecycle.Follower }, srcs...)
+			if cond() || following(ctx, clk, e) {
+				break
+			}
+		}
 	}
 }
 
@@ -267,9 +273,9 @@ func TestFatalBudgetResetsOnAnswer(t *testing.T) {
 	eventually(t, ctx, "the claim seen held", func() bool { return o.CountClass(electortest.Lost, backends.ClassLost) >= 1 }, o)
 	fl.Set(electortest.Acquire, denied)
 	// The next attempt is timed to the thief's expiry.
-	stepFollowerUntil(t, ctx, clk, 100*time.Millisecond, "a fatal attempt after the answer", func() bool {
+	stepFollowerUntil(t, ctx, clk, e, 100*time.Millisecond, "a fatal attempt after the answer", func() bool {
 		return o.CountClass(electortest.Lost, backends.ClassFatal) >= before+fatalAttempts-1
-	})
+	}, o, rec)
 	followFatals(t, ctx, clk, o, 1, fatalAttempts-1)
 	select {
 	case err := <-ran:
@@ -289,12 +295,13 @@ func TestTransientErrorsNeverEndRun(t *testing.T) {
 	o := electortest.NewRecorder(t, nil)
 	cfg := baseConfig(clk, "a")
 	o.InstallTrace(&cfg)
+	o.InstallStates(&cfg)
 	fl := electortest.Wrap(newFakeLocker(clk))
 	fl.Set(electortest.Acquire, &electortest.Fault{Err: fmt.Errorf("test: %w", backends.ErrUnavailable)})
 	e, ran := runElector(t, fl, cfg)
-	stepFollowerUntil(t, ctx, clk, retryPeriod, "attempts", func() bool {
+	stepFollowerUntil(t, ctx, clk, e, retryPeriod, "attempts", func() bool {
 		return o.CountClass(electortest.Lost, backends.ClassTransient) >= 3*fatalAttempts
-	})
+	}, o)
 	select {
 	case err := <-ran:
 		t.Fatalf("Run returned %v on transient errors", err)
@@ -303,5 +310,5 @@ func TestTransientErrorsNeverEndRun(t *testing.T) {
 	default:
 	}
 	fl.Set(electortest.Acquire, nil)
-	stepFollowerUntil(t, ctx, clk, retryPeriod, "elected once the backend answers", e.IsLeader)
+	stepFollowerUntil(t, ctx, clk, e, retryPeriod, "elected once the backend answers", e.IsLeader, o)
 }
