@@ -15,8 +15,8 @@ import (
 )
 
 // cluster is three electors over one memstore, each through its own
-// fault-injecting Locker, checking after every clock step and inside every callback
-// that at most one of them reports IsLeader.
+// fault-injecting Locker, checking after every clock step and inside every
+// callback that at most one of them reports IsLeader.
 type cluster struct {
 	t    *testing.T
 	clk  *clocktest.Clock
