@@ -948,15 +948,7 @@ func TestTimedOutAcquireReleased(t *testing.T) {
 	fl.Set(electortest.Acquire, &electortest.Fault{Once: true, AfterErr: context.DeadlineExceeded})
 	e := startElector(t, fl, cfg)
 	for i := 0; ; i++ {
-		for { // elected, or a follower waiting to retry
-			eventually(t, ctx, "elected or a follower", func() bool {
-				n, _ := rec.Counts()
-				return n == 1 || e.State() == lifecycle.Follower
-			}, rec)
-			if n, _ := rec.Counts(); n == 1 || following(ctx, clk, e) {
-				break
-			}
-		}
+		waitRest(t, ctx, clk, e, "elected", func() bool { n, _ := rec.Counts(); return n == 1 }, rec)
 		if n, _ := rec.Counts(); n == 1 {
 			break
 		}
@@ -1044,9 +1036,16 @@ func wantReelectedAfterBackoff(t *testing.T, ctx context.Context, clk *clocktest
 // only timer a follower of a fakeLocker arms).
 func waitFollowing(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector, rec *electortest.Recorder) {
 	t.Helper()
+	waitRest(t, ctx, clk, e, "nothing", func() bool { return false }, rec)
+}
+
+// waitRest waits until cond holds or e is a follower with a timer armed,
+// with every change of cond and of e's state reported to one of srcs.
+func waitRest(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elector.Elector, what string, cond func() bool, srcs ...electortest.Source) {
+	t.Helper()
 	for {
-		eventually(t, ctx, "a follower", func() bool { return e.State() == lifecycle.Follower }, rec)
-		if following(ctx, clk, e) {
+		eventually(t, ctx, what+", or a follower", func() bool { return cond() || e.State() == lifecycle.Follower }, srcs...)
+		if cond() || following(ctx, clk, e) {
 			return
 		}
 	}

@@ -82,12 +82,7 @@ func stepFollowerUntil(t *testing.T, ctx context.Context, clk *clocktest.Clock, 
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
 		clk.Add(step)
-		for {
-			eventually(t, ctx, what+", or a follower", func() bool { return cond() || e.State() == lifecycle.Follower }, srcs...)
-			if cond() || following(ctx, clk, e) {
-				break
-			}
-		}
+		waitRest(t, ctx, clk, e, what, cond, srcs...)
 	}
 }
 
