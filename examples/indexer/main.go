@@ -14,7 +14,7 @@
 // "state" is "leader" exactly when "is_leader" is true.
 //
 //	indexer demo
-//	indexer serve --store file://DIR --group G --id ID --http 127.0.0.1:PORT [--slots N] [--ttl D]
+//	indexer serve --store file:///DIR --group G --id ID --http 127.0.0.1:PORT [--slots N] [--ttl D]
 //
 // demo starts three indexers over a filestore in a fresh temporary directory,
 // kills the serving one, stops the next gracefully, and checks that no two
@@ -64,7 +64,7 @@ func usage(w io.Writer) {
       one is killed, the next is stopped gracefully; prints what happened and
       checks that never two served at once.
   indexer serve --store URL --group G --id ID --http ADDR [--slots N] [--ttl D]
-      one indexer. URL is file://DIR, etcd://HOST:PORT/PREFIX or
+      one indexer. URL is mem://, file:///DIR, etcd://HOST:PORT/PREFIX or
       kube://NAMESPACE?kubeconfig=PATH. GET /status answers JSON.
 `)
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/backends/filestore"
+	"github.com/tenure-go/tenure/storeurl"
 )
 
 // TestMain lets the demo re-execute this test binary as its indexers: the
@@ -93,8 +94,8 @@ func TestServeFlags(t *testing.T) {
 			t.Errorf("parseServe(%q) = %v, want %q", tt.args, err, tt.bad)
 		}
 	}
-	if _, err := openStore(context.Background(), "ftp://x"); err == nil {
-		t.Error("openStore(ftp://x) succeeded")
+	if _, err := storeurl.Open(context.Background(), "ftp://x"); err == nil {
+		t.Error("Open(ftp://x) succeeded")
 	}
 	var out bytes.Buffer
 	if code := run([]string{"bogus"}, &out, &out); code != 2 {

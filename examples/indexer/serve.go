@@ -20,6 +20,7 @@ import (
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/lifecycle"
 	"github.com/tenure-go/tenure/slots"
+	"github.com/tenure-go/tenure/storeurl"
 )
 
 // serveConfig is the command line of serve.
@@ -37,7 +38,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
 	fs := flag.NewFlagSet("indexer serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.store, "store", "", "store URL: file://DIR, etcd://HOST:PORT/PREFIX or kube://NAMESPACE?kubeconfig=PATH")
+	fs.StringVar(&c.store, "store", "", "store URL: "+storeurl.Forms)
 	fs.StringVar(&c.group, "group", "indexers", "the group the indexers share")
 	fs.StringVar(&c.id, "id", "", "this indexer's identity (may contain spaces)")
 	fs.StringVar(&c.http, "http", "127.0.0.1:0", "address for GET /status")
@@ -109,7 +110,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 // released after the serving work has returned, so another indexer takes
 // over at once.
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
-	store, err := openStore(ctx, cfg.store)
+	store, err := storeurl.Open(ctx, cfg.store)
 	if err != nil {
 		return err
 	}

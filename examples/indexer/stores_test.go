@@ -14,6 +14,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"github.com/tenure-go/tenure/backends/kube/kubetest"
+	"github.com/tenure-go/tenure/storeurl"
 )
 
 // serveAll runs one indexer per id over storeURL until one of them serves,
@@ -111,9 +112,9 @@ func TestServeOverKube(t *testing.T) {
 
 func TestKubeURLs(t *testing.T) {
 	for _, bad := range []string{"kube://", "kube://ns/extra", "kube://ns?kubeconfig=/nonexistent", "kube://ns?other=1"} {
-		if s, err := openStore(context.Background(), bad); err == nil {
+		if s, err := storeurl.Open(context.Background(), bad); err == nil {
 			s.Close()
-			t.Errorf("openStore(%q) succeeded", bad)
+			t.Errorf("storeurl.Open(%q) succeeded", bad)
 		}
 	}
 }

@@ -1,0 +1,50 @@
+// Package storeurl opens a backends.Store from a URL, so that a program can
+// take its store from configuration (a --store flag, an environment
+// variable) rather than wiring a backend by hand.
+//
+// The forms:
+//
+//	mem://                                   a memory store (one process; tests and demos)
+//	file:///DIR                              a filestore in directory DIR (one host)
+//	etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PREFIX
+//	                                         etcd, keys under PREFIX/ (distributed)
+//	kube://NAMESPACE[?kubeconfig=PATH]       Lease objects in NAMESPACE (distributed)
+//
+// DIR must be absolute: file:///var/lib/app/claims (file://localhost/DIR
+// is the same). A relative directory is refused, because in file://rel/dir
+// "rel" is a host name, not a directory. etcd endpoints are reached over
+// plain HTTP, on port 2379 when none is given; see backends/etcd's OpenURL,
+// which Open calls. kube:// reads credentials from the kubeconfig file
+// PATH (percent-encoded in the query), or from the pod's service account
+// when no kubeconfig is given. Path components and parameter values are
+// percent-decoded; an "@" anywhere but after the credentials must be
+// percent-encoded (%40), so that no part of a password is taken for a host.
+//
+// # Guarantees
+//
+//   - A URL Open cannot use is refused, never half-used: an unknown scheme,
+//     a missing part (no directory, no host, no prefix, no namespace), a
+//     part the form does not have (a host for mem://, a path for kube://),
+//     an unknown or repeated query parameter, a fragment, a bad port,
+//     spaces or control characters. Those errors wrap backends.ErrInvalid,
+//     so a program can tell a bad URL (a usage error) from a store it
+//     could not reach. Parse checks a URL without opening anything.
+//   - Error messages never show a password: they print the URL redacted as
+//     url.URL.Redacted does ("etcd://user:xxxxx@host/prefix"), even when
+//     the URL is too malformed to parse.
+//   - Closing the returned Store releases everything Open made: the etcd
+//     client, the Kubernetes watches. There is nothing else to close.
+//
+// # Dependencies
+//
+// This is the one package besides the backends themselves that imports the
+// etcd and Kubernetes clients. A program that needs only one backend
+// imports that backend's package instead: importing elector and
+// backends/filestore pulls in neither client (a test checks it).
+//
+// # What it does not do
+//
+// It takes no options: TLS for etcd, a shared etcd lease, a fake clock or a
+// logger need the backend's own constructor (etcd.New, kube.New,
+// filestore.Open, memstore.New).
+package storeurl

@@ -1,0 +1,282 @@
+package storeurl_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/backends/kube/kubetest"
+	"github.com/tenure-go/tenure/storeurl"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		raw  string
+		want storeurl.Location
+	}{
+		{"mem://", storeurl.Location{Scheme: "mem"}},
+		{"MEM://", storeurl.Location{Scheme: "mem"}},
+		{"file:///var/lib/claims", storeurl.Location{Scheme: "file", Dir: "/var/lib/claims"}},
+		{"file:///var/lib/claims/", storeurl.Location{Scheme: "file", Dir: "/var/lib/claims"}},
+		{"file://localhost/var/a%20b", storeurl.Location{Scheme: "file", Dir: "/var/a b"}},
+		{"file:///a/../b", storeurl.Location{Scheme: "file", Dir: "/b"}},
+		{"etcd://127.0.0.1:2379/app", storeurl.Location{Scheme: "etcd", Endpoints: []string{"127.0.0.1:2379"}, Prefix: "app"}},
+		{"etcd://h1,h2:2380/a/b/", storeurl.Location{Scheme: "etcd", Endpoints: []string{"h1:2379", "h2:2380"}, Prefix: "a/b"}},
+		{"etcd://[::1]:1,[::1]/p", storeurl.Location{Scheme: "etcd", Endpoints: []string{"[::1]:1", "[::1]:2379"}, Prefix: "p"}},
+		{"etcd://user:p%40ss@etcd-0.svc:2379/p", storeurl.Location{Scheme: "etcd", Endpoints: []string{"etcd-0.svc:2379"}, Prefix: "p"}},
+		{"kube://default", storeurl.Location{Scheme: "kube", Namespace: "default"}},
+		{"kube://team-a/?kubeconfig=%2Fhome%2Fme%2F.kube%2Fconfig", storeurl.Location{Scheme: "kube", Namespace: "team-a", Kubeconfig: "/home/me/.kube/config"}},
+	}
+	for _, tt := range tests {
+		got, err := storeurl.Parse(tt.raw)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tt.raw, err)
+			continue
+		}
+		g := *got
+		if g.Scheme != tt.want.Scheme || g.Dir != tt.want.Dir || strings.Join(g.Endpoints, ",") != strings.Join(tt.want.Endpoints, ",") ||
+			g.Prefix != tt.want.Prefix || g.Namespace != tt.want.Namespace || g.Kubeconfig != tt.want.Kubeconfig {
+			t.Errorf("Parse(%q) = %+v, want %+v", tt.raw, g, tt.want)
+		}
+	}
+}
+
+// TestParseRefuses feeds Parse hostile and malformed URLs: each is refused
+// with an error wrapping backends.ErrInvalid that says what is wrong.
+func TestParseRefuses(t *testing.T) {
+	tests := []struct{ raw, says string }{
+		{"", "empty url"},
+		{" ", "spaces"},
+		{" mem://", "spaces"},
+		{"mem:// ", "spaces"},
+		{"file:///a b", "spaces"},
+		{"file:///a\tb", "control"},
+		{"file:///a\x00b", "control"},
+		{"file:///a%00b", "control character in path"},
+		{"mem", "no scheme"},
+		{"mem:", "no scheme"},
+		{"/var/lib/claims", "no scheme"},
+		{"ftp://x", `unknown scheme "ftp"`},
+		{"http://127.0.0.1:2379/p", `unknown scheme "http"`},
+		{"://x", `unknown scheme ""`},
+		{"mem://x", "nothing after it"},
+		{"mem:///p", "nothing after it"},
+		{"mem://?size=1", `unknown parameter "size"`},
+		{"mem://#f", "fragments"},
+		{"file://", "no directory"},
+		{"file:///", "no directory"},
+		{"file://localhost", "no directory"},
+		{"file://rel/dir", `host "rel"`},
+		{"file://./dir", `host "."`},
+		{"file://u:p@/dir", "no user or password"},
+		{"file:///dir?mode=0700", `unknown parameter "mode"`},
+		{"file:///dir?%zz", "query"},
+		{"etcd://", "no host"},
+		{"etcd:///p", "no host"},
+		{"etcd://h:2379", "no key prefix"},
+		{"etcd://h:2379/", "no key prefix"},
+		{"etcd://h:2379//", "no key prefix"},
+		{"etcd://h1,,h2/p", "empty host"},
+		{"etcd://h1,/p", "empty host"},
+		{"etcd://h:/p", "bad port"},
+		{"etcd://h:0/p", "bad port"},
+		{"etcd://h:65536/p", "bad port"},
+		{"etcd://h:-1/p", "bad port"},
+		{"etcd://h:+1/p", "bad port"},
+		{"etcd://h:02379/p", "bad port"},
+		{"etcd://h:x/p", "bad port"},
+		{"etcd://::1/p", "brackets"},
+		{"etcd://[zz]:1/p", "bad IPv6"},
+		{"etcd://[1.2.3.4]:1/p", "bad IPv6"},
+		{"etcd://[::1/p", "missing ']'"},
+		{"etcd://h%41:1/p", "bad host name"},
+		{"etcd://h:1/p?dial-timeout=1s", `unknown parameter "dial-timeout"`},
+		{"etcd://h:1/p?x=1&x=2", `unknown parameter "x"`},
+		{"etcd://h:1/p#frag", "fragments"},
+		{"kube://", "no namespace"},
+		{"kube:///x", "no namespace"},
+		{"kube://?kubeconfig=/k", "no namespace"},
+		{"kube://Team", "namespace"},
+		{"kube://a_b", "namespace"},
+		{"kube://ns/extra", `path "/extra"`},
+		{"kube://ns?other=1", `unknown parameter "other"`},
+		{"kube://ns?kubeconfig=", "kubeconfig is empty"},
+		{"kube://ns?kubeconfig=/a&kubeconfig=/b", "given 2 times"},
+		{"kube://ns:443", "namespace"},
+		{"kube://u:p@ns", "no user or password"},
+		{"kube://ns?kubeconfig=/a@b", "unescaped"},
+		{"etcd://u:p/q@h/p", "unescaped"},
+	}
+	for _, tt := range tests {
+		_, err := storeurl.Parse(tt.raw)
+		if !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), tt.says) || !strings.HasPrefix(err.Error(), "storeurl: ") {
+			t.Errorf("Parse(%q) = %v, want an ErrInvalid saying %q", tt.raw, err, tt.says)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s, err := storeurl.Open(ctx, tt.raw)
+		cancel()
+		if err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", tt.raw)
+		}
+	}
+}
+
+// TestPasswordNeverShown: whatever is wrong with a URL carrying a password,
+// and wherever the password sits, the error does not print it.
+func TestPasswordNeverShown(t *testing.T) {
+	const pw = "s3cr3t"
+	urls := []string{
+		"etcd://user:" + pw + "@h1:2379,h2/p?x=1", // unknown parameter, after a multi-host authority url.Parse refuses
+		"etcd://user:" + pw + "@h1:x/p",           // bad port
+		"etcd://user:" + pw + "@h1:1",             // no prefix
+		"etcd://user:" + pw + "@/p",               // no host
+		"etcd://user:" + pw + "%zz@h/p",           // bad escape in the password itself
+		"etcd://user:" + pw + "/x@h/p",            // unescaped slash in the password
+		"etcd://user:" + pw + "?x@h/p",            // unescaped ? in the password
+		"etcd://user:" + pw + "#x@h/p",            // unescaped # in the password
+		"etcd:user:" + pw + "@h/p",                // opaque
+		"ftp://user:" + pw + "@h/p",               // unknown scheme
+		"file://user:" + pw + "@/dir",             // credentials where none belong
+		"kube://user:" + pw + "@ns",
+		"etcd://user:" + pw + "@h:1/p q",       // a space
+		"etcd://user:" + pw + "@127.0.0.1:1/p", // valid, but nothing listens: the open fails
+	}
+	for _, raw := range urls {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s, err := storeurl.Open(ctx, raw)
+		cancel()
+		if err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", raw)
+			continue
+		}
+		if strings.Contains(err.Error(), pw) {
+			t.Errorf("Open(%q) error shows the password: %v", raw, err)
+		}
+	}
+}
+
+func TestOpenMem(t *testing.T) {
+	s, err := storeurl.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, s)
+}
+
+func TestOpenFile(t *testing.T) {
+	dir := t.TempDir()
+	raw := (&url.URL{Scheme: "file", Path: filepath.Join(dir, "claims dir")}).String()
+	s, err := storeurl.Open(context.Background(), raw)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", raw, err)
+	}
+	roundTrip(t, s)
+	// The store lives in the directory the URL names: a second store
+	// opened on it sees the entry.
+	s2, err := storeurl.Open(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, err := s2.Get(context.Background(), "k"); err != nil {
+		t.Errorf("second store: Get: %v", err)
+	}
+}
+
+func TestOpenEtcd(t *testing.T) {
+	srv := etcdtest.Start(t)
+	host := strings.TrimPrefix(srv.Endpoints()[0], "http://")
+	raw := "etcd://" + host + ",127.0.0.1:1/storeurl-test"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := storeurl.Open(ctx, raw)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", raw, err)
+	}
+	roundTrip(t, s) // Close closes the client Open made: goleak checks it
+	// The prefix is honoured: the entry is stored under it.
+	resp, err := srv.Client(t).Get(ctx, "storeurl-test/k")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("etcd key storeurl-test/k: %v, %v", resp, err)
+	}
+}
+
+func TestOpenKube(t *testing.T) {
+	srv := kubetest.Start(t) // skips when no kube-apiserver is configured
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := srv.WriteKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := storeurl.Open(context.Background(), "kube://default?kubeconfig="+url.QueryEscape(kc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, s)
+
+	missing := "kube://default?kubeconfig=" + url.QueryEscape(filepath.Join(t.TempDir(), "none"))
+	if s, err := storeurl.Open(context.Background(), missing); err == nil {
+		s.Close()
+		t.Errorf("Open(%q) succeeded", missing)
+	}
+}
+
+// roundTrip writes and reads an entry through s, then closes it.
+func roundTrip(t *testing.T, s backends.Store) {
+	t.Helper()
+	ctx := context.Background()
+	e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), time.Minute)
+	if err != nil {
+		t.Fatalf("CreateIfAbsent: %v", err)
+	}
+	got, err := s.Get(ctx, "k")
+	if err != nil || string(got.Value) != "v" || got.CreateRevision != e.CreateRevision {
+		t.Errorf("Get = %+v, %v; want value v, create revision %d", got, err, e.CreateRevision)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// TestImportBoundary: only this package and the backends import the etcd
+// and Kubernetes clients (and only the metrics package client_golang). A
+// program built on elector, filestore and the health handler pulls in none
+// of them.
+func TestImportBoundary(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command:", err)
+	}
+	pkgs := []string{
+		"github.com/tenure-go/tenure/elector",
+		"github.com/tenure-go/tenure/backends/filestore",
+		"github.com/tenure-go/tenure/backends/memstore",
+	}
+	out, err := exec.Command(gobin, append([]string{"list", "-deps"}, pkgs...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps listed only %q", deps)
+	}
+	for _, d := range deps {
+		for _, banned := range []string{"go.etcd.io/", "k8s.io/", "google.golang.org/grpc", "github.com/prometheus/", "github.com/tenure-go/tenure/storeurl"} {
+			if strings.HasPrefix(d, banned) {
+				t.Errorf("%v depend on %s", pkgs, d)
+			}
+		}
+	}
+}
