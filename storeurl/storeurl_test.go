@@ -263,6 +263,7 @@ func TestImportBoundary(t *testing.T) {
 		"github.com/tenure-go/tenure/elector",
 		"github.com/tenure-go/tenure/backends/filestore",
 		"github.com/tenure-go/tenure/backends/memstore",
+		"github.com/tenure-go/tenure/health",
 	}
 	out, err := exec.Command(gobin, append([]string{"list", "-deps"}, pkgs...)...).CombinedOutput()
 	if err != nil {
