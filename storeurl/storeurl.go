@@ -33,7 +33,9 @@ const (
 // Forms is a one-line summary of the URL forms, for usage messages.
 const Forms = "mem://, file:///DIR, etcd://HOST:PORT[,HOST:PORT...]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH]"
 
-// Location is a checked store URL, as Parse returns it.
+// Location is a checked store URL, as Parse returns it. Its fields are
+// for reading (to log, or to build a backend by hand); Open uses the URL
+// Parse checked. Only Parse makes a Location that opens.
 type Location struct {
 	// Scheme is one of the Scheme constants.
 	Scheme string
@@ -51,7 +53,12 @@ type Location struct {
 }
 
 // String is the URL with its password, if any, redacted.
-func (l *Location) String() string { return l.u.Redacted() }
+func (l *Location) String() string {
+	if l.u == nil {
+		return l.Scheme + "://"
+	}
+	return l.u.Redacted()
+}
 
 // Open opens the store raw names; ctx bounds start-up (etcd dials and asks
 // for a lease). Close the Store to release everything Open made. An error
@@ -66,6 +73,9 @@ func Open(ctx context.Context, raw string) (backends.Store, error) {
 
 // Open opens the store l names; see the package function Open.
 func (l *Location) Open(ctx context.Context) (backends.Store, error) {
+	if l.u == nil {
+		return nil, fmt.Errorf("storeurl: open: Location not made by Parse: %w", backends.ErrInvalid)
+	}
 	s, err := l.open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("storeurl: open %q: %w", l, err)

@@ -133,6 +133,20 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
+// TestZeroLocation: a Location not made by Parse does not open.
+func TestZeroLocation(t *testing.T) {
+	l := &storeurl.Location{Scheme: "mem"}
+	if s, err := l.Open(context.Background()); !errors.Is(err, backends.ErrInvalid) {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("Open of a zero Location = %v, want ErrInvalid", err)
+	}
+	if got := l.String(); got != "mem://" {
+		t.Errorf("String() = %q", got)
+	}
+}
+
 // TestPasswordNeverShown: whatever is wrong with a URL carrying a password,
 // and wherever the password sits, the error does not print it.
 func TestPasswordNeverShown(t *testing.T) {
