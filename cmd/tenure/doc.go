@@ -1,0 +1,85 @@
+// Command tenure runs a command under leader election, and shows who holds
+// a claim. It is the elector and slot packages for programs that were not
+// written against them, in the manner of consul lock and etcdctl elect.
+//
+//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] -- COMMAND [ARG...]
+//	tenure holders --store URL --key KEY [--json]
+//
+// Stores are named by URL, as package storeurl reads them: file:///DIR
+// (processes of one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX or
+// kube://NAMESPACE[?kubeconfig=PATH]. Every subcommand has --help with
+// examples; logs go to stderr (--log-level).
+//
+// # tenure run
+//
+// Run campaigns for KEY with an elector.Elector, over the claim KEY or, with
+// --slots N above 1, over a slot group of N (package slots), and runs
+// COMMAND only while it holds the claim. COMMAND gets TENURE_TOKEN (the
+// term's fencing token), TENURE_SLOT and TENURE_KEY in its environment, and
+// tenure's standard streams.
+//
+// What it guarantees:
+//
+//   - COMMAND runs inside the elector's OnElected, so the claim is released
+//     only after COMMAND has exited and been reaped. The elector's
+//     DrainTimeout is set to outlast the command's longest end (kill grace
+//     plus the cancel lead, plus a second to reap), so a command that is slow
+//     to exit delays the release rather than leaving the claim to expire.
+//   - When the term ends (a lost or expired claim, or SIGTERM or SIGINT to
+//     tenure), COMMAND gets SIGTERM, then SIGKILL --kill-grace later, and at
+//     the local deadline at the latest. While renewals fail and the deadline
+//     stays put, SIGTERM comes --kill-grace before the local deadline, so
+//     that the grace ends by it. The local deadline is the leader's context's
+//     Deadline plus the elector's CancelLead: the instant before which the
+//     store cannot grant the claim to another holder. --kill-grace is at
+//     most a third of --ttl (default a fifth), so a renewal answered in time
+//     never sets it off.
+//   - If tenure dies, even by SIGKILL, the kernel kills COMMAND: it is
+//     started with a parent-death signal (SIGKILL) from a goroutine locked to
+//     its OS thread until COMMAND has been reaped, since the signal follows
+//     the thread that forked, not the process (Go issue 27505). The claim
+//     then expires after its TTL and another tenure takes over.
+//   - A SIGTERM or SIGINT while tenure waits for the claim, or opens the
+//     store, ends tenure at once; it releases nothing, since it holds
+//     nothing.
+//   - After COMMAND exits, or its term is lost, tenure releases the claim
+//     and campaigns again with a fresh elector; with --once it exits.
+//
+// What no wrapper can promise: a COMMAND goes on running while tenure
+// itself is paused (SIGSTOP, a stopped VM, a host suspended) past the
+// local deadline, and meanwhile another tenure may have taken the claim and
+// started its own COMMAND; tenure kills its COMMAND when it runs again, too
+// late. The parent-death signal is Linux's: elsewhere a COMMAND outlives a
+// killed tenure. Make every write COMMAND sends to a shared resource carry
+// TENURE_TOKEN, and have the resource reject tokens lower than the highest
+// it has seen: that is what keeps a late writer out (see package elector).
+//
+// COMMAND stays in tenure's process group, so a Ctrl-C at a terminal
+// reaches it directly as well as through tenure.
+//
+// Exit status:
+//
+//	COMMAND's   COMMAND exited (128+N if it died of signal N), with --once,
+//	            or after a signal to tenure while it ran
+//	2           bad usage: an unknown flag, a malformed store URL, a missing
+//	            --key or COMMAND; one line on stderr
+//	69          the store cannot be opened, or fails with fatal errors until
+//	            the elector gives up (an unreachable store is retried, not
+//	            fatal: tenure waits for it)
+//	75          --once: the term ended (lost, expired) before COMMAND exited
+//	126, 127    COMMAND cannot be executed, or is not found
+//	128+N       tenure got signal N while no COMMAND ran
+//
+// A COMMAND may itself exit with 2, 69 or 75; a script that must tell them
+// apart reads tenure's log.
+//
+// # tenure holders
+//
+// Holders prints the live holders of KEY, one line each: identity, slot,
+// token and the time left as the store judged it (a hint, never a safety
+// bound). The same command lists a slot group's holders, one per live slot:
+// the store's Locker recognises a group by its key. --json prints a JSON
+// array of objects with holder, nonce, slot, token and remaining_seconds.
+// Exit status 0 (also with no holder), 2 for bad usage, 69 if the store
+// cannot be read.
+package main

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses of tenure itself; any other status is the child's.
+const (
+	exitInternal = 1  // an error of tenure's own
+	exitUsage    = 2  // bad flags or arguments
+	exitStore    = 69 // the store cannot be opened or fails fatally (EX_UNAVAILABLE)
+	exitLost     = 75 // --once: the term ended before the child exited (EX_TEMPFAIL)
+	exitNoExec   = 126
+	exitNotFound = 127
+)
+
+// usageError is a mistake in the command line: reported in one line, exit
+// status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitCode carries a subcommand's exit status through cobra.
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
+
+func main() {
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// execute runs the command line args and returns the exit status.
+func execute(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	var code exitCode
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &code):
+		return int(code)
+	}
+	// Every other error cobra returns is about the command line: an unknown
+	// flag or subcommand, a bad value, a missing argument.
+	name := "tenure"
+	if cmd != nil {
+		name = cmd.CommandPath()
+	}
+	fmt.Fprintf(stderr, "%s: %v (see %s --help)\n", name, err, name)
+	return exitUsage
+}
+
+// options are the flags every subcommand shares.
+type options struct {
+	logLevel string
+	stdout   io.Writer
+	stderr   io.Writer
+}
+
+// logger returns the stderr logger at the level --log-level names.
+func (o *options) logger() (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", o.logLevel)
+	}
+	return slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	o := &options{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "tenure",
+		Short: "Run a command under leader election, and inspect claims",
+		Long: strings.TrimSpace(`
+tenure runs a command only while this process holds a claim in a shared
+store (a file store directory on one host, an etcd cluster), and shows who
+holds a claim. Stores are named by URL: file:///DIR (one host),
+etcd://HOST:PORT[,HOST:PORT]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH].`),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newRunCmd(o), newHoldersCmd(o))
+	root.CompletionOptions.DisableDefaultCmd = true
+	return root
+}

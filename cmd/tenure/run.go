@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/spf13/cobra"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/slots"
+	"github.com/tenure-go/tenure/storeurl"
+)
+
+// runConfig is what tenure run was asked to do.
+type runConfig struct {
+	store     *storeurl.Location
+	key       string
+	id        string
+	slots     int
+	ttl       time.Duration
+	killGrace time.Duration
+	once      bool
+	argv      []string
+}
+
+func newRunCmd(o *options) *cobra.Command {
+	var rc runConfig
+	var store string
+	cmd := &cobra.Command{
+		Use:   "run --store URL --key KEY [flags] -- COMMAND [ARG...]",
+		Short: "Run a command only while this process holds the claim",
+		Long: strings.TrimSpace(`
+Run campaigns for the claim KEY (or for one of N slots of it with --slots N)
+and runs COMMAND only while it holds it. The command gets TENURE_TOKEN (the
+fencing token of the term), TENURE_SLOT and TENURE_KEY in its environment.
+
+When the term ends (the claim is lost, or tenure gets SIGTERM or SIGINT) the
+command gets SIGTERM, then SIGKILL --kill-grace later. When renewals keep
+failing, SIGTERM comes --kill-grace before the local deadline and SIGKILL at
+the deadline at the latest. The claim is released only after the command has
+exited. If tenure itself dies, even by SIGKILL, the kernel kills the command
+(a parent-death signal).
+
+After the command exits, or its term is lost, tenure releases the claim and
+campaigns again; with --once it exits instead.
+
+No wrapper can stop a command that goes on writing after its deadline when
+tenure itself is paused (a stopped VM, SIGSTOP) past it: make every write to
+a shared resource carry TENURE_TOKEN, and have the resource reject tokens
+lower than the highest it has seen.
+
+Exit status: the command's (128+N if it died of signal N); 2 for bad usage;
+69 if the store cannot be opened or keeps failing fatally; 75 with --once
+when the term ended before the command exited; 126/127 if the command cannot
+be started; 128+N if tenure got signal N while no command ran.`),
+		Example: strings.TrimSpace(`
+  # Run the indexer on one host of many sharing an etcd cluster:
+  tenure run --store etcd://10.0.0.1:2379,10.0.0.2:2379/tenure --key indexer -- ./indexer --serve
+
+  # Three workers at most, on the hosts sharing /var/lib/tenure:
+  tenure run --store file:///var/lib/tenure --key workers --slots 3 -- ./worker
+
+  # A one-off job that runs on one host only, then exits with its status:
+  tenure run --store file:///var/lib/tenure --key backup --once --ttl 30s -- sh -c 'backup --token "$TENURE_TOKEN"'`),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("no command to run (give it after --)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rc.argv = args
+			loc, err := parseStore(store)
+			if err != nil {
+				return err
+			}
+			rc.store = loc
+			if err := rc.validate(); err != nil {
+				return err
+			}
+			log, err := o.logger()
+			if err != nil {
+				return err
+			}
+			return exitCode(runTenure(rc, log))
+		},
+	}
+	f := cmd.Flags()
+	// COMMAND's own flags follow it untouched, with or without "--".
+	f.SetInterspersed(false)
+	f.StringVar(&store, "store", "", "store URL: file:///DIR, etcd://HOST:PORT[,HOST:PORT]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH] (required)")
+	f.StringVar(&rc.key, "key", "", "claim key (required)")
+	f.StringVar(&rc.id, "id", "", "identity in the claim (default HOSTNAME:PID)")
+	f.IntVar(&rc.slots, "slots", 1, "number of holders allowed at once (a slot group when above 1)")
+	f.DurationVar(&rc.ttl, "ttl", elector.DefaultTTL, "lease asked of the store; a lost tenure's claim frees this long after its last renewal")
+	f.DurationVar(&rc.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL to the command, at most ttl/3 (default ttl/5)")
+	f.BoolVar(&rc.once, "once", false, "exit after the first term instead of campaigning again")
+	return cmd
+}
+
+// validate checks rc and fills its defaults.
+func (rc *runConfig) validate() error {
+	if err := backends.ValidateKey(rc.key); err != nil {
+		if rc.key == "" {
+			return usagef("--key is required")
+		}
+		return usagef("--key %q: %v", rc.key, err)
+	}
+	if rc.slots < 1 || rc.slots > slots.MaxSize {
+		return usagef("--slots %d: want 1 to %d", rc.slots, slots.MaxSize)
+	}
+	if rc.ttl <= 0 {
+		return usagef("--ttl %v: want a positive duration", rc.ttl)
+	}
+	if rc.killGrace < 0 || rc.killGrace > rc.ttl/3 {
+		return usagef("--kill-grace %v: want between 0 and a third of --ttl (%v)", rc.killGrace, rc.ttl/3)
+	}
+	if rc.killGrace == 0 {
+		rc.killGrace = rc.ttl / 5
+	}
+	if rc.id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "tenure"
+		}
+		rc.id = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	if _, err := backends.NewHolder(rc.id); err != nil {
+		return usagef("--id %q: %v", rc.id, err)
+	}
+	return nil
+}
+
+// runTenure runs rc until it is done and returns the exit status.
+func runTenure(rc runConfig, log *slog.Logger) int {
+	r := &runner{rc: rc, log: log, clock: clock.New()}
+
+	// Signals are caught from the start, so that one arriving while the
+	// store opens or while tenure waits for the claim ends tenure promptly.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopSignals := make(chan struct{})
+	sigDone := make(chan struct{})
+	go func() {
+		defer close(sigDone)
+		select {
+		case sig := <-sigs:
+			r.signal.Store(int32(sig.(syscall.Signal)))
+			log.Info("signal: ending", "signal", sig.String())
+			cancel()
+		case <-stopSignals:
+		}
+	}()
+	defer func() { close(stopSignals); <-sigDone }()
+
+	store, err := rc.store.Open(ctx)
+	if err != nil {
+		if code, ok := r.signalled(); ok {
+			return code
+		}
+		log.Error("open store", "store", rc.store.String(), "err", err)
+		return exitStore
+	}
+	defer store.Close()
+	var locker backends.Locker
+	if rc.slots > 1 {
+		locker, err = slots.New(store, slots.Config{Size: rc.slots, Logger: log})
+	} else {
+		locker, err = backends.NewLocker(store)
+	}
+	if err != nil {
+		log.Error("store", "store", rc.store.String(), "err", err)
+		return exitStore
+	}
+
+	for {
+		o := r.term(ctx, locker)
+		switch {
+		case o.kind == outcomeFatal:
+			return exitStore
+		case o.kind == outcomeStartFailed:
+			return o.code
+		case o.kind == outcomeSignal:
+			return o.code
+		case rc.once && o.kind == outcomeLost:
+			return exitLost
+		case rc.once:
+			return o.code
+		}
+	}
+}
+
+// runner runs terms one after the other.
+type runner struct {
+	rc     runConfig
+	log    *slog.Logger
+	clock  clock.Clock
+	signal atomic.Int32 // the signal that ends tenure, 0 until one came
+}
+
+// signalled reports whether tenure got a signal, and the status it exits
+// with when no command ran: 128 plus the signal.
+func (r *runner) signalled() (int, bool) {
+	s := r.signal.Load()
+	return 128 + int(s), s != 0
+}
+
+type outcomeKind int
+
+const (
+	outcomeExited      outcomeKind = iota // the command exited on its own
+	outcomeLost                           // the term ended (or was about to) first
+	outcomeSignal                         // tenure was told to stop
+	outcomeStartFailed                    // the command could not be started
+	outcomeFatal                          // the store failed fatally
+)
+
+// outcome is how one term ended, and the status tenure would exit with.
+type outcome struct {
+	kind outcomeKind
+	code int
+}
+
+// cancelLead is the elector's CancelLead: the leader's context is done this
+// long before the local deadline. Set here so the local deadline can be
+// derived from the context's Deadline.
+func (r *runner) cancelLead() time.Duration {
+	return max(r.rc.ttl/100, 10*time.Millisecond)
+}
+
+// term campaigns with a fresh Elector until it has led once and the
+// command has been reaped, then stops it (releasing the claim).
+func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
+	done := make(chan outcome, 1)
+	var led atomic.Bool
+	cfg := elector.Config{
+		Key:        r.rc.key,
+		Identity:   r.rc.id,
+		TTL:        r.rc.ttl,
+		CancelLead: r.cancelLead(),
+		// The command is SIGKILLed at the local deadline at the latest,
+		// CancelLead after the leader's context is done, and at the
+		// latest kill-grace after SIGTERM: OnElected returns within that,
+		// plus the time to reap. A drain that long never leaves a claim to
+		// expire when the command has exited.
+		DrainTimeout: r.rc.killGrace + r.cancelLead() + time.Second,
+		Clock:        r.clock,
+		Logger:       r.log,
+		OnElected: func(lctx context.Context, t elector.Term) {
+			if !led.CompareAndSwap(false, true) {
+				return // a later term of this Elector: it is being stopped
+			}
+			done <- r.lead(lctx, t)
+		},
+	}
+	e, err := elector.New(locker, cfg)
+	if err != nil {
+		r.log.Error("elector", "err", err)
+		return outcome{kind: outcomeFatal}
+	}
+	if err := e.Start(context.Background()); err != nil {
+		r.log.Error("elector", "err", err)
+		return outcome{kind: outcomeFatal}
+	}
+	stop := func() {
+		if err := e.Stop(context.Background()); err != nil {
+			r.log.Warn("stop", "key", r.rc.key, "err", err)
+		}
+	}
+	select {
+	case o := <-done:
+		stop()
+		return o
+	case <-e.Done():
+		select {
+		case o := <-done:
+			return o
+		default:
+		}
+		r.log.Error("store failing", "key", r.rc.key, "err", e.Err())
+		return outcome{kind: outcomeFatal}
+	case <-ctx.Done():
+		// Stop cancels a running term's context, waits for OnElected
+		// (the command's exit) and only then releases.
+		stop()
+		code, _ := r.signalled()
+		select {
+		case o := <-done:
+			if o.kind != outcomeStartFailed {
+				o.kind = outcomeSignal
+			}
+			return o
+		default:
+			return outcome{kind: outcomeSignal, code: code}
+		}
+	}
+}
+
+// lead runs the command for one term and returns once it has been reaped.
+func (r *runner) lead(lctx context.Context, t elector.Term) outcome {
+	log := r.log.With("key", t.Key, "slot", t.Slot, "token", t.Token)
+	env := append(os.Environ(),
+		"TENURE_TOKEN="+strconv.FormatInt(t.Token, 10),
+		"TENURE_SLOT="+strconv.Itoa(t.Slot),
+		"TENURE_KEY="+t.Key,
+	)
+	c, err := startChild(r.rc.argv, env)
+	if err != nil {
+		log.Error("start command", "command", r.rc.argv[0], "err", err)
+		return outcome{kind: outcomeStartFailed, code: startStatus(err)}
+	}
+	log.Info("command started", "pid", c.proc.Pid)
+
+	// localDeadline is the term's local deadline as it stands now:
+	// renewals move the leader's context's deadline forward.
+	localDeadline := func() time.Time {
+		d, _ := lctx.Deadline()
+		return d.Add(r.cancelLead())
+	}
+	grace := r.rc.killGrace
+	early := r.clock.Timer(r.clock.Until(localDeadline().Add(-grace)))
+	defer early.Stop()
+	var kill *clock.Timer
+	var killC <-chan time.Time
+	ended := false // SIGTERM was sent because the term ended or was about to
+	terminate := func(why string) {
+		if kill != nil {
+			return
+		}
+		at := r.clock.Now().Add(grace)
+		if d := localDeadline(); d.Before(at) {
+			at = d
+		}
+		if _, sig := r.signalled(); !sig {
+			ended = true
+		}
+		log.Info("terminating command", "why", why, "pid", c.proc.Pid, "kill_in", r.clock.Until(at).String())
+		c.signal(syscall.SIGTERM)
+		kill = r.clock.Timer(r.clock.Until(at))
+		killC = kill.C
+	}
+	lctxDone := lctx.Done()
+	for {
+		select {
+		case code := <-c.done:
+			if kill != nil {
+				kill.Stop()
+			}
+			log.Info("command exited", "status", code)
+			if ended {
+				return outcome{kind: outcomeLost, code: code}
+			}
+			return outcome{kind: outcomeExited, code: code}
+		case <-lctxDone:
+			lctxDone = nil
+			terminate("term ended")
+		case <-early.C:
+			// Renewals have not moved the deadline on: the grace must end
+			// by the local deadline.
+			if left := r.clock.Until(localDeadline()); left <= grace {
+				terminate("renewals failing")
+			} else {
+				early.Reset(left - grace)
+			}
+		case <-killC:
+			log.Warn("killing command", "pid", c.proc.Pid)
+			c.signal(syscall.SIGKILL)
+			killC = nil
+		}
+	}
+}

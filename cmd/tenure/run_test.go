@@ -1,0 +1,447 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+)
+
+const testTTL = 2 * time.Second
+
+// stores are the stores the end-to-end tests run over: each returns a
+// fresh store URL.
+var stores = []struct {
+	name string
+	url  func(t *testing.T) string
+}{
+	{"file", func(t *testing.T) string { return "file://" + t.TempDir() }},
+	{"etcd", func(t *testing.T) string {
+		if testing.Short() {
+			t.Skip("embedded etcd skipped in -short mode")
+		}
+		s := etcdtest.Start(t)
+		return "etcd://" + strings.TrimPrefix(s.Endpoints()[0], "http://") + "/tenuretest"
+	}},
+}
+
+// proc is a tenure process under test.
+type proc struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+	log  string // its stderr
+	done chan struct{}
+	code int
+}
+
+// startTenure starts tenure with args; the command it runs is this test
+// binary in child mode, writing to journal, with env added.
+func startTenure(t *testing.T, name, journal string, env []string, args ...string) *proc {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range args {
+		if a == "CHILD" {
+			args[i] = self
+		}
+	}
+	p := &proc{t: t, name: name, log: filepath.Join(t.TempDir(), name+".log"), done: make(chan struct{})}
+	logf, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(tenureBin, args...)
+	// A race-enabled binary sleeps a second at exit unless told not to;
+	// the child would outlast its kill grace.
+	p.cmd.Env = append(append(os.Environ(), envChild+"="+journal, "GORACE=atexit_sleep_ms=0"), env...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		defer logf.Close()
+		_ = p.cmd.Wait()
+		p.code = status(p.cmd.ProcessState)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("%s stderr:\n%s", name, b)
+		}
+	})
+	return p
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("%s: signal %v: %v", p.name, sig, err)
+	}
+}
+
+// wait waits up to within for p to exit and returns its status.
+func (p *proc) wait(within time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-clock.New().After(within):
+		p.t.Fatalf("%s did not exit within %v", p.name, within)
+		return -1
+	}
+}
+
+// logged reports whether p's stderr contains s.
+func (p *proc) logged(s string) bool {
+	b, _ := os.ReadFile(p.log)
+	return bytes.Contains(b, []byte(s))
+}
+
+// waitUntil polls cond in real time, every 10ms, for at most within: the
+// processes under test report only through files.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	clk := clock.New()
+	end := clk.Now().Add(within)
+	for !cond() {
+		if clk.Now().After(end) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		clk.Sleep(10 * time.Millisecond)
+	}
+}
+
+// record is one journal line written by childMain.
+type record struct {
+	kind  string
+	token int64
+	pid   int
+	mono  int64
+}
+
+func readJournal(t *testing.T, path string) []record {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var recs []record
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r record
+		if _, err := fmt.Sscanf(sc.Text(), "%s %d %d %d", &r.kind, &r.token, &r.pid, &r.mono); err != nil {
+			t.Fatalf("journal line %q: %v", sc.Text(), err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+func count(recs []record, kind string) int {
+	n := 0
+	for _, r := range recs {
+		if r.kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func starts(recs []record) []record {
+	var out []record
+	for _, r := range recs {
+		if r.kind == "start" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// checkJournal checks that no two children ran at once: tokens strictly
+// increase from start to start, no child found an earlier one alive, and
+// every child that ended did so, by its own clock, before the next
+// started.
+func checkJournal(t *testing.T, recs []record) {
+	t.Helper()
+	var last *record
+	for i, r := range recs {
+		switch r.kind {
+		case "overlap", "reject":
+			t.Fatalf("journal line %d: %+v", i, r)
+		case "start":
+			if last != nil {
+				if r.token <= last.token {
+					t.Fatalf("journal line %d: token %d after token %d", i, r.token, last.token)
+				}
+			}
+			last = &recs[i]
+		case "end":
+			if last == nil || r.pid != last.pid {
+				t.Fatalf("journal line %d: end of pid %d, not of the last start %+v", i, r.pid, last)
+			}
+		}
+	}
+	for i := 1; i < len(recs); i++ {
+		if recs[i].kind == "start" && recs[i-1].kind == "end" && recs[i-1].mono >= recs[i].mono {
+			t.Fatalf("journal lines %d, %d: child ended at %d, next started at %d", i-1, i, recs[i-1].mono, recs[i].mono)
+		}
+	}
+}
+
+func runArgs(store, key, id string, extra ...string) []string {
+	args := []string{"run", "--store", store, "--key", key, "--ttl", testTTL.String(), "--id", id, "--log-level", "debug"}
+	args = append(args, extra...)
+	return append(args, "--", "CHILD")
+}
+
+// TestRunNoOverlap runs two tenures whose children each run 150ms and
+// exit, and checks by the children's own journal that they never ran at
+// once and that their tokens strictly increase.
+func TestRunNoOverlap(t *testing.T) {
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			url := s.url(t)
+			j := filepath.Join(t.TempDir(), "journal")
+			env := []string{envHold + "=150ms"}
+			a := startTenure(t, "a", j, env, runArgs(url, "job", "a")...)
+			b := startTenure(t, "b", j, env, runArgs(url, "job", "b")...)
+			waitUntil(t, 60*time.Second, "8 children ran", func() bool { return count(readJournal(t, j), "end") >= 8 })
+			a.signal(syscall.SIGTERM)
+			b.signal(syscall.SIGTERM)
+			for _, p := range []*proc{a, b} {
+				// 0: the child's status after SIGTERM; 143: no child ran.
+				if code := p.wait(10 * time.Second); code != 0 && code != 128+int(syscall.SIGTERM) {
+					t.Errorf("%s exited %d, want 0 or 143", p.name, code)
+				}
+			}
+			recs := readJournal(t, j)
+			checkJournal(t, recs)
+			t.Logf("%d children ran, tokens %d to %d", count(recs, "start"), starts(recs)[0].token, starts(recs)[count(recs, "start")-1].token)
+		})
+	}
+}
+
+// holdingAndWaiting starts tenure a, waits for its child to run, then
+// starts b and waits until b has seen a hold the claim.
+func holdingAndWaiting(t *testing.T, url, j string) (a, b *proc) {
+	t.Helper()
+	a = startTenure(t, "a", j, nil, runArgs(url, "job", "a")...)
+	waitUntil(t, 20*time.Second, "a's child started", func() bool { return count(readJournal(t, j), "start") == 1 })
+	b = startTenure(t, "b", j, nil, runArgs(url, "job", "b")...)
+	waitUntil(t, 20*time.Second, "b saw a lead", func() bool { return b.logged(`msg="elector: new leader"`) })
+	return a, b
+}
+
+// TestRunKillTakeover SIGKILLs the holding tenure: its child dies with it
+// (the parent-death signal), and the waiting tenure's child starts within
+// TTL + 1s.
+func TestRunKillTakeover(t *testing.T) {
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			url := s.url(t)
+			j := filepath.Join(t.TempDir(), "journal")
+			a, b := holdingAndWaiting(t, url, j)
+			first := starts(readJournal(t, j))[0]
+			killed := monoNow()
+			a.signal(syscall.SIGKILL)
+			waitUntil(t, 5*time.Second, "a's child died with a", func() bool { return !alive(first.pid) })
+			waitUntil(t, testTTL+5*time.Second, "b's child started", func() bool { return count(readJournal(t, j), "start") == 2 })
+			second := starts(readJournal(t, j))[1]
+			takeover := time.Duration(second.mono - killed)
+			t.Logf("takeover after SIGKILL: %v (ttl %v)", takeover, testTTL)
+			if takeover > testTTL+time.Second {
+				t.Errorf("takeover took %v, want at most ttl + 1s = %v", takeover, testTTL+time.Second)
+			}
+			b.signal(syscall.SIGTERM)
+			if code := b.wait(10 * time.Second); code != 0 {
+				t.Errorf("b exited %d, want its child's 0", code)
+			}
+			checkJournal(t, readJournal(t, j))
+		})
+	}
+}
+
+// TestRunTermReleases sends SIGTERM to the holding tenure: its child gets
+// SIGTERM and exits, tenure releases the claim once it has, and the
+// waiting tenure's child starts well within the TTL.
+func TestRunTermReleases(t *testing.T) {
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			url := s.url(t)
+			j := filepath.Join(t.TempDir(), "journal")
+			a, b := holdingAndWaiting(t, url, j)
+			termed := monoNow()
+			a.signal(syscall.SIGTERM)
+			if code := a.wait(10 * time.Second); code != 0 {
+				t.Errorf("a exited %d, want its child's 0", code)
+			}
+			waitUntil(t, testTTL+5*time.Second, "b's child started", func() bool { return count(readJournal(t, j), "start") == 2 })
+			recs := readJournal(t, j)
+			checkJournal(t, recs)
+			if recs[1].kind != "end" {
+				t.Fatalf("journal %+v: a's child did not end before b's started", recs)
+			}
+			handover := time.Duration(starts(recs)[1].mono - termed)
+			t.Logf("handover after SIGTERM: %v (ttl %v)", handover, testTTL)
+			if handover > testTTL/2 {
+				t.Errorf("handover took %v, want well under the ttl %v (released, not expired)", handover, testTTL)
+			}
+			b.signal(syscall.SIGTERM)
+			b.wait(10 * time.Second)
+		})
+	}
+}
+
+// TestRunSignalWhileWaiting signals tenures waiting for the claim: they
+// exit at once with 128 + the signal, and the holder is not disturbed.
+func TestRunSignalWhileWaiting(t *testing.T) {
+	url := stores[0].url(t)
+	j := filepath.Join(t.TempDir(), "journal")
+	a, b := holdingAndWaiting(t, url, j)
+	c := startTenure(t, "c", j, nil, runArgs(url, "job", "c")...)
+	waitUntil(t, 20*time.Second, "c saw a lead", func() bool { return c.logged(`msg="elector: new leader"`) })
+	b.signal(syscall.SIGINT)
+	if code := b.wait(5 * time.Second); code != 128+int(syscall.SIGINT) {
+		t.Errorf("b exited %d after SIGINT while waiting, want 130", code)
+	}
+	c.signal(syscall.SIGTERM)
+	if code := c.wait(5 * time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("c exited %d after SIGTERM while waiting, want 143", code)
+	}
+	if recs := readJournal(t, j); len(recs) != 1 {
+		t.Errorf("journal %+v: want only a's child's start", recs)
+	}
+	out := holders(t, "--store", url, "--key", "job")
+	if !strings.Contains(out, "\na ") {
+		t.Errorf("holders after b and c left:\n%s\nwant a", out)
+	}
+	a.signal(syscall.SIGTERM)
+	a.wait(10 * time.Second)
+}
+
+// TestRunExitStatus checks tenure's exit statuses with --once.
+func TestRunExitStatus(t *testing.T) {
+	url := stores[0].url(t)
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want int
+	}{
+		{"child status", runArgs(url, "k1", "a", "--once"), []string{envHold + "=1ms", envExit + "=7"}, 7},
+		{"child success", runArgs(url, "k2", "a", "--once"), []string{envHold + "=1ms"}, 0},
+		{"not found", []string{"run", "--store", url, "--key", "k3", "--once", "--", "/nonexistent/command"}, nil, exitNotFound},
+		{"store cannot open", []string{"run", "--store", "file:///proc/tenure-no/such", "--key", "k4", "--once", "--", "CHILD"}, nil, exitStore},
+		{"holders store cannot open", []string{"holders", "--store", "file:///proc/tenure-no/such", "--key", "k4"}, nil, exitStore},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := filepath.Join(t.TempDir(), "journal")
+			p := startTenure(t, "tenure", j, tt.env, tt.args...)
+			if code := p.wait(20 * time.Second); code != tt.want {
+				t.Errorf("tenure %q exited %d, want %d", tt.args, code, tt.want)
+			}
+		})
+	}
+}
+
+// TestRunLostOnce pauses the holding tenure past its deadline: when it
+// resumes, its term has ended by its own clock, the child gets SIGTERM and
+// tenure --once exits 75. (The child ran on while tenure was paused: that
+// is what no wrapper can prevent, and why writes carry TENURE_TOKEN.)
+func TestRunLostOnce(t *testing.T) {
+	url := stores[0].url(t)
+	j := filepath.Join(t.TempDir(), "journal")
+	a := startTenure(t, "a", j, nil, runArgs(url, "job", "a", "--once")...)
+	waitUntil(t, 20*time.Second, "a's child started", func() bool { return count(readJournal(t, j), "start") == 1 })
+	a.signal(syscall.SIGSTOP)
+	stopped := monoNow()
+	waitUntil(t, 2*testTTL, "a paused past its ttl", func() bool { return time.Duration(monoNow()-stopped) > testTTL+200*time.Millisecond })
+	a.signal(syscall.SIGCONT)
+	if code := a.wait(10 * time.Second); code != exitLost {
+		t.Errorf("a exited %d after losing its term, want %d", code, exitLost)
+	}
+	// The deadline passed while a was paused, so the child got SIGKILL
+	// right after SIGTERM; a has reaped it.
+	if pid := starts(readJournal(t, j))[0].pid; alive(pid) {
+		t.Errorf("a's child %d still runs after a exited", pid)
+	}
+	if !a.logged("killing command") {
+		t.Errorf("a did not log that it killed its child")
+	}
+}
+
+// holders runs tenure holders with args and returns its stdout.
+func holders(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(tenureBin, append([]string{"holders"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tenure holders %q: %v\n%s", args, err, stderr.String())
+	}
+	return string(out)
+}
+
+// TestHolders checks holders' table and JSON for a claim and a slot group.
+func TestHolders(t *testing.T) {
+	url := stores[0].url(t)
+	j := filepath.Join(t.TempDir(), "journal")
+	startTenure(t, "a", j, nil, runArgs(url, "single", "alpha")...)
+	waitUntil(t, 20*time.Second, "alpha's child started", func() bool { return count(readJournal(t, j), "start") == 1 })
+	token := starts(readJournal(t, j))[0].token
+	out := holders(t, "--store", url, "--key", "single")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "HOLDER SLOT TOKEN REMAINING" {
+		t.Fatalf("holders:\n%s\nwant a header and one line", out)
+	}
+	f := strings.Fields(lines[1])
+	if len(f) != 4 || f[0] != "alpha" || f[1] != "0" || f[2] != fmt.Sprint(token) {
+		t.Errorf("holders line %q, want alpha 0 %d REMAINING", lines[1], token)
+	}
+	if d, err := time.ParseDuration(f[3]); err != nil || d <= 0 || d > testTTL {
+		t.Errorf("holders remaining %q, want within (0, %v]", f[3], testTTL)
+	}
+
+	// A slot group of two: two holders, slots 0 and 1.
+	j2 := filepath.Join(t.TempDir(), "journal")
+	startTenure(t, "b", j2, nil, runArgs(url, "group", "beta", "--slots", "2")...)
+	startTenure(t, "c", j2, nil, runArgs(url, "group", "gamma", "--slots", "2")...)
+	waitUntil(t, 20*time.Second, "both children started", func() bool { return count(readJournal(t, j2), "start") == 2 })
+	var got []holderJSON
+	if err := json.Unmarshal([]byte(holders(t, "--store", url, "--key", "group", "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]string{}
+	for _, h := range got {
+		seen[h.Slot] = h.Holder
+		if h.Token <= 0 || h.RemainingSeconds <= 0 || h.Nonce == "" {
+			t.Errorf("holder %+v: want a token, a nonce and time left", h)
+		}
+	}
+	if len(got) != 2 || seen[0] == "" || seen[1] == "" || seen[0] == seen[1] {
+		t.Errorf("holders --json of the group: %+v, want beta and gamma in slots 0 and 1", got)
+	}
+}

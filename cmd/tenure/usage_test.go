@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestUsage checks that bad command lines give one line on stderr and
+// exit status 2, and that --help shows examples.
+func TestUsage(t *testing.T) {
+	run := []string{"run", "--store", "file:///tmp/tenure-usage", "--key", "k"}
+	tests := []struct {
+		name string
+		args []string
+		want string // in the one line of stderr
+	}{
+		{"no subcommand flag", []string{"--bogus"}, "unknown flag: --bogus"},
+		{"unknown subcommand", []string{"nope"}, `unknown command "nope"`},
+		{"unknown flag", []string{"run", "--bogus"}, "unknown flag: --bogus"},
+		{"no store", []string{"run", "--key", "k", "--", "true"}, "--store is required"},
+		{"bad store", []string{"run", "--store", "file://rel/dir", "--key", "k", "--", "true"}, "want file:///ABSOLUTE/DIR"},
+		{"unknown scheme", []string{"run", "--store", "ftp://x/y", "--key", "k", "--", "true"}, "ftp"},
+		{"memory store", []string{"run", "--store", "mem://", "--key", "k", "--", "true"}, "memory store"},
+		{"password redacted", []string{"run", "--store", "etcd://u:secret@h:1/p?x=1", "--key", "k", "--", "true"}, "etcd"},
+		{"no key", []string{"run", "--store", "file:///tmp/x", "--", "true"}, "--key is required"},
+		{"no command", run, "no command to run"},
+		{"bad ttl", append(append([]string{}, run...), "--ttl", "soon", "--", "true"), "--ttl"},
+		{"zero ttl", append(append([]string{}, run...), "--ttl", "0s", "--", "true"), "--ttl 0s"},
+		{"long grace", append(append([]string{}, run...), "--ttl", "3s", "--kill-grace", "2s", "--", "true"), "--kill-grace 2s"},
+		{"no slots", append(append([]string{}, run...), "--slots", "0", "--", "true"), "--slots 0"},
+		{"log level", append(append([]string{}, run...), "--log-level", "loud", "--", "true"), "--log-level"},
+		{"holders args", []string{"holders", "--store", "file:///tmp/x", "--key", "k", "extra"}, "unknown command"},
+		{"holders no key", []string{"holders", "--store", "file:///tmp/x"}, "--key is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := execute(tt.args, &stdout, &stderr)
+			if code != exitUsage {
+				t.Errorf("tenure %q exited %d, want %d", tt.args, code, exitUsage)
+			}
+			msg := stderr.String()
+			if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, tt.want) {
+				t.Errorf("tenure %q: stderr %q, want one line containing %q", tt.args, msg, tt.want)
+			}
+			if strings.Contains(msg, "secret") {
+				t.Errorf("tenure %q: stderr %q shows the password", tt.args, msg)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("tenure %q: stdout %q, want nothing", tt.args, stdout.String())
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"holders", "--help"}} {
+		var stdout, stderr bytes.Buffer
+		if code := execute(args, &stdout, &stderr); code != 0 {
+			t.Errorf("tenure %q exited %d, want 0", args, code)
+		}
+		if args[0] != "--help" && !strings.Contains(stdout.String(), "Examples:") {
+			t.Errorf("tenure %q: no examples in\n%s", args, stdout.String())
+		}
+	}
+}
