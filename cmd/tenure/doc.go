@@ -4,6 +4,7 @@
 //
 //	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] -- COMMAND [ARG...]
 //	tenure holders --store URL --key KEY [--json]
+//	tenure watch --store URL --key KEY [--json] [--interval D]
 //
 // Stores are named by URL, as package storeurl reads them: file:///DIR
 // (processes of one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX or
@@ -82,4 +83,16 @@
 // array of objects with holder, nonce, slot, token and remaining_seconds.
 // Exit status 0 (also with no holder), 2 for bad usage, 69 if the store
 // cannot be read.
+//
+// # tenure watch
+//
+// Watch prints the holders of KEY, then one line each time a holder
+// appears ("held") or goes ("gone": released or expired), until SIGINT or
+// SIGTERM (exit status 0). The store's watch tells it of changes; it also
+// reads the holders every --interval (default 1s), which is what notices
+// an expiry on a store whose watch does not report one, and what carries
+// it over a broken watch until a new one is set up. It shows what each
+// read of the store shows: a holding that came and went between two reads
+// is not shown. --json prints one object per line (time, event, holder,
+// nonce, slot, token).
 package main

@@ -96,7 +96,7 @@ etcd://HOST:PORT[,HOST:PORT]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH].`),
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRunCmd(o), newHoldersCmd(o))
+	root.AddCommand(newRunCmd(o), newHoldersCmd(o), newWatchCmd(o))
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

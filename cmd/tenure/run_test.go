@@ -445,3 +445,51 @@ func TestHolders(t *testing.T) {
 		t.Errorf("holders --json of the group: %+v, want beta and gamma in slots 0 and 1", got)
 	}
 }
+
+// TestWatch follows a claim held by one tenure, then by another: watch
+// prints each holder as it comes and as it goes, in order.
+func TestWatch(t *testing.T) {
+	url := stores[0].url(t)
+	j := filepath.Join(t.TempDir(), "journal")
+	w := startTenure(t, "watch", j, nil, "watch", "--store", url, "--key", "job", "--json", "--log-level", "debug")
+	waitUntil(t, 20*time.Second, "watch started", func() bool { return w.logged(`msg=watching`) })
+	env := []string{envHold + "=300ms"}
+	for _, id := range []string{"a", "b"} {
+		p := startTenure(t, id, j, env, runArgs(url, "job", id, "--once")...)
+		if code := p.wait(20 * time.Second); code != 0 {
+			t.Fatalf("%s exited %d, want 0", id, code)
+		}
+	}
+	var events []changeJSON
+	waitUntil(t, 10*time.Second, "watch printed 4 changes", func() bool {
+		b, _ := os.ReadFile(w.log)
+		events = nil
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "{") {
+				var e changeJSON
+				if err := json.Unmarshal([]byte(l), &e); err != nil {
+					t.Fatalf("watch line %q: %v", l, err)
+				}
+				events = append(events, e)
+			}
+		}
+		return len(events) >= 4
+	})
+	tokens := starts(readJournal(t, j))
+	want := []struct {
+		event, holder string
+		token         int64
+	}{{"held", "a", tokens[0].token}, {"gone", "a", tokens[0].token}, {"held", "b", tokens[1].token}, {"gone", "b", tokens[1].token}}
+	if len(events) != len(want) {
+		t.Fatalf("watch printed %+v, want %+v", events, want)
+	}
+	for i, e := range events {
+		if e.Event != want[i].event || e.Holder != want[i].holder || e.Token != want[i].token {
+			t.Errorf("watch change %d: %+v, want %+v", i, e, want[i])
+		}
+	}
+	w.signal(syscall.SIGTERM)
+	if code := w.wait(10 * time.Second); code != 0 {
+		t.Errorf("watch exited %d after SIGTERM, want 0", code)
+	}
+}

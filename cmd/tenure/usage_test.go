@@ -32,6 +32,8 @@ func TestUsage(t *testing.T) {
 		{"log level", append(append([]string{}, run...), "--log-level", "loud", "--", "true"), "--log-level"},
 		{"holders args", []string{"holders", "--store", "file:///tmp/x", "--key", "k", "extra"}, "unknown command"},
 		{"holders no key", []string{"holders", "--store", "file:///tmp/x"}, "--key is required"},
+		{"watch interval", []string{"watch", "--store", "file:///tmp/x", "--key", "k", "--interval", "0s"}, "--interval 0s"},
+		{"watch no store", []string{"watch", "--key", "k"}, "--store is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +57,7 @@ func TestUsage(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"holders", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"holders", "--help"}, {"watch", "--help"}} {
 		var stdout, stderr bytes.Buffer
 		if code := execute(args, &stdout, &stderr); code != 0 {
 			t.Errorf("tenure %q exited %d, want 0", args, code)

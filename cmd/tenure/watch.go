@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/spf13/cobra"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/storeurl"
+)
+
+func newWatchCmd(o *options) *cobra.Command {
+	var store, key string
+	var asJSON bool
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "watch --store URL --key KEY [--json] [--interval D]",
+		Short: "Follow a claim and print every change of holder",
+		Long: strings.TrimSpace(`
+Watch prints the holders of KEY (a claim, or every slot of a slot group),
+then one line each time a holder appears ("held") or goes ("gone": released
+or expired), with the time it saw the change, until SIGINT or SIGTERM.
+It is told of changes by the store's watch, and reads the holders again
+every --interval as well, which is what notices an expiry on a store whose
+watch does not report expiries, or a watch that broke. It sees what the
+store shows when it reads: a holder that came and went between two reads
+is not shown. --json prints one JSON object per line.
+
+Exit status: 0 after SIGINT or SIGTERM; 2 for bad usage; 69 if the store
+cannot be opened.`),
+		Example: strings.TrimSpace(`
+  tenure watch --store file:///var/lib/tenure --key indexer
+  tenure watch --store etcd://10.0.0.1:2379/tenure --key workers --json | jq -c 'select(.event == "held")'`),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			loc, err := parseStore(store)
+			if err != nil {
+				return err
+			}
+			if err := backends.ValidateKey(key); err != nil {
+				if key == "" {
+					return usagef("--key is required")
+				}
+				return usagef("--key %q: %v", key, err)
+			}
+			if interval <= 0 {
+				return usagef("--interval %v: want a positive duration", interval)
+			}
+			log, err := o.logger()
+			if err != nil {
+				return err
+			}
+			w := &watcher{o: o, log: log, key: key, json: asJSON, interval: interval, clock: clock.New()}
+			return exitCode(w.run(loc))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&store, "store", "", "store URL: file:///DIR, etcd://HOST:PORT[,HOST:PORT]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH] (required)")
+	f.StringVar(&key, "key", "", "claim key, or slot group key (required)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	f.DurationVar(&interval, "interval", time.Second, "read the holders at least this often")
+	return cmd
+}
+
+// watcher follows one key.
+type watcher struct {
+	o        *options
+	log      *slog.Logger
+	key      string
+	json     bool
+	interval time.Duration
+	clock    clock.Clock
+}
+
+// seat is what tells one holding apart from another: a new token in a
+// slot is a new holding even for the same holder.
+type seat struct {
+	slot   int
+	holder backends.Holder
+	token  int64
+}
+
+// changeJSON is one line of watch --json.
+type changeJSON struct {
+	Time   time.Time `json:"time"`
+	Event  string    `json:"event"`
+	Holder string    `json:"holder"`
+	Nonce  string    `json:"nonce"`
+	Slot   int       `json:"slot"`
+	Token  int64     `json:"token"`
+}
+
+func (w *watcher) run(loc *storeurl.Location) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopSignals := make(chan struct{})
+	sigDone := make(chan struct{})
+	go func() {
+		defer close(sigDone)
+		select {
+		case <-sigs:
+			cancel()
+		case <-stopSignals:
+		}
+	}()
+	defer func() { close(stopSignals); <-sigDone }()
+
+	store, err := loc.Open(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		w.log.Error("open store", "store", loc.String(), "err", err)
+		return exitStore
+	}
+	defer store.Close()
+	l, err := backends.NewLocker(store)
+	if err != nil {
+		w.log.Error("store", "store", loc.String(), "err", err)
+		return exitStore
+	}
+
+	seen := map[seat]bool{}
+	var changes <-chan struct{} // nil while no watch runs
+	tick := w.clock.Ticker(w.interval)
+	defer tick.Stop()
+	for first := true; ; first = false {
+		if changes == nil {
+			if ch, err := l.WatchClaim(ctx, w.key); err == nil {
+				changes = ch
+			} else if ctx.Err() == nil {
+				w.log.Debug("watch", "key", w.key, "err", err)
+			}
+		}
+		// The watch is set up before the read, so no change after the
+		// read goes unsignalled.
+		if err := w.read(ctx, l, seen); err != nil && ctx.Err() == nil {
+			w.log.Warn("holders", "key", w.key, "err", err)
+		}
+		if first {
+			w.log.Debug("watching", "key", w.key, "watch", changes != nil)
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil
+			}
+		case <-tick.C:
+		}
+	}
+}
+
+// read lists the holders and prints what changed since seen, which it
+// updates.
+func (w *watcher) read(ctx context.Context, l backends.Locker, seen map[seat]bool) error {
+	claims, err := l.Holders(ctx, w.key)
+	if err != nil {
+		return err
+	}
+	now := w.clock.Now()
+	current := map[seat]bool{}
+	for _, c := range claims {
+		s := seat{slot: c.Slot, holder: c.Holder, token: c.Token}
+		current[s] = true
+		if !seen[s] {
+			w.print(now, "held", s)
+		}
+	}
+	for s := range seen {
+		if !current[s] {
+			w.print(now, "gone", s)
+			delete(seen, s)
+		}
+	}
+	for s := range current {
+		seen[s] = true
+	}
+	return nil
+}
+
+func (w *watcher) print(now time.Time, event string, s seat) {
+	if w.json {
+		b, _ := json.Marshal(changeJSON{Time: now.UTC(), Event: event, Holder: s.holder.ID, Nonce: s.holder.Nonce, Slot: s.slot, Token: s.token})
+		fmt.Fprintf(w.o.stdout, "%s\n", b)
+		return
+	}
+	fmt.Fprintf(w.o.stdout, "%s %s holder=%q slot=%d token=%d\n", now.UTC().Format(time.RFC3339Nano), event, s.holder.ID, s.slot, s.token)
+}
