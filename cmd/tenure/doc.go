@@ -2,7 +2,7 @@
 // a claim. It is the elector and slot packages for programs that were not
 // written against them, in the manner of consul lock and etcdctl elect.
 //
-//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] -- COMMAND [ARG...]
+//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] [--metrics ADDR] -- COMMAND [ARG...]
 //	tenure holders --store URL --key KEY [--json]
 //	tenure watch --store URL --key KEY [--json] [--interval D]
 //
@@ -55,6 +55,12 @@
 // TENURE_TOKEN, and have the resource reject tokens lower than the highest
 // it has seen: that is what keeps a late writer out (see package elector).
 //
+// With --metrics ADDR, tenure serves http://ADDR/metrics: the elector's
+// series of package metrics (tenure_leader, elections, renewals, time to
+// the local deadline, demotions by reason) for KEY, and the Go and process
+// collectors. Each term's elector is traced under the same key, so the
+// counters add up across terms.
+//
 // COMMAND stays in tenure's process group, so a Ctrl-C at a terminal
 // reaches it directly as well as through tenure.
 //
@@ -70,6 +76,7 @@
 //	75          --once: the term ended (lost, expired) before COMMAND exited
 //	126, 127    COMMAND cannot be executed, or is not found
 //	128+N       tenure got signal N while no COMMAND ran
+//	1           --metrics cannot listen on its address
 //
 // A COMMAND may itself exit with 2, 69 or 75; a script that must tell them
 // apart reads tenure's log.

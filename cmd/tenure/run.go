@@ -29,6 +29,7 @@ type runConfig struct {
 	ttl       time.Duration
 	killGrace time.Duration
 	once      bool
+	metrics   string
 	argv      []string
 }
 
@@ -61,13 +62,17 @@ lower than the highest it has seen.
 Exit status: the command's (128+N if it died of signal N); 2 for bad usage;
 69 if the store cannot be opened or keeps failing fatally; 75 with --once
 when the term ended before the command exited; 126/127 if the command cannot
-be started; 128+N if tenure got signal N while no command ran.`),
+be started; 128+N if tenure got signal N while no command ran; 1 if the
+--metrics address cannot be listened on.`),
 		Example: strings.TrimSpace(`
   # Run the indexer on one host of many sharing an etcd cluster:
   tenure run --store etcd://10.0.0.1:2379,10.0.0.2:2379/tenure --key indexer -- ./indexer --serve
 
   # Three workers at most, on the hosts sharing /var/lib/tenure:
   tenure run --store file:///var/lib/tenure --key workers --slots 3 -- ./worker
+
+  # Serve Prometheus metrics (tenure_leader, renewals, demotions...) while it runs:
+  tenure run --store file:///var/lib/tenure --key indexer --metrics 127.0.0.1:9090 -- ./indexer
 
   # A one-off job that runs on one host only, then exits with its status:
   tenure run --store file:///var/lib/tenure --key backup --once --ttl 30s -- sh -c 'backup --token "$TENURE_TOKEN"'`),
@@ -104,6 +109,7 @@ be started; 128+N if tenure got signal N while no command ran.`),
 	f.DurationVar(&rc.ttl, "ttl", elector.DefaultTTL, "lease asked of the store; a lost tenure's claim frees this long after its last renewal")
 	f.DurationVar(&rc.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL to the command, at most ttl/3 (default ttl/5)")
 	f.BoolVar(&rc.once, "once", false, "exit after the first term instead of campaigning again")
+	f.StringVar(&rc.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090)")
 	return cmd
 }
 
@@ -165,6 +171,16 @@ func runTenure(rc runConfig, log *slog.Logger) int {
 	}()
 	defer func() { close(stopSignals); <-sigDone }()
 
+	if rc.metrics != "" {
+		ms, err := serveMetrics(rc.metrics, log)
+		if err != nil {
+			log.Error("metrics", "addr", rc.metrics, "err", err)
+			return exitInternal
+		}
+		defer ms.close()
+		r.metrics = ms
+	}
+
 	store, err := rc.store.Open(ctx)
 	if err != nil {
 		if code, ok := r.signalled(); ok {
@@ -204,10 +220,11 @@ func runTenure(rc runConfig, log *slog.Logger) int {
 
 // runner runs terms one after the other.
 type runner struct {
-	rc     runConfig
-	log    *slog.Logger
-	clock  clock.Clock
-	signal atomic.Int32 // the signal that ends tenure, 0 until one came
+	rc      runConfig
+	log     *slog.Logger
+	clock   clock.Clock
+	signal  atomic.Int32   // the signal that ends tenure, 0 until one came
+	metrics *metricsServer // nil without --metrics
 }
 
 // signalled reports whether tenure got a signal, and the status it exits
@@ -258,6 +275,7 @@ func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 		DrainTimeout: r.rc.killGrace + r.cancelLead() + time.Second,
 		Clock:        r.clock,
 		Logger:       r.log,
+		Trace:        r.metrics.trace(r.rc.key),
 		OnElected: func(lctx context.Context, t elector.Term) {
 			if !led.CompareAndSwap(false, true) {
 				return // a later term of this Elector: it is being stopped

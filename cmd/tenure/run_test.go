@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -353,6 +356,7 @@ func TestRunExitStatus(t *testing.T) {
 		{"child success", runArgs(url, "k2", "a", "--once"), []string{envHold + "=1ms"}, 0},
 		{"not found", []string{"run", "--store", url, "--key", "k3", "--once", "--", "/nonexistent/command"}, nil, exitNotFound},
 		{"store cannot open", []string{"run", "--store", "file:///proc/tenure-no/such", "--key", "k4", "--once", "--", "CHILD"}, nil, exitStore},
+		{"metrics cannot listen", runArgs(url, "k5", "a", "--once", "--metrics", "127.0.0.1:99999"), nil, exitInternal},
 		{"holders store cannot open", []string{"holders", "--store", "file:///proc/tenure-no/such", "--key", "k4"}, nil, exitStore},
 	}
 	for _, tt := range tests {
@@ -492,4 +496,36 @@ func TestWatch(t *testing.T) {
 	if code := w.wait(10 * time.Second); code != 0 {
 		t.Errorf("watch exited %d after SIGTERM, want 0", code)
 	}
+}
+
+// TestRunMetrics scrapes tenure run --metrics while its child runs: the
+// elector's series for the key say it leads.
+func TestRunMetrics(t *testing.T) {
+	url := stores[0].url(t)
+	j := filepath.Join(t.TempDir(), "journal")
+	a := startTenure(t, "a", j, nil, runArgs(url, "job", "a", "--metrics", "127.0.0.1:0")...)
+	waitUntil(t, 20*time.Second, "a's child started", func() bool { return count(readJournal(t, j), "start") == 1 })
+	b, _ := os.ReadFile(a.log)
+	m := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no metrics address in a's log:\n%s", b)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + string(m[1]) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`tenure_leader{key="job"} 1`, `tenure_elections_won_total{key="job"} 1`, "go_goroutines"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+	a.signal(syscall.SIGTERM)
+	a.wait(10 * time.Second)
+	client.CloseIdleConnections()
 }
