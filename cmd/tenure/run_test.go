@@ -529,3 +529,36 @@ func TestRunMetrics(t *testing.T) {
 	a.wait(10 * time.Second)
 	client.CloseIdleConnections()
 }
+
+// TestRunStoreDown stops the etcd server under a holding tenure --once:
+// renewals fail, so the child gets SIGTERM kill-grace before the local
+// deadline and has ended before the server could have let the claim go
+// (a TTL after the last renewal, which came before the stop); tenure exits
+// 75.
+func TestRunStoreDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded etcd skipped in -short mode")
+	}
+	s := etcdtest.Start(t)
+	url := "etcd://" + strings.TrimPrefix(s.Endpoints()[0], "http://") + "/tenuretest"
+	j := filepath.Join(t.TempDir(), "journal")
+	a := startTenure(t, "a", j, nil, runArgs(url, "job", "a", "--once")...)
+	waitUntil(t, 20*time.Second, "a's child started", func() bool { return count(readJournal(t, j), "start") == 1 })
+	stopped := monoNow()
+	s.Stop()
+	if code := a.wait(testTTL + 10*time.Second); code != exitLost {
+		t.Errorf("a exited %d after its store went away, want %d", code, exitLost)
+	}
+	recs := readJournal(t, j)
+	if len(recs) != 2 || recs[1].kind != "end" {
+		t.Fatalf("journal %+v: want a's child to end on SIGTERM", recs)
+	}
+	ended := time.Duration(recs[1].mono - stopped)
+	t.Logf("child ended %v after the store stopped (ttl %v)", ended, testTTL)
+	if ended >= testTTL {
+		t.Errorf("child ended %v after the store stopped, want before the ttl %v", ended, testTTL)
+	}
+	if !a.logged(`why="renewals failing"`) {
+		t.Errorf("a did not terminate its child ahead of the deadline")
+	}
+}
