@@ -44,7 +44,10 @@
 //     store, ends tenure at once; it releases nothing, since it holds
 //     nothing.
 //   - After COMMAND exits, or its term is lost, tenure releases the claim
-//     and campaigns again with a fresh elector; with --once it exits.
+//     and, a sixth of --ttl later, campaigns again with a fresh elector;
+//     with --once it exits. The pause bounds the store traffic of a
+//     COMMAND that exits at once, and lets tenures that were waiting take
+//     the claim first.
 //
 // What no wrapper can promise: a COMMAND goes on running while tenure
 // itself is paused (SIGSTOP, a stopped VM, a host suspended) past the

@@ -52,7 +52,7 @@ exited. If tenure itself dies, even by SIGKILL, the kernel kills the command
 (a parent-death signal).
 
 After the command exits, or its term is lost, tenure releases the claim and
-campaigns again; with --once it exits instead.
+campaigns again, --ttl/6 later; with --once it exits instead.
 
 No wrapper can stop a command that goes on writing after its deadline when
 tenure itself is paused (a stopped VM, SIGSTOP) past it: make every write to
@@ -215,7 +215,25 @@ func runTenure(rc runConfig, log *slog.Logger) int {
 		case rc.once:
 			return o.code
 		}
+		// A pause before campaigning again bounds the store traffic of a
+		// command that exits at once (one acquisition and one release
+		// per pause), and lets the tenures that watched the release take
+		// the claim first.
+		t := r.clock.Timer(r.repause())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			code, _ := r.signalled()
+			return code
+		}
 	}
+}
+
+// repause is the pause between the end of a term and the next campaign:
+// the elector's default RetryPeriod, a sixth of the TTL.
+func (r *runner) repause() time.Duration {
+	return r.rc.ttl / 6
 }
 
 // runner runs terms one after the other.

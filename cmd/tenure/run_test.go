@@ -562,3 +562,22 @@ func TestRunStoreDown(t *testing.T) {
 		t.Errorf("a did not terminate its child ahead of the deadline")
 	}
 }
+
+// TestRunRepause runs a command that exits at once under one tenure: it
+// campaigns again only ttl/6 after each term, not in a tight loop.
+func TestRunRepause(t *testing.T) {
+	url := stores[0].url(t)
+	j := filepath.Join(t.TempDir(), "journal")
+	a := startTenure(t, "a", j, []string{envHold + "=1ms"}, runArgs(url, "job", "a")...)
+	waitUntil(t, 20*time.Second, "4 children ran", func() bool { return count(readJournal(t, j), "end") >= 4 })
+	a.signal(syscall.SIGTERM)
+	a.wait(10 * time.Second)
+	recs := readJournal(t, j)
+	checkJournal(t, recs)
+	st := starts(recs)
+	for i := 1; i < len(st); i++ {
+		if gap := time.Duration(st[i].mono - st[i-1].mono); gap < testTTL/6 {
+			t.Errorf("children %d and %d started %v apart, want at least ttl/6 = %v", i-1, i, gap, testTTL/6)
+		}
+	}
+}
