@@ -5,12 +5,16 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 )
 
 // child is the command run under a term.
 type child struct {
 	proc *os.Process
+
+	mu     sync.Mutex
+	reaped bool // guarded by mu: the child was waited for, its group killed
 	// done receives the child's exit status once it has been reaped.
 	done chan int
 }
@@ -32,7 +36,10 @@ func startChild(argv, env []string) (*child, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = env
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// A process group of its own, so that the end of a term reaches
+		// every process the command started (a shell's children), not
+		// only the command.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
@@ -40,6 +47,14 @@ func startChild(argv, env []string) (*child, error) {
 		c.proc = cmd.Process
 		started <- nil
 		_ = cmd.Wait() // the status is read from ProcessState
+		// What the command started and left behind in its group is killed
+		// with it: the claim is released after this, and no work of the
+		// term may run on. The group's id stays in use while any member
+		// lives, so it names no other process here.
+		c.mu.Lock()
+		_ = syscall.Kill(-c.proc.Pid, syscall.SIGKILL)
+		c.reaped = true
+		c.mu.Unlock()
 		c.done <- status(cmd.ProcessState)
 	}()
 	if err := <-started; err != nil {
@@ -48,10 +63,16 @@ func startChild(argv, env []string) (*child, error) {
 	return c, nil
 }
 
-// signal sends sig to the child; a child already reaped is not signalled
-// (os.Process refuses once Wait has returned, so no reused pid is hit).
-func (c *child) signal(sig os.Signal) {
-	_ = c.proc.Signal(sig)
+// signal sends sig to the child's process group: the child and every
+// process it started that stayed in the group.
+// Once the child is reaped and its group killed, nothing is signalled:
+// the id may name another process by then.
+func (c *child) signal(sig syscall.Signal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.reaped {
+		_ = syscall.Kill(-c.proc.Pid, sig)
+	}
 }
 
 // status is a shell's exit status for a reaped process: its exit code, or

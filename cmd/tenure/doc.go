@@ -53,8 +53,11 @@
 // itself is paused (SIGSTOP, a stopped VM, a host suspended) past the
 // local deadline, and meanwhile another tenure may have taken the claim and
 // started its own COMMAND; tenure kills its COMMAND when it runs again, too
-// late. The parent-death signal is Linux's: elsewhere a COMMAND outlives a
-// killed tenure. Make every write COMMAND sends to a shared resource carry
+// late. The parent-death signal is Linux's, and reaches COMMAND only, not
+// the processes it started: when tenure is killed those outlive it unless
+// COMMAND is the program itself (in a shell wrapper, exec the program).
+// Processes that leave COMMAND's process group (setsid, daemons) are not
+// reached at all. Make every write COMMAND sends to a shared resource carry
 // TENURE_TOKEN, and have the resource reject tokens lower than the highest
 // it has seen: that is what keeps a late writer out (see package elector).
 //
@@ -64,8 +67,12 @@
 // collectors. Each term's elector is traced under the same key, so the
 // counters add up across terms.
 //
-// COMMAND stays in tenure's process group, so a Ctrl-C at a terminal
-// reaches it directly as well as through tenure.
+// COMMAND runs in a process group of its own, and tenure signals the
+// group: the end of a term reaches every process COMMAND started (a
+// shell's children), and when COMMAND has exited whatever it left in its
+// group is killed before the claim is released. So COMMAND is not in a
+// terminal's foreground: a Ctrl-C reaches it through tenure (as SIGTERM),
+// and a COMMAND that reads the terminal is stopped.
 //
 // Exit status:
 //

@@ -47,9 +47,11 @@ fencing token of the term), TENURE_SLOT and TENURE_KEY in its environment.
 When the term ends (the claim is lost, or tenure gets SIGTERM or SIGINT) the
 command gets SIGTERM, then SIGKILL --kill-grace later. When renewals keep
 failing, SIGTERM comes --kill-grace before the local deadline and SIGKILL at
-the deadline at the latest. The claim is released only after the command has
-exited. If tenure itself dies, even by SIGKILL, the kernel kills the command
-(a parent-death signal).
+the deadline at the latest; the signals go to the command's process group,
+which is killed once the command has exited. The claim is released only
+after that. If tenure itself dies, even by SIGKILL, the kernel kills the
+command (a parent-death signal; in a shell wrapper, exec the program, so
+that it is the command).
 
 After the command exits, or its term is lost, tenure releases the claim and
 campaigns again, --ttl/6 later; with --once it exits instead.

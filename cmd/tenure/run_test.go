@@ -581,3 +581,18 @@ func TestRunRepause(t *testing.T) {
 		}
 	}
 }
+
+// TestRunKillsGroup runs the child under a shell that does not wait for
+// it to finish: the end of the term reaches the shell's child too, and no
+// process of the term outlives tenure.
+func TestRunKillsGroup(t *testing.T) {
+	url := stores[0].url(t)
+	j := filepath.Join(t.TempDir(), "journal")
+	a := startTenure(t, "a", j, nil, "run", "--store", url, "--key", "job", "--ttl", testTTL.String(), "--once",
+		"--", "sh", "-c", `"$0" & wait`, "CHILD")
+	waitUntil(t, 20*time.Second, "a's grandchild started", func() bool { return count(readJournal(t, j), "start") == 1 })
+	a.signal(syscall.SIGTERM)
+	a.wait(10 * time.Second)
+	pid := starts(readJournal(t, j))[0].pid
+	waitUntil(t, 2*time.Second, "a's grandchild died with its term", func() bool { return !alive(pid) })
+}
