@@ -59,7 +59,9 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	if cmd != nil {
 		name = cmd.CommandPath()
 	}
-	fmt.Fprintf(stderr, "%s: %v (see %s --help)\n", name, err, name)
+	// One line, even for joined errors.
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	fmt.Fprintf(stderr, "%s: %s (see %s --help)\n", name, msg, name)
 	return exitUsage
 }
 

@@ -145,6 +145,12 @@ func (rc *runConfig) validate() error {
 	if _, err := backends.NewHolder(rc.id); err != nil {
 		return usagef("--id %q: %v", rc.id, err)
 	}
+	// The elector checks the timings against each other (a TTL too short
+	// for its renewals, for one).
+	r := &runner{rc: *rc}
+	if err := r.electorConfig(nil).Validate(); err != nil {
+		return usagef("--ttl %v: %v", rc.ttl, err)
+	}
 	return nil
 }
 
@@ -281,29 +287,7 @@ func (r *runner) cancelLead() time.Duration {
 // command has been reaped, then stops it (releasing the claim).
 func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 	done := make(chan outcome, 1)
-	var led atomic.Bool
-	cfg := elector.Config{
-		Key:        r.rc.key,
-		Identity:   r.rc.id,
-		TTL:        r.rc.ttl,
-		CancelLead: r.cancelLead(),
-		// The command is SIGKILLed at the local deadline at the latest,
-		// CancelLead after the leader's context is done, and at the
-		// latest kill-grace after SIGTERM: OnElected returns within that,
-		// plus the time to reap. A drain that long never leaves a claim to
-		// expire when the command has exited.
-		DrainTimeout: r.rc.killGrace + r.cancelLead() + time.Second,
-		Clock:        r.clock,
-		Logger:       r.log,
-		Trace:        r.metrics.trace(r.rc.key),
-		OnElected: func(lctx context.Context, t elector.Term) {
-			if !led.CompareAndSwap(false, true) {
-				return // a later term of this Elector: it is being stopped
-			}
-			done <- r.lead(lctx, t)
-		},
-	}
-	e, err := elector.New(locker, cfg)
+	e, err := elector.New(locker, r.electorConfig(done))
 	if err != nil {
 		r.log.Error("elector", "err", err)
 		return outcome{kind: outcomeFatal}
@@ -417,5 +401,32 @@ func (r *runner) lead(lctx context.Context, t elector.Term) outcome {
 			c.signal(syscall.SIGKILL)
 			killC = nil
 		}
+	}
+}
+
+// electorConfig is the Config of each term's Elector; done receives the
+// outcome of its first term (nil: for validation only).
+func (r *runner) electorConfig(done chan<- outcome) elector.Config {
+	var led atomic.Bool
+	return elector.Config{
+		Key:        r.rc.key,
+		Identity:   r.rc.id,
+		TTL:        r.rc.ttl,
+		CancelLead: r.cancelLead(),
+		// The command is SIGKILLed at the local deadline at the latest,
+		// CancelLead after the leader's context is done, and at the
+		// latest kill-grace after SIGTERM: OnElected returns within that,
+		// plus the time to reap. A drain that long never leaves a claim to
+		// expire when the command has exited.
+		DrainTimeout: r.rc.killGrace + r.cancelLead() + time.Second,
+		Clock:        r.clock,
+		Logger:       r.log,
+		Trace:        r.metrics.trace(r.rc.key),
+		OnElected: func(lctx context.Context, t elector.Term) {
+			if !led.CompareAndSwap(false, true) {
+				return // a later term of this Elector: it is being stopped
+			}
+			done <- r.lead(lctx, t)
+		},
 	}
 }

@@ -28,6 +28,7 @@ func TestUsage(t *testing.T) {
 		{"bad ttl", append(append([]string{}, run...), "--ttl", "soon", "--", "true"), "--ttl"},
 		{"zero ttl", append(append([]string{}, run...), "--ttl", "0s", "--", "true"), "--ttl 0s"},
 		{"long grace", append(append([]string{}, run...), "--ttl", "3s", "--kill-grace", "2s", "--", "true"), "--kill-grace 2s"},
+		{"ttl too short for renewals", append(append([]string{}, run...), "--ttl", "10ms", "--", "true"), "renew period"},
 		{"no slots", append(append([]string{}, run...), "--slots", "0", "--", "true"), "--slots 0"},
 		{"log level", append(append([]string{}, run...), "--log-level", "loud", "--", "true"), "--log-level"},
 		{"holders args", []string{"holders", "--store", "file:///tmp/x", "--key", "k", "extra"}, "unknown command"},
