@@ -24,8 +24,9 @@ import (
 // a journal file it is the child (see childMain).
 const (
 	envChild = "TENURE_TEST_CHILD_JOURNAL"
-	envHold  = "TENURE_TEST_CHILD_HOLD" // how long the child runs; empty: until SIGTERM
-	envExit  = "TENURE_TEST_CHILD_EXIT" // the child's exit status
+	envHold  = "TENURE_TEST_CHILD_HOLD"  // how long the child runs; empty: until SIGTERM
+	envExit  = "TENURE_TEST_CHILD_EXIT"  // the child's exit status
+	envSlots = "TENURE_TEST_CHILD_SLOTS" // how many children may run at once; empty: 1
 )
 
 // tenureBin is the tenure binary the tests run, built by TestMain.
@@ -67,11 +68,11 @@ func monoNow() int64 {
 }
 
 // childMain is the command under test. It appends to the journal, under
-// an exclusive lock, a line "start TOKEN PID MONO" when it starts and "end
-// TOKEN PID MONO" when it ends (after envHold, or at SIGTERM). The journal
-// is fenced: a start whose token is not above every token seen before
-// writes "reject" instead and exits 3; a start that finds the process of
-// an earlier start still alive writes "overlap PID".
+// an exclusive lock, a line "start TOKEN PID MONO SLOT" when it starts and
+// "end TOKEN PID MONO SLOT" when it ends (after envHold, or at SIGTERM).
+// The journal is fenced: a start whose token is not above every token seen
+// before in its slot writes "reject" instead and exits 3; a start that
+// finds envSlots processes of earlier starts still alive writes "overlap".
 func childMain(path string) int {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
@@ -80,29 +81,36 @@ func childMain(path string) int {
 		fmt.Fprintln(os.Stderr, "child: TENURE_TOKEN:", err)
 		return 4
 	}
+	slot, _ := strconv.Atoi(os.Getenv("TENURE_SLOT"))
+	slots, _ := strconv.Atoi(os.Getenv(envSlots))
+	slots = max(slots, 1)
 	pid := os.Getpid()
 	ok := true
 	journal(path, func(lines []string) []string {
 		var out []string
+		live := 0
 		for _, l := range lines {
 			var kind string
 			var tok int64
-			var p int
+			var p, s int
 			var mono int64
-			if _, err := fmt.Sscanf(l, "%s %d %d %d", &kind, &tok, &p, &mono); err != nil || kind != "start" {
+			if _, err := fmt.Sscanf(l, "%s %d %d %d %d", &kind, &tok, &p, &mono, &s); err != nil || kind != "start" {
 				continue
 			}
-			if tok >= token {
+			if s == slot && tok >= token {
 				ok = false
 			}
 			if alive(p) {
-				out = append(out, fmt.Sprintf("overlap %d %d %d", tok, p, monoNow()))
+				live++
 			}
 		}
-		if !ok {
-			return append(out, fmt.Sprintf("reject %d %d %d", token, pid, monoNow()))
+		if live >= slots {
+			out = append(out, fmt.Sprintf("overlap %d %d %d %d", token, pid, monoNow(), slot))
 		}
-		return append(out, fmt.Sprintf("start %d %d %d", token, pid, monoNow()))
+		if !ok {
+			return append(out, fmt.Sprintf("reject %d %d %d %d", token, pid, monoNow(), slot))
+		}
+		return append(out, fmt.Sprintf("start %d %d %d %d", token, pid, monoNow(), slot))
 	})
 	if !ok {
 		return 3
@@ -117,7 +125,7 @@ func childMain(path string) int {
 		<-term
 	}
 	journal(path, func([]string) []string {
-		return []string{fmt.Sprintf("end %d %d %d", token, pid, monoNow())}
+		return []string{fmt.Sprintf("end %d %d %d %d", token, pid, monoNow(), slot)}
 	})
 	code, _ := strconv.Atoi(os.Getenv(envExit))
 	return code

@@ -137,6 +137,7 @@ type record struct {
 	token int64
 	pid   int
 	mono  int64
+	slot  int
 }
 
 func readJournal(t *testing.T, path string) []record {
@@ -153,7 +154,7 @@ func readJournal(t *testing.T, path string) []record {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var r record
-		if _, err := fmt.Sscanf(sc.Text(), "%s %d %d %d", &r.kind, &r.token, &r.pid, &r.mono); err != nil {
+		if _, err := fmt.Sscanf(sc.Text(), "%s %d %d %d %d", &r.kind, &r.token, &r.pid, &r.mono, &r.slot); err != nil {
 			t.Fatalf("journal line %q: %v", sc.Text(), err)
 		}
 		recs = append(recs, r)
@@ -595,4 +596,47 @@ func TestRunKillsGroup(t *testing.T) {
 	a.wait(10 * time.Second)
 	pid := starts(readJournal(t, j))[0].pid
 	waitUntil(t, 2*time.Second, "a's grandchild died with its term", func() bool { return !alive(pid) })
+}
+
+// TestRunSlotsNoOverlap runs three tenures over a slot group of two whose
+// children each run 150ms: never more than two children run at once (each
+// child counts the live ones when it starts), and each slot's tokens
+// strictly increase.
+func TestRunSlotsNoOverlap(t *testing.T) {
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			url := s.url(t)
+			j := filepath.Join(t.TempDir(), "journal")
+			env := []string{envHold + "=150ms", envSlots + "=2"}
+			var ps []*proc
+			for _, id := range []string{"a", "b", "c"} {
+				ps = append(ps, startTenure(t, id, j, env, runArgs(url, "workers", id, "--slots", "2")...))
+			}
+			waitUntil(t, 60*time.Second, "12 children ran", func() bool { return count(readJournal(t, j), "end") >= 12 })
+			for _, p := range ps {
+				p.signal(syscall.SIGTERM)
+			}
+			for _, p := range ps {
+				p.wait(10 * time.Second)
+			}
+			recs := readJournal(t, j)
+			last := map[int]int64{}
+			both := false
+			for i, r := range recs {
+				switch r.kind {
+				case "overlap", "reject":
+					t.Fatalf("journal line %d: %+v", i, r)
+				case "start":
+					if r.token <= last[r.slot] {
+						t.Fatalf("journal line %d: slot %d token %d after %d", i, r.slot, r.token, last[r.slot])
+					}
+					last[r.slot] = r.token
+					both = both || r.slot == 1
+				}
+			}
+			if !both {
+				t.Errorf("journal %+v: slot 1 never used", recs)
+			}
+		})
+	}
 }
