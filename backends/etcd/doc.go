@@ -82,7 +82,8 @@
 // kept its lease alive less than half a TTL ago (a refused write then costs
 // the transaction alone, a successful one a keep-alive after it); otherwise
 // a create reads the key first as above, and a write keeps the lease alive
-// (or grants one) before the transaction. A keep-alive after a write finds
+// (or grants one, when it has none or the one it has may be close to its
+// expiry; see below) before the transaction. A keep-alive after a write finds
 // the lease alive, since etcd keeps it at least a TTL from the last one; if
 // it was gone all the same, its revocation deleted the entry, and the write
 // fails as unavailable.
@@ -121,7 +122,38 @@
 //   - the shared lease is kept alive only by batches serving KeepAlive
 //     calls and by writes, never by a timer of its own, and Close stops
 //     everything: it deletes nothing and revokes nothing, and the lease
-//     expires one TTL after the last keep-alive.
+//     expires one TTL after the last keep-alive;
+//   - a shared lease that may be close to its expiry at the server is
+//     never kept alive and never written on. etcd's lessor decides a
+//     keep-alive in two steps (is the lease expired? then refresh it),
+//     apart from its revoke loop, which every 500 ms collects the leases
+//     past their expiry and proposes their revocation through raft: a
+//     keep-alive that reaches the lessor as the lease expires can be
+//     answered with success while the revocation already decided goes on
+//     and deletes every key on the lease, an entry written after the
+//     keep-alive included (one that arrives later waits for the
+//     revocation instead: up to a revoke tick and a raft round). A store's
+//     lease idles whenever the store holds nothing of its TTL, so a
+//     follower that wins a claim about a TTL after its last term would
+//     meet exactly that. The store judges it on its own clock: etcd keeps
+//     a lease at least a TTL after the send of its last successful grant
+//     or keep-alive, and from TTL − guard after that send, where guard is
+//     max(TTL/4, 1 s) but at most TTL/2 (it covers a revoke tick, the
+//     server's leadership check and apply backlog, and a keep-alive
+//     queued behind one that waits for a revocation), the store abandons
+//     the lease: it never sends it another keep-alive, writes its next
+//     entry of that TTL on a newly granted lease, and leaves the old one
+//     to expire. It does not revoke it: an entry on it may belong to a
+//     holder whose deadline has not passed, while its expiry cannot come
+//     before every such deadline, each being at most that send plus the
+//     TTL. A KeepAlive of an entry on an abandoned lease is lost, and so
+//     is a write whose keep-alive after the transaction (above) would come
+//     too late. The cost: a store that neither wrote nor renewed anything
+//     of a TTL for TTL − guard (1 s of a 2 s lease: a follower between its
+//     terms) pays a grant, a raft write, instead of a keep-alive for its
+//     next write of it; a holder whose renewals leave its lease unrenewed
+//     that long loses its claim up to guard before its deadline; and
+//     abandoned leases stay in etcd until they expire.
 //
 // A crashed process's claims on a shared lease disappear when the lease
 // expires, one TTL after its last batch, exactly like per-entry leases.

@@ -15,6 +15,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -48,11 +49,26 @@ type counter struct {
 	mu       sync.Mutex
 	byMethod map[string]int64 // guarded by mu
 	streams  map[string]int64 // guarded by mu; streams opened, by method
+	kept     map[int64]int64  // guarded by mu; keep-alive messages, by lease
 	total    atomic.Int64
 }
 
 func newCounter() *counter {
-	return &counter{byMethod: make(map[string]int64), streams: make(map[string]int64)}
+	return &counter{byMethod: make(map[string]int64), streams: make(map[string]int64), kept: make(map[int64]int64)}
+}
+
+// of is how many requests were sent for method (its last element).
+func (c *counter) of(method string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byMethod[method]
+}
+
+// keepAlivesOf is how many keep-alive messages were sent for lease id.
+func (c *counter) keepAlivesOf(id clientv3.LeaseID) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kept[int64(id)]
 }
 
 // opened counts a stream opened for method.
@@ -94,6 +110,7 @@ func (c *counter) reset() {
 	c.mu.Lock()
 	c.byMethod = make(map[string]int64)
 	c.streams = make(map[string]int64)
+	c.kept = make(map[int64]int64)
 	c.mu.Unlock()
 	c.total.Store(0)
 }
@@ -123,6 +140,11 @@ type countingStream struct {
 
 func (s *countingStream) SendMsg(m any) error {
 	s.c.add(s.method)
+	if req, ok := m.(*pb.LeaseKeepAliveRequest); ok {
+		s.c.mu.Lock()
+		s.c.kept[req.ID]++
+		s.c.mu.Unlock()
+	}
 	return s.ClientStream.SendMsg(m)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tenure-go/tenure/backends"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -52,7 +53,10 @@ type keepAnswer struct {
 
 // keepAliveOnce keeps lease id alive once and returns the TTL it was
 // renewed for. A lease etcd no longer has is rpctypes.ErrLeaseNotFound.
-func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, error) {
+// Unless until is zero, the keep-alive is sent only before until, on the
+// store's clock; if it cannot be, nothing is sent and the error is
+// errTooLate.
+func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID, until time.Time) (int64, error) {
 	k := &s.keeper
 	w := &keepWait{id: id, done: make(chan keepAnswer, 1)}
 	if err := ctx.Err(); err != nil {
@@ -73,6 +77,11 @@ func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) (int64, 
 		k.mu.Unlock()
 		<-k.sending
 		return 0, errStreamEnded
+	}
+	if !until.IsZero() && !s.clock.Now().Before(until) {
+		k.mu.Unlock()
+		<-k.sending
+		return 0, errTooLate
 	}
 	w.answers = k.answers
 	k.waiting = append(k.waiting, w)
@@ -113,6 +122,10 @@ func (k *keeper) giveUp(st pb.Lease_LeaseKeepAliveClient, w *keepWait) {
 		k.fail(st, errStreamEnded)
 	}
 }
+
+// errTooLate is the error of a keep-alive that was not sent because the
+// lease may be close to its expiry at the server (see leaseGuard).
+var errTooLate = errors.New("etcd: the shared lease may be close to its expiry, and was not kept alive")
 
 // errStreamEnded answers the keep-alives waiting on a stream that a caller
 // gave up, or that failed before their request was sent: transient, the

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -70,6 +71,12 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 		return backends.Entry{}, false, nil
 	}
 	granted := h.granted
+	var until time.Time // when the batch must have kept the entry's lease alive
+	for _, g := range s.groups {
+		if g.id == h.lease {
+			until = s.keepUntilLocked(g).Add(-leaseGuard(g.granted) / 4)
+		}
+	}
 	s.mu.Unlock()
 	if seconds(secs) > granted {
 		return backends.Entry{}, true, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its shared lease was granted: %w",
@@ -85,6 +92,12 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 		wait = max(d.Sub(start)/2, 0)
 	}
 	due := start.Add(wait)
+	if !until.IsZero() && until.Before(due) {
+		// Its lease would come too close to its expiry to be kept alive
+		// (see leaseGuard) before the batch: serve it before, leaving a
+		// quarter of the guard for the batch's read.
+		due = maxTime(until, start)
+	}
 	sh.mu.Lock()
 	if sh.stopped {
 		sh.mu.Unlock()
@@ -270,8 +283,25 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 		}
 	}
 	for id, rs := range byLease {
+		until, ok := s.keepUntil(id)
 		sent := s.clock.Now()
-		ttl, err := s.keepAliveOnce(ctx, id)
+		var ttl int64
+		err := errTooLate
+		if ok && sent.Before(until) {
+			ttl, err = s.keepAliveOnce(ctx, id, until)
+		}
+		if errors.Is(err, errTooLate) {
+			// The lease may be close to its expiry at the server (or was
+			// abandoned for that): keeping it alive could be answered
+			// with success while etcd revokes it. Its entries are lost;
+			// their holders' deadlines pass before the lease expires.
+			s.abandon(id)
+			for _, r := range rs {
+				s.forgetRev(r.k, r.rev)
+				r.done <- keepResult{err: s.lost(r.key, r.rev)}
+			}
+			continue
+		}
 		if isLeaseNotFound(err) {
 			s.leaseGone(id)
 			for _, r := range rs {
@@ -514,16 +544,25 @@ func (s *Store) sharedLease(ctx context.Context, secs int64, later bool) (writeL
 				return writeLease{}, ctx.Err()
 			}
 		}
+		if g.id != clientv3.NoLease && !s.fitLocked(g) {
+			// It may be close to its expiry at the server: never keep it
+			// alive, never write on it (see keepUntilLocked).
+			s.abandonLocked(g)
+		}
 		if id := g.id; id != clientv3.NoLease {
-			granted, ready := g.granted, s.readyLocked(g)
+			granted, ready, until := g.granted, s.readyLocked(g), s.keepUntilLocked(g)
 			s.mu.Unlock()
 			if later && ready {
 				return writeLease{id: id, granted: granted, shared: true}, nil
 			}
 			sent := s.clock.Now()
-			ttl, err := s.keepAliveOnce(ctx, id)
+			ttl, err := s.keepAliveOnce(ctx, id, until)
 			if isLeaseNotFound(err) {
 				s.leaseGone(id)
+				continue
+			}
+			if errors.Is(err, errTooLate) {
+				s.abandon(id)
 				continue
 			}
 			if err != nil {
@@ -567,6 +606,96 @@ func (s *Store) leaseReady(secs int64) bool {
 
 func (s *Store) readyLocked(g *leaseGroup) bool {
 	return s.clock.Now().Before(g.keptAt.Add(g.granted / 2))
+}
+
+// leaseGuard is how long before the earliest moment etcd may expire a
+// shared lease of granted TTL the store stops keeping it alive and writing
+// on it. etcd's lessor checks whether a lease has expired, and refreshes it,
+// in two steps, apart from its revoke loop (every 500 ms, it collects the
+// leases past their expiry and proposes their revocation through raft): a
+// keep-alive that reaches the lessor about when the lease expires can be
+// answered with success while the revocation already decided goes on and
+// deletes every key on the lease, even one written after the keep-alive.
+// A keep-alive must therefore be decided well before the expiry: it waits
+// on the server for a leadership check (a heartbeat round), for the applied
+// index (an fsync-bound apply backlog), and on the store's one stream
+// behind a keep-alive that waits for a revocation (up to a revoke tick plus
+// a raft round). One second covers a revoke tick and that latency twice
+// over; a quarter of the TTL scales with longer leases, where the store can
+// afford it. It is never more than half the TTL, so that a lease ready for
+// a write without a request (readyLocked) is always fit to be kept alive.
+func leaseGuard(granted time.Duration) time.Duration {
+	return min(max(granted/4, time.Second), granted/2)
+}
+
+// keepUntilLocked is the latest time the store may send a keep-alive of g's
+// lease: etcd keeps it at least until keptAt + granted, by the server's
+// clock, from which leaseGuard keeps the store away.
+func (s *Store) keepUntilLocked(g *leaseGroup) time.Time {
+	return g.keptAt.Add(g.granted - leaseGuard(g.granted))
+}
+
+// fitLocked reports whether g's lease may still be kept alive and written
+// on (see leaseGuard).
+func (s *Store) fitLocked(g *leaseGroup) bool {
+	return s.clock.Now().Before(s.keepUntilLocked(g))
+}
+
+// keepUntil returns keepUntilLocked of the group whose lease is id; ok is
+// false if id is none of the store's current shared leases (abandoned or
+// gone).
+func (s *Store) keepUntil(id clientv3.LeaseID) (until time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.groups {
+		if g.id == id {
+			return s.keepUntilLocked(g), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// abandon forgets lease id, if it is still one of the store's shared
+// leases, for good: it is never kept alive or written on again, and it
+// expires at the server by itself. See abandonLocked.
+func (s *Store) abandon(id clientv3.LeaseID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.groups {
+		if g.id == id {
+			s.abandonLocked(g)
+		}
+	}
+}
+
+// abandonLocked forgets g's lease: the next write of its TTL grants a new
+// one. It is not revoked: an entry on it may belong to a holder whose
+// deadline has not passed (a holder's deadline is at most keptAt + granted,
+// since the lease was kept alive after each of its entries' last renewal
+// began), and etcd deletes the entry no sooner than the lease's expiry,
+// keptAt + granted at the earliest, by which time that deadline has passed.
+// Its entries stay in the registry until their next keep-alive, which they
+// lose, or until the garbage collector deletes them once their holders'
+// deadlines have passed; a write with an unknown outcome on it stays marked.
+func (s *Store) abandonLocked(g *leaseGroup) {
+	now := s.clock.Now()
+	for id, at := range s.abandoned {
+		if now.Sub(at) > 2*maxRound {
+			delete(s.abandoned, id) // long expired, whatever happened to a keep-alive in flight
+		}
+	}
+	s.abandoned[g.id] = now
+	s.log.Debug("etcd: abandoned a shared lease close to its expiry",
+		"lease", fmt.Sprintf("%x", int64(g.id)), "idle", now.Sub(g.keptAt))
+	g.id = clientv3.NoLease
+}
+
+// isAbandoned reports whether id is a shared lease the store abandoned.
+func (s *Store) isAbandoned(id clientv3.LeaseID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.abandoned[id]
+	return ok
 }
 
 // kept records a successful keep-alive of lease id sent at sent.

@@ -260,13 +260,17 @@ func TestSharedGarbageNotBeforeDeadline(t *testing.T) {
 		return len(resp.Kvs) == 1
 	}
 
-	clk.Add(1900 * time.Millisecond)
-	// A batch runs for "kept" at t0 + 1.9s, and collects garbage first.
-	if _, err := f.store.KeepAlive(ctx, "kept", kept.Revision, 2*time.Second); err != nil {
-		t.Fatalf("KeepAlive(kept) at t0+1.9s: %v", err)
-	}
-	if !present("abandoned") {
-		t.Fatalf("abandoned deleted at t0+1.9s, before its holder's deadline t0+2s")
+	// Batches run for "kept" at t0 + 0.9s and t0 + 1.8s (each within the
+	// second of a 2s lease that the store keeps it alive in), and collect
+	// garbage first.
+	for _, at := range []time.Duration{900 * time.Millisecond, 1800 * time.Millisecond} {
+		clk.Add(900 * time.Millisecond)
+		if _, err := f.store.KeepAlive(ctx, "kept", kept.Revision, 2*time.Second); err != nil {
+			t.Fatalf("KeepAlive(kept) at t0+%v: %v", at, err)
+		}
+		if !present("abandoned") {
+			t.Fatalf("abandoned deleted at t0+%v, before its holder's deadline t0+2s", at)
+		}
 	}
 
 	// The batcher then sleeps until the abandoned entry's deadline; past it,
@@ -281,7 +285,7 @@ func TestSharedGarbageNotBeforeDeadline(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "abandoned deleted past its deadline", func(context.Context) bool { return !present("abandoned") })
 	if !present("kept") {
-		t.Errorf("kept (kept alive at t0+1.9s, so until t0+3.9s) deleted by t0+2.2s")
+		t.Errorf("kept (kept alive at t0+1.8s, so until t0+3.8s) deleted by t0+2.1s")
 	}
 }
 
@@ -428,5 +432,135 @@ func TestSharedKeepAliveServedWithinCallersTime(t *testing.T) {
 		}
 	case <-limit.C:
 		t.Fatalf("KeepAlive(b), due at once, still waiting for the next batch interval")
+	}
+}
+
+// TestSharedIdleLeaseIsNotKeptAliveNearExpiry: a store whose last claim
+// ended lets its shared lease idle (nothing keeps it alive while the store
+// holds nothing); when it wins a claim about one TTL later, that lease may
+// be expiring at the server. etcd's lessor can answer a keep-alive that
+// arrives then with success while the revocation it already decided goes
+// on and deletes every key on the lease, the new claim included. The store
+// must neither keep such a lease alive nor write on it, but grant a new
+// one. Here the store's clock has moved a TTL less a tenth while etcd's
+// has barely moved, so that the old lease is alive at the server and a
+// keep-alive of it would succeed.
+func TestSharedIdleLeaseIsNotKeptAliveNearExpiry(t *testing.T) {
+	clk := clocktest.New(time.Time{})
+	f := newFixture(t, etcd.WithSharedLease(0), etcd.WithClock(clk))
+	ctx := testContext(t)
+	a := mustCreate(t, f.store, "a", "v", 2*time.Second)
+	old := f.store.SharedLeaseOf(2)
+	if err := f.store.CompareAndDelete(ctx, "a", a.Revision); err != nil {
+		t.Fatalf("CompareAndDelete(a): %v", err)
+	}
+
+	clk.Add(1800 * time.Millisecond)
+	f.reqs.reset()
+	mustCreate(t, f.store, "b", "v", 2*time.Second)
+	if n := f.reqs.keepAlivesOf(old); n != 0 {
+		t.Errorf("create on a lease idle for 1.8s of its 2s: %d keep-alives of it (%s), want none", n, f.reqs)
+	}
+	if got := f.leaseOf(t, "b"); got == old || got == clientv3.NoLease {
+		t.Errorf("create on a lease idle for 1.8s of its 2s: written on lease %x (the idle one is %x), want a new lease", got, old)
+	}
+	if got := f.reqs.of("LeaseGrant"); got != 1 {
+		t.Errorf("create on a lease idle for 1.8s of its 2s: %d grants (%s), want 1", got, f.reqs)
+	}
+	if got := f.store.SharedLeaseOf(2); got == old {
+		t.Errorf("shared lease after the create = %x, the idle one; want a new one", got)
+	}
+}
+
+// TestSharedIdleLeaseWithinGuardIsKeptAlive: a lease idle for less than
+// its TTL less the guard (1 s of 2 s) is still kept alive and written on,
+// at the cost of one keep-alive and no grant.
+func TestSharedIdleLeaseWithinGuardIsKeptAlive(t *testing.T) {
+	clk := clocktest.New(time.Time{})
+	f := newFixture(t, etcd.WithSharedLease(0), etcd.WithClock(clk))
+	ctx := testContext(t)
+	a := mustCreate(t, f.store, "a", "v", 2*time.Second)
+	old := f.store.SharedLeaseOf(2)
+	if err := f.store.CompareAndDelete(ctx, "a", a.Revision); err != nil {
+		t.Fatalf("CompareAndDelete(a): %v", err)
+	}
+
+	clk.Add(900 * time.Millisecond)
+	f.reqs.reset()
+	mustCreate(t, f.store, "b", "v", 2*time.Second)
+	if got := f.leaseOf(t, "b"); got != old {
+		t.Errorf("create on a lease idle for 0.9s of its 2s: written on lease %x, want the shared lease %x", got, old)
+	}
+	if n, g := f.reqs.keepAlivesOf(old), f.reqs.of("LeaseGrant"); n != 1 || g != 0 {
+		t.Errorf("create on a lease idle for 0.9s of its 2s: %d keep-alives, %d grants (%s); want 1 and 0", n, g, f.reqs)
+	}
+}
+
+// TestSharedKeepAliveNotNearExpiry: a holder that renews late, when its
+// shared lease may be close to its expiry at the server, loses its claim
+// (class lost; its deadline passes before the lease can expire) instead of
+// having the batch keep the lease alive into a revocation. The lease is
+// abandoned: never kept alive again, and the next write grants a new one.
+func TestSharedKeepAliveNotNearExpiry(t *testing.T) {
+	clk := clocktest.New(time.Time{})
+	f := newFixture(t, etcd.WithSharedLease(0), etcd.WithClock(clk))
+	ctx := testContext(t)
+	a := mustCreate(t, f.store, "a", "v", 2*time.Second)
+	old := f.store.SharedLeaseOf(2)
+
+	clk.Add(1100 * time.Millisecond) // the batch runs at t0 + 1.6s at the latest
+	f.reqs.reset()
+	stop := advance(t, clk, 100*time.Millisecond, time.Second)
+	_, err := f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
+	stop()
+	if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+		t.Errorf("KeepAlive at t0+1.1s of an entry on a lease kept last at t0, TTL 2s: %v, want lost (ErrNotFound)", err)
+	}
+	if n := f.reqs.keepAlivesOf(old); n != 0 {
+		t.Errorf("KeepAlive at t0+1.1s: %d keep-alives of the lease (%s), want none", n, f.reqs)
+	}
+	// The entry stays until the lease expires (or the store collects it
+	// once its holder's deadline has passed); a retry is lost too.
+	stop = advance(t, clk, 100*time.Millisecond, time.Second)
+	_, err = f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
+	stop()
+	if !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("second KeepAlive after the lease was abandoned: %v, want lost (ErrNotFound)", err)
+	}
+	if n := f.reqs.keepAlivesOf(old); n != 0 {
+		t.Errorf("second KeepAlive: %d keep-alives of the abandoned lease (%s), want none", n, f.reqs)
+	}
+	mustCreate(t, f.store, "b", "v", 2*time.Second)
+	if got := f.leaseOf(t, "b"); got == old || got == clientv3.NoLease {
+		t.Errorf("create after the lease was abandoned: written on %x (abandoned %x), want a new lease", got, old)
+	}
+}
+
+// TestSharedKeepAliveServedBeforeGuard: a batch that would run only after
+// the entry's lease has come too close to its expiry to be kept alive (one
+// interval after the last batch) runs sooner, so that a holder renewing in
+// time keeps its claim.
+func TestSharedKeepAliveServedBeforeGuard(t *testing.T) {
+	clk := clocktest.New(time.Time{})
+	f := newFixture(t, etcd.WithSharedLease(500*time.Millisecond), etcd.WithClock(clk))
+	ctx := testContext(t)
+	a := mustCreate(t, f.store, "a", "v", 2*time.Second) // the lease is kept until t0 + 2s, fit until t0 + 1s
+	b := mustCreate(t, f.store, "b", "v", 2*time.Second)
+	if _, err := f.raw.Delete(ctx, f.prefix+"b"); err != nil {
+		t.Fatal(err)
+	}
+	// A batch at t0 + 0.5s keeps nothing alive: its only entry is gone.
+	clk.Add(500 * time.Millisecond)
+	if _, err := f.store.KeepAlive(ctx, "b", b.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("KeepAlive(b) of a deleted entry: %v, want lost", err)
+	}
+	// The next batch would be due at t0 + 1s, when the lease is no longer
+	// fit; a's renewal at t0 + 0.8s must be served before.
+	clk.Add(300 * time.Millisecond)
+	stop := advance(t, clk, 100*time.Millisecond, time.Second)
+	_, err := f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
+	stop()
+	if err != nil {
+		t.Errorf("KeepAlive(a) at t0+0.8s, lease kept at t0, last batch at t0+0.5s: %v, want nil", err)
 	}
 }

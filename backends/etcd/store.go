@@ -3,6 +3,7 @@ package etcd
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,7 +54,11 @@ type Store struct {
 	unknown  map[string]writeLease // guarded by mu; writes on a shared lease with unknown outcomes, by etcd key
 	inflight map[string]int        // guarded by mu; writes in flight, by etcd key
 	groups   map[int64]*leaseGroup // guarded by mu; shared leases by TTL in seconds
-	pruneAt  int                   // guarded by mu; len(held) that triggers a prune
+	// abandoned holds the shared leases the store stopped using because
+	// they may be close to their expiry (see leaseGuard), with when; they
+	// are never kept alive again.
+	abandoned map[clientv3.LeaseID]time.Time // guarded by mu
+	pruneAt   int                            // guarded by mu; len(held) that triggers a prune
 }
 
 var (
@@ -161,6 +166,7 @@ func newStore(ctx context.Context, cli *clientv3.Client, owns bool, prefix strin
 		unknown:    make(map[string]writeLease),
 		inflight:   make(map[string]int),
 		groups:     make(map[int64]*leaseGroup),
+		abandoned:  make(map[clientv3.LeaseID]time.Time),
 		pruneAt:    64,
 	}
 	minTTL, err := s.probeMinTTL(ctx)
@@ -590,11 +596,25 @@ func (s *Store) confirmShared(ctx context.Context, k string, wl *writeLease) err
 	if !wl.shared || wl.fresh {
 		return nil
 	}
+	until, ok := s.keepUntil(wl.id)
 	sent := s.clock.Now()
-	ttl, err := s.keepAliveOnce(ctx, wl.id)
+	var ttl int64
+	err := errTooLate
+	if ok && sent.Before(until) {
+		ttl, err = s.keepAliveOnce(ctx, wl.id, until)
+	}
 	if isLeaseNotFound(err) {
 		s.leaseGone(wl.id)
 		return fmt.Errorf("the shared lease expired as the entry was written, and its revocation deleted the entry: %w", backends.ErrUnavailable)
+	}
+	if errors.Is(err, errTooLate) {
+		// The write took so long that its lease may be close to its
+		// expiry at the server (see leaseGuard): the entry cannot be kept
+		// alive safely. Nobody holds it; the garbage collector deletes it
+		// if the lease's expiry does not come first.
+		s.abandon(wl.id)
+		s.writeUnknown(k, *wl)
+		return fmt.Errorf("the shared lease came close to its expiry as the entry was written: %w", backends.ErrUnavailable)
 	}
 	if err != nil {
 		s.writeUnknown(k, *wl)
@@ -675,6 +695,11 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if id == clientv3.NoLease {
 		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: the entry has no TTL, and etcd cannot give it one without rewriting it: %w", key, backends.ErrInvalid)
 	}
+	if s.shared != nil && s.isAbandoned(id) {
+		// Its lease is one the store abandoned close to its expiry, and
+		// will never keep alive again.
+		return backends.Entry{}, s.lost(key, rev)
+	}
 	if s.shared != nil && s.shared.owns(id) {
 		// An entry of ours on a shared lease that the registry lost track
 		// of (or never knew, after a write with an unknown outcome):
@@ -703,7 +728,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its lease was granted, and etcd cannot lengthen a lease without rewriting the key: %w",
 			key, ttl, granted, backends.ErrInvalid)
 	}
-	renewed, err := s.keepAliveOnce(ctx, id)
+	renewed, err := s.keepAliveOnce(ctx, id, time.Time{})
 	if isLeaseNotFound(err) {
 		s.forget(k, id)
 		return backends.Entry{}, s.lost(key, rev)
