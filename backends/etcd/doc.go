@@ -107,7 +107,10 @@
 // holder that stops acting deletes its key; the store's part is that
 //
 //   - KeepAlive succeeds only for entries the batch found at the caller's
-//     revision on the store's shared lease;
+//     revision, which the store wrote on its shared lease. The batch reads
+//     keys only, and takes each entry's lease from what the store wrote at
+//     that revision, never from the read: etcd from v3.7 answers a
+//     keys-only read from its index, without the keys' leases;
 //   - an entry on a shared lease that nobody kept alive for its whole TTL
 //     (its holder's deadline has passed, so the holder stopped acting, and
 //     its release did not happen) is deleted by the store, conditionally on

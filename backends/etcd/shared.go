@@ -47,6 +47,7 @@ type keepReq struct {
 	k     string // etcd key
 	key   string // store key
 	rev   int64
+	lease clientv3.LeaseID // the lease the store wrote the entry at rev on
 	start time.Time
 	done  chan keepResult // buffered: the batcher never blocks on a caller that left
 }
@@ -70,7 +71,7 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 		s.mu.Unlock()
 		return backends.Entry{}, false, nil
 	}
-	granted := h.granted
+	granted, lease := h.granted, h.lease
 	var until time.Time // when the batch must have kept the entry's lease alive
 	for _, g := range s.groups {
 		if g.id == h.lease {
@@ -83,7 +84,7 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 			key, seconds(secs), granted, backends.ErrInvalid)
 	}
 
-	req := &keepReq{ctx: ctx, k: k, key: key, rev: rev, start: start, done: make(chan keepResult, 1)}
+	req := &keepReq{ctx: ctx, k: k, key: key, rev: rev, lease: lease, start: start, done: make(chan keepResult, 1)}
 	wait := min(sh.batch, seconds(secs)/4)
 	if d, ok := ctx.Deadline(); ok && d.Sub(start)/2 < wait {
 		// Served by half the time the caller gives, so that its answer
@@ -256,7 +257,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 	for _, r := range reqs {
 		keys = append(keys, r.k)
 	}
-	kvs, err := s.readKeys(ctx, keys)
+	kvs, err := s.readKeys(ctx, keys, true)
 	if err != nil {
 		for _, r := range reqs {
 			r.done <- keepResult{err: s.fail("keepalive", r.key, err)}
@@ -278,8 +279,11 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			}
 			r.done <- keepResult{err: fmt.Errorf("etcd: %w", ce)}
 		default:
-			id := clientv3.LeaseID(kv.Lease)
-			byLease[id] = append(byLease[id], r)
+			// The entry is the one the store wrote at that revision, so
+			// its lease is the one it wrote it on. The read cannot tell:
+			// etcd from v3.7 answers a keys-only read from its index,
+			// without the keys' leases (Lease 0).
+			byLease[r.lease] = append(byLease[r.lease], r)
 		}
 	}
 	for id, rs := range byLease {
@@ -346,16 +350,23 @@ func (s *Store) renewed(k string, rev int64, id clientv3.LeaseID, granted time.D
 	return backends.Entry{Value: h.value, Revision: h.rev, CreateRevision: h.createRev, TTL: granted, Remaining: granted}, true
 }
 
-// readKeys reads keys (without values) in one request: exactly those keys
-// when they are few, else the key range they span.
-func (s *Store) readKeys(ctx context.Context, keys []string) (map[string]*mvccpb.KeyValue, error) {
+// readKeys reads keys in one request: exactly those keys when they are
+// few, else the key range they span. With keysOnly it reads them without
+// their values, and then without their leases too: etcd from v3.7 answers
+// a keys-only read from its index, whose entries carry the revisions but
+// not the lease (Lease is 0 whatever the key's lease).
+func (s *Store) readKeys(ctx context.Context, keys []string, keysOnly bool) (map[string]*mvccpb.KeyValue, error) {
+	var only []clientv3.OpOption
+	if keysOnly {
+		only = append(only, clientv3.WithKeysOnly())
+	}
 	sort.Strings(keys)
 	out := make(map[string]*mvccpb.KeyValue, len(keys))
 	if len(keys) == 0 {
 		return out, nil
 	}
 	if len(keys) > exactRead {
-		resp, err := s.cli.Get(opctx(ctx), keys[0], clientv3.WithRange(keys[len(keys)-1]+"\x00"), clientv3.WithKeysOnly())
+		resp, err := s.cli.Get(opctx(ctx), keys[0], append([]clientv3.OpOption{clientv3.WithRange(keys[len(keys)-1] + "\x00")}, only...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -375,7 +386,7 @@ func (s *Store) readKeys(ctx context.Context, keys []string) (map[string]*mvccpb
 		if i > 0 && k == keys[i-1] {
 			continue
 		}
-		ops = append(ops, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+		ops = append(ops, clientv3.OpGet(k, only...))
 	}
 	resp, err := s.cli.Txn(opctx(ctx)).Then(ops...).Commit()
 	if err != nil {
@@ -454,7 +465,7 @@ func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
 		for _, g := range unknown {
 			keys = append(keys, g.k)
 		}
-		kvs, err := s.readKeys(ctx, keys)
+		kvs, err := s.readKeys(ctx, keys, false) // the leases decide
 		if err != nil {
 			return // next time
 		}

@@ -14,7 +14,9 @@ import (
 	"github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"github.com/tenure-go/tenure/clocktest"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 )
 
 // leaseOf reads the lease of an etcd key behind the store's back.
@@ -213,7 +215,29 @@ func TestSharedCloseLetsLeaseExpire(t *testing.T) {
 // may have left on the shared lease is deleted, unless a later write of the
 // store took the key over.
 func TestSharedUnknownWriteCollected(t *testing.T) {
-	f := newFixture(t, etcd.WithSharedLease(50*time.Millisecond))
+	testUnknownWriteCollected(t, newFixture(t, etcd.WithSharedLease(50*time.Millisecond)))
+}
+
+// TestSharedUnknownWriteCollectedWithIndexReads: the same with keys-only
+// reads that carry no lease, as etcd from v3.7 answers them. The collector
+// decides by the key's lease whether a write of its own may have left it:
+// read keys-only, no entry was ever its own, and garbage on the shared
+// lease stayed alive as long as the store kept the lease alive.
+func TestSharedUnknownWriteCollectedWithIndexReads(t *testing.T) {
+	f := &fixture{srv: etcdtest.Start(t), reqs: newCounter(), prefix: newPrefix(t)}
+	cfg := clientv3.Config{Endpoints: f.srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: nopLogger,
+		DialOptions: append(f.reqs.dialOptions(), indexReads())}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	f.cli, f.raw = cli, f.srv.Client(t)
+	f.store = openStore(t, f.cli, f.prefix, etcd.WithSharedLease(50*time.Millisecond))
+	testUnknownWriteCollected(t, f)
+}
+
+func testUnknownWriteCollected(t *testing.T, f *fixture) {
 	ctx := testContext(t)
 	anchor := mustCreate(t, f.store, "anchor", "v", 2*time.Second)
 	lease := f.store.SharedLeaseOf(2)
@@ -562,5 +586,68 @@ func TestSharedKeepAliveServedBeforeGuard(t *testing.T) {
 	stop()
 	if err != nil {
 		t.Errorf("KeepAlive(a) at t0+0.8s, lease kept at t0, last batch at t0+0.5s: %v, want nil", err)
+	}
+}
+
+// indexReads makes a client see keys-only reads as etcd from v3.7 answers
+// them: from its index, with the keys' revisions but without their leases
+// (Lease 0). etcd v3.6, which these tests run, reads them from its store
+// and sends the leases.
+func indexReads() grpc.DialOption {
+	strip := func(keysOnly bool, r *pb.RangeResponse) {
+		if !keysOnly || r == nil {
+			return
+		}
+		for _, kv := range r.Kvs {
+			kv.Lease = 0
+		}
+	}
+	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+			return err
+		}
+		switch rq := req.(type) {
+		case *pb.RangeRequest:
+			strip(rq.KeysOnly, reply.(*pb.RangeResponse))
+		case *pb.TxnRequest:
+			rs := reply.(*pb.TxnResponse)
+			ops := rq.Failure
+			if rs.Succeeded {
+				ops = rq.Success
+			}
+			for i, op := range ops {
+				if r := op.GetRequestRange(); r != nil && i < len(rs.Responses) {
+					strip(r.KeysOnly, rs.Responses[i].GetResponseRange())
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestSharedKeepAliveWithIndexReads: a batch verifies its entries with a
+// keys-only read, which etcd from v3.7 answers without the keys' leases.
+// The batch took the lease to keep alive from that read: lease 0, which
+// etcd does not have, so every KeepAlive on a shared lease was lost at the
+// holder's first renewal (and its elector, told so, deleted its own claim
+// and took it again, or a follower did: every term ended at its first
+// renewal). The lease comes from the store's registry, which knows the
+// lease it wrote the entry at that revision on.
+func TestSharedKeepAliveWithIndexReads(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cfg := clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: nopLogger, DialOptions: []grpc.DialOption{indexReads()}}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	s := openStore(t, cli, newPrefix(t), etcd.WithSharedLease(0))
+	ctx := testContext(t)
+	a := mustCreate(t, s, "a", "v", 2*time.Second)
+	for i := range 2 {
+		e, err := s.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
+		if err != nil || e.Revision != a.Revision {
+			t.Fatalf("KeepAlive %d of a live entry, with keys-only reads that carry no lease: %+v, %v; want revision %d", i, e, err, a.Revision)
+		}
 	}
 }
