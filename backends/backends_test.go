@@ -1,10 +1,13 @@
 package backends_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"strings"
 	"syscall"
 	"testing"
@@ -246,5 +249,20 @@ func TestValidate(t *testing.T) {
 	}
 	if got, want := backends.ValidateKey("").Error(), "backends: empty key: invalid argument"; got != want {
 		t.Errorf("ValidateKey(\"\") = %q, want %q", got, want)
+	}
+}
+
+// TestHolderLogValue: a holder logs as its id and nonce, so a JSON log shows
+// an id with spaces or quotes as written, not quoted a second time.
+func TestHolderLogValue(t *testing.T) {
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "holder", backends.Holder{ID: `a "b" c`, Nonce: "n1"})
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("log line %q: %v", buf.String(), err)
+	}
+	want := map[string]any{"id": `a "b" c`, "nonce": "n1"}
+	if fmt.Sprint(got["holder"]) != fmt.Sprint(want) {
+		t.Errorf("logged holder = %v, want %v (line %q)", got["holder"], want, buf.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -49,6 +50,12 @@ func (h Holder) String() string {
 		return fmt.Sprintf("%q", h.ID)
 	}
 	return fmt.Sprintf("%q#%s", h.ID, h.Nonce)
+}
+
+// LogValue logs h as its id and nonce, so that a JSON log shows the id as
+// written rather than the quoted form String gives it.
+func (h Holder) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("id", h.ID), slog.String("nonce", h.Nonce))
 }
 
 // encodeClaim is the value a Locker writes for h.

@@ -88,7 +88,7 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 		cfg:     cfg,
 		holder:  h,
 		clock:   cfg.Clock,
-		log:     cfg.Logger.With("key", cfg.Key, "holder", h.String()),
+		log:     cfg.Logger.With("key", cfg.Key, "holder", h),
 		machine: fsm.New(),
 		disp:    newDispatcher(),
 		done:    make(chan struct{}),
@@ -469,7 +469,7 @@ func (e *Elector) sawLeaderLocked(ld Leader) bool {
 // change, so that an operator reading any participant's log sees who
 // leads.
 func (e *Elector) logLeader(ld Leader) {
-	e.log.Info("elector: new leader", "leader", ld.Holder.String(), "token", ld.Token, "slot", ld.Slot)
+	e.log.Info("elector: new leader", "leader", ld.Holder, "token", ld.Token, "slot", ld.Slot)
 }
 
 // withTimeout is context.WithTimeout on the Elector's clock.

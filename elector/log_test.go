@@ -92,7 +92,7 @@ func TestJSONLogsReadAsNames(t *testing.T) {
 		}
 	}
 	m := findLog(jsonLines(t, logsB), "elector: new leader")
-	if got, want := fmt.Sprint(m["leader"]), a.Holder().String(); got != want {
+	if got, want := fmt.Sprint(m["leader"]), fmt.Sprint(map[string]any{"id": a.Holder().ID, "nonce": a.Holder().Nonce}); got != want {
 		t.Errorf("b's new leader line: leader = %s, want %s", got, want)
 	}
 	if got, want := fmt.Sprint(m["token"]), fmt.Sprint(tm.Token); got != want {
