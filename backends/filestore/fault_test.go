@@ -106,6 +106,14 @@ func wantIntact(s *Store, key, value string, rev int64) error {
 // transient error that matches ENOSPC, the old state is intact with no temp
 // file left, and writes succeed again once space is freed.
 func TestDiskFull(t *testing.T) {
+	runInPrivateMounts(t, "nospace")
+}
+
+// runInPrivateMounts runs the child role in a mount namespace of its own,
+// on a fresh directory it may mount over, and collects its checks. It skips
+// the test where the kernel refuses such a process.
+func runInPrivateMounts(t *testing.T, role string) {
+	t.Helper()
 	mnt := t.TempDir()
 	attr := privateMounts()
 	exe, err := os.Executable()
@@ -115,7 +123,7 @@ func TestDiskFull(t *testing.T) {
 	if err := probeStart(exe, attr); err != nil {
 		t.Skipf("cannot start a process in a private mount namespace: %v", err)
 	}
-	c := startChild(t, "nospace", attr, envDir+"="+mnt)
+	c := startChild(t, role, attr, envDir+"="+mnt)
 	collectChecks(t, c)
 }
 
@@ -204,17 +212,7 @@ func childNoSpace() error {
 // on working. Open refuses the store, and a new store, on the read-only
 // filesystem. Once it is writable again, so is the store.
 func TestReadOnlyFilesystem(t *testing.T) {
-	mnt := t.TempDir()
-	attr := privateMounts()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := probeStart(exe, attr); err != nil {
-		t.Skipf("cannot start a process in a private mount namespace: %v", err)
-	}
-	c := startChild(t, "readonly", attr, envDir+"="+mnt)
-	collectChecks(t, c)
+	runInPrivateMounts(t, "readonly")
 }
 
 // privateMounts starts a child in a mount namespace of its own, in which
