@@ -108,18 +108,26 @@ func value(t *testing.T, m prometheus.Collector, name, labels string) float64 {
 	return 0
 }
 
+// newLocker is a locker on a memory store driven by clk, closed when the
+// test ends.
+func newLocker(t *testing.T, clk *clocktest.Clock) backends.Locker {
+	t.Helper()
+	store := memstore.New(memstore.WithClock(clk))
+	t.Cleanup(func() { store.Close() })
+	l, err := backends.NewLocker(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // TestElection drives two real electors on a memory store and the fake
 // clock through an election, a renewal, a handover and a stop, and checks
 // the series at each step.
 func TestElection(t *testing.T) {
 	ctx := barrier(t)
 	clk := clocktest.New(time.Time{})
-	store := memstore.New(memstore.WithClock(clk))
-	defer store.Close()
-	locker, err := backends.NewLocker(store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	locker := newLocker(t, clk)
 	m, err := metrics.New(prometheus.NewPedanticRegistry(), metrics.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
@@ -256,12 +264,7 @@ func (f *faulty) Renew(ctx context.Context, c backends.Claim) (backends.Claim, e
 func TestFailures(t *testing.T) {
 	ctx := barrier(t)
 	clk := clocktest.New(time.Time{})
-	store := memstore.New(memstore.WithClock(clk))
-	defer store.Close()
-	inner, err := backends.NewLocker(store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner := newLocker(t, clk)
 	f := &faulty{Locker: inner, renew: []func() error{
 		func() error { return fmt.Errorf("test: slow: %w", backends.ErrUnavailable) },
 		func() error { return fmt.Errorf("test: taken: %w", backends.ErrConflict) },
@@ -336,12 +339,7 @@ func nil2[T any](ch <-chan T) <-chan struct{} {
 func TestDuplicateIdentity(t *testing.T) {
 	ctx := barrier(t)
 	clk := clocktest.New(time.Time{})
-	store := memstore.New(memstore.WithClock(clk))
-	defer store.Close()
-	locker, err := backends.NewLocker(store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	locker := newLocker(t, clk)
 	m, err := metrics.New(nil, metrics.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
