@@ -45,6 +45,25 @@ func gcRace(t *testing.T, g *Allocator, f *faults.Store, during func()) (GCStats
 	return r.st, call.Key
 }
 
+// gcRaceMembers opens a store with open and starts, with the one ID 1 in
+// their range, a collector g (whose store calls pass through f) and members
+// b and c; another member allocates K, whose ID is id, and releases it.
+func gcRaceMembers(t *testing.T, open func(testing.TB) (backends.Store, *clocktest.Clock)) (s backends.Store, clk *clocktest.Clock, f *faults.Store, g, b, c *Allocator, id uint64) {
+	t.Helper()
+	s, clk = open(t)
+	cfg := func(m string) Config { c := testConfig(m, clk); c.Min, c.Max = 1, 1; return c }
+	f = faults.Wrap(s, clk)
+	g = newAllocator(t, f, cfg("gc"))
+	a := newAllocator(t, s, cfg("a"))
+	b = newAllocator(t, s, cfg("b"))
+	c = newAllocator(t, s, cfg("c"))
+	id = mustAllocate(t, a, "K")
+	if _, err := a.Release(context.Background(), "K"); err != nil {
+		t.Fatal(err)
+	}
+	return s, clk, f, g, b, c, id
+}
+
 // A member re-allocates a key after the collector read its index entry
 // unreferenced and before it deletes it: the member's revision bump makes
 // the collector's compare-and-delete fail, and the ID stays the key's.
@@ -57,19 +76,8 @@ func TestGCRaceIndexSurvives(t *testing.T) {
 }
 
 func gcRaceIndexSurvives(t *testing.T, open func(testing.TB) (backends.Store, *clocktest.Clock)) {
-	s, clk := open(t)
-	cfg := func(m string) Config { c := testConfig(m, clk); c.Min, c.Max = 1, 1; return c }
-	f := faults.Wrap(s, clk)
-	g := newAllocator(t, f, cfg("gc"))
-	a := newAllocator(t, s, cfg("a"))
-	b := newAllocator(t, s, cfg("b"))
-	c := newAllocator(t, s, cfg("c"))
+	s, clk, f, g, b, c, id := gcRaceMembers(t, open)
 	ctx := context.Background()
-
-	id := mustAllocate(t, a, "K")
-	if _, err := a.Release(ctx, "K"); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := g.RunGC(ctx); err != nil { // sees K unreferenced
 		t.Fatal(err)
 	}
@@ -110,19 +118,8 @@ func TestGCRaceMasterSurvives(t *testing.T) {
 }
 
 func gcRaceMasterSurvives(t *testing.T, open func(testing.TB) (backends.Store, *clocktest.Clock)) {
-	s, clk := open(t)
-	cfg := func(m string) Config { c := testConfig(m, clk); c.Min, c.Max = 1, 1; return c }
-	f := faults.Wrap(s, clk)
-	g := newAllocator(t, f, cfg("gc"))
-	a := newAllocator(t, s, cfg("a"))
-	b := newAllocator(t, s, cfg("b"))
-	c := newAllocator(t, s, cfg("c"))
+	s, clk, f, g, b, c, id := gcRaceMembers(t, open)
 	ctx := context.Background()
-
-	id := mustAllocate(t, a, "K")
-	if _, err := a.Release(ctx, "K"); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := g.RunGC(ctx); err != nil {
 		t.Fatal(err)
 	}
