@@ -154,30 +154,42 @@ func (rc *runConfig) validate() error {
 	return nil
 }
 
-// runTenure runs rc until it is done and returns the exit status.
-func runTenure(rc runConfig, log *slog.Logger) int {
-	r := &runner{rc: rc, log: log, clock: clock.New()}
-
-	// Signals are caught from the start, so that one arriving while the
-	// store opens or while tenure waits for the claim ends tenure promptly.
+// onSignal calls f, from a goroutine of its own, with the first SIGTERM or
+// SIGINT that arrives, and catches them until the returned stop is called.
+// stop returns once f has returned, if it was called.
+func onSignal(f func(syscall.Signal)) (stop func()) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	stopSignals := make(chan struct{})
 	sigDone := make(chan struct{})
 	go func() {
 		defer close(sigDone)
 		select {
 		case sig := <-sigs:
-			r.signal.Store(int32(sig.(syscall.Signal)))
-			log.Info("signal: ending", "signal", sig.String())
-			cancel()
+			f(sig.(syscall.Signal))
 		case <-stopSignals:
 		}
 	}()
-	defer func() { close(stopSignals); <-sigDone }()
+	return func() {
+		close(stopSignals)
+		<-sigDone
+		signal.Stop(sigs)
+	}
+}
+
+// runTenure runs rc until it is done and returns the exit status.
+func runTenure(rc runConfig, log *slog.Logger) int {
+	r := &runner{rc: rc, log: log, clock: clock.New()}
+
+	// Signals are caught from the start, so that one arriving while the
+	// store opens or while tenure waits for the claim ends tenure promptly.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	defer onSignal(func(sig syscall.Signal) {
+		r.signal.Store(int32(sig))
+		log.Info("signal: ending", "signal", sig.String())
+		cancel()
+	})()
 
 	if rc.metrics != "" {
 		ms, err := serveMetrics(rc.metrics, log)

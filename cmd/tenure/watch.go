@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -100,22 +98,9 @@ type changeJSON struct {
 }
 
 func (w *watcher) run(loc *storeurl.Location) int {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stopSignals := make(chan struct{})
-	sigDone := make(chan struct{})
-	go func() {
-		defer close(sigDone)
-		select {
-		case <-sigs:
-			cancel()
-		case <-stopSignals:
-		}
-	}()
-	defer func() { close(stopSignals); <-sigDone }()
+	defer onSignal(func(syscall.Signal) { cancel() })()
 
 	store, err := loc.Open(ctx)
 	if err != nil {
