@@ -424,11 +424,7 @@ func TestFatalRenewDemotesAndReports(t *testing.T) {
 func testFatalRenewDemotesAndReports(t *testing.T, kind string) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
-	rec, o, logs := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil), &logBuffer{}
-	cfg := baseConfig(clk, "a")
-	rec.InstallCallbacks(&cfg)
-	o.InstallTrace(&cfg)
-	cfg.Logger = logs.logger()
+	cfg, rec, o, logs := loggedConfig(t, clk, "a")
 	fl := electortest.Wrap(newLocker(t, clk, kind))
 	fl.Set(electortest.Renew, &electortest.Fault{Once: true, Err: fmt.Errorf("denied: %w", backends.ErrPermission)})
 	e := startElector(t, fl, cfg)

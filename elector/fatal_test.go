@@ -149,11 +149,7 @@ func TestFatalAcquireErrorsEndRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clocktest.New(t0)
 			ctx := barrier(t)
-			rec, o, logs := electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil), &logBuffer{}
-			cfg := baseConfig(clk, "a")
-			rec.InstallCallbacks(&cfg)
-			o.InstallTrace(&cfg)
-			cfg.Logger = logs.logger()
+			cfg, rec, o, logs := loggedConfig(t, clk, "a")
 			var inner backends.Locker
 			if tc.err == nil {
 				store := memstore.New(memstore.WithClock(clk))

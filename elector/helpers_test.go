@@ -49,6 +49,18 @@ func baseConfig(clk clock.Clock, id string) elector.Config {
 	}
 }
 
+// loggedConfig is baseConfig for id with rec recording the callbacks, o
+// the trace hooks, and logs the log.
+func loggedConfig(t *testing.T, clk clock.Clock, id string) (cfg elector.Config, rec, o *electortest.Recorder, logs *logBuffer) {
+	t.Helper()
+	rec, o, logs = electortest.NewRecorder(t, nil), electortest.NewRecorder(t, nil), &logBuffer{}
+	cfg = baseConfig(clk, id)
+	rec.InstallCallbacks(&cfg)
+	o.InstallTrace(&cfg)
+	cfg.Logger = logs.logger()
+	return cfg, rec, o, logs
+}
+
 // barrier bounds a wait in real time, so a broken test fails instead of
 // hanging.
 func barrier(t *testing.T) context.Context {
