@@ -15,8 +15,9 @@ import (
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
-// fatalAttempts is how many attempts in a row may fail with a fatal error
-// (a renewal that ended a term, then acquisitions, spaced by the follower's
+// fatalAttempts is how many attempts may fail with a fatal error with no
+// answer from the backend in between (a transient error is no answer; a
+// claim won or seen held is) (a renewal that ended a term, then acquisitions, spaced by the follower's
 // backoff of RetryPeriod, 2×, 4×) before the Elector ends with the last
 // one. At the defaults they span about 1.2 TTL: long enough for a
 // permission being granted or a resource being created to catch up, short
@@ -31,8 +32,9 @@ type loop struct {
 	e  *Elector
 	bo *backoff.ExponentialBackOff // follower backoff after errors
 
-	// fatals counts the attempts in a row that failed with a fatal error;
-	// any answer from the backend (a claim won, a claim held) resets it.
+	// fatals counts the attempts that failed with a fatal error since the
+	// backend last answered (a claim won, a claim held); transient errors
+	// between them do not reset it.
 	fatals int
 
 	// wait is how long to wait before the next attempt.
@@ -406,13 +408,14 @@ func (l *loop) rejected(ctx context.Context, err error, latency time.Duration) {
 
 // fatal counts an attempt that failed with a fatal error, the Elector
 // being a follower: it sets the backoff before the next attempt, or, at
-// the fatalAttempts-th in a row, ends the Elector with err.
+// the fatalAttempts-th since the backend last answered, ends the Elector
+// with err.
 func (l *loop) fatal(err error) {
 	e := l.e
 	l.fatals++
 	if l.fatals >= fatalAttempts {
 		e.log.Error("elector: giving up after fatal errors", "attempts", l.fatals, "err", err)
-		e.end(fmt.Errorf("elector: campaign %q: %d attempts in a row failed with a fatal error: %w", e.cfg.Key, l.fatals, err))
+		e.end(fmt.Errorf("elector: campaign %q: %d attempts failed with a fatal error, with no answer from the backend in between: %w", e.cfg.Key, l.fatals, err))
 		return
 	}
 	l.wait = l.bo.NextBackOff()
