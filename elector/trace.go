@@ -17,8 +17,11 @@ import (
 // happens: on the Elector's goroutines, on the goroutine calling Stop, or
 // on the goroutine calling the leader's context's Err or Done when that call
 // finds the term past its end (see the package documentation for the
-// table). So a hook must be quick, must not block, must not call Stop, and
-// must be safe for concurrent use: different hooks may run at the same time
+// table). So a hook must be quick, must not block, must not call Stop or
+// the leader's context's Err or Done, must not take a lock that code calling
+// the leader's context may hold (StateChanged calls are serialised, and a
+// term ended from Err or Done delivers its StateChanged on that caller's
+// goroutine), and must be safe for concurrent use: different hooks may run at the same time
 // on different goroutines, and at the same time as a callback. A hook may
 // call the Elector's query methods. A panicking hook is recovered and
 // logged; it changes nothing else.
