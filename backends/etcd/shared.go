@@ -73,10 +73,8 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 	}
 	granted, lease := h.granted, h.lease
 	var until time.Time // when the batch must have kept the entry's lease alive
-	for _, g := range s.groups {
-		if g.id == h.lease {
-			until = s.keepUntilLocked(g).Add(-leaseGuard(g.granted) / 4)
-		}
+	if g := s.groupOfLocked(h.lease); g != nil {
+		until = s.keepUntilLocked(g).Add(-leaseGuard(g.granted) / 4)
 	}
 	s.mu.Unlock()
 	if seconds(secs) > granted {
@@ -658,12 +656,20 @@ func (s *Store) fitLocked(g *leaseGroup) bool {
 func (s *Store) keepUntil(id clientv3.LeaseID) (until time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, g := range s.groups {
-		if g.id == id {
-			return s.keepUntilLocked(g), true
-		}
+	if g := s.groupOfLocked(id); g != nil {
+		return s.keepUntilLocked(g), true
 	}
 	return time.Time{}, false
+}
+
+// groupOfLocked returns the group whose current shared lease is id, or nil.
+func (s *Store) groupOfLocked(id clientv3.LeaseID) *leaseGroup {
+	for _, g := range s.groups {
+		if g.id == id {
+			return g
+		}
+	}
+	return nil
 }
 
 // abandon forgets lease id, if it is still one of the store's shared
@@ -672,10 +678,8 @@ func (s *Store) keepUntil(id clientv3.LeaseID) (until time.Time, ok bool) {
 func (s *Store) abandon(id clientv3.LeaseID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, g := range s.groups {
-		if g.id == id {
-			s.abandonLocked(g)
-		}
+	if g := s.groupOfLocked(id); g != nil {
+		s.abandonLocked(g)
 	}
 }
 
@@ -713,10 +717,8 @@ func (s *Store) isAbandoned(id clientv3.LeaseID) bool {
 func (s *Store) kept(id clientv3.LeaseID, sent time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, g := range s.groups {
-		if g.id == id && sent.After(g.keptAt) {
-			g.keptAt = sent
-		}
+	if g := s.groupOfLocked(id); g != nil && sent.After(g.keptAt) {
+		g.keptAt = sent
 	}
 }
 
@@ -725,12 +727,7 @@ func (sh *shared) owns(id clientv3.LeaseID) bool {
 	s := sh.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, g := range s.groups {
-		if g.id == id {
-			return true
-		}
-	}
-	return false
+	return s.groupOfLocked(id) != nil
 }
 
 // leaseGone forgets a lease etcd no longer has, and every entry on it.
