@@ -472,12 +472,7 @@ func TestSharedKeepAliveServedWithinCallersTime(t *testing.T) {
 func TestSharedIdleLeaseIsNotKeptAliveNearExpiry(t *testing.T) {
 	clk := clocktest.New(time.Time{})
 	f := newFixture(t, etcd.WithSharedLease(0), etcd.WithClock(clk))
-	ctx := testContext(t)
-	a := mustCreate(t, f.store, "a", "v", 2*time.Second)
-	old := f.store.SharedLeaseOf(2)
-	if err := f.store.CompareAndDelete(ctx, "a", a.Revision); err != nil {
-		t.Fatalf("CompareAndDelete(a): %v", err)
-	}
+	old := idleSharedLease(t, f)
 
 	clk.Add(1800 * time.Millisecond)
 	f.reqs.reset()
@@ -496,18 +491,25 @@ func TestSharedIdleLeaseIsNotKeptAliveNearExpiry(t *testing.T) {
 	}
 }
 
+// idleSharedLease writes entry "a" of 2 s on f's store and deletes it,
+// leaving the shared lease of 2 s with no entry on it; it returns the lease.
+func idleSharedLease(t *testing.T, f *fixture) clientv3.LeaseID {
+	t.Helper()
+	a := mustCreate(t, f.store, "a", "v", 2*time.Second)
+	old := f.store.SharedLeaseOf(2)
+	if err := f.store.CompareAndDelete(testContext(t), "a", a.Revision); err != nil {
+		t.Fatalf("CompareAndDelete(a): %v", err)
+	}
+	return old
+}
+
 // TestSharedIdleLeaseWithinGuardIsKeptAlive: a lease idle for less than
 // its TTL less the guard (1 s of 2 s) is still kept alive and written on,
 // at the cost of one keep-alive and no grant.
 func TestSharedIdleLeaseWithinGuardIsKeptAlive(t *testing.T) {
 	clk := clocktest.New(time.Time{})
 	f := newFixture(t, etcd.WithSharedLease(0), etcd.WithClock(clk))
-	ctx := testContext(t)
-	a := mustCreate(t, f.store, "a", "v", 2*time.Second)
-	old := f.store.SharedLeaseOf(2)
-	if err := f.store.CompareAndDelete(ctx, "a", a.Revision); err != nil {
-		t.Fatalf("CompareAndDelete(a): %v", err)
-	}
+	old := idleSharedLease(t, f)
 
 	clk.Add(900 * time.Millisecond)
 	f.reqs.reset()
