@@ -285,19 +285,12 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 		}
 	}
 	for id, rs := range byLease {
-		until, ok := s.keepUntil(id)
-		sent := s.clock.Now()
-		var ttl int64
-		err := errTooLate
-		if ok && sent.Before(until) {
-			ttl, err = s.keepAliveOnce(ctx, id, until)
-		}
+		ttl, err := s.keepShared(ctx, id)
 		if errors.Is(err, errTooLate) {
 			// The lease may be close to its expiry at the server (or was
 			// abandoned for that): keeping it alive could be answered
 			// with success while etcd revokes it. Its entries are lost;
 			// their holders' deadlines pass before the lease expires.
-			s.abandon(id)
 			for _, r := range rs {
 				s.forgetRev(r.k, r.rev)
 				r.done <- keepResult{err: s.lost(r.key, r.rev)}
@@ -317,7 +310,6 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			}
 			continue
 		}
-		s.kept(id, sent)
 		granted := seconds(ttl)
 		for _, r := range rs {
 			e, ok := s.renewed(r.k, r.rev, id, granted, r.start)
@@ -648,6 +640,28 @@ func (s *Store) keepUntilLocked(g *leaseGroup) time.Time {
 // on (see leaseGuard).
 func (s *Store) fitLocked(g *leaseGroup) bool {
 	return s.clock.Now().Before(s.keepUntilLocked(g))
+}
+
+// keepShared keeps shared lease id alive once and records it (kept),
+// unless the lease may be close to its expiry at the server (see
+// leaseGuard) or is none of the store's current shared leases: then nothing
+// is sent, the lease is abandoned, and the error is errTooLate.
+func (s *Store) keepShared(ctx context.Context, id clientv3.LeaseID) (int64, error) {
+	until, ok := s.keepUntil(id)
+	sent := s.clock.Now()
+	if !ok || !sent.Before(until) {
+		s.abandon(id)
+		return 0, errTooLate
+	}
+	ttl, err := s.keepAliveOnce(ctx, id, until)
+	if errors.Is(err, errTooLate) {
+		s.abandon(id)
+		return 0, err
+	}
+	if err == nil {
+		s.kept(id, sent)
+	}
+	return ttl, err
 }
 
 // keepUntil returns keepUntilLocked of the group whose lease is id; ok is

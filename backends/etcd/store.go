@@ -596,13 +596,7 @@ func (s *Store) confirmShared(ctx context.Context, k string, wl *writeLease) err
 	if !wl.shared || wl.fresh {
 		return nil
 	}
-	until, ok := s.keepUntil(wl.id)
-	sent := s.clock.Now()
-	var ttl int64
-	err := errTooLate
-	if ok && sent.Before(until) {
-		ttl, err = s.keepAliveOnce(ctx, wl.id, until)
-	}
+	ttl, err := s.keepShared(ctx, wl.id)
 	if isLeaseNotFound(err) {
 		s.leaseGone(wl.id)
 		return fmt.Errorf("the shared lease expired as the entry was written, and its revocation deleted the entry: %w", backends.ErrUnavailable)
@@ -612,7 +606,6 @@ func (s *Store) confirmShared(ctx context.Context, k string, wl *writeLease) err
 		// expiry at the server (see leaseGuard): the entry cannot be kept
 		// alive safely. Nobody holds it; the garbage collector deletes it
 		// if the lease's expiry does not come first.
-		s.abandon(wl.id)
 		s.writeUnknown(k, *wl)
 		return fmt.Errorf("the shared lease came close to its expiry as the entry was written: %w", backends.ErrUnavailable)
 	}
@@ -620,7 +613,6 @@ func (s *Store) confirmShared(ctx context.Context, k string, wl *writeLease) err
 		s.writeUnknown(k, *wl)
 		return err
 	}
-	s.kept(wl.id, sent)
 	wl.granted = seconds(ttl)
 	return nil
 }
