@@ -70,6 +70,7 @@ type Allocator struct {
 	bg     context.Context // ends at Close; parent of the background loops
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the background loops
+	ops    sync.WaitGroup // Allocate and Release calls past lock, until unpin
 
 	mu     sync.Mutex
 	closed bool            // guarded by mu
@@ -239,6 +240,7 @@ func (a *Allocator) lock(ctx context.Context, key string) (*use, error) {
 		a.local[key] = u
 	}
 	u.pins++
+	a.ops.Add(1) // under mu while not closed: Close waits for every such call
 	a.mu.Unlock()
 	select {
 	case u.sem <- struct{}{}:
@@ -255,6 +257,7 @@ func (a *Allocator) unlock(key string, u *use) {
 }
 
 func (a *Allocator) unpin(key string, u *use) {
+	defer a.ops.Done()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	u.pins--
@@ -614,22 +617,26 @@ func (a *Allocator) GetByID(ctx context.Context, id uint64) (string, error) {
 	return key, nil
 }
 
-// Close stops renewal, garbage collection and the watch, waits for them
-// within ctx, then deletes this member's references (those it cannot
-// delete lapse after TTL). Allocate and Release fail afterwards with an
-// error wrapping backends.ErrClosed. Close is idempotent; it does not close
-// the store.
+// Close stops renewal, garbage collection and the watch, waits within ctx
+// for them and for the Allocate and Release calls in flight (which then fail
+// with an error wrapping backends.ErrClosed, deleting what they wrote), and
+// then deletes this member's references (those it cannot delete lapse after
+// TTL). Allocate and Release called afterwards fail with an error wrapping
+// backends.ErrClosed. If ctx ends first, Close returns its error and leaves
+// the rest to a later Close, which waits again and deletes what is left;
+// once a Close has returned nil, Close returns nil. It does not close the
+// store.
 func (a *Allocator) Close(ctx context.Context) error {
 	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
-		return nil
-	}
 	a.closed = true
 	a.mu.Unlock()
 	a.cancel()
 	done := make(chan struct{})
-	go func() { a.wg.Wait(); close(done) }()
+	go func() {
+		a.wg.Wait()
+		a.ops.Wait()
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-ctx.Done():

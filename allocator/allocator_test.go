@@ -372,3 +372,99 @@ func TestClose(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// Close waits for an Allocate in flight: it never reports success while a
+// reference that call wrote is still in the store, and a Close that gave
+// up may be called again to finish the job.
+func TestCloseWaitsForAllocateInFlight(t *testing.T) {
+	s, clk := newMem(t)
+	f := faults.Wrap(s, clk)
+	a, err := New(f, testConfig("a", clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Hold the answer to the write of x's reference: it is in the store,
+	// the Allocate that wrote it has not heard back.
+	gate := f.Pause(faults.OpCreate|faults.OpCompareAndSet, faults.AfterCall, 0)
+	defer gate.Remove()
+	allocated := make(chan error, 1)
+	go func() {
+		_, _, err := a.Allocate(ctx, "x")
+		allocated <- err
+	}()
+	var held *faults.Call
+	for held == nil {
+		call, err := gate.Next(ctx)
+		if err != nil {
+			t.Fatalf("the reference was never written: %v", err)
+		}
+		if strings.HasPrefix(call.Key, testPrefix+valueDir) {
+			held = call
+		} else {
+			call.Release()
+		}
+	}
+
+	closeCtx, giveUp := context.WithCancel(ctx)
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close(closeCtx) }()
+	eventually(t, "Close marks the allocator closed", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.closed
+	})
+	giveUp()
+	if err := <-closed; err == nil {
+		if refs := dump(t, s, valueDir); len(refs) != 0 {
+			t.Fatalf("Close returned nil with an Allocate in flight and references left: %v", refs)
+		}
+	} else if !errors.Is(err, context.Canceled) {
+		t.Fatalf("first Close = %v, want nil or context.Canceled", err)
+	}
+
+	held.Release()
+	gate.Remove() // the calls after it go through
+	if err := <-allocated; !errors.Is(err, backends.ErrClosed) {
+		t.Fatalf("Allocate racing Close = %v, want ErrClosed", err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if refs := dump(t, s, valueDir); len(refs) != 0 {
+		t.Fatalf("references after the second Close: %v", refs)
+	}
+}
+
+// A Close that gave up waiting for the background loops leaves the work to
+// the next Close, which waits and deletes this member's references.
+func TestCloseAgainAfterTimeout(t *testing.T) {
+	s, clk := newMem(t)
+	a, err := New(s, testConfig("a", clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAllocate(t, a, "x")
+	a.wg.Add(1) // a background loop that has not ended yet
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Close(expired); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close with loops running and a done context = %v, want context.Canceled", err)
+	}
+	second := make(chan error, 1)
+	go func() { second <- a.Close(context.Background()) }()
+	select {
+	case err := <-second:
+		t.Fatalf("second Close returned %v while a loop still ran", err)
+	default:
+	}
+	a.wg.Done()
+	if err := <-second; err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if refs := dump(t, s, valueDir); len(refs) != 0 {
+		t.Fatalf("references after the second Close: %v", refs)
+	}
+}
