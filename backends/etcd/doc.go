@@ -15,8 +15,8 @@
 //     0, CompareAndSet and CompareAndDelete compare its ModRevision, and Txn
 //     puts all its compares and then all its puts and deletes into one
 //     transaction, so it is all-or-nothing and no reader sees part of it.
-//     Reads (Get, List, the reads inside KeepAlive) are linearizable reads,
-//     never serializable ones.
+//     Reads (Get, List, the reads that verify a KeepAlive) are
+//     linearizable reads, never serializable ones.
 //   - Tokens. CreateRevision comes from etcd's cluster-wide revision counter,
 //     which only grows and is never reused: across deletes, expiry, restarts
 //     of any member and leader changes. The CreateRevision of a key's current
@@ -27,15 +27,13 @@
 //     deletes the keys attached to it. An expired entry is therefore absent
 //     for every operation, and watchers see its deletion.
 //   - KeepAlive changes neither Revision nor value and produces no watch
-//     event. etcd cannot make a keep-alive conditional on a key's revision, so
-//     KeepAlive reads the key, checks its ModRevision, and only then keeps its
-//     lease alive. It is still linearizable at the read, because the lease it
-//     refreshes keeps nothing else alive: a per-entry lease is granted for one
-//     write of one key and never reused, so if the key changed or vanished
-//     after the read, the refresh extends nothing. KeepAlive refuses
-//     (ErrUnsupported) to refresh a lease that carries other keys. The new
-//     expiry counts from the keep-alive, which happens after the call began,
-//     so a holder that counts its deadline from before the call is safe.
+//     event. etcd cannot make a keep-alive conditional on a key's revision,
+//     and KeepAlive is one keep-alive of the entry's lease and nothing else
+//     when the store vouches for the revision itself; see "How a renewal
+//     knows its entry" below. Otherwise it verifies by a linearizable read.
+//     The new expiry counts from the keep-alive, which is sent after the
+//     call began, so a holder that counts its deadline from before the call
+//     is safe.
 //   - No silent shortening. etcd keeps TTLs in whole seconds and grants at
 //     least its minimum, ceil(1.5 × election timeout) (2 s with etcd's
 //     default 1 s election timeout). A TTL is rounded up to whole seconds and
@@ -59,6 +57,61 @@
 //     the client retries reads and lease requests, on its other endpoints
 //     if it has any, until the caller's deadline.
 //
+// # How a renewal knows its entry
+//
+// A renewal must never extend, or report held, an entry whose key was
+// deleted or rewritten before the renewal's keep-alive was sent. Reading
+// the key on every renewal proves that, at the price of a linearizable
+// read (a raft round) per renewal. Instead, the store relies on one rule of
+// use, which the contract's claims, slots and IDs keep: an entry a Store
+// wrote with a TTL is changed afterwards only by that Store's own writes
+// and by the expiry of its lease. (A holder renews and releases what it
+// created; others take a claim with CreateIfAbsent once it is absent, never
+// by CompareAndSet or CompareAndDelete on a revision they read.)
+//
+// Under that rule, when the store wrote the entry at rev itself, a
+// keep-alive of its lease that etcd answers with the lease alive proves the
+// key was at rev when the keep-alive was sent:
+//
+//   - Expiry: etcd handled the keep-alive after its send and found the lease
+//     alive, so the lease had not expired before the send, and an expired
+//     lease never comes back; expiry had not deleted the key.
+//   - The store's own writes of the key: the store records every write of
+//     its own. One that succeeded before the call replaced or removed the
+//     entry it knows, and the call finds no entry at rev; one with an unknown
+//     outcome (it may even be applied later) marks the entry, which the store
+//     then never vouches for again; one in flight when the call starts, or
+//     begun before the keep-alive's answer, makes the store read the key
+//     after the answer. A read after the send that finds the key at rev
+//     proves it was at rev at the send, since a key never comes back to a
+//     revision it left.
+//
+// No other change is possible under the rule, so the store then vouches for
+// the entry, and the renewal is one keep-alive. A per-entry lease is
+// granted for one write of one key and never reused, and a shared lease
+// carries only the store's own entries, so a keep-alive sent for an entry
+// that did change keeps alive nothing that any holder relies on.
+//
+// etcd does not enforce the rule: any client may delete or rewrite a key.
+// The store detects that through its own watch of its prefix (one per
+// store, started by its first renewal, from the lowest revision it vouches
+// for, so it also replays what happened before). When the watch shows an
+// entry's key changed after the revision the store knows, by anyone, the
+// store withdraws its word for that entry: its next KeepAlive reads, and
+// fails (a lost claim, or a conflict carrying the current entry). A renewal
+// sent between the change and the watch's delivery of it (a millisecond on
+// a healthy cluster; longer while the watch is cut off, after which it
+// resumes where it stopped) may still succeed: that, and only that, is
+// what breaking the rule costs. If etcd compacted revisions the watch had
+// not delivered, the store withdraws its word for every entry, and a read
+// that finds an entry unchanged gives it back.
+//
+// The store never vouches for an entry it did not write (a peer's, or its
+// own from before a restart): its writer may change it without this store
+// knowing, within the rule. KeepAlive of such an entry reads the key first,
+// then keeps its lease alive, and refuses (ErrUnsupported) a lease that
+// carries other keys.
+//
 // # What it costs
 //
 // In etcd requests: CreateIfAbsent with a TTL, one when it is refused (the
@@ -69,14 +122,16 @@
 // (revoking the unused lease); without a TTL, one. CompareAndDelete, one.
 // A conflict reports the current entry without asking etcd for its lease:
 // its TTL is the lease's when the store wrote it, else the server's
-// minimum, and its Remaining is 0 (unknown); Get reports both. KeepAlive,
-// two (the read, then a keep-alive), and a third (the lease's attached
-// keys) for an entry this store did not write. Get, two for an entry with
-// a TTL (the key, then its lease); List, one plus one per distinct lease;
-// Watch, one read plus the stream. Lease keep-alives are messages on one
-// stream per store, opened once (and again after it fails or a caller gives
-// up on it), not a stream each: opening one costs the client and the
-// server far more than the message.
+// minimum, and its Remaining is 0 (unknown); Get reports both. KeepAlive of
+// an entry the store vouches for, one (a keep-alive); of another, two (the
+// read, then a keep-alive), and a third (the lease's attached keys) for an
+// entry on a lease the store did not grant. The store's watch of its
+// prefix costs one request when a renewal first starts it. Get, two for an
+// entry with a TTL (the key, then its lease); List, one plus one per
+// distinct lease; Watch, one read plus the stream. Lease keep-alives are
+// messages on one stream per store, opened once (and again after it fails
+// or a caller gives up on it), not a stream each: opening one costs the
+// client and the server far more than the message.
 //
 // With a shared lease, a write with a TTL goes out at once when the store
 // kept its lease alive less than half a TTL ago (a refused write then costs
@@ -92,13 +147,14 @@
 //
 // With [WithSharedLease], all entries a store writes with the same TTL share
 // one etcd lease, and KeepAlive calls on them are answered in batches: each
-// batch reads the entries it verifies in one request (the keys themselves,
-// or the key range they span when they are many; so keep such keys under a
-// common prefix), and then keeps the shared lease alive with one
-// keep-alive, sent after the read and after every call in the batch
-// began. A process holding a thousand claims thus costs about two requests
-// per batch interval (at most one batch per interval, default
-// [DefaultSharedBatch]), instead of two per claim per renewal. A call waits
+// batch keeps the shared lease alive with one keep-alive, sent after every
+// call in the batch began. Entries the store does not vouch for (see "How a
+// renewal knows its entry") are verified after it by one read of their keys
+// (the keys themselves, or the key range they span when they are many; so
+// keep such keys under a common prefix). A process holding a thousand
+// claims thus costs about one request per batch interval (at most one
+// batch per interval, default [DefaultSharedBatch]), instead of one per
+// claim per renewal. A call waits
 // for its batch at most one interval, less for TTLs under four intervals,
 // and at most half the time its context's deadline leaves it, so that a
 // renewal bounded by its renew period is answered within it.
@@ -106,11 +162,11 @@
 // A shared lease must never keep a dead claim alive. The rule is that a
 // holder that stops acting deletes its key; the store's part is that
 //
-//   - KeepAlive succeeds only for entries the batch found at the caller's
-//     revision, which the store wrote on its shared lease. The batch reads
-//     keys only, and takes each entry's lease from what the store wrote at
-//     that revision, never from the read: etcd from v3.7 answers a
-//     keys-only read from its index, without the keys' leases;
+//   - KeepAlive succeeds only for entries the store wrote on its shared
+//     lease, at the caller's revision, and vouches for, or that the batch's
+//     read found at that revision. Each entry's lease is what the store
+//     wrote at that revision, never taken from the read: etcd from v3.7
+//     answers a keys-only read from its index, without the keys' leases;
 //   - an entry on a shared lease that nobody kept alive for its whole TTL
 //     (its holder's deadline has passed, so the holder stopped acting, and
 //     its release did not happen) is deleted by the store, conditionally on
@@ -186,4 +242,8 @@
 //   - With a shared lease, a store judges its entries' expiry on its own
 //     clock (WithClock); a clock that runs fast deletes entries early. The
 //     system clock is the default.
+//   - A renewal is exact only under the rule of use above (only an entry's
+//     writer and its lease's expiry change it). A delete or rewrite by
+//     anyone else is caught by the store's watch, not by the renewal: one
+//     sent before the watch delivers the change may report the entry held.
 package etcd

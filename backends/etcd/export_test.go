@@ -21,3 +21,26 @@ func (s *Store) WriteUnknown(key string, secs int64) {
 	s.mu.Unlock()
 	s.writeUnknown(s.prefix+key, writeLease{id: g.id, granted: g.granted, shared: true})
 }
+
+// Watching reports whether the store's sentinel has its watch established.
+func (s *Store) Watching() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watchCreated
+}
+
+// Seen is the last revision the store's sentinel saw a change at.
+func (s *Store) Seen() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen
+}
+
+// Vouched reports whether the store vouches for key at rev (a KeepAlive of
+// it is then a keep-alive alone).
+func (s *Store) Vouched(key string, rev int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[s.prefix+key]
+	return h != nil && s.vouchedLocked(s.prefix+key, h, rev)
+}

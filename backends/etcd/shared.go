@@ -26,9 +26,9 @@ const (
 )
 
 // shared answers KeepAlive calls on entries of the store's shared leases in
-// batches. One batch reads every entry it verifies in one request and keeps
-// each shared lease involved alive with one keep-alive, after the read.
-// It also deletes entries nobody keeps alive any more, so that a shared
+// batches. One batch keeps each shared lease involved alive with one
+// keep-alive, and reads, in one request after it, only the entries the
+// store does not vouch for. It also deletes entries nobody keeps alive any more, so that a shared
 // lease never keeps a dead claim alive.
 type shared struct {
 	s     *Store
@@ -49,7 +49,9 @@ type keepReq struct {
 	rev   int64
 	lease clientv3.LeaseID // the lease the store wrote the entry at rev on
 	start time.Time
-	done  chan keepResult // buffered: the batcher never blocks on a caller that left
+	// granted is what the batch's keep-alive renewed the lease for.
+	granted time.Duration
+	done    chan keepResult // buffered: the batcher never blocks on a caller that left
 }
 
 type keepResult struct {
@@ -72,6 +74,9 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 		return backends.Entry{}, false, nil
 	}
 	granted, lease := h.granted, h.lease
+	if h.vouched {
+		s.startSentinelLocked()
+	}
 	var until time.Time // when the batch must have kept the entry's lease alive
 	if g := s.groupOfLocked(h.lease); g != nil {
 		until = s.keepUntilLocked(g).Add(-leaseGuard(g.granted) / 4)
@@ -245,84 +250,147 @@ func (sh *shared) round(reqs []*keepReq) {
 	}
 }
 
-// serve verifies that each caller's entry is still at its revision, then
-// keeps the shared leases of the verified entries alive. The read comes
-// first: an entry changed or deleted after it is not kept alive by the
-// refresh of a lease that no longer carries it.
+// serve keeps the shared leases of the callers' entries alive, one
+// keep-alive per lease, and answers each caller.
+//
+// An entry the store vouches for (vouchedLocked) needs nothing more. The
+// others are verified by one read of their keys before the keep-alive, as
+// they always were: an entry found at the caller's revision is kept alive,
+// one that changed is not, and a lease none of whose entries passed is not
+// kept alive at all. Either way, if a write of ours on a key began, or the
+// sentinel withdrew the store's word for a vouched entry, before the
+// keep-alive's answer, the key is read again after it: a read after the
+// send that finds the key at the caller's revision proves it was at it at
+// the send, since a key never comes back to a revision it left.
 func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 	s := sh.s
-	keys := make([]string, 0, len(reqs))
-	for _, r := range reqs {
-		keys = append(keys, r.k)
+	type word struct {
+		h       *heldEntry // nil: the registry does not know the entry at the caller's revision
+		touched uint64
+		vouched bool
 	}
-	kvs, err := s.readKeys(ctx, keys, true)
-	if err != nil {
-		for _, r := range reqs {
-			r.done <- keepResult{err: s.fail("keepalive", r.key, err)}
+	words := make([]word, len(reqs))
+	live := make([]bool, len(reqs)) // still to be kept alive and answered
+	var first []int                 // read before the keep-alive
+	s.mu.Lock()
+	for i, r := range reqs {
+		if h := s.held[r.k]; h != nil && h.shared && h.lease == r.lease && h.rev == r.rev {
+			words[i] = word{h, h.touched, s.vouchedLocked(r.k, h, r.rev)}
 		}
-		return
+		live[i] = words[i].h != nil
+		if live[i] && !words[i].vouched {
+			first = append(first, i)
+		}
 	}
-	byLease := make(map[clientv3.LeaseID][]*keepReq)
-	for _, r := range reqs {
-		kv := kvs[r.k]
-		switch {
-		case kv == nil:
-			s.forgetRev(r.k, r.rev)
+	s.mu.Unlock()
+	for i, r := range reqs {
+		if !live[i] {
+			// The registry no longer has the entry at the caller's
+			// revision: our own write, delete or garbage collection took
+			// it, or its lease is gone.
 			r.done <- keepResult{err: s.lost(r.key, r.rev)}
-		case kv.ModRevision != r.rev:
-			s.forgetRev(r.k, r.rev)
-			ce := &backends.ConflictError{Op: "keepalive", Key: r.key, Expected: r.rev}
-			if resp, err := s.cli.Get(opctx(ctx), r.k); err == nil && len(resp.Kvs) > 0 {
-				ce.Current, ce.Found = s.current(resp.Kvs[0]), true
-			}
-			r.done <- keepResult{err: fmt.Errorf("etcd: %w", ce)}
-		default:
-			// The entry is the one the store wrote at that revision, so
-			// its lease is the one it wrote it on. The read cannot tell:
-			// etcd from v3.7 answers a keys-only read from its index,
-			// without the keys' leases (Lease 0).
-			byLease[r.lease] = append(byLease[r.lease], r)
 		}
 	}
-	for id, rs := range byLease {
+	if len(first) > 0 {
+		sh.check(ctx, reqs, first, live)
+	}
+
+	byLease := make(map[clientv3.LeaseID][]int)
+	for i, r := range reqs {
+		if live[i] {
+			byLease[r.lease] = append(byLease[r.lease], i)
+		}
+	}
+	var again []int // read after the keep-alive
+	for id, is := range byLease {
 		ttl, err := s.keepShared(ctx, id)
 		if errors.Is(err, errTooLate) {
 			// The lease may be close to its expiry at the server (or was
 			// abandoned for that): keeping it alive could be answered
 			// with success while etcd revokes it. Its entries are lost;
 			// their holders' deadlines pass before the lease expires.
-			for _, r := range rs {
-				s.forgetRev(r.k, r.rev)
-				r.done <- keepResult{err: s.lost(r.key, r.rev)}
+			for _, i := range is {
+				s.forgetRev(reqs[i].k, reqs[i].rev)
+				reqs[i].done <- keepResult{err: s.lost(reqs[i].key, reqs[i].rev)}
+				live[i] = false
 			}
 			continue
 		}
 		if isLeaseNotFound(err) {
 			s.leaseGone(id)
-			for _, r := range rs {
-				r.done <- keepResult{err: s.lost(r.key, r.rev)}
+			for _, i := range is {
+				reqs[i].done <- keepResult{err: s.lost(reqs[i].key, reqs[i].rev)}
+				live[i] = false
 			}
 			continue
 		}
 		if err != nil {
-			for _, r := range rs {
-				r.done <- keepResult{err: s.fail("keepalive", r.key, err)}
+			for _, i := range is {
+				reqs[i].done <- keepResult{err: s.fail("keepalive", reqs[i].key, err)}
+				live[i] = false
 			}
 			continue
 		}
 		granted := seconds(ttl)
-		for _, r := range rs {
-			e, ok := s.renewed(r.k, r.rev, id, granted, r.start)
-			if !ok {
-				// Our own write replaced the entry after the read; the
-				// caller's revision is no longer current.
-				r.done <- keepResult{err: s.lost(r.key, r.rev)}
+		for _, i := range is {
+			reqs[i].granted = granted
+			w := words[i]
+			if w.h != nil && s.unchanged(reqs[i].k, w.h, w.touched, w.vouched) {
 				continue
 			}
-			e.Key = r.key
-			r.done <- keepResult{e: e}
+			again = append(again, i)
 		}
 	}
+	if len(again) > 0 {
+		sh.check(ctx, reqs, again, live)
+	}
+	for i, r := range reqs {
+		if live[i] {
+			s.answer(r, r.lease, r.granted)
+		}
+	}
+}
+
+// check reads the keys of reqs[i] for i in which, in one request, and
+// answers (and marks not live) those not at their callers' revisions; if
+// the read fails, all of them, with its error.
+//
+// The read is keys-only: etcd from v3.7 answers it from its index, without
+// the keys' leases (Lease 0), so the lease of an entry found at the caller's
+// revision is the one the store wrote it on (keepReq.lease).
+func (sh *shared) check(ctx context.Context, reqs []*keepReq, which []int, live []bool) {
+	s := sh.s
+	keys := make([]string, 0, len(which))
+	for _, i := range which {
+		keys = append(keys, reqs[i].k)
+	}
+	kvs, readRev, err := s.readKeys(ctx, keys, true)
+	for _, i := range which {
+		r := reqs[i]
+		if err == nil {
+			err := s.verify(ctx, r.k, r.key, r.rev, kvs[r.k], readRev, true)
+			if err == nil {
+				continue
+			}
+			r.done <- keepResult{err: err}
+		} else {
+			r.done <- keepResult{err: s.fail("keepalive", r.key, err)}
+		}
+		live[i] = false
+	}
+}
+
+// answer answers r, whose entry's lease id was kept alive for granted.
+func (s *Store) answer(r *keepReq, id clientv3.LeaseID, granted time.Duration) {
+	e, ok := s.renewed(r.k, r.rev, id, granted, r.start)
+	if !ok {
+		// Our own write replaced the entry meanwhile; the caller's
+		// revision is no longer current.
+		r.done <- keepResult{err: s.lost(r.key, r.rev)}
+		return
+	}
+	e.Key = r.key
+	r.done <- keepResult{e: e}
 }
 
 // renewed records a successful keep-alive of k at rev and returns its entry.
@@ -341,11 +409,12 @@ func (s *Store) renewed(k string, rev int64, id clientv3.LeaseID, granted time.D
 }
 
 // readKeys reads keys in one request: exactly those keys when they are
-// few, else the key range they span. With keysOnly it reads them without
+// few, else the key range they span, and returns them with the revision
+// they were read at. With keysOnly it reads them without
 // their values, and then without their leases too: etcd from v3.7 answers
 // a keys-only read from its index, whose entries carry the revisions but
 // not the lease (Lease is 0 whatever the key's lease).
-func (s *Store) readKeys(ctx context.Context, keys []string, keysOnly bool) (map[string]*mvccpb.KeyValue, error) {
+func (s *Store) readKeys(ctx context.Context, keys []string, keysOnly bool) (map[string]*mvccpb.KeyValue, int64, error) {
 	var only []clientv3.OpOption
 	if keysOnly {
 		only = append(only, clientv3.WithKeysOnly())
@@ -353,12 +422,12 @@ func (s *Store) readKeys(ctx context.Context, keys []string, keysOnly bool) (map
 	sort.Strings(keys)
 	out := make(map[string]*mvccpb.KeyValue, len(keys))
 	if len(keys) == 0 {
-		return out, nil
+		return out, 0, nil
 	}
 	if len(keys) > exactRead {
 		resp, err := s.cli.Get(opctx(ctx), keys[0], append([]clientv3.OpOption{clientv3.WithRange(keys[len(keys)-1] + "\x00")}, only...)...)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		want := make(map[string]bool, len(keys))
 		for _, k := range keys {
@@ -369,7 +438,7 @@ func (s *Store) readKeys(ctx context.Context, keys []string, keysOnly bool) (map
 				out[string(kv.Key)] = kv
 			}
 		}
-		return out, nil
+		return out, resp.Header.Revision, nil
 	}
 	ops := make([]clientv3.Op, 0, len(keys))
 	for i, k := range keys {
@@ -380,14 +449,14 @@ func (s *Store) readKeys(ctx context.Context, keys []string, keysOnly bool) (map
 	}
 	resp, err := s.cli.Txn(opctx(ctx)).Then(ops...).Commit()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, r := range resp.Responses {
 		for _, kv := range r.GetResponseRange().GetKvs() {
 			out[string(kv.Key)] = kv
 		}
 	}
-	return out, nil
+	return out, resp.Header.Revision, nil
 }
 
 // garbageAt is when the earliest shared entry becomes garbage: at once for
@@ -455,7 +524,7 @@ func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
 		for _, g := range unknown {
 			keys = append(keys, g.k)
 		}
-		kvs, err := s.readKeys(ctx, keys, false) // the leases decide
+		kvs, _, err := s.readKeys(ctx, keys, false) // the leases decide
 		if err != nil {
 			return // next time
 		}

@@ -100,15 +100,22 @@ func TestSharedKeepAliveVerifiesEachEntry(t *testing.T) {
 	a := mustCreate(t, f.store, "a", "v", 2*time.Second)
 	b := mustCreate(t, f.store, "b", "v", 2*time.Second)
 	c := mustCreate(t, f.store, "c", "v", 2*time.Second)
+	renewOnce(t, f.store, c)
 
 	// Behind the store's back: a is rewritten (on the same lease), b deleted.
+	// That is outside the rule renewals rely on (only the writer and expiry
+	// change an entry); the store's watch catches it.
 	put, err := f.raw.Put(ctx, f.prefix+"a", "other", clientv3.WithLease(f.store.SharedLeaseOf(2)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.raw.Delete(ctx, f.prefix+"b"); err != nil {
+	del, err := f.raw.Delete(ctx, f.prefix+"b")
+	if err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 10*time.Second, "the store's watch sees the changes", func(context.Context) bool {
+		return f.store.Seen() >= del.Header.Revision
+	})
 
 	_, err = f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
 	if ce := conflict(t, "KeepAlive of a rewritten entry", err); !ce.Found || ce.Current.Revision != put.Header.Revision || string(ce.Current.Value) != "other" {
@@ -572,9 +579,17 @@ func TestSharedKeepAliveServedBeforeGuard(t *testing.T) {
 	ctx := testContext(t)
 	a := mustCreate(t, f.store, "a", "v", 2*time.Second) // the lease is kept until t0 + 2s, fit until t0 + 1s
 	b := mustCreate(t, f.store, "b", "v", 2*time.Second)
-	if _, err := f.raw.Delete(ctx, f.prefix+"b"); err != nil {
+	renewOnce(t, f.store, a) // a batch at t0
+	// b is deleted behind the store's back; once its watch has seen that,
+	// the store no longer vouches for b, and reads it before keeping its
+	// lease alive.
+	del, err := f.raw.Delete(ctx, f.prefix+"b")
+	if err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 10*time.Second, "the store's watch sees the delete", func(context.Context) bool {
+		return f.store.Seen() >= del.Header.Revision
+	})
 	// A batch at t0 + 0.5s keeps nothing alive: its only entry is gone.
 	clk.Add(500 * time.Millisecond)
 	if _, err := f.store.KeepAlive(ctx, "b", b.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) {
@@ -584,7 +599,7 @@ func TestSharedKeepAliveServedBeforeGuard(t *testing.T) {
 	// fit; a's renewal at t0 + 0.8s must be served before.
 	clk.Add(300 * time.Millisecond)
 	stop := advance(t, clk, 100*time.Millisecond, time.Second)
-	_, err := f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
+	_, err = f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
 	stop()
 	if err != nil {
 		t.Errorf("KeepAlive(a) at t0+0.8s, lease kept at t0, last batch at t0+0.5s: %v, want nil", err)

@@ -59,6 +59,13 @@ type Store struct {
 	// are never kept alive again.
 	abandoned map[clientv3.LeaseID]time.Time // guarded by mu
 	pruneAt   int                            // guarded by mu; len(held) that triggers a prune
+
+	// The sentinel (see sentinel.go). watchFrom is the revision from
+	// which its watch has seen every change under the prefix, 0 until it
+	// starts; seen is the last revision it saw a change at.
+	watchFrom    int64 // guarded by mu
+	seen         int64 // guarded by mu
+	watchCreated bool  // guarded by mu; for tests: the watch is established
 }
 
 var (
@@ -85,6 +92,23 @@ type heldEntry struct {
 	// alive past that is garbage (its holder stopped acting) and the batcher
 	// deletes it.
 	renewed time.Time
+
+	// vouched: the store wrote the entry itself, and vouches that it is
+	// still at rev on lease as long as its lease lives, no write of its own
+	// on the key is in flight, and the sentinel saw no change of the key
+	// (see vouchedLocked). A KeepAlive of a vouched entry is a keep-alive
+	// alone; of any other, a keep-alive checked by a read.
+	vouched bool
+	// own: the store wrote the entry itself (it did not find it by a read).
+	own bool
+	// unsure: a write of ours on the key had an unknown outcome while this
+	// entry was current. It may still be applied, so the entry is never
+	// vouched for again.
+	unsure bool
+	// touched counts the writes of ours on the key begun while this entry
+	// was current: a keep-alive that saw it change while in flight cannot
+	// vouch for its entry at its send.
+	touched uint64
 }
 
 // leaseGroup is the shared lease of one TTL.
@@ -119,8 +143,9 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // lease, and answers KeepAlive calls on those entries in batches: at most one
 // batch per interval (DefaultSharedBatch if interval is not positive, and
 // sooner for entries whose TTL is under four intervals or whose callers'
-// deadlines need it), each costing two
-// etcd requests whatever the number of entries. See the package
+// deadlines need it), each costing one
+// keep-alive whatever the number of entries (and a read for entries the
+// store does not vouch for). See the package
 // documentation for what changes.
 func WithSharedLease(interval time.Duration) Option {
 	return func(o *options) {
@@ -505,7 +530,7 @@ func (s *Store) put(ctx context.Context, op, key string, rev int64, value []byte
 	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
 		e.CreateRevision = prev.CreateRevision
 	}
-	s.wrote(k, e, wl, start)
+	s.wrote(k, e, wl, start, true)
 	return e, nil
 }
 
@@ -540,6 +565,9 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 		Else(clientv3.OpGet(k)).
 		Commit()
 	if err != nil {
+		if unknownOutcome(err) {
+			s.unsure(k)
+		}
 		return s.fail("delete", key, err)
 	}
 	if !resp.Succeeded {
@@ -630,18 +658,20 @@ func (s *Store) discardLease(ctx context.Context, wl writeLease) {
 // KeepAlive implements backends.Store.
 //
 // etcd has no "keep this lease alive if that key is at this revision"
-// operation, so KeepAlive reads the key, checks its ModRevision, then keeps
-// its lease alive (one keep-alive). That is still linearizable at the read,
-// because the lease it refreshes keeps nothing else alive: a per-entry lease
-// is granted for one write of one key and never attached to anything else,
-// so if the key changed or went away between the read and the keep-alive,
-// the refresh keeps alive no entry at all. KeepAlive refuses to refresh a
-// lease that carries other keys (ErrUnsupported). The new expiry counts
-// from the keep-alive, which is later than the call's start, so a holder
-// that counts its deadline from before the call is on the safe side.
+// operation. For an entry the store wrote itself and vouches for, KeepAlive
+// is one keep-alive of its lease; the package documentation ("How a renewal
+// knows its entry") gives the rule of use that rests on and why it is
+// exact under it. For any other entry it reads the key, checks its
+// ModRevision, then keeps its lease alive: still linearizable at the read,
+// because a per-entry lease keeps nothing else alive (it is granted for one
+// write of one key), so if the key changed between the read and the
+// keep-alive, the refresh keeps alive no entry at all. KeepAlive refuses to
+// refresh a lease that carries other keys (ErrUnsupported). The new expiry
+// counts from the keep-alive, which is later than the call's start, so a
+// holder that counts its deadline from before the call is on the safe side.
 //
-// On a shared lease (WithSharedLease) the same check is made for a batch of
-// entries at once; see the package documentation.
+// On a shared lease (WithSharedLease) calls are answered in batches of one
+// keep-alive each; see the package documentation.
 //
 // ttl may be shorter than the entry's lease (it is then rounded up to it)
 // but not longer: etcd cannot lengthen a lease without rewriting the key, so
@@ -669,6 +699,9 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 		if e, ok, err := s.shared.keepAlive(ctx, k, key, rev, secs, start); ok {
 			return e, err
 		}
+	}
+	if e, ok, err := s.keepVouched(ctx, k, key, rev, secs, start); ok {
+		return e, err
 	}
 
 	resp, err := s.cli.Get(opctx(ctx), k)
@@ -731,8 +764,131 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	e := s.entry(kv)
 	e.TTL = seconds(renewed)
 	e.Remaining = e.TTL
-	s.wrote(k, e, writeLease{id: id, granted: e.TTL}, start)
+	s.wrote(k, e, writeLease{id: id, granted: e.TTL}, start, false)
 	return e, nil
+}
+
+// keepVouched keeps alive an entry on a per-entry lease that the store
+// wrote and vouches for (vouchedLocked) with one request: a keep-alive of
+// its lease. ok is false if the store cannot vouch for it, and the caller
+// verifies by a read first.
+//
+// If, while the keep-alive was in flight, a write of ours on the key began
+// or the sentinel saw the key change, the store can no longer vouch for the
+// entry at the send, and it reads the key: a read after the send that finds
+// the key at rev proves it was at rev at the send, since a key never comes
+// back to a revision it left.
+func (s *Store) keepVouched(ctx context.Context, k, key string, rev, secs int64, start time.Time) (backends.Entry, bool, error) {
+	s.mu.Lock()
+	h := s.held[k]
+	if h == nil || h.shared || !s.vouchedLocked(k, h, rev) {
+		s.mu.Unlock()
+		return backends.Entry{}, false, nil
+	}
+	id, granted, touched := h.lease, h.granted, h.touched
+	s.startSentinelLocked()
+	s.mu.Unlock()
+	if seconds(secs) > granted {
+		return backends.Entry{}, true, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its lease was granted, and etcd cannot lengthen a lease without rewriting the key: %w",
+			key, seconds(secs), granted, backends.ErrInvalid)
+	}
+	ttl, err := s.keepAliveOnce(ctx, id, time.Time{})
+	if isLeaseNotFound(err) {
+		s.forget(k, id)
+		return backends.Entry{}, true, s.lost(key, rev)
+	}
+	if err != nil {
+		return backends.Entry{}, true, s.fail("keepalive", key, err)
+	}
+	if !s.unchanged(k, h, touched, true) {
+		kvs, readRev, err := s.readKeys(ctx, []string{k}, false)
+		if err != nil {
+			return backends.Entry{}, true, s.fail("keepalive", key, err)
+		}
+		if err := s.verify(ctx, k, key, rev, kvs[k], readRev, false); err != nil {
+			return backends.Entry{}, true, err
+		}
+	}
+	e, ok := s.renewed(k, rev, id, seconds(ttl), start)
+	if !ok {
+		// Our own write replaced the entry meanwhile: rev is no longer
+		// current.
+		return backends.Entry{}, true, s.lost(key, rev)
+	}
+	e.Key = key
+	return e, true, nil
+}
+
+// vouchedLocked reports whether the store vouches that k is at rev on h's
+// lease for as long as that lease lives. It does when it wrote h itself,
+// no write of its own on k is in flight, none had an unknown outcome, and
+// the sentinel saw no change of k after rev.
+//
+// This rests on one rule of use: an entry a store wrote with a TTL is
+// changed afterwards only by that store's own writes or by the expiry of its
+// lease (the contract's claims, leases and slots are used that way: a
+// holder renews and releases what it created, and others take a claim only
+// once it is absent). The store's own writes show in the registry and in
+// inflight; expiry shows in the keep-alive's answer (the lease is gone).
+// Anything else, another process or an etcd client deleting or rewriting the
+// key, is outside the rule and is caught by the sentinel: from the moment its
+// watch delivers the change, the store no longer vouches for the entry. A
+// keep-alive sent before that moment (the watch's delay, usually a
+// millisecond) may still succeed.
+func (s *Store) vouchedLocked(k string, h *heldEntry, rev int64) bool {
+	return h.rev == rev && h.vouched && s.inflight[k] == 0
+}
+
+// unchanged reports whether h is still the entry of k, with no write of
+// ours on k begun since touched was read, and, if vouched, still vouched
+// for.
+func (s *Store) unchanged(k string, h *heldEntry, touched uint64, vouched bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[k] == h && h.touched == touched && (h.vouched || !vouched)
+}
+
+// verify checks that kv, the key k as a read after a keep-alive's send found
+// it, is at rev: then it was at rev at the send. If the store's word for
+// the entry had been withdrawn only because the sentinel may have missed
+// changes, the read gives it back (revouch). Otherwise the entry is
+// forgotten and the error is a lost conflict.
+func (s *Store) verify(ctx context.Context, k, key string, rev int64, kv *mvccpb.KeyValue, readRev int64, keysOnly bool) error {
+	switch {
+	case kv == nil:
+		s.forgetRev(k, rev)
+		return s.lost(key, rev)
+	case kv.ModRevision != rev:
+		s.forgetRev(k, rev)
+		ce := &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev}
+		if keysOnly {
+			// Fetch the entry's value for the conflict.
+			if resp, err := s.cli.Get(opctx(ctx), k); err == nil && len(resp.Kvs) > 0 {
+				kv = resp.Kvs[0]
+			}
+		}
+		ce.Current, ce.Found = s.current(kv), true
+		return fmt.Errorf("etcd: %w", ce)
+	}
+	s.revouch(k, rev, readRev)
+	return nil
+}
+
+// revouch gives the store's word back to the entry of k at rev, which a
+// read at revision readRev found unchanged, if it lost it only because the
+// sentinel may have missed changes: the sentinel runs, has seen every change
+// from before readRev on, and has seen none after it (a change it saw
+// after the read would mean the read is already stale).
+func (s *Store) revouch(k string, rev, readRev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[k]
+	if h == nil || h.rev != rev || !h.own || h.unsure || h.vouched {
+		return
+	}
+	if s.watchFrom != 0 && s.watchFrom <= readRev+1 && s.seen <= readRev {
+		h.vouched = true
+	}
 }
 
 // lost is the error of a keep-alive whose entry is gone (its lease expired,
@@ -748,6 +904,9 @@ func (s *Store) beginWrite(k string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inflight[k]++
+	if h := s.held[k]; h != nil {
+		h.touched++
+	}
 }
 
 func (s *Store) endWrite(k string) {
@@ -758,15 +917,19 @@ func (s *Store) endWrite(k string) {
 	}
 }
 
-// wrote records a successful write (or keep-alive) of k at e.Revision.
-func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time) {
+// wrote records a successful write of k at e.Revision (own), or a
+// keep-alive of an entry the store found by a read (not own, and so not
+// vouched for: another store may have written it, and rewrite it).
+func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time, own bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if wl.id == clientv3.NoLease {
 		delete(s.held, k)
 		return
 	}
-	delete(s.unknown, k) // a write of ours took the key over
+	if own {
+		delete(s.unknown, k) // a write of ours took the key over
+	}
 	if h := s.held[k]; h != nil && h.rev == e.Revision && h.lease == wl.id {
 		if start.After(h.renewed) {
 			h.renewed = start
@@ -777,6 +940,9 @@ func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time
 	s.held[k] = &heldEntry{
 		rev: e.Revision, createRev: e.CreateRevision, value: e.Value,
 		lease: wl.id, granted: wl.granted, shared: wl.shared, renewed: start,
+		// Once the sentinel runs, it covers only revisions from watchFrom.
+		vouched: own && (s.watchFrom == 0 || e.Revision >= s.watchFrom),
+		own:     own,
 	}
 	s.pruneLocked()
 	if wl.shared {
@@ -811,6 +977,7 @@ func (s *Store) adopt(k string, kv *mvccpb.KeyValue, id clientv3.LeaseID, start 
 // it: the key may be held, by an entry of ours that another caller keeps
 // alive, and that entry is not garbage because a write next to it failed.
 func (s *Store) writeUnknown(k string, wl writeLease) {
+	s.unsure(k)
 	if !wl.shared {
 		return // a per-entry lease expires by itself
 	}
@@ -818,6 +985,17 @@ func (s *Store) writeUnknown(k string, wl writeLease) {
 	defer s.mu.Unlock()
 	s.unknown[k] = wl
 	s.shared.wake()
+}
+
+// unsure records that a write of ours on k had an unknown outcome: it may
+// have changed the entry the registry knows, now or later, so the store
+// never vouches for that entry again.
+func (s *Store) unsure(k string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.held[k]; h != nil {
+		h.vouched, h.unsure = false, true
+	}
 }
 
 func (s *Store) deleted(k string) {

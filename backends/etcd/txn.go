@@ -101,6 +101,8 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 			for i, op := range ops {
 				if op.Kind == backends.OpPut {
 					s.writeUnknown(s.prefix+op.Key, leases[i])
+				} else {
+					s.unsure(s.prefix + op.Key)
 				}
 			}
 		} else {
@@ -137,7 +139,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		if prev := r.GetResponsePut().GetPrevKv(); prev != nil {
 			e.CreateRevision = prev.CreateRevision
 		}
-		s.wrote(k, e, leases[i], start)
+		s.wrote(k, e, leases[i], start, true)
 		res.Entries[i] = e
 	}
 	return res, nil

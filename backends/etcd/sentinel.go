@@ -1,0 +1,115 @@
+package etcd
+
+import (
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// sentinelRetry is how long the sentinel waits before watching again after
+// its watch ended for another reason than Close.
+const sentinelRetry = time.Second
+
+// The sentinel is the store's own watch of its prefix. It exists so that a
+// KeepAlive of an entry the store wrote can be one keep-alive and nothing
+// else (see vouchedLocked): within the contract only the writing store and
+// its lease's expiry change such an entry, and the sentinel catches the
+// out-of-contract rest, a change made by anyone else, and withdraws the
+// store's word for the entry, so that its next KeepAlive verifies by a
+// read and reports it lost.
+//
+// It starts with the first KeepAlive that could use the store's word, from
+// the lowest revision the store vouches for, so the events it replays
+// cover every entry registered so far; an entry registered later at a
+// revision below the watch's start is never vouched for. It costs one
+// request (the watch's creation) and the events under the prefix.
+
+// startSentinelLocked starts the sentinel if it is not running and the
+// store is open. The caller holds s.mu.
+func (s *Store) startSentinelLocked() {
+	if s.watchFrom != 0 || s.closed {
+		return
+	}
+	from := int64(0)
+	for _, h := range s.held {
+		if h.vouched && (from == 0 || h.rev < from) {
+			from = h.rev
+		}
+	}
+	if from == 0 {
+		return
+	}
+	s.watchFrom = from
+	s.wg.Add(1)
+	go s.sentinel(from)
+}
+
+// sentinel watches the store's prefix from revision from until Close. When
+// its watch ends otherwise, it watches again from the revision after the
+// last it saw, so no event is skipped; if etcd compacted those revisions,
+// every entry loses the store's word (distrustAll).
+func (s *Store) sentinel(from int64) {
+	defer s.wg.Done()
+	for {
+		wch := s.cli.Watch(s.ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithCreatedNotify())
+		for resp := range wch {
+			if resp.CompactRevision != 0 {
+				// Events between from and the compaction are gone: a
+				// change among them would go unseen.
+				s.distrustAll(resp.CompactRevision)
+				from = resp.CompactRevision
+				continue
+			}
+			if resp.Created {
+				s.watchUp()
+			}
+			for _, ev := range resp.Events {
+				s.changed(string(ev.Kv.Key), ev.Kv.ModRevision)
+				from = ev.Kv.ModRevision + 1
+			}
+		}
+		if s.ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("etcd: the store's watch of its entries ended; watching again", "rev", from)
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.clock.After(sentinelRetry):
+		}
+	}
+}
+
+// changed withdraws the store's word for the entry of k if the sentinel saw
+// k change after the revision the store knows. A change the store made
+// itself is either already in the registry (rev is the entry's) or is a
+// write in flight, which withdraws nothing that the write does not replace.
+func (s *Store) changed(k string, rev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.held[k]; h != nil && rev > h.rev {
+		h.vouched = false
+	}
+	if rev > s.seen {
+		s.seen = rev
+	}
+}
+
+// distrustAll withdraws the store's word for every entry: the sentinel may
+// have missed changes before revision from.
+func (s *Store) distrustAll(from int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.held {
+		h.vouched = false
+	}
+	if from > s.watchFrom {
+		s.watchFrom = from
+	}
+}
+
+func (s *Store) watchUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchCreated = true
+}
