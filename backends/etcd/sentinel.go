@@ -51,13 +51,14 @@ func (s *Store) startSentinelLocked() {
 func (s *Store) sentinel(from int64) {
 	defer s.wg.Done()
 	for {
+		compacted := false
 		wch := s.cli.Watch(s.ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithCreatedNotify())
 		for resp := range wch {
 			if resp.CompactRevision != 0 {
 				// Events between from and the compaction are gone: a
 				// change among them would go unseen.
 				s.distrustAll(resp.CompactRevision)
-				from = resp.CompactRevision
+				from, compacted = resp.CompactRevision, true
 				continue
 			}
 			if resp.Created {
@@ -70,6 +71,9 @@ func (s *Store) sentinel(from int64) {
 		}
 		if s.ctx.Err() != nil {
 			return
+		}
+		if compacted {
+			continue // from the compaction on, at once
 		}
 		s.log.Warn("etcd: the store's watch of its entries ended; watching again", "rev", from)
 		select {

@@ -765,6 +765,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	e.TTL = seconds(renewed)
 	e.Remaining = e.TTL
 	s.wrote(k, e, writeLease{id: id, granted: e.TTL}, start, false)
+	s.revouch(k, rev, resp.Header.Revision)
 	return e, nil
 }
 
@@ -878,7 +879,9 @@ func (s *Store) verify(ctx context.Context, k, key string, rev int64, kv *mvccpb
 // read at revision readRev found unchanged, if it lost it only because the
 // sentinel may have missed changes: the sentinel runs, has seen every change
 // from before readRev on, and has seen none after it (a change it saw
-// after the read would mean the read is already stale).
+// after the read would mean the read is already stale). An entry the store
+// did not write, or one a write of ours with an unknown outcome may still
+// change, never gets it back.
 func (s *Store) revouch(k string, rev, readRev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -263,3 +263,46 @@ func (s *heldWatch) RecvMsg(m any) error {
 	}
 	return err
 }
+
+// TestKeepAliveAfterCompaction: when etcd compacted revisions the store's
+// watch had not yet delivered, the store withdraws its word for its
+// entries (a change among those revisions would go unseen), and a read
+// that finds an entry unchanged gives it back: the renewal after that read
+// is one keep-alive again.
+func TestKeepAliveAfterCompaction(t *testing.T) {
+	f := newFixture(t)
+	ctx := testContext(t)
+	e := mustCreate(t, f.store, "k", "v", 2*time.Second)
+	put, err := f.raw.Put(ctx, f.prefix+"other", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.raw.Compact(ctx, put.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	// The first renewal starts the watch from e's revision, compacted.
+	if _, err := f.store.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil {
+		t.Fatalf("KeepAlive: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the store withdraws its word after the compaction", func(context.Context) bool {
+		return !f.store.Vouched("k", e.Revision)
+	})
+	waitFor(t, 10*time.Second, "the store's watch is established again", func(context.Context) bool { return f.store.Watching() })
+	f.reqs.reset()
+	if _, err := f.store.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil {
+		t.Fatalf("KeepAlive after the compaction: %v", err)
+	}
+	if got := f.reqs.of("Range"); got != 1 {
+		t.Errorf("renewal after the compaction read %d times (%s), want once", got, f.reqs)
+	}
+	if !f.store.Vouched("k", e.Revision) {
+		t.Fatal("the store does not vouch for an entry a read found unchanged after the compaction")
+	}
+	f.reqs.reset()
+	if _, err := f.store.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil {
+		t.Fatalf("KeepAlive: %v", err)
+	}
+	if got, ka := f.reqs.Load(), f.reqs.of("LeaseKeepAlive"); got != 1 || ka != 1 {
+		t.Errorf("renewal after the store vouches again cost %d requests (%s), want one keep-alive", got, f.reqs)
+	}
+}
