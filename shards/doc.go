@@ -1,0 +1,78 @@
+// Package shards spreads a fixed number of shards over the live members of a
+// group, with one fenced owner per shard, so that work keyed by a string can be
+// routed to one serialization point per key: ShardOf(key) names the shard,
+// Owner(shard) the member to send the work to, and that member acts under the
+// shard's term and its fencing token.
+//
+// Every shard is a claim run by its own elector (package elector), with all of
+// the elector's rules: the local deadline counted from before the send, the
+// ownership context cancelled before it, drain before release, error classes,
+// panic safety, bounded stops. This package adds who campaigns for what; it
+// holds no safety logic of its own.
+//
+// # Layout in the store
+//
+// A group G owns the store keys
+//
+//	G/count        the shard count S, written once, without TTL
+//	G/member/<id>  one claim per live member, held by its membership elector
+//	G/shard/<i>    the claim of shard i, 0 ≤ i < S
+//
+// The first member to start records S; a member configured with another
+// count refuses to start (ErrCountMismatch). Changing S is not an operation
+// of this package, because a new count moves nearly every key: stop every
+// member, delete G/count, and start the members with the new count once
+// every claim of the old one has ended.
+//
+// # Placement
+//
+// A member is live while its membership claim (a claim like any other, with
+// the template's TTL) is held; Members lists the live identities. Every member
+// computes the same placement from the same list (Place: rendezvous hashing
+// with quotas of ⌊S/M⌋ or ⌈S/M⌉ shards per member) and campaigns for the
+// shards placed on its identity. When the list changes, a member stops the
+// electors of the shards no longer placed on it (each drains and releases)
+// and starts electors for the shards newly placed on it, which follow the
+// previous owner's claim and take it when it is released or expires. A
+// member whose process dies or stalls stops renewing its membership and its
+// shard claims; after a TTL both have expired, the others place its shards
+// elsewhere and take them at once. Without expiry events from the store
+// (Capabilities.ExpiryEvents), members re-read the group every TTL/6, so a
+// takeover comes at most TTL/6 later.
+//
+// # Guarantees
+//
+//   - Per shard, everything the elector guarantees for a claim: at most one
+//     member acts on a shard by its own deadline, tokens strictly increase,
+//     and a claim is released only after OnAcquired has returned.
+//   - Per shard, OnAcquired and OnReleased are delivered in order, paired
+//     (one OnReleased after each OnAcquired) and never concurrently: a
+//     member runs at most one elector per shard at a time, and starts a new
+//     one only once the previous one has finished, its callbacks included.
+//   - Across shards there is no order: the callbacks of different shards run
+//     on different goroutines and may run concurrently.
+//   - Warm-up: a member that restarts with the same identity never acts on a
+//     shard before it has acquired a fresh claim on it, with a new token; the
+//     store grants that claim only once the previous holder's claim has been
+//     released or has expired, and the previous holder stopped acting by its
+//     own deadline, before that expiry. A member acts only inside a term
+//     (OnAcquired's context, or Term), so nothing it did before the restart,
+//     and nothing it remembers, can make it act early.
+//   - ShardOf and Place are stable: the same answers in every process and
+//     release.
+//
+// # What it does not promise
+//
+//   - Owner, Members and Placement report what this member last read; the
+//     claim may have changed hands since. Routing by them is a hint: the
+//     member that receives work checks Term, and the resource checks the
+//     token.
+//   - Members may disagree briefly on the membership, and so on the
+//     placement, while a change propagates: two members may campaign for
+//     one shard, and one of them wins; no shard ever has two owners.
+//   - A shard whose placed member is live but cannot take it (its elector
+//     keeps failing) stays unowned: only a member's departure moves its
+//     shards.
+//   - Balance holds once the membership is stable; movement on one join or
+//     leave is close to the minimum but not always at it (see Place).
+package shards

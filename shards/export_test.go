@@ -1,0 +1,46 @@
+package shards
+
+import "github.com/tenure-go/tenure/lifecycle"
+
+// Changed is closed and replaced each time the member has read the group
+// (a test source of change).
+func (m *Member) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.listened
+}
+
+// AtRest is how many fake-clock timers the member arms when nothing is in
+// flight: the loop's read timer, and per elector two while it leads (the
+// deadline and the renewal) and one while it follows.
+func (m *Member) AtRest() int {
+	m.mu.Lock()
+	els := make([]interface{ State() lifecycle.State }, 0, len(m.runs)+1)
+	if m.member != nil {
+		els = append(els, m.member)
+	}
+	for _, r := range m.runs {
+		els = append(els, r.el)
+	}
+	m.mu.Unlock()
+	select {
+	case <-m.done:
+		return 0
+	default:
+	}
+	n := 1
+	select {
+	case <-m.stopCh:
+		n = 0 // the loop is leaving
+	default:
+	}
+	for _, el := range els {
+		switch el.State() {
+		case lifecycle.Leader:
+			n += 2
+		case lifecycle.Follower:
+			n++
+		}
+	}
+	return n
+}

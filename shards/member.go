@@ -1,0 +1,596 @@
+package shards
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/wire"
+)
+
+// MaxCount bounds a group's shard count: every member lists every shard's
+// claim each time membership or ownership changes.
+const MaxCount = 4096
+
+var (
+	// ErrCountMismatch: the group's shard count recorded in the store
+	// differs from Config.Count. A group's count is fixed when its first
+	// member starts; see the package documentation for changing it.
+	ErrCountMismatch = errors.New("shards: stored shard count differs from the configured one")
+	// ErrAlreadyStarted: Start (or Run) was called on a Member started
+	// before. A Member runs once; make a new one to run again.
+	ErrAlreadyStarted = errors.New("shards: already started")
+)
+
+// Config configures a Member.
+type Config struct {
+	// Group names the group: every store key of the group lies under
+	// Group + "/". Required.
+	Group string
+
+	// Identity names this member in the group (a host name, an address
+	// other members can reach). Required; any identity backends.NewHolder
+	// accepts. Placement is computed over identities, so a member
+	// restarted with the same Identity gets the same shards back.
+	Identity string
+
+	// Count is the group's shard count S, recorded in the store by the
+	// first member to start; 1 ≤ Count ≤ MaxCount. A member configured
+	// with another count than the recorded one fails to start with
+	// ErrCountMismatch.
+	Count int
+
+	// Elector is the template of every elector the member runs (one for
+	// its membership, one for each shard it campaigns for): timings,
+	// clock, logger and trace hooks, with the defaults package elector
+	// documents. Key, Identity and the three callbacks must be left
+	// empty: the member sets them.
+	Elector elector.Config
+
+	// OnAcquired is called when this member becomes the owner of shard,
+	// with the shard's term (its Token is the fencing token every write
+	// made for the shard must carry). ctx is the ownership: it is
+	// cancelled when the term ends, before the local deadline, as the
+	// elector's leadership context is. OnAcquired may return at once or
+	// block until ctx is done, draining the shard's work: the shard's
+	// claim is not released before it returns (up to the template's
+	// DrainTimeout; then the claim is left to expire). May be nil.
+	OnAcquired func(ctx context.Context, shard int, term elector.Term)
+
+	// OnReleased is called exactly once after each OnAcquired, when that
+	// term has ended and its claim was released or left to expire, with
+	// the reason. May be nil.
+	OnReleased func(shard int, term elector.Term, cause elector.Cause)
+
+	// Logger receives the member's own logs (placement changes, watch and
+	// list errors) with the keys group, member and shard. Default: nil,
+	// which logs nothing. The electors log through Elector.Logger.
+	Logger *slog.Logger
+}
+
+// Validate reports what is wrong with c, joined under one "shards: config: "
+// prefix; nil if c is usable.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Group == "" {
+		errs = append(errs, errors.New("group is empty"))
+	} else if err := backends.ValidateKey(countKey(c.Group)); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Count < 1 || c.Count > MaxCount {
+		errs = append(errs, fmt.Errorf("count %d out of range [1, %d]", c.Count, MaxCount))
+	}
+	t := c.Elector
+	if t.Key != "" || t.Identity != "" || t.OnElected != nil || t.OnDemoted != nil || t.OnNewLeader != nil {
+		errs = append(errs, errors.New("the elector template sets Key, Identity or a callback; leave them empty"))
+	}
+	if c.Group != "" && c.Count >= 1 && c.Count <= MaxCount {
+		// The longest keys the member uses: its membership and its last shard.
+		for _, key := range []string{memberKey(c.Group, c.Identity), shardKey(c.Group, c.Count-1)} {
+			t.Key, t.Identity = key, c.Identity
+			if err := t.Validate(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("shards: config: %w: %w", errors.Join(errs...), backends.ErrInvalid)
+}
+
+// Owner is the holder of a shard's claim as a member last observed it.
+type Owner struct {
+	Holder backends.Holder // Holder.ID is the owning member's Identity
+	Token  int64           // the fencing token of the owner's claim
+}
+
+// The store layout of group g.
+func countKey(g string) string            { return g + "/count" }
+func memberPrefix(g string) string        { return g + "/member/" }
+func memberKey(g, id string) string       { return memberPrefix(g) + id }
+func shardPrefix(g string) string         { return g + "/shard/" }
+func shardKey(g string, shard int) string { return shardPrefix(g) + strconv.Itoa(shard) }
+
+// Member is one member of a shard group: it announces itself, observes the
+// other members and the shards' owners, and campaigns for the shards placed
+// on it, one elector per shard.
+//
+// Lifecycle: New returns a Member that does nothing until Start (or Run).
+// Start runs once; Stop, or cancelling the context given to Start, ends it for
+// good: the member leaves the group, every shard it owns is drained and
+// released, and Done is closed. The query methods are safe to call from any
+// goroutine at any time, callbacks included.
+type Member struct {
+	store  backends.Store
+	locker *backends.StoreLocker
+	cfg    Config
+	clk    clock.Clock
+	log    *slog.Logger
+	ttl    time.Duration
+	poll   time.Duration // longest wait between two reads of the group
+
+	kick   chan struct{} // wakes the loop: a run ended, the member was asked to stop
+	stopCh chan struct{} // closed by Stop
+	done   chan struct{} // closed when the loop and every elector have finished
+
+	stopOnce sync.Once
+
+	mu       sync.Mutex
+	started  bool          // guarded by mu
+	members  []string      // live member identities, sorted; guarded by mu
+	owners   []Owner       // by shard, as last listed; guarded by mu
+	runs     map[int]*run  // the elector of each shard campaigned or being stopped; guarded by mu
+	placed   []string      // the last placement computed; guarded by mu
+	err      error         // the last error reading the group; guarded by mu
+	listened chan struct{} // closed and replaced after each read of the group; guarded by mu
+	member   *elector.Elector
+}
+
+// run is the elector of one shard.
+type run struct {
+	el       *elector.Elector
+	stopping bool          // Stop has been asked; guarded by Member.mu
+	done     chan struct{} // closed once el is done and the run is forgotten
+}
+
+// New returns a Member of cfg.Group over store. It fails if cfg does not
+// validate, or, with an error wrapping backends.ErrUnsupported, if the store
+// cannot enforce claims (create-if-absent, compare-and-delete, keep-alive).
+func New(store backends.Store, cfg Config) (*Member, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	locker, err := backends.NewLocker(store)
+	if err != nil {
+		return nil, fmt.Errorf("shards: %w", err)
+	}
+	clk := cfg.Elector.Clock
+	if clk == nil {
+		clk = clock.New()
+		cfg.Elector.Clock = clk
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("group", cfg.Group, "member", cfg.Identity)
+	ttl := cfg.Elector.TTL
+	if ttl == 0 {
+		ttl = elector.DefaultTTL
+	}
+	m := &Member{
+		store: store, locker: locker, cfg: cfg, clk: clk, log: log, ttl: ttl,
+		kick:     make(chan struct{}, 1),
+		stopCh:   make(chan struct{}),
+		done:     make(chan struct{}),
+		runs:     make(map[int]*run),
+		owners:   make([]Owner, cfg.Count),
+		listened: make(chan struct{}),
+	}
+	// Without expiry events, a member's departure by crash shows only when
+	// the group is read again: read it often enough for a takeover within a
+	// TTL and a sixth. With them, a slow read is only a backstop.
+	m.poll = ttl / 6
+	if store.Capabilities().ExpiryEvents && backends.Require(store, backends.CapWatch) == nil {
+		m.poll = 10 * ttl
+	}
+	return m, nil
+}
+
+// Count is the group's shard count.
+func (m *Member) Count() int { return m.cfg.Count }
+
+// ShardOf returns the shard of key in this group: ShardOf(key, Count()).
+func (m *Member) ShardOf(key string) int { return ShardOf(key, m.cfg.Count) }
+
+// Identity is this member's configured identity.
+func (m *Member) Identity() string { return m.cfg.Identity }
+
+// Members returns the identities of the group's live members as last read
+// (sorted), this member's included once it has joined.
+func (m *Member) Members() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.members)
+}
+
+// Placement returns the placement computed from the members last read:
+// entry i is the identity shard i is placed on (see Place).
+func (m *Member) Placement() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.placed)
+}
+
+// Owner returns the owner of shard as last observed, through the store
+// (watch or read) or by this member's own acquisition, and whether it had
+// one. It is a hint for routing: the
+// claim may have changed hands since, and only the owner's own Term says
+// it may act.
+func (m *Member) Owner(shard int) (Owner, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if shard < 0 || shard >= len(m.owners) {
+		return Owner{}, false
+	}
+	o := m.owners[shard]
+	return o, o.Token != 0
+}
+
+// Owned lists, in order, the shards this member owns now: those whose
+// elector reports IsLeader at the call.
+func (m *Member) Owned() []int {
+	m.mu.Lock()
+	runs := make(map[int]*elector.Elector, len(m.runs))
+	for i, r := range m.runs {
+		runs[i] = r.el
+	}
+	m.mu.Unlock()
+	var out []int
+	for i, el := range runs {
+		if el.IsLeader() {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Term returns this member's current term on shard and true while it owns
+// the shard (its elector's IsLeader would return true). Code acting for a
+// shard outside OnAcquired checks it, and carries its Token, at each action.
+func (m *Member) Term(shard int) (elector.Term, bool) {
+	m.mu.Lock()
+	r := m.runs[shard]
+	m.mu.Unlock()
+	if r == nil {
+		return elector.Term{}, false
+	}
+	return r.el.Term()
+}
+
+// Err returns the last error met reading the group, or nil if the last read
+// succeeded.
+func (m *Member) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}
+
+// Done is closed when the Member has finished: it has left the group and
+// every shard elector has finished, its callbacks included.
+func (m *Member) Done() <-chan struct{} { return m.done }
+
+// Start records the group's shard count if the group has none, or checks it
+// against Config.Count (ErrCountMismatch), then starts the member in the
+// background: it joins the group and campaigns for its shards. Cancelling
+// ctx has the effect of Stop (without waiting).
+func (m *Member) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	m.started = true
+	m.mu.Unlock()
+	if err := m.checkCount(ctx); err != nil {
+		close(m.done)
+		return err
+	}
+	mcfg := m.cfg.Elector
+	mcfg.Key, mcfg.Identity = memberKey(m.cfg.Group, m.cfg.Identity), m.cfg.Identity
+	el, err := elector.New(m.locker, mcfg)
+	if err != nil {
+		close(m.done)
+		return fmt.Errorf("shards: membership: %w", err)
+	}
+	m.mu.Lock()
+	m.member = el
+	m.mu.Unlock()
+	if err := el.Start(context.Background()); err != nil {
+		close(m.done)
+		return fmt.Errorf("shards: membership: %w", err)
+	}
+	go m.loop(ctx)
+	return nil
+}
+
+// Run starts the member and blocks until ctx is cancelled or Stop is called
+// elsewhere, then stops it as Stop does. It returns nil after a clean stop.
+func (m *Member) Run(ctx context.Context) error {
+	if err := m.Start(ctx); err != nil {
+		return err
+	}
+	<-m.done
+	return nil
+}
+
+// Stop makes the member leave: it releases its membership, so the others
+// place its shards elsewhere and start campaigning for them, then ends the
+// ownership of every shard it owns (each shard's OnAcquired context is
+// cancelled, and its claim released once OnAcquired has returned) and waits
+// for every elector to finish, at most until ctx is done. Stop may be called
+// more than once, and before Start.
+func (m *Member) Stop(ctx context.Context) error {
+	m.stopOnce.Do(func() { close(m.stopCh) })
+	m.mu.Lock()
+	started := m.started
+	m.started = true // a Member stopped before Start never starts
+	m.mu.Unlock()
+	if !started {
+		close(m.done)
+		return nil
+	}
+	select {
+	case <-m.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("shards: stop %q: %w", m.cfg.Identity, context.Cause(ctx))
+	}
+}
+
+// checkCount records the configured count, or checks it against the stored one.
+func (m *Member) checkCount(ctx context.Context) error {
+	key := countKey(m.cfg.Group)
+	want := strconv.Itoa(m.cfg.Count)
+	for {
+		e, err := m.store.Get(ctx, key)
+		if err == nil {
+			if string(e.Value) != want {
+				return fmt.Errorf("shards: group %q: stored count %q, configured %d: %w", m.cfg.Group, e.Value, m.cfg.Count, ErrCountMismatch)
+			}
+			return nil
+		}
+		if !errors.Is(err, backends.ErrNotFound) {
+			return fmt.Errorf("shards: read count of %q: %w", m.cfg.Group, err)
+		}
+		_, err = m.store.CreateIfAbsent(ctx, key, []byte(want), 0)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, backends.ErrExists) {
+			return fmt.Errorf("shards: record count of %q: %w", m.cfg.Group, err)
+		}
+		// Another member recorded it first: read theirs.
+	}
+}
+
+// loop reads the group whenever it may have changed and campaigns for the
+// shards placed here, until the member is stopped; then it shuts down.
+func (m *Member) loop(startCtx context.Context) {
+	defer close(m.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var events <-chan backends.Event
+	watcher, canWatch := m.store.(backends.Watcher)
+	canWatch = canWatch && backends.Require(m.store, backends.CapWatch) == nil
+	for {
+		if canWatch && events == nil {
+			ch, err := watcher.Watch(ctx, m.cfg.Group+"/")
+			if err != nil {
+				m.log.Warn("shards: watch", "err", err)
+			} else {
+				events = ch
+			}
+		}
+		m.refresh(ctx)
+		t := m.clk.Timer(m.poll)
+		select {
+		case <-m.stopCh:
+		case <-startCtx.Done():
+		case <-m.kick:
+		case <-t.C:
+		case _, ok := <-events:
+			if !ok {
+				events = nil
+			}
+			events = drain(events)
+		}
+		t.Stop()
+		select {
+		case <-m.stopCh:
+		case <-startCtx.Done():
+		default:
+			continue
+		}
+		break
+	}
+	m.shutdown()
+}
+
+// drain consumes the events already queued on events and returns it, or nil
+// if it was closed.
+func drain(events <-chan backends.Event) <-chan backends.Event {
+	for events != nil {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return nil
+			}
+		default:
+			return events
+		}
+	}
+	return nil
+}
+
+// refresh reads the group's members and owners and campaigns accordingly.
+func (m *Member) refresh(ctx context.Context) {
+	members, owners, err := m.read(ctx)
+	m.mu.Lock()
+	defer func() {
+		close(m.listened)
+		m.listened = make(chan struct{})
+		m.mu.Unlock()
+	}()
+	m.err = err
+	if err != nil {
+		m.log.Warn("shards: read group", "err", err)
+		return
+	}
+	// This member's own terms are observations too, and may be newer than
+	// the read.
+	for shard, r := range m.runs {
+		if t, ok := r.el.Term(); ok && t.Token > owners[shard].Token {
+			owners[shard] = Owner{Holder: t.Holder, Token: t.Token}
+		}
+	}
+	m.owners = owners
+	if !slices.Equal(members, m.members) || m.placed == nil {
+		m.members = members
+		m.placed = Place(m.cfg.Count, members)
+		m.log.Debug("shards: members", "members", members)
+	}
+	for shard, id := range m.placed {
+		r := m.runs[shard]
+		want := id == m.cfg.Identity
+		switch {
+		case want && r == nil:
+			m.campaign(shard)
+		case !want && r != nil && !r.stopping:
+			r.stopping = true
+			go func() { _ = r.el.Stop(context.Background()) }()
+		}
+	}
+}
+
+// read lists the group's live members and its shards' owners.
+func (m *Member) read(ctx context.Context) ([]string, []Owner, error) {
+	entries, err := m.store.List(ctx, memberPrefix(m.cfg.Group))
+	if err != nil {
+		return nil, nil, fmt.Errorf("shards: list members of %q: %w", m.cfg.Group, err)
+	}
+	var members []string
+	for _, e := range entries {
+		id, _, err := wire.DecodeClaim(e.Value)
+		if err != nil || memberKey(m.cfg.Group, id) != e.Key {
+			m.log.Warn("shards: ignoring a foreign entry among the members", "key", e.Key)
+			continue
+		}
+		members = append(members, id)
+	}
+	slices.Sort(members)
+	entries, err = m.store.List(ctx, shardPrefix(m.cfg.Group))
+	if err != nil {
+		return nil, nil, fmt.Errorf("shards: list shards of %q: %w", m.cfg.Group, err)
+	}
+	owners := make([]Owner, m.cfg.Count)
+	for _, e := range entries {
+		shard, err := strconv.Atoi(strings.TrimPrefix(e.Key, shardPrefix(m.cfg.Group)))
+		if err != nil || shard < 0 || shard >= m.cfg.Count || shardKey(m.cfg.Group, shard) != e.Key {
+			continue // a key of a nested group, or not a shard of this count
+		}
+		id, nonce, err := wire.DecodeClaim(e.Value)
+		if err != nil {
+			return nil, nil, fmt.Errorf("shards: shard %d of %q: %v: %w", shard, m.cfg.Group, err, backends.ErrCorrupt)
+		}
+		owners[shard] = Owner{Holder: backends.Holder{ID: id, Nonce: nonce}, Token: e.CreateRevision}
+	}
+	return members, owners, nil
+}
+
+// campaign starts the elector of shard. m.mu is held.
+func (m *Member) campaign(shard int) {
+	cfg := m.cfg.Elector
+	cfg.Key, cfg.Identity = shardKey(m.cfg.Group, shard), m.cfg.Identity
+	onAcquired := m.cfg.OnAcquired
+	cfg.OnElected = func(ctx context.Context, term elector.Term) {
+		m.mu.Lock()
+		if term.Token > m.owners[shard].Token {
+			m.owners[shard] = Owner{Holder: term.Holder, Token: term.Token}
+		}
+		m.mu.Unlock()
+		if onAcquired != nil {
+			onAcquired(ctx, shard, term)
+		}
+	}
+	if f := m.cfg.OnReleased; f != nil {
+		cfg.OnDemoted = func(term elector.Term, cause elector.Cause) { f(shard, term, cause) }
+	}
+	el, err := elector.New(m.locker, cfg)
+	if err == nil {
+		err = el.Start(context.Background())
+	}
+	if err != nil { // the config was validated: not expected
+		m.log.Error("shards: start shard elector", "shard", shard, "err", err)
+		return
+	}
+	r := &run{el: el, done: make(chan struct{})}
+	m.runs[shard] = r
+	go func() {
+		<-el.Done()
+		if err := el.Err(); err != nil {
+			m.log.Error("shards: shard elector ended", "shard", shard, "err", err)
+		}
+		m.mu.Lock()
+		delete(m.runs, shard)
+		m.mu.Unlock()
+		close(r.done)
+		m.wake()
+	}()
+}
+
+// wake makes the loop read the group again.
+func (m *Member) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// shutdown leaves the group, then stops every shard elector and waits for
+// them. Leaving first lets the other members campaign for this member's
+// shards while they drain, so each is taken the moment it is released.
+func (m *Member) shutdown() {
+	m.mu.Lock()
+	member := m.member
+	m.mu.Unlock()
+	if err := member.Stop(context.Background()); err != nil {
+		m.log.Warn("shards: leave", "err", err)
+	}
+	<-member.Done()
+	m.mu.Lock()
+	var runs []*run
+	for _, r := range m.runs {
+		runs = append(runs, r)
+		if !r.stopping {
+			r.stopping = true
+			go func() { _ = r.el.Stop(context.Background()) }()
+		}
+	}
+	m.mu.Unlock()
+	for _, r := range runs {
+		<-r.done
+	}
+}

@@ -1,0 +1,208 @@
+package shards_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/shards"
+)
+
+// checkBalanced fails the test unless the members in ids own between
+// ⌊S/M⌋ and ⌈S/M⌉ shards each, and every member observes each shard's owner
+// as the one the placement names, with the highest token the fence saw.
+func (c *cluster) checkBalanced(ids ...string) {
+	c.t.Helper()
+	lo, hi := c.count/len(ids), (c.count+len(ids)-1)/len(ids)
+	place := shards.Place(c.count, ids)
+	for _, n := range c.nodes() {
+		if !slices.Contains(ids, n.id) {
+			continue
+		}
+		if got := len(n.m.Owned()); got < lo || got > hi {
+			c.t.Errorf("%s owns %d shards, want %d..%d", n.id, got, lo, hi)
+		}
+		for s := range c.count {
+			o, ok := n.m.Owner(s)
+			c.fence.mu.Lock()
+			high := c.fence.high[s]
+			c.fence.mu.Unlock()
+			if !ok || o.Holder.ID != place[s] || o.Token != high {
+				c.t.Errorf("%s observes shard %d owned by %v (ok %v), want %s with token %d", n.id, s, o, ok, place[s], high)
+			}
+		}
+	}
+}
+
+func TestSettleJoinAndLeave(t *testing.T) {
+	c := newCluster(t, 16)
+	c.add("a")
+	c.add("b")
+	took := c.stepUntil("two members settle", 2*testTTL, func() bool { return c.settled("a", "b") })
+	t.Logf("two members settled in %v", took)
+	c.quiesce()
+	c.checkBalanced("a", "b")
+
+	c.add("c")
+	// A join needs no time to pass: the newcomer's membership shows
+	// through the watch, the others release what moves, and it takes it.
+	c.await("a join settles", func() bool { return c.settled("a", "b", "c") })
+	c.quiesce()
+	c.checkBalanced("a", "b", "c")
+
+	// A graceful leave needs no time to pass either: the leaver releases,
+	// the others take its shards as their watches report the release.
+	b := c.node("b")
+	stopped := make(chan error, 1)
+	go func() { stopped <- b.m.Stop(context.Background()) }()
+	c.await("a leave settles", func() bool { return c.settled("a", "c") })
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	c.quiesce()
+	c.checkBalanced("a", "c")
+	if got := b.m.Owned(); len(got) != 0 {
+		t.Errorf("stopped member owns %v", got)
+	}
+	c.checkPaired()
+}
+
+// checkPaired fails the test unless every OnAcquired of a stopped member
+// instance was followed by its OnReleased.
+func (c *cluster) checkPaired() {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	open := map[string]int{}
+	for _, e := range c.events {
+		select {
+		case <-e.m.Done():
+		default:
+			continue
+		}
+		k := fmt.Sprintf("%p/%d", e.m, e.shard)
+		if e.acquired {
+			open[k]++
+		} else {
+			open[k]--
+		}
+	}
+	for k, n := range open {
+		if n != 0 {
+			c.t.Errorf("%s: %d OnAcquired without OnReleased", k, n)
+		}
+	}
+}
+
+// A member cut off from the store (crashed, stopped or partitioned: to the
+// others it is all one) loses its shards to the others within a TTL and a
+// read, and gets its share back when it returns.
+func TestCutMemberTakenOver(t *testing.T) {
+	c := newCluster(t, 24)
+	for _, id := range []string{"a", "b", "c"} {
+		c.add(id)
+	}
+	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("a", "b", "c") })
+	b := c.node("b")
+	b.partition()
+	took := c.stepUntil("takeover", testTTL+2*testStep, func() bool { return c.settled("a", "c") })
+	t.Logf("cut member's shards owned elsewhere after %v (TTL %v)", took, testTTL)
+	c.quiesce()
+	c.checkBalanced("a", "c")
+
+	b.heal()
+	took = c.stepUntil("return", 2*testTTL, func() bool { return c.settled("a", "b", "c") })
+	t.Logf("returned member settled after %v", took)
+	c.quiesce()
+	c.checkBalanced("a", "b", "c")
+}
+
+// A member restarted with the same identity while its previous instance's
+// claims are live acts on no shard before those claims have ended: each
+// first OnAcquired of the new instance comes after the old instance's
+// deadline on that shard, with a greater token.
+func TestRestartWarmsUp(t *testing.T) {
+	c := newCluster(t, 12)
+	old := c.add("a")
+	c.add("b")
+	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("a", "b") })
+	deadlines := map[int]elector.Term{}
+	for _, s := range old.m.Owned() {
+		term, ok := old.m.Term(s)
+		if !ok {
+			t.Fatalf("old instance owns shard %d but has no term", s)
+		}
+		deadlines[s] = term
+	}
+	if len(deadlines) == 0 {
+		t.Fatal("old instance owns nothing")
+	}
+	old.partition() // as if the process died now
+	restarted := c.add("a")
+	c.stepUntil("restart settles", 2*testTTL, func() bool { return c.settled("a", "b") })
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[int]bool{}
+	for _, e := range c.events {
+		if e.m != restarted.m || !e.acquired || seen[e.shard] {
+			continue
+		}
+		seen[e.shard] = true
+		prev, ok := deadlines[e.shard]
+		if !ok {
+			continue
+		}
+		if !e.at.After(prev.Deadline) {
+			t.Errorf("shard %d: restarted instance acquired at %v, before the old instance's deadline %v", e.shard, e.at.Sub(t0), prev.Deadline.Sub(t0))
+		}
+		if e.term.Token <= prev.Token {
+			t.Errorf("shard %d: restarted instance's token %d not above the old one %d", e.shard, e.term.Token, prev.Token)
+		}
+	}
+	for s := range deadlines {
+		if !seen[s] {
+			t.Errorf("shard %d: the restarted instance never took it back", s)
+		}
+	}
+}
+
+func TestCountIsFixed(t *testing.T) {
+	c := newCluster(t, 8)
+	c.add("a")
+	m, err := shards.New(c.store, shards.Config{Group: "g", Identity: "b", Count: 9, Elector: timing(c.clk)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); !errors.Is(err, shards.ErrCountMismatch) {
+		t.Fatalf("Start with another count: %v, want ErrCountMismatch", err)
+	}
+	<-m.Done()
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := shards.Config{Group: "g", Identity: "a", Count: 4}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for name, mutate := range map[string]func(*shards.Config){
+		"no group":     func(c *shards.Config) { c.Group = "" },
+		"no identity":  func(c *shards.Config) { c.Identity = "" },
+		"count zero":   func(c *shards.Config) { c.Count = 0 },
+		"count big":    func(c *shards.Config) { c.Count = shards.MaxCount + 1 },
+		"template key": func(c *shards.Config) { c.Elector.Key = "k" },
+		"template cb":  func(c *shards.Config) { c.Elector.OnElected = func(context.Context, elector.Term) {} },
+		"bad timing":   func(c *shards.Config) { c.Elector.TTL, c.Elector.RenewPeriod = time.Second, 2*time.Second },
+	} {
+		cfg := ok
+		mutate(&cfg)
+		if err := cfg.Validate(); !errors.Is(err, backends.ErrInvalid) {
+			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
+		}
+	}
+}
