@@ -1,0 +1,267 @@
+// Package shardstest runs shard groups on the real clock over any backend,
+// for the tests of package shards and of its real-server tests: members
+// join, leave gracefully and are cut off, and an invariant checker watches
+// every owner. It is test support: import it only from _test.go files.
+//
+// The checker records, for every term of every shard, when its OnAcquired
+// began and when it saw its context done, on this process's monotonic clock,
+// and writes the term's token to a fenced counter (one per shard, which
+// refuses a token lower than the highest it has seen) while the member's Term
+// says it owns the shard. It fails the test if two terms of one shard were
+// acting at once, if a term that still owned its shard was refused by the
+// fence, or if the callbacks of one member and shard did not alternate.
+package shardstest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/lifecycle"
+	"github.com/tenure-go/tenure/shards"
+)
+
+// Group is shard members on the real clock, each over its own store (as
+// separate processes have), with the invariant checker.
+type Group struct {
+	t        testing.TB
+	count    int
+	timing   elector.Config
+	newStore func(member int) backends.Store
+	sig      electortest.Signal
+
+	mu      sync.Mutex
+	members map[string]*Member // by identity, the latest instance; guarded by mu
+	high    map[int]int64      // the fence: highest token written, by shard; guarded by mu
+	terms   []*span            // every term, in acquisition order; guarded by mu
+	stores  int                // stores made so far; guarded by mu
+}
+
+// Member is one member instance of a Group.
+type Member struct {
+	*shards.Member
+	ID    string
+	Store *faults.Store // the member's store, where faults are injected
+
+	mu  sync.Mutex
+	cut *faults.Fault // guarded by mu
+}
+
+// span is one term of one shard: when it began acting and when it saw its
+// end.
+type span struct {
+	member *Member
+	shard  int
+	token  int64
+	begin  time.Time
+	end    time.Time // zero while acting
+}
+
+// New returns an empty Group of count shards. newStore returns the store
+// of the i-th member started (its store is closed at cleanup); timing is the
+// elector template (its Clock must be left nil: the real clock).
+func New(t testing.TB, count int, timing elector.Config, newStore func(i int) backends.Store) *Group {
+	g := &Group{t: t, count: count, timing: timing, newStore: newStore, members: map[string]*Member{}, high: map[int]int64{}}
+	t.Cleanup(g.checkSpans)
+	return g
+}
+
+// Add starts a member with identity id. A member already running with id
+// keeps running (as a process that was not stopped would).
+func (g *Group) Add(id string) *Member {
+	g.t.Helper()
+	g.mu.Lock()
+	i := g.stores
+	g.stores++
+	g.mu.Unlock()
+	inner := g.newStore(i)
+	g.t.Cleanup(func() { _ = inner.Close() })
+	m := &Member{ID: id, Store: faults.Wrap(inner, nil)}
+	cfg := shards.Config{
+		Group:    "g",
+		Identity: id,
+		Count:    g.count,
+		Elector:  g.timing,
+		OnAcquired: func(ctx context.Context, shard int, term elector.Term) {
+			g.acquired(ctx, m, shard, term)
+		},
+		OnReleased: func(shard int, term elector.Term, cause elector.Cause) { g.sig.Notify() },
+	}
+	// A term that ends without a callback yet (its deadline passed) shows
+	// in Owned: let the waiters look again.
+	cfg.Elector.Trace.StateChanged = func(from, to lifecycle.State) { g.sig.Notify() }
+	sm, err := shards.New(m.Store, cfg)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	m.Member = sm
+	g.mu.Lock()
+	g.members[id] = m
+	g.mu.Unlock()
+	if err := sm.Start(context.Background()); err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() {
+		m.Heal()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sm.Stop(ctx); err != nil {
+			g.t.Errorf("stop %s: %v", id, err)
+		}
+	})
+	return m
+}
+
+// acquired is OnAcquired: it records the term, writes its token to the
+// fence while the member owns the shard, and acts until ctx is done.
+func (g *Group) acquired(ctx context.Context, m *Member, shard int, term elector.Term) {
+	sp := &span{member: m, shard: shard, token: term.Token, begin: time.Now()}
+	g.mu.Lock()
+	for _, o := range g.terms {
+		if o.member == m && o.shard == shard && o.end.IsZero() {
+			g.t.Errorf("%s shard %d: OnAcquired (token %d) while the one of token %d runs", m.ID, shard, term.Token, o.token)
+		}
+	}
+	g.terms = append(g.terms, sp)
+	g.mu.Unlock()
+	if t, ok := m.Term(shard); ok && t.Token == term.Token {
+		g.mu.Lock()
+		if term.Token < g.high[shard] {
+			g.t.Errorf("%s shard %d: token %d refused by the fence (highest %d) while its term was valid", m.ID, shard, term.Token, g.high[shard])
+		} else {
+			g.high[shard] = term.Token
+		}
+		g.mu.Unlock()
+	}
+	g.sig.Notify()
+	<-ctx.Done()
+	g.mu.Lock()
+	sp.end = time.Now()
+	g.mu.Unlock()
+}
+
+// checkSpans fails the test if two terms of one shard acted at once.
+func (g *Group) checkSpans() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	by := map[int][]*span{}
+	for _, sp := range g.terms {
+		by[sp.shard] = append(by[sp.shard], sp)
+	}
+	for shard, sps := range by {
+		slices.SortFunc(sps, func(a, b *span) int { return a.begin.Compare(b.begin) })
+		for i := 1; i < len(sps); i++ {
+			prev, cur := sps[i-1], sps[i]
+			if prev.end.IsZero() || prev.end.After(cur.begin) {
+				g.t.Errorf("shard %d: %s (token %d) began at %v while %s (token %d) acted until %v",
+					shard, cur.member.ID, cur.token, cur.begin.Format(time.StampMicro), prev.member.ID, prev.token, prev.end.Format(time.StampMicro))
+			}
+			if cur.token <= prev.token {
+				g.t.Errorf("shard %d: token %d after token %d", shard, cur.token, prev.token)
+			}
+		}
+	}
+}
+
+// Member returns the latest instance of id.
+func (g *Group) Member(id string) *Member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.members[id]
+}
+
+// Cut cuts m off from its store: every call fails as unavailable, as for a
+// crashed or stopped process or a partition.
+func (m *Member) Cut() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cut == nil {
+		m.cut = m.Store.Partition(faults.PartitionFail)
+	}
+}
+
+// Heal ends a Cut.
+func (m *Member) Heal() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cut != nil {
+		m.cut.Remove()
+		m.cut = nil
+	}
+}
+
+// Settled reports whether every shard is owned by the member that the
+// placement over ids names, and by no other member instance.
+func (g *Group) Settled(ids ...string) bool {
+	want := shards.Place(g.count, ids)
+	g.mu.Lock()
+	var ms []*Member
+	for _, m := range g.members {
+		ms = append(ms, m)
+	}
+	g.mu.Unlock()
+	owned := make([]string, g.count)
+	for _, m := range ms {
+		for _, s := range m.Owned() {
+			if owned[s] != "" {
+				return false
+			}
+			owned[s] = m.ID
+		}
+	}
+	return slices.Equal(owned, want)
+}
+
+// Await waits until the members in ids have settled (see Settled) and
+// returns how long it took, failing the test after limit.
+func (g *Group) Await(what string, limit time.Duration, ids ...string) time.Duration {
+	g.t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := electortest.Until(ctx, what, func() bool { return g.Settled(ids...) }, &g.sig); err != nil {
+		g.t.Fatalf("%v:%s", err, g.describe())
+	}
+	return time.Since(start)
+}
+
+func (g *Group) describe() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := ""
+	for _, m := range g.members {
+		s += fmt.Sprintf("\n  %s: members %v owned %v err %v", m.ID, m.Members(), m.Owned(), m.Err())
+	}
+	return s
+}
+
+// Scenario runs the life of a group of three members a, b and c: they
+// settle; d joins; b leaves gracefully; c is cut off and its shards are
+// taken over once its claims expire; c returns. Every step ends when the
+// group has settled again, and the invariant checker watches throughout.
+// limit bounds each step.
+func Scenario(t *testing.T, g *Group, limit time.Duration) {
+	for _, id := range []string{"a", "b", "c"} {
+		g.Add(id)
+	}
+	t.Logf("three members settled in %v", g.Await("three members settle", limit, "a", "b", "c"))
+	g.Add("d")
+	t.Logf("a join settled in %v", g.Await("a join settles", limit, "a", "b", "c", "d"))
+	stopped := make(chan error, 1)
+	go func() { stopped <- g.Member("b").Stop(context.Background()) }()
+	t.Logf("a graceful leave settled in %v", g.Await("a leave settles", limit, "a", "c", "d"))
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	g.Member("c").Cut()
+	t.Logf("a cut member's shards were taken over in %v", g.Await("takeover", limit, "a", "d"))
+	g.Member("c").Heal()
+	t.Logf("the cut member came back in %v", g.Await("return", limit, "a", "c", "d"))
+}
