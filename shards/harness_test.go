@@ -186,6 +186,9 @@ func (c *cluster) acquired(n *node, shard int, term elector.Term) {
 	}
 	c.events = append(c.events, event{id: n.id, m: n.m, shard: shard, acquired: true, term: term, at: now})
 	c.mu.Unlock()
+	if !ok || t.Token != term.Token {
+		c.t.Logf("%s shard %d: term of token %d already over in OnAcquired (Term %v, %v): no write", n.id, shard, term.Token, t, ok)
+	}
 	if ok && t.Token == term.Token && !c.fence.write(shard, term.Token) {
 		c.t.Errorf("%s shard %d: a write under token %d, made while its term was valid, was refused: a newer owner acted first", n.id, shard, term.Token)
 	}

@@ -133,16 +133,18 @@ func shardKey(g string, shard int) string { return shardPrefix(g) + strconv.Itoa
 // goroutine at any time, callbacks included.
 type Member struct {
 	store  backends.Store
-	locker *backends.StoreLocker
+	locker *claims // the store's claims, watched through hub
+	hub    *hub
 	cfg    Config
 	clk    clock.Clock
 	log    *slog.Logger
 	ttl    time.Duration
 	poll   time.Duration // longest wait between two reads of the group
 
-	kick   chan struct{} // wakes the loop: a run ended, the member was asked to stop
-	stopCh chan struct{} // closed by Stop
-	done   chan struct{} // closed when the loop and every elector have finished
+	kick      chan struct{} // wakes the loop: the group changed, a run ended
+	watchDone chan struct{} // closed when the group watch's goroutine has exited
+	stopCh    chan struct{} // closed by Stop
+	done      chan struct{} // closed when the loop and every elector have finished
 
 	stopOnce sync.Once
 
@@ -171,10 +173,11 @@ func New(store backends.Store, cfg Config) (*Member, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	locker, err := backends.NewLocker(store)
+	sl, err := backends.NewLocker(store)
 	if err != nil {
 		return nil, fmt.Errorf("shards: %w", err)
 	}
+	h := newHub(store)
 	clk := cfg.Elector.Clock
 	if clk == nil {
 		clk = clock.New()
@@ -190,19 +193,20 @@ func New(store backends.Store, cfg Config) (*Member, error) {
 		ttl = elector.DefaultTTL
 	}
 	m := &Member{
-		store: store, locker: locker, cfg: cfg, clk: clk, log: log, ttl: ttl,
-		kick:     make(chan struct{}, 1),
-		stopCh:   make(chan struct{}),
-		done:     make(chan struct{}),
-		runs:     make(map[int]*run),
-		owners:   make([]Owner, cfg.Count),
-		listened: make(chan struct{}),
+		store: store, locker: &claims{StoreLocker: sl, hub: h}, hub: h, cfg: cfg, clk: clk, log: log, ttl: ttl,
+		watchDone: make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		stopCh:    make(chan struct{}),
+		done:      make(chan struct{}),
+		runs:      make(map[int]*run),
+		owners:    make([]Owner, cfg.Count),
+		listened:  make(chan struct{}),
 	}
 	// Without expiry events, a member's departure by crash shows only when
 	// the group is read again: read it often enough for a takeover within a
 	// TTL and a sixth. With them, a slow read is only a backstop.
 	m.poll = ttl / 6
-	if store.Capabilities().ExpiryEvents && backends.Require(store, backends.CapWatch) == nil {
+	if h.expiry {
 		m.poll = 10 * ttl
 	}
 	return m, nil
@@ -318,11 +322,17 @@ func (m *Member) Start(ctx context.Context) error {
 	m.mu.Lock()
 	m.member = el
 	m.mu.Unlock()
+	// The group watch is opened before any elector starts, so that their
+	// claim watches work from their first attempt.
+	wctx, cancelWatch := context.WithCancel(context.Background())
+	go m.watch(wctx, m.openWatch(wctx))
 	if err := el.Start(context.Background()); err != nil {
+		cancelWatch()
+		<-m.watchDone
 		close(m.done)
 		return fmt.Errorf("shards: membership: %w", err)
 	}
-	go m.loop(ctx)
+	go m.loop(ctx, cancelWatch)
 	return nil
 }
 
@@ -386,24 +396,14 @@ func (m *Member) checkCount(ctx context.Context) error {
 	}
 }
 
-// loop reads the group whenever it may have changed and campaigns for the
-// shards placed here, until the member is stopped; then it shuts down.
-func (m *Member) loop(startCtx context.Context) {
+// loop reads the group whenever it may have changed (the watch wakes it)
+// and campaigns for the shards placed here, until the member is stopped;
+// then it shuts down.
+func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) {
 	defer close(m.done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var events <-chan backends.Event
-	watcher, canWatch := m.store.(backends.Watcher)
-	canWatch = canWatch && backends.Require(m.store, backends.CapWatch) == nil
 	for {
-		if canWatch && events == nil {
-			ch, err := watcher.Watch(ctx, m.cfg.Group+"/")
-			if err != nil {
-				m.log.Warn("shards: watch", "err", err)
-			} else {
-				events = ch
-			}
-		}
 		m.refresh(ctx)
 		t := m.clk.Timer(m.poll)
 		select {
@@ -411,11 +411,6 @@ func (m *Member) loop(startCtx context.Context) {
 		case <-startCtx.Done():
 		case <-m.kick:
 		case <-t.C:
-		case _, ok := <-events:
-			if !ok {
-				events = nil
-			}
-			events = drain(events)
 		}
 		t.Stop()
 		select {
@@ -427,22 +422,55 @@ func (m *Member) loop(startCtx context.Context) {
 		break
 	}
 	m.shutdown()
+	cancelWatch()
+	<-m.watchDone
 }
 
-// drain consumes the events already queued on events and returns it, or nil
-// if it was closed.
-func drain(events <-chan backends.Event) <-chan backends.Event {
-	for events != nil {
-		select {
-		case _, ok := <-events:
-			if !ok {
-				return nil
-			}
-		default:
-			return events
-		}
+// openWatch opens the group watch, or returns nil if it cannot.
+func (m *Member) openWatch(ctx context.Context) <-chan backends.Event {
+	if !m.hub.can {
+		return nil
 	}
-	return nil
+	events, err := m.store.(backends.Watcher).Watch(ctx, m.cfg.Group+"/")
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("shards: watch", "err", err)
+		}
+		return nil
+	}
+	m.hub.setUp(true)
+	return events
+}
+
+// watch runs the group watch until ctx is done: it wakes the loop and the
+// claim watches of the electors at every event, and when the watch ends it
+// opens it again at once, then every TTL/6 until that works.
+func (m *Member) watch(ctx context.Context, events <-chan backends.Event) {
+	defer close(m.watchDone)
+	if !m.hub.can {
+		return
+	}
+	for {
+		if events != nil {
+			for ev := range events {
+				m.hub.notify(ev.Entry.Key)
+				m.wake()
+			}
+			m.hub.setUp(false)
+			m.wake() // changes may have been missed: read the group again
+			if events = m.openWatch(ctx); events != nil {
+				continue
+			}
+		}
+		t := m.clk.Timer(m.ttl / 6)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		events = m.openWatch(ctx)
+	}
 }
 
 // refresh reads the group's members and owners and campaigns accordingly.

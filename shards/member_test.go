@@ -10,12 +10,14 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/shards"
 )
 
 // checkBalanced fails the test unless the members in ids own between
 // ⌊S/M⌋ and ⌈S/M⌉ shards each, and every member observes each shard's owner
-// as the one the placement names, with the highest token the fence saw.
+// as the one the placement names, with the token of the shard's last
+// OnAcquired.
 func (c *cluster) checkBalanced(ids ...string) {
 	c.t.Helper()
 	lo, hi := c.count/len(ids), (c.count+len(ids)-1)/len(ids)
@@ -29,11 +31,9 @@ func (c *cluster) checkBalanced(ids ...string) {
 		}
 		for s := range c.count {
 			o, ok := n.m.Owner(s)
-			c.fence.mu.Lock()
-			high := c.fence.high[s]
-			c.fence.mu.Unlock()
-			if !ok || o.Holder.ID != place[s] || o.Token != high {
-				c.t.Errorf("%s observes shard %d owned by %v (ok %v), want %s with token %d", n.id, s, o, ok, place[s], high)
+			last := c.lastAcquired(s)
+			if !ok || o.Holder.ID != place[s] || o.Token != last {
+				c.t.Errorf("%s observes shard %d owned by %v (ok %v), want %s with token %d", n.id, s, o, ok, place[s], last)
 			}
 		}
 	}
@@ -204,5 +204,30 @@ func TestConfigValidate(t *testing.T) {
 		if err := cfg.Validate(); !errors.Is(err, backends.ErrInvalid) {
 			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
 		}
+	}
+}
+
+// lastAcquired is the token of the last OnAcquired for shard.
+func (c *cluster) lastAcquired(shard int) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.events) - 1; i >= 0; i-- {
+		if e := c.events[i]; e.shard == shard && e.acquired {
+			return e.term.Token
+		}
+	}
+	return 0
+}
+
+// A member's electors watch their claims through the member's one watch of
+// the group: a member owning every one of 32 shards has opened one store
+// watch, not one per elector (on a filestore each watch costs an inotify
+// instance, of which a user has 128 by default).
+func TestOneWatchPerMember(t *testing.T) {
+	c := newCluster(t, 32)
+	a := c.add("a")
+	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("a") })
+	if got := a.f.Calls(faults.OpWatch); got != 1 {
+		t.Errorf("a member owning 32 shards opened %d store watches, want 1", got)
 	}
 }
