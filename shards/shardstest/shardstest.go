@@ -4,7 +4,8 @@
 // every owner. It is test support: import it only from _test.go files.
 //
 // The checker records, for every term of every shard, when its OnAcquired
-// began and when it saw its context done, on this process's monotonic clock,
+// began and when its context ended (when OnAcquired saw it done, or the
+// context's deadline if that came first), on this process's monotonic clock,
 // and writes the term's token to a fenced counter (one per shard, which
 // refuses a token lower than the highest it has seen) while the member's Term
 // says it owns the shard. It fails the test if two terms of one shard were
@@ -142,8 +143,16 @@ func (g *Group) acquired(ctx context.Context, m *Member, shard int, term elector
 	}
 	g.sig.Notify()
 	<-ctx.Done()
+	// The term ended at its deadline at the latest, whenever this goroutine
+	// got to see it: by the rules, a member acts only while its context's Err
+	// is nil, which it is not past that deadline, even in a process too
+	// starved to run the timer that closes Done in time.
+	end := time.Now()
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
+	}
 	g.mu.Lock()
-	sp.end = time.Now()
+	sp.end = end
 	g.mu.Unlock()
 }
 
@@ -264,4 +273,109 @@ func Scenario(t *testing.T, g *Group, limit time.Duration) {
 	t.Logf("a cut member's shards were taken over in %v", g.Await("takeover", limit, "a", "d"))
 	g.Member("c").Heal()
 	t.Logf("the cut member came back in %v", g.Await("return", limit, "a", "c", "d"))
+}
+
+// Handover runs act (which makes leaver leave: Stop, or Cut), waits until
+// the members in ids have settled, and returns, for each shard leaver
+// owned, the time from act's start to the first OnAcquired of another
+// member on it.
+func (g *Group) Handover(leaver *Member, act func(), limit time.Duration, ids ...string) []time.Duration {
+	g.t.Helper()
+	owned := leaver.Owned()
+	start := time.Now()
+	act()
+	g.Await("handover", limit, ids...)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []time.Duration
+	for _, s := range owned {
+		for _, sp := range g.terms {
+			if sp.shard == s && sp.member != leaver && !sp.begin.Before(start) {
+				out = append(out, sp.begin.Sub(start))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Quantiles returns the median and the maximum of ds, in milliseconds.
+func Quantiles(ds []time.Duration) (p50, maxMs float64) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return ms(s[len(s)/2]), ms(s[len(s)-1])
+}
+
+// BenchLeave measures graceful leaves: members members of a group of count
+// shards settle; then, b.N times, one of them stops and the time each of
+// its shards takes to be acquired elsewhere is recorded, and it rejoins
+// (untimed). It reports the median and the maximum over all those shards
+// (handover-ms, handover-max-ms) and the shards the leaver owned
+// (shards/leave).
+func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) {
+	g := New(b, count, timing, newStore)
+	ids := make([]string, members)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%d", i)
+		g.Add(ids[i])
+	}
+	g.Await("settle", time.Minute, ids...)
+	var all []time.Duration
+	owned := 0
+	b.ResetTimer()
+	for i := range b.N {
+		id := ids[i%members]
+		leaver := g.Member(id)
+		rest := slices.DeleteFunc(slices.Clone(ids), func(x string) bool { return x == id })
+		ds := g.Handover(leaver, func() {
+			go func() { _ = leaver.Stop(context.Background()) }()
+		}, time.Minute, rest...)
+		all = append(all, ds...)
+		owned += len(ds)
+		b.StopTimer()
+		<-leaver.Done()
+		g.Add(id)
+		g.Await("rejoin", time.Minute, ids...)
+		b.StartTimer()
+	}
+	p50, mx := Quantiles(all)
+	b.ReportMetric(p50, "handover-ms")
+	b.ReportMetric(mx, "handover-max-ms")
+	b.ReportMetric(float64(owned)/float64(b.N), "shards/leave")
+}
+
+// BenchCrash measures takeovers after a member is cut off from its store
+// (as a crashed process is): members members of a group of count shards
+// settle; then, b.N times, one is cut off and the time each of its shards
+// takes to be acquired elsewhere is recorded; it is healed and rejoins
+// (untimed). It reports the median and the maximum (takeover-ms,
+// takeover-max-ms) and the TTL (ttl-ms) they compare with.
+func BenchCrash(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) {
+	g := New(b, count, timing, newStore)
+	ids := make([]string, members)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%d", i)
+		g.Add(ids[i])
+	}
+	g.Await("settle", time.Minute, ids...)
+	var all []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		id := ids[i%members]
+		m := g.Member(id)
+		rest := slices.DeleteFunc(slices.Clone(ids), func(x string) bool { return x == id })
+		all = append(all, g.Handover(m, m.Cut, time.Minute, rest...)...)
+		b.StopTimer()
+		m.Heal()
+		g.Await("return", time.Minute, ids...)
+		b.StartTimer()
+	}
+	p50, mx := Quantiles(all)
+	b.ReportMetric(p50, "takeover-ms")
+	b.ReportMetric(mx, "takeover-max-ms")
+	b.ReportMetric(float64(timing.TTL/time.Millisecond), "ttl-ms")
 }
