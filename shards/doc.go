@@ -63,8 +63,8 @@
 //
 // # What it does not promise
 //
-//   - Owner, Members and Placement report what this member last read; the
-//     claim may have changed hands since. Routing by them is a hint: the
+//   - Owner and Members report what this member last read; the claim may
+//     have changed hands since. Routing by them is a hint: the
 //     member that receives work checks Term, and the resource checks the
 //     token.
 //   - Members may disagree briefly on the membership, and so on the

@@ -212,14 +212,8 @@ func New(store backends.Store, cfg Config) (*Member, error) {
 	return m, nil
 }
 
-// Count is the group's shard count.
-func (m *Member) Count() int { return m.cfg.Count }
-
-// ShardOf returns the shard of key in this group: ShardOf(key, Count()).
+// ShardOf returns the shard of key in this group: ShardOf(key, Config.Count).
 func (m *Member) ShardOf(key string) int { return ShardOf(key, m.cfg.Count) }
-
-// Identity is this member's configured identity.
-func (m *Member) Identity() string { return m.cfg.Identity }
 
 // Members returns the identities of the group's live members as last read
 // (sorted), this member's included once it has joined.
@@ -229,19 +223,10 @@ func (m *Member) Members() []string {
 	return slices.Clone(m.members)
 }
 
-// Placement returns the placement computed from the members last read:
-// entry i is the identity shard i is placed on (see Place).
-func (m *Member) Placement() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.placed)
-}
-
 // Owner returns the owner of shard as last observed, through the store
 // (watch or read) or by this member's own acquisition, and whether it had
-// one. It is a hint for routing: the
-// claim may have changed hands since, and only the owner's own Term says
-// it may act.
+// one. It is a hint for routing: the claim may have changed hands since,
+// and only the owner's own Term says it may act.
 func (m *Member) Owner(shard int) (Owner, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

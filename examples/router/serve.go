@@ -356,15 +356,13 @@ func serve(dir, addr string, ttl time.Duration, stdout io.Writer) error {
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	if err := s.member.Start(ctx); err != nil {
-		_ = hs.Close()
-		return err
-	}
 	fmt.Fprintf(stdout, "listening %s\n", s.self)
-	<-ctx.Done()
+	// Run returns once the member has left: its shards drained (the
+	// requests in flight answered) and released. The server keeps
+	// answering until then, forwarding or refusing what it no longer owns.
+	merr := s.member.Run(ctx)
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	merr := s.member.Stop(stopCtx)
 	herr := hs.Shutdown(stopCtx)
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
