@@ -285,16 +285,27 @@ func (g *Group) Handover(leaver *Member, act func(), limit time.Duration, ids ..
 	start := time.Now()
 	act()
 	g.Await("handover", limit, ids...)
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	// A shard shows as owned (Owned) just before its OnAcquired records the
+	// term: wait for the records too.
 	var out []time.Duration
-	for _, s := range owned {
-		for _, sp := range g.terms {
-			if sp.shard == s && sp.member != leaver && !sp.begin.Before(start) {
-				out = append(out, sp.begin.Sub(start))
-				break
+	took := func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		out = out[:0]
+		for _, s := range owned {
+			for _, sp := range g.terms {
+				if sp.shard == s && sp.member != leaver && !sp.begin.Before(start) {
+					out = append(out, sp.begin.Sub(start))
+					break
+				}
 			}
 		}
+		return len(out) == len(owned)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := electortest.Until(ctx, "the new owners' OnAcquired", took, &g.sig); err != nil {
+		g.t.Fatal(err)
 	}
 	return out
 }
