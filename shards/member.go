@@ -27,8 +27,8 @@ var (
 	// differs from Config.Count. A group's count is fixed when its first
 	// member starts; see the package documentation for changing it.
 	ErrCountMismatch = errors.New("shards: stored shard count differs from the configured one")
-	// ErrAlreadyStarted: Start (or Run) was called on a Member started
-	// before. A Member runs once; make a new one to run again.
+	// ErrAlreadyStarted: Start (or Run) was called on a Member started, or
+	// stopped, before. A Member runs once; make a new one to run again.
 	ErrAlreadyStarted = errors.New("shards: already started")
 )
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,5 +230,56 @@ func TestOneWatchPerMember(t *testing.T) {
 	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("a") })
 	if got := a.f.Calls(faults.OpWatch); got != 1 {
 		t.Errorf("a member owning 32 shards opened %d store watches, want 1", got)
+	}
+}
+
+// Cancelling the context given to Start stops the member as Stop does: it
+// leaves, its shards are released, and Done is closed.
+func TestStartContextStops(t *testing.T) {
+	c := newCluster(t, 4)
+	c.add("b")
+	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("b") })
+	ctx, cancel := context.WithCancel(context.Background())
+	var released atomic.Int32
+	m, err := shards.New(c.store, shards.Config{Group: "g", Identity: "a", Count: 4, Elector: timing(c.clk),
+		OnReleased: func(int, elector.Term, elector.Cause) { released.Add(1); c.sig.Notify() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.members["a"] = &node{id: "a", m: m, in: map[int]bool{}}
+	c.mu.Unlock()
+	c.stepUntil("a joins", 2*testTTL, func() bool { return len(m.Owned()) == 2 })
+	cancel()
+	select {
+	case <-m.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("member did not stop when its context was cancelled")
+	}
+	if got := released.Load(); got != 2 {
+		t.Errorf("OnReleased called %d times, want 2", got)
+	}
+	c.await("b takes everything back", func() bool { return c.settled("b") })
+	if err := m.Start(context.Background()); !errors.Is(err, shards.ErrAlreadyStarted) {
+		t.Errorf("Start after the end: %v, want ErrAlreadyStarted", err)
+	}
+}
+
+func TestStopBeforeStart(t *testing.T) {
+	m, err := shards.New(newCluster(t, 4).store, shards.Config{Group: "g", Identity: "a", Count: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := m.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-m.Done()
+	if err := m.Start(context.Background()); !errors.Is(err, shards.ErrAlreadyStarted) {
+		t.Errorf("Start after Stop: %v, want ErrAlreadyStarted", err)
 	}
 }
