@@ -12,9 +12,9 @@ import (
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/electortest"
-	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/lifecycle"
 	"github.com/tenure-go/tenure/shards"
+	"github.com/tenure-go/tenure/shards/shardstest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -73,33 +73,12 @@ type cluster struct {
 	events  []event          // every callback, in order; guarded by mu
 }
 
-// partition cuts n off from the store, as a crash, a stopped process or a
-// network partition would: to the others, all three look the same.
-func (n *node) partition() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cut == nil {
-		n.cut = n.f.Partition(faults.PartitionFail)
-	}
-}
-
-func (n *node) heal() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cut != nil {
-		n.cut.Remove()
-		n.cut = nil
-	}
-}
-
 // node is one member instance.
 type node struct {
-	id  string
-	m   *shards.Member
-	f   *faults.Store
-	mu  sync.Mutex
-	cut *faults.Fault // the partition in place, if any; guarded by mu
-	in  map[int]bool  // shards whose OnAcquired runs; guarded by cluster.mu
+	id               string
+	m                *shards.Member
+	*shardstest.Link              // the member's store, which Cut cuts off as a crash, a stopped process or a partition would
+	in               map[int]bool // shards whose OnAcquired runs; guarded by cluster.mu
 }
 
 type event struct {
@@ -123,7 +102,7 @@ func newCluster(t *testing.T, count int) *cluster {
 // instance of id, which keeps running until stopped).
 func (c *cluster) add(id string) *node {
 	c.t.Helper()
-	n := &node{id: id, f: faults.Wrap(c.store, c.clk), in: map[int]bool{}}
+	n := &node{id: id, Link: shardstest.NewLink(c.store, c.clk), in: map[int]bool{}}
 	cfg := shards.Config{
 		Group:    "g",
 		Identity: id,
@@ -139,7 +118,7 @@ func (c *cluster) add(id string) *node {
 		OnReleased: func(shard int, term elector.Term, cause elector.Cause) { c.released(n, shard, term) },
 	}
 	cfg.Elector.Trace.StateChanged = func(from, to lifecycle.State) { c.sig.Notify() }
-	m, err := shards.New(n.f, cfg)
+	m, err := shards.New(n.Store, cfg)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -151,7 +130,7 @@ func (c *cluster) add(id string) *node {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() {
-		n.heal()
+		n.Heal()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		stopped := make(chan error, 1)

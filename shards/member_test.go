@@ -110,13 +110,13 @@ func TestCutMemberTakenOver(t *testing.T) {
 	}
 	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("a", "b", "c") })
 	b := c.node("b")
-	b.partition()
+	b.Cut()
 	took := c.stepUntil("takeover", testTTL+2*testStep, func() bool { return c.settled("a", "c") })
 	t.Logf("cut member's shards owned elsewhere after %v (TTL %v)", took, testTTL)
 	c.quiesce()
 	c.checkBalanced("a", "c")
 
-	b.heal()
+	b.Heal()
 	took = c.stepUntil("return", 2*testTTL, func() bool { return c.settled("a", "b", "c") })
 	t.Logf("returned member settled after %v", took)
 	c.quiesce()
@@ -143,7 +143,7 @@ func TestRestartWarmsUp(t *testing.T) {
 	if len(deadlines) == 0 {
 		t.Fatal("old instance owns nothing")
 	}
-	old.partition() // as if the process died now
+	old.Cut() // as if the process died now
 	restarted := c.add("a")
 	c.stepUntil("restart settles", 2*testTTL, func() bool { return c.settled("a", "b") })
 
@@ -228,7 +228,7 @@ func TestOneWatchPerMember(t *testing.T) {
 	c := newCluster(t, 32)
 	a := c.add("a")
 	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("a") })
-	if got := a.f.Calls(faults.OpWatch); got != 1 {
+	if got := a.Store.Calls(faults.OpWatch); got != 1 {
 		t.Errorf("a member owning 32 shards opened %d store watches, want 1", got)
 	}
 }

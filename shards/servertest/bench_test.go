@@ -70,14 +70,19 @@ func (s *countingStream) SendMsg(m any) error {
 	return s.ClientStream.SendMsg(m)
 }
 
-// BenchmarkEtcdSteady counts every etcd request of four members holding 256
-// shards (64 each, and their memberships) once they have settled, over
+// BenchmarkEtcdSteady counts every etcd request of four members holding S
+// shards (S/4 each, and their memberships) once they have settled, over
 // -shards.steady per iteration, with the elector's default timings (TTL 15
 // s, renewals every 5 s) and a shared lease per member, batched every
-// interval. It reports req/s for the four members together.
+// interval. It reports req/s for the four members together: with a shared
+// lease it should not grow with S.
 func BenchmarkEtcdSteady(b *testing.B) {
-	for _, interval := range []time.Duration{etcd.DefaultSharedBatch, 2 * time.Second} {
-		b.Run(fmt.Sprintf("batch=%v", interval), func(b *testing.B) {
+	for _, c := range []struct {
+		count    int
+		interval time.Duration
+	}{{64, etcd.DefaultSharedBatch}, {256, etcd.DefaultSharedBatch}, {256, 2 * time.Second}} {
+		count, interval := c.count, c.interval
+		b.Run(fmt.Sprintf("S=%d/batch=%v", count, interval), func(b *testing.B) {
 			srv := etcdtest.Start(b)
 			var c counter
 			newStore := func(int) backends.Store {
@@ -92,7 +97,7 @@ func BenchmarkEtcdSteady(b *testing.B) {
 				}
 				return s
 			}
-			g := shardstest.New(b, 256, elector.Config{}, newStore)
+			g := shardstest.New(b, count, elector.Config{}, newStore)
 			ids := []string{"m0", "m1", "m2", "m3"}
 			for _, id := range ids {
 				g.Add(id)

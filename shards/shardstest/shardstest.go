@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
+
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/electortest"
@@ -48,11 +50,22 @@ type Group struct {
 // Member is one member instance of a Group.
 type Member struct {
 	*shards.Member
-	ID    string
+	*Link
+	ID string
+}
+
+// Link is a member's store behind a switch that cuts the member off.
+type Link struct {
 	Store *faults.Store // the member's store, where faults are injected
 
 	mu  sync.Mutex
 	cut *faults.Fault // guarded by mu
+}
+
+// NewLink wraps a member's store; delays injected on it run on clk (nil for
+// the real clock).
+func NewLink(inner backends.Store, clk clock.Clock) *Link {
+	return &Link{Store: faults.Wrap(inner, clk)}
 }
 
 // span is one term of one shard: when it began acting and when it saw its
@@ -84,7 +97,7 @@ func (g *Group) Add(id string) *Member {
 	g.mu.Unlock()
 	inner := g.newStore(i)
 	g.t.Cleanup(func() { _ = inner.Close() })
-	m := &Member{ID: id, Store: faults.Wrap(inner, nil)}
+	m := &Member{ID: id, Link: NewLink(inner, nil)}
 	cfg := shards.Config{
 		Group:    "g",
 		Identity: id,
@@ -186,23 +199,23 @@ func (g *Group) Member(id string) *Member {
 	return g.members[id]
 }
 
-// Cut cuts m off from its store: every call fails as unavailable, as for a
-// crashed or stopped process or a partition.
-func (m *Member) Cut() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cut == nil {
-		m.cut = m.Store.Partition(faults.PartitionFail)
+// Cut cuts the member off from its store: every call fails as
+// unavailable, as for a crashed or stopped process or a partition.
+func (l *Link) Cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut == nil {
+		l.cut = l.Store.Partition(faults.PartitionFail)
 	}
 }
 
 // Heal ends a Cut.
-func (m *Member) Heal() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cut != nil {
-		m.cut.Remove()
-		m.cut = nil
+func (l *Link) Heal() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut != nil {
+		l.cut.Remove()
+		l.cut = nil
 	}
 }
 
@@ -321,13 +334,9 @@ func Quantiles(ds []time.Duration) (p50, maxMs float64) {
 	return ms(s[len(s)/2]), ms(s[len(s)-1])
 }
 
-// BenchLeave measures graceful leaves: members members of a group of count
-// shards settle; then, b.N times, one of them stops and the time each of
-// its shards takes to be acquired elsewhere is recorded, and it rejoins
-// (untimed). It reports the median and the maximum over all those shards
-// (handover-ms, handover-max-ms) and the shards the leaver owned
-// (shards/leave).
-func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) {
+// settled returns a Group of count shards whose members m0, m1, … have
+// settled, and their identities.
+func settled(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) (*Group, []string) {
 	g := New(b, count, timing, newStore)
 	ids := make([]string, members)
 	for i := range ids {
@@ -335,6 +344,17 @@ func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStor
 		g.Add(ids[i])
 	}
 	g.Await("settle", time.Minute, ids...)
+	return g, ids
+}
+
+// BenchLeave measures graceful leaves: members members of a group of count
+// shards settle; then, b.N times, one of them stops and the time each of
+// its shards takes to be acquired elsewhere is recorded, and it rejoins
+// (untimed). It reports the median and the maximum over all those shards
+// (handover-ms, handover-max-ms) and the shards the leaver owned
+// (shards/leave).
+func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) {
+	g, ids := settled(b, count, members, timing, newStore)
 	var all []time.Duration
 	owned := 0
 	b.ResetTimer()
@@ -366,13 +386,7 @@ func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStor
 // (untimed). It reports the median and the maximum (takeover-ms,
 // takeover-max-ms) and the TTL (ttl-ms) they compare with.
 func BenchCrash(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) {
-	g := New(b, count, timing, newStore)
-	ids := make([]string, members)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("m%d", i)
-		g.Add(ids[i])
-	}
-	g.Await("settle", time.Minute, ids...)
+	g, ids := settled(b, count, members, timing, newStore)
 	var all []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
