@@ -2,7 +2,8 @@ package shards
 
 import "github.com/tenure-go/tenure/lifecycle"
 
-// Changed is closed and replaced each time the member has read the group
+// Changed is closed and replaced each time the member has reconciled its
+// electors with what it knows of the group
 // (a test source of change).
 func (m *Member) Changed() <-chan struct{} {
 	m.mu.Lock()

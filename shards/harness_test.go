@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
@@ -61,12 +62,14 @@ func (f *fence) write(shard int, token int64) bool {
 // members' Terms are valid for one shard at any check, and per member and
 // shard the callbacks alternate and never overlap.
 type cluster struct {
-	t     *testing.T
-	clk   *clocktest.Clock
-	store *memstore.Store
-	count int
-	fence fence
-	sig   electortest.Signal
+	t      *testing.T
+	clk    *clocktest.Clock
+	store  *memstore.Store
+	inner  backends.Store // what the members' stores wrap: store unless a test says otherwise
+	onStep func()         // called before each step of the clock, if set
+	count  int
+	fence  fence
+	sig    electortest.Signal
 
 	mu      sync.Mutex
 	members map[string]*node // by identity, the latest instance; guarded by mu
@@ -102,7 +105,11 @@ func newCluster(t *testing.T, count int) *cluster {
 // instance of id, which keeps running until stopped).
 func (c *cluster) add(id string) *node {
 	c.t.Helper()
-	n := &node{id: id, Link: shardstest.NewLink(c.store, c.clk), in: map[int]bool{}}
+	inner := c.inner
+	if inner == nil {
+		inner = c.store
+	}
+	n := &node{id: id, Link: shardstest.NewLink(inner, c.clk), in: map[int]bool{}}
 	cfg := shards.Config{
 		Group:    "g",
 		Identity: id,
@@ -313,6 +320,9 @@ func (c *cluster) stepUntil(what string, limit time.Duration, cond func() bool) 
 		}
 		if c.clk.Now().Sub(start) > limit {
 			c.t.Fatalf("%s: not within %v: %s", what, limit, c.describe())
+		}
+		if c.onStep != nil {
+			c.onStep()
 		}
 		c.clk.Add(testStep)
 	}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -150,12 +149,14 @@ type Member struct {
 
 	mu       sync.Mutex
 	started  bool          // guarded by mu
-	members  []string      // live member identities, sorted; guarded by mu
-	owners   []Owner       // by shard, as last listed; guarded by mu
+	view     *view         // the members and owners known; guarded by mu
+	resync   bool          // the watch reopened: read the whole group; guarded by mu
+	members  []string      // the live members the placement was computed from; guarded by mu
+	owners   []Owner       // by shard, as last observed; guarded by mu
 	runs     map[int]*run  // the elector of each shard campaigned or being stopped; guarded by mu
 	placed   []string      // the last placement computed; guarded by mu
 	err      error         // the last error reading the group; guarded by mu
-	listened chan struct{} // closed and replaced after each read of the group; guarded by mu
+	listened chan struct{} // closed and replaced after each reconcile (a test hook); guarded by mu
 	member   *elector.Elector
 }
 
@@ -200,6 +201,7 @@ func New(store backends.Store, cfg Config) (*Member, error) {
 		done:      make(chan struct{}),
 		runs:      make(map[int]*run),
 		owners:    make([]Owner, cfg.Count),
+		view:      newView(cfg.Group, cfg.Count),
 		listened:  make(chan struct{}),
 	}
 	// Without expiry events, a member's departure by crash shows only when
@@ -381,20 +383,36 @@ func (m *Member) checkCount(ctx context.Context) error {
 	}
 }
 
-// loop reads the group whenever it may have changed (the watch wakes it)
-// and campaigns for the shards placed here, until the member is stopped;
-// then it shuts down.
+// loop campaigns for the shards placed here whenever the group changes
+// (the watch wakes it) until the member is stopped; then it shuts down. It
+// reads the whole group at start, after the watch reopened, and every
+// poll; in between, the watch's events keep the view current.
 func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) {
 	defer close(m.done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The next full read is due at a fixed time that the watch's events do
+	// not push back: a steady flow of events must not delay the read that
+	// notices an expiry the store's watch does not report.
+	read, due := true, m.clk.Now()
 	for {
-		m.refresh(ctx)
-		t := m.clk.Timer(m.poll)
+		if now := m.clk.Now(); read || !now.Before(due) {
+			if m.read(ctx) {
+				read, due = false, now.Add(m.poll)
+			} else {
+				read, due = true, now.Add(m.ttl/6) // try again soon
+			}
+		}
+		m.reconcile()
+		t := m.clk.Timer(due.Sub(m.clk.Now()))
 		select {
 		case <-m.stopCh:
 		case <-startCtx.Done():
 		case <-m.kick:
+			m.mu.Lock()
+			read = read || m.resync
+			m.resync = false
+			m.mu.Unlock()
 		case <-t.C:
 		}
 		t.Stop()
@@ -427,8 +445,8 @@ func (m *Member) openWatch(ctx context.Context) <-chan backends.Event {
 	return events
 }
 
-// watch runs the group watch until ctx is done: it wakes the loop and the
-// claim watches of the electors at every event, and when the watch ends it
+// watch runs the group watch until ctx is done: at every event it updates
+// the view and wakes the loop and the claim watches of the electors, and when the watch ends it
 // opens it again at once, then every TTL/6 until that works.
 func (m *Member) watch(ctx context.Context, events <-chan backends.Event) {
 	defer close(m.watchDone)
@@ -438,11 +456,17 @@ func (m *Member) watch(ctx context.Context, events <-chan backends.Event) {
 	for {
 		if events != nil {
 			for ev := range events {
+				m.mu.Lock()
+				m.view.apply(ev)
+				m.mu.Unlock()
 				m.hub.notify(ev.Entry.Key)
 				m.wake()
 			}
 			m.hub.setUp(false)
-			m.wake() // changes may have been missed: read the group again
+			m.mu.Lock()
+			m.resync = true // changes may have been missed: read the group again
+			m.mu.Unlock()
+			m.wake()
 			if events = m.openWatch(ctx); events != nil {
 				continue
 			}
@@ -458,29 +482,42 @@ func (m *Member) watch(ctx context.Context, events <-chan backends.Event) {
 	}
 }
 
-// refresh reads the group's members and owners and campaigns accordingly.
-func (m *Member) refresh(ctx context.Context) {
-	members, owners, err := m.read(ctx)
+// read reads the whole group into the view, and reports whether it could.
+func (m *Member) read(ctx context.Context) bool {
+	m.mu.Lock()
+	start := m.view.seq
+	m.mu.Unlock()
+	members, owners, err := m.list(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.err = err
+	if err != nil {
+		m.log.Warn("shards: read group", "err", err)
+		return false
+	}
+	m.view.applyRead(start, members, owners)
+	return true
+}
+
+// reconcile campaigns for the shards the view places here and stops the
+// electors of the others.
+func (m *Member) reconcile() {
 	m.mu.Lock()
 	defer func() {
 		close(m.listened)
 		m.listened = make(chan struct{})
 		m.mu.Unlock()
 	}()
-	m.err = err
-	if err != nil {
-		m.log.Warn("shards: read group", "err", err)
-		return
-	}
+	owners := slices.Clone(m.view.owners)
 	// This member's own terms are observations too, and may be newer than
-	// the read.
+	// what the store reported.
 	for shard, r := range m.runs {
 		if t, ok := r.el.Term(); ok && t.Token > owners[shard].Token {
 			owners[shard] = Owner{Holder: t.Holder, Token: t.Token}
 		}
 	}
 	m.owners = owners
-	if !slices.Equal(members, m.members) || m.placed == nil {
+	if members := m.view.memberList(); !slices.Equal(members, m.members) || m.placed == nil {
 		m.members = members
 		m.placed = Place(m.cfg.Count, members)
 		m.log.Debug("shards: members", "members", members)
@@ -498,31 +535,31 @@ func (m *Member) refresh(ctx context.Context) {
 	}
 }
 
-// read lists the group's live members and its shards' owners.
-func (m *Member) read(ctx context.Context) ([]string, []Owner, error) {
+// list lists the group's live members (with their entries' tokens) and its
+// shards' owners.
+func (m *Member) list(ctx context.Context) (map[string]int64, []Owner, error) {
 	entries, err := m.store.List(ctx, memberPrefix(m.cfg.Group))
 	if err != nil {
 		return nil, nil, fmt.Errorf("shards: list members of %q: %w", m.cfg.Group, err)
 	}
-	var members []string
+	members := map[string]int64{}
 	for _, e := range entries {
 		id, _, err := wire.DecodeClaim(e.Value)
 		if err != nil || memberKey(m.cfg.Group, id) != e.Key {
 			m.log.Warn("shards: ignoring a foreign entry among the members", "key", e.Key)
 			continue
 		}
-		members = append(members, id)
+		members[id] = e.CreateRevision
 	}
-	slices.Sort(members)
 	entries, err = m.store.List(ctx, shardPrefix(m.cfg.Group))
 	if err != nil {
 		return nil, nil, fmt.Errorf("shards: list shards of %q: %w", m.cfg.Group, err)
 	}
 	owners := make([]Owner, m.cfg.Count)
 	for _, e := range entries {
-		shard, err := strconv.Atoi(strings.TrimPrefix(e.Key, shardPrefix(m.cfg.Group)))
-		if err != nil || shard < 0 || shard >= m.cfg.Count || shardKey(m.cfg.Group, shard) != e.Key {
-			continue // a key of a nested group, or not a shard of this count
+		shard, ok := m.view.shardOf(e.Key)
+		if !ok {
+			continue
 		}
 		id, nonce, err := wire.DecodeClaim(e.Value)
 		if err != nil {

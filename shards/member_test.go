@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/shards"
@@ -282,4 +283,75 @@ func TestStopBeforeStart(t *testing.T) {
 	if err := m.Start(context.Background()); !errors.Is(err, shards.ErrAlreadyStarted) {
 		t.Errorf("Start after Stop: %v, want ErrAlreadyStarted", err)
 	}
+}
+
+// Between full reads, a member follows the group through its watch: a join
+// that moves half of its shards away costs it no listing of the group (on
+// etcd, a listing costs a request per lease of the entries it returns).
+func TestEventsNeedNoListing(t *testing.T) {
+	c := newCluster(t, 8)
+	a := c.add("a")
+	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("a") })
+	before := a.Store.Calls(faults.OpList)
+	c.add("b")
+	c.await("b joins", func() bool { return c.settled("a", "b") })
+	if got := a.Store.Calls(faults.OpList) - before; got != 0 {
+		t.Errorf("a member listed the group %d times while following a join, want 0", got)
+	}
+}
+
+// quiet is a memory store whose watch reports no deletes and which does not
+// claim expiry events, like a filestore: a member learns that a claim
+// expired only by reading the group.
+type quiet struct{ *memstore.Store }
+
+func (q quiet) Capabilities() backends.Capabilities {
+	c := q.Store.Capabilities()
+	c.ExpiryEvents = false
+	return c
+}
+
+func (q quiet) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
+	in, err := q.Store.Watch(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan backends.Event)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			if ev.Kind == backends.EventDelete {
+				continue
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// On a store that does not report expiry, a member reads the group every
+// TTL/6 however many events its watch delivers meanwhile, so a crashed
+// member's shards are taken over within a TTL and a sixth even while the
+// group keeps changing.
+func TestReadsAreNotPostponedByEvents(t *testing.T) {
+	c := newCluster(t, 8)
+	c.inner = quiet{c.store}
+	var rev int64
+	c.onStep = func() { // a write in the group at every step: a steady flow of events
+		e, err := c.store.CompareAndSet(context.Background(), "g/noise", rev, []byte("x"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = e.Revision
+	}
+	c.add("a")
+	b := c.add("b")
+	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("a", "b") })
+	b.Cut()
+	took := c.stepUntil("takeover", testTTL+testTTL/6+2*testStep, func() bool { return c.settled("a") })
+	t.Logf("taken over after %v", took)
 }

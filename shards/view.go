@@ -1,0 +1,118 @@
+package shards
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/wire"
+)
+
+// view is what a member knows of its group: the live members and each
+// shard's owner, from a full read of the group and the watch's events since.
+//
+// The watch is opened before the first read, so every change after the read
+// also arrives as an event, in order; a change of a key between the watch's
+// opening and the read arrives both ways. A read applies only to the keys no
+// event has touched since the read began: those it saw later than any event
+// did, while an event that arrived after the read began is at least as new
+// as the read, or followed by the events that bring its key up to date. Events
+// are thus the fast path, and a read (at start, after the watch reopens, and
+// every poll) is needed only for what a store's watch does not report
+// (expiry on a filestore).
+type view struct {
+	group string
+	count int
+
+	seq       uint64            // events applied so far
+	members   map[string]int64  // live member identity -> its entry's token
+	memberSeq map[string]uint64 // identity -> seq of the last event on its key
+	owners    []Owner           // by shard
+	ownerSeq  []uint64          // by shard, seq of the last event on its key
+}
+
+func newView(group string, count int) *view {
+	return &view{
+		group: group, count: count,
+		members: map[string]int64{}, memberSeq: map[string]uint64{},
+		owners: make([]Owner, count), ownerSeq: make([]uint64, count),
+	}
+}
+
+// shardOf parses a shard key of the group.
+func (v *view) shardOf(key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, shardPrefix(v.group))
+	if !ok {
+		return 0, false
+	}
+	shard, err := strconv.Atoi(rest)
+	if err != nil || shard < 0 || shard >= v.count || shardKey(v.group, shard) != key {
+		return 0, false // a key of a nested group, or not a shard of this count
+	}
+	return shard, true
+}
+
+// apply applies a watch event. An event about an older entry than the one
+// known (a lower token) changes nothing; a delete event that does not say
+// which entry it removed (token 0) removes the one known.
+func (v *view) apply(ev backends.Event) {
+	v.seq++
+	e := ev.Entry
+	if id, ok := strings.CutPrefix(e.Key, memberPrefix(v.group)); ok {
+		v.memberSeq[id] = v.seq
+		switch {
+		case ev.Kind == backends.EventPut && e.CreateRevision >= v.members[id]:
+			if got, _, err := wire.DecodeClaim(e.Value); err == nil && got == id {
+				v.members[id] = e.CreateRevision
+			}
+		case ev.Kind == backends.EventDelete && (e.CreateRevision == 0 || e.CreateRevision >= v.members[id]):
+			delete(v.members, id)
+		}
+		return
+	}
+	shard, ok := v.shardOf(e.Key)
+	if !ok {
+		return
+	}
+	v.ownerSeq[shard] = v.seq
+	cur := v.owners[shard].Token
+	switch {
+	case ev.Kind == backends.EventPut && e.CreateRevision >= cur:
+		if id, nonce, err := wire.DecodeClaim(e.Value); err == nil {
+			v.owners[shard] = Owner{Holder: backends.Holder{ID: id, Nonce: nonce}, Token: e.CreateRevision}
+		}
+	case ev.Kind == backends.EventDelete && (e.CreateRevision == 0 || e.CreateRevision >= cur):
+		v.owners[shard] = Owner{}
+	}
+}
+
+// applyRead applies a read that began when seq was start: to each key no
+// event has touched since.
+func (v *view) applyRead(start uint64, members map[string]int64, owners []Owner) {
+	for id := range v.members {
+		if _, ok := members[id]; !ok && v.memberSeq[id] <= start {
+			delete(v.members, id)
+		}
+	}
+	for id, tok := range members {
+		if v.memberSeq[id] <= start {
+			v.members[id] = tok
+		}
+	}
+	for shard := range v.owners {
+		if v.ownerSeq[shard] <= start {
+			v.owners[shard] = owners[shard]
+		}
+	}
+}
+
+// memberList is the live identities, sorted.
+func (v *view) memberList() []string {
+	out := make([]string, 0, len(v.members))
+	for id := range v.members {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
