@@ -40,6 +40,17 @@
 // (Capabilities.ExpiryEvents), members re-read the group every TTL/6, so a
 // takeover comes at most TTL/6 later.
 //
+// # What it costs
+//
+// Each member holds one watch of the group (on stores that can watch), which
+// also serves the claim watches of all its electors, and follows the group
+// through its events; it reads the group whole (a List of the members and one
+// of the shards) only when it starts, when its watch had to be reopened, and
+// on a schedule: every TTL/6 on a store without expiry events, every ten TTLs
+// otherwise. Each owned shard costs what its elector costs: on etcd with
+// etcd.WithSharedLease, a member's renewals are answered in batches of two
+// requests whatever the number of its shards.
+//
 // # Guarantees
 //
 //   - Per shard, everything the elector guarantees for a claim: at most one
