@@ -18,8 +18,7 @@ import (
 
 // checkBalanced fails the test unless the members in ids own between
 // ⌊S/M⌋ and ⌈S/M⌉ shards each, and every member observes each shard's owner
-// as the one the placement names, with the token of the shard's last
-// OnAcquired.
+// as the current term of the member the placement names.
 func (c *cluster) checkBalanced(ids ...string) {
 	c.t.Helper()
 	lo, hi := c.count/len(ids), (c.count+len(ids)-1)/len(ids)
@@ -33,9 +32,9 @@ func (c *cluster) checkBalanced(ids ...string) {
 		}
 		for s := range c.count {
 			o, ok := n.m.Owner(s)
-			last := c.lastAcquired(s)
-			if !ok || o.Holder.ID != place[s] || o.Token != last {
-				c.t.Errorf("%s observes shard %d owned by %v (ok %v), want %s with token %d", n.id, s, o, ok, place[s], last)
+			term, owns := c.node(place[s]).m.Term(s)
+			if !ok || !owns || o.Holder != term.Holder || o.Token != term.Token {
+				c.t.Errorf("%s observes shard %d owned by %v (ok %v), want %s's term %v (owns %v)", n.id, s, o, ok, place[s], term, owns)
 			}
 		}
 	}
@@ -147,6 +146,17 @@ func TestRestartWarmsUp(t *testing.T) {
 	old.Cut() // as if the process died now
 	restarted := c.add("a")
 	c.stepUntil("restart settles", 2*testTTL, func() bool { return c.settled("a", "b") })
+	// A shard shows in Owned as its term begins, just before OnAcquired.
+	c.await("the restarted instance's OnAcquired", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for s := range deadlines {
+			if last := c.lastLocked(restarted.m, s); last == nil || !last.acquired {
+				return false
+			}
+		}
+		return true
+	})
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -207,18 +217,6 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
 		}
 	}
-}
-
-// lastAcquired is the token of the last OnAcquired for shard.
-func (c *cluster) lastAcquired(shard int) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i := len(c.events) - 1; i >= 0; i-- {
-		if e := c.events[i]; e.shard == shard && e.acquired {
-			return e.term.Token
-		}
-	}
-	return 0
 }
 
 // A member's electors watch their claims through the member's one watch of
