@@ -75,7 +75,9 @@
 //
 //   - Expiry: etcd handled the keep-alive after its send and found the lease
 //     alive, so the lease had not expired before the send, and an expired
-//     lease never comes back; expiry had not deleted the key.
+//     lease never comes back; expiry had not deleted the key. (That holds
+//     only for a keep-alive sent well before the lease may expire, which is
+//     why the store sends none later; see "Renewals close to expiry".)
 //   - The store's own writes of the key: the store records every write of
 //     its own. One that succeeded before the call replaced or removed the
 //     entry it knows, and the call finds no entry at rev; one with an unknown
@@ -224,6 +226,28 @@
 //
 // A crashed process's claims on a shared lease disappear when the lease
 // expires, one TTL after its last batch, exactly like per-entry leases.
+//
+// # Renewals close to expiry
+//
+// A lease per claim meets the same race as a shared lease. A holder whose
+// renewals failed for about a TTL (transient errors, a partition, a paused
+// process) could send a keep-alive that reaches etcd as the lease expires,
+// be answered alive while the revocation deletes its key, and believe it
+// holds a fresh deadline while a peer creates the key and leads: two
+// holders, until its next renewal fails. So the rule above is one rule for
+// both modes: the store records, for each lease, when it sent the last
+// grant or keep-alive etcd answered alive (a clock reading before the
+// send) and the TTL etcd granted, and from TTL − guard after that send it
+// sends the lease no keep-alive. A renewal that comes later is lost (a
+// *ConflictError with Found false, so an elector steps down at once)
+// without a request, and so are its retries; the entry lapses with its
+// lease, which expires before any holder's deadline could be extended.
+// The cost is liveness: a holder whose renewals fail for more than
+// TTL − guard (1 s of a 2 s lease) loses its term up to guard before its
+// deadline, where it could sometimes have kept it; safety wins. The guard
+// counts from a send the store made: the first renewal of an entry whose
+// lease this store neither granted nor kept alive (a peer's, or its own
+// from before a restart) has no such send, and is not guarded.
 //
 // # What it does not promise
 //

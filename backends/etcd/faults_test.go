@@ -158,12 +158,13 @@ func TestFaultPartitionedMember(t *testing.T) {
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
 		cancel()
-		// On a shared lease, a renewal is a keep-alive alone; once the
-		// lease may be close to its expiry (half of a 1 s lease after the
-		// create's grant, at the earliest), the store refuses to send it
-		// and reports the claim lost, before the member could refuse it.
-		lateShared := len(opts) > 0 && wall.Since(sent) >= e.TTL/2
-		if c := backends.Classify(err); c != backends.ClassTransient && (c != backends.ClassLost || !lateShared) {
+		// A renewal of the store's own entry is a keep-alive alone; once
+		// its lease may be close to its expiry (half of a short lease
+		// after the create's grant, at the earliest), the store refuses to
+		// send it and reports the claim lost, in both lease modes, before
+		// the member could refuse it.
+		late := wall.Since(sent) >= e.TTL/2
+		if c := backends.Classify(err); c != backends.ClassTransient && (c != backends.ClassLost || !late) {
 			t.Errorf("KeepAlive on a partitioned member = %v, want a transient error", err)
 		}
 

@@ -54,10 +54,13 @@ type keepAnswer struct {
 // keepAliveOnce keeps lease id alive once and returns the TTL it was
 // renewed for. A lease etcd no longer has is rpctypes.ErrLeaseNotFound.
 // Unless until is zero, the keep-alive is sent only before until, on the
-// store's clock; if it cannot be, nothing is sent and the error is
-// errTooLate.
+// store's clock (see keepUntil); if it cannot be, nothing is sent, not even
+// the opening of a stream, and the error is errTooLate.
 func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID, until time.Time) (int64, error) {
 	k := &s.keeper
+	if !until.IsZero() && !s.clock.Now().Before(until) {
+		return 0, errTooLate
+	}
 	w := &keepWait{id: id, done: make(chan keepAnswer, 1)}
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -124,8 +127,9 @@ func (k *keeper) giveUp(st pb.Lease_LeaseKeepAliveClient, w *keepWait) {
 }
 
 // errTooLate is the error of a keep-alive that was not sent because the
-// lease may be close to its expiry at the server (see leaseGuard).
-var errTooLate = errors.New("etcd: the shared lease may be close to its expiry, and was not kept alive")
+// lease may be close to its expiry at the server (see leaseGuard). A
+// renewal refused for it is lost (tooLate).
+var errTooLate = errors.New("the lease may be close to its expiry at the server, and was not kept alive")
 
 // errStreamEnded answers the keep-alives waiting on a stream that a caller
 // gave up, or that failed before their request was sent: transient, the

@@ -311,7 +311,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			// their holders' deadlines pass before the lease expires.
 			for _, i := range is {
 				s.forgetRev(reqs[i].k, reqs[i].rev)
-				reqs[i].done <- keepResult{err: s.lost(reqs[i].key, reqs[i].rev)}
+				reqs[i].done <- keepResult{err: s.tooLate(reqs[i].key, reqs[i].rev)}
 				live[i] = false
 			}
 			continue
@@ -382,7 +382,7 @@ func (sh *shared) check(ctx context.Context, reqs []*keepReq, which []int, live 
 
 // answer answers r, whose entry's lease id was kept alive for granted.
 func (s *Store) answer(r *keepReq, id clientv3.LeaseID, granted time.Duration) {
-	e, ok := s.renewed(r.k, r.rev, id, granted, r.start)
+	e, ok := s.renewed(r.k, r.rev, id, granted, r.start, time.Time{})
 	if !ok {
 		// Our own write replaced the entry meanwhile; the caller's
 		// revision is no longer current.
@@ -393,8 +393,11 @@ func (s *Store) answer(r *keepReq, id clientv3.LeaseID, granted time.Duration) {
 	r.done <- keepResult{e: e}
 }
 
-// renewed records a successful keep-alive of k at rev and returns its entry.
-func (s *Store) renewed(k string, rev int64, id clientv3.LeaseID, granted time.Duration, start time.Time) (backends.Entry, bool) {
+// renewed records a successful keep-alive of k at rev, of a call begun at
+// start, and returns its entry. sent is when the keep-alive was sent, for a
+// per-entry lease (heldEntry.keptAt); zero for a shared one, whose group
+// records it (kept).
+func (s *Store) renewed(k string, rev int64, id clientv3.LeaseID, granted time.Duration, start, sent time.Time) (backends.Entry, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.held[k]
@@ -403,6 +406,9 @@ func (s *Store) renewed(k string, rev int64, id clientv3.LeaseID, granted time.D
 	}
 	if start.After(h.renewed) {
 		h.renewed = start
+	}
+	if sent.After(h.keptAt) {
+		h.keptAt = sent
 	}
 	h.granted = granted
 	return backends.Entry{Value: h.value, Revision: h.rev, CreateRevision: h.createRev, TTL: granted, Remaining: granted}, true
@@ -679,8 +685,10 @@ func (s *Store) readyLocked(g *leaseGroup) bool {
 }
 
 // leaseGuard is how long before the earliest moment etcd may expire a
-// shared lease of granted TTL the store stops keeping it alive and writing
-// on it. etcd's lessor checks whether a lease has expired, and refreshes it,
+// lease of granted TTL the store stops keeping it alive, and, for a shared
+// lease, writing on it. It is one rule for both lease modes (keepUntil):
+// a per-entry lease meets the same race when its holder's renewal comes
+// about a TTL after the last one that succeeded. etcd's lessor checks whether a lease has expired, and refreshes it,
 // in two steps, apart from its revoke loop (every 500 ms, it collects the
 // leases past their expiry and proposes their revocation through raft): a
 // keep-alive that reaches the lessor about when the lease expires can be
@@ -698,11 +706,28 @@ func leaseGuard(granted time.Duration) time.Duration {
 	return min(max(granted/4, time.Second), granted/2)
 }
 
-// keepUntilLocked is the latest time the store may send a keep-alive of g's
-// lease: etcd keeps it at least until keptAt + granted, by the server's
-// clock, from which leaseGuard keeps the store away.
+// keepUntil is the latest time the store may send a keep-alive of a lease
+// granted for granted whose last grant or keep-alive that etcd answered
+// alive was sent at keptAt (a clock reading taken before the send): etcd
+// keeps the lease at least until keptAt + granted, and leaseGuard keeps the
+// store's keep-alives away from that moment. A keep-alive that would be
+// sent later is not sent (keepAliveOnce), and the renewal is lost
+// (tooLate). Both lease modes use it: a shared lease with its group's
+// keptAt, a per-entry lease with its entry's.
+func keepUntil(keptAt time.Time, granted time.Duration) time.Time {
+	return keptAt.Add(granted - leaseGuard(granted))
+}
+
+// keepUntilLocked is keepUntil of g's lease.
 func (s *Store) keepUntilLocked(g *leaseGroup) time.Time {
-	return g.keptAt.Add(g.granted - leaseGuard(g.granted))
+	return keepUntil(g.keptAt, g.granted)
+}
+
+// tooLate is the error of a renewal refused because its lease may be close
+// to its expiry at the server (errTooLate): the claim is lost, and left to
+// lapse; its holder's deadline passes before the lease can expire.
+func (s *Store) tooLate(key string, rev int64) error {
+	return fmt.Errorf("%w (%w)", s.lost(key, rev), errTooLate)
 }
 
 // fitLocked reports whether g's lease may still be kept alive and written

@@ -92,6 +92,12 @@ type heldEntry struct {
 	// alive past that is garbage (its holder stopped acting) and the batcher
 	// deletes it.
 	renewed time.Time
+	// keptAt, for a per-entry lease, is when the last grant or keep-alive
+	// of lease that etcd answered alive was sent (a clock reading before
+	// the send): etcd keeps the lease at least until keptAt + granted, and
+	// the store sends no keep-alive of it after keepUntil(keptAt, granted).
+	// A shared lease's is its group's.
+	keptAt time.Time
 
 	// vouched: the store wrote the entry itself, and vouches that it is
 	// still at rev on lease as long as its lease lives, no write of its own
@@ -590,6 +596,9 @@ type writeLease struct {
 	// is not fresh was kept alive last before the write began, and the
 	// write must keep it alive once it has succeeded (confirmShared).
 	fresh bool
+	// sent, for a per-entry lease, is when the request that last made etcd
+	// keep it alive (its grant, or a keep-alive) was sent: heldEntry.keptAt.
+	sent time.Time
 }
 
 // leaseFor returns a lease for a write of secs seconds: a fresh per-entry
@@ -606,11 +615,12 @@ func (s *Store) leaseFor(ctx context.Context, secs int64, later bool) (writeLeas
 	if s.shared != nil {
 		return s.sharedLease(ctx, secs, later)
 	}
+	sent := s.clock.Now()
 	resp, err := s.cli.Grant(opctx(ctx), secs)
 	if err != nil {
 		return writeLease{}, err
 	}
-	return writeLease{id: resp.ID, granted: seconds(resp.TTL), fresh: true}, nil
+	return writeLease{id: resp.ID, granted: seconds(resp.TTL), fresh: true, sent: sent}, nil
 }
 
 // confirmShared keeps alive the shared lease a successful write of k put
@@ -723,7 +733,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if s.shared != nil && s.isAbandoned(id) {
 		// Its lease is one the store abandoned close to its expiry, and
 		// will never keep alive again.
-		return backends.Entry{}, s.lost(key, rev)
+		return backends.Entry{}, s.tooLate(key, rev)
 	}
 	if s.shared != nil && s.shared.owns(id) {
 		// An entry of ours on a shared lease that the registry lost track
@@ -734,8 +744,11 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 		return e, err
 	}
 
-	granted, known := s.perEntryLease(k, rev, id)
-	if !known {
+	granted, keptAt, known := s.perEntryLease(k, rev, id)
+	var until time.Time // zero: the store does not know when the lease was last kept alive
+	if known {
+		until = keepUntil(keptAt, granted)
+	} else {
 		ttlResp, err := s.cli.TimeToLive(opctx(ctx), id, clientv3.WithAttachedKeys())
 		if err != nil && !isLeaseNotFound(err) {
 			return backends.Entry{}, s.fail("keepalive", key, err)
@@ -753,7 +766,11 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its lease was granted, and etcd cannot lengthen a lease without rewriting the key: %w",
 			key, ttl, granted, backends.ErrInvalid)
 	}
-	renewed, err := s.keepAliveOnce(ctx, id, time.Time{})
+	sent := s.clock.Now()
+	renewed, err := s.keepAliveOnce(ctx, id, until)
+	if errors.Is(err, errTooLate) {
+		return backends.Entry{}, s.tooLate(key, rev)
+	}
 	if isLeaseNotFound(err) {
 		s.forget(k, id)
 		return backends.Entry{}, s.lost(key, rev)
@@ -764,7 +781,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	e := s.entry(kv)
 	e.TTL = seconds(renewed)
 	e.Remaining = e.TTL
-	s.wrote(k, e, writeLease{id: id, granted: e.TTL}, start, false)
+	s.wrote(k, e, writeLease{id: id, granted: e.TTL, sent: sent}, start, false)
 	s.revouch(k, rev, resp.Header.Revision)
 	return e, nil
 }
@@ -786,14 +803,22 @@ func (s *Store) keepVouched(ctx context.Context, k, key string, rev, secs int64,
 		s.mu.Unlock()
 		return backends.Entry{}, false, nil
 	}
-	id, granted, touched := h.lease, h.granted, h.touched
+	id, granted, touched, until := h.lease, h.granted, h.touched, keepUntil(h.keptAt, h.granted)
 	s.startSentinelLocked()
 	s.mu.Unlock()
 	if seconds(secs) > granted {
 		return backends.Entry{}, true, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its lease was granted, and etcd cannot lengthen a lease without rewriting the key: %w",
 			key, seconds(secs), granted, backends.ErrInvalid)
 	}
-	ttl, err := s.keepAliveOnce(ctx, id, time.Time{})
+	sent := s.clock.Now()
+	ttl, err := s.keepAliveOnce(ctx, id, until)
+	if errors.Is(err, errTooLate) {
+		// The lease may be close to its expiry at the server: a
+		// keep-alive could be answered alive while etcd revokes it. The
+		// claim is left to lapse, and the record stays, so that a retry
+		// is refused too.
+		return backends.Entry{}, true, s.tooLate(key, rev)
+	}
 	if isLeaseNotFound(err) {
 		s.forget(k, id)
 		return backends.Entry{}, true, s.lost(key, rev)
@@ -810,7 +835,7 @@ func (s *Store) keepVouched(ctx context.Context, k, key string, rev, secs int64,
 			return backends.Entry{}, true, err
 		}
 	}
-	e, ok := s.renewed(k, rev, id, seconds(ttl), start)
+	e, ok := s.renewed(k, rev, id, seconds(ttl), start, sent)
 	if !ok {
 		// Our own write replaced the entry meanwhile: rev is no longer
 		// current.
@@ -937,12 +962,15 @@ func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time
 		if start.After(h.renewed) {
 			h.renewed = start
 		}
+		if wl.sent.After(h.keptAt) {
+			h.keptAt = wl.sent
+		}
 		h.granted = wl.granted
 		return
 	}
 	s.held[k] = &heldEntry{
 		rev: e.Revision, createRev: e.CreateRevision, value: e.Value,
-		lease: wl.id, granted: wl.granted, shared: wl.shared, renewed: start,
+		lease: wl.id, granted: wl.granted, shared: wl.shared, renewed: start, keptAt: wl.sent,
 		// Once the sentinel runs, it covers only revisions from watchFrom.
 		vouched: own && (s.watchFrom == 0 || e.Revision >= s.watchFrom),
 		own:     own,
@@ -1026,16 +1054,17 @@ func (s *Store) forgetRev(k string, rev int64) {
 	}
 }
 
-// perEntryLease reports the granted TTL of id if this store granted it for
-// k at rev alone.
-func (s *Store) perEntryLease(k string, rev int64, id clientv3.LeaseID) (time.Duration, bool) {
+// perEntryLease reports the granted TTL of id, and when it was last kept
+// alive (heldEntry.keptAt), if this store knows it as the lease of k at rev
+// alone.
+func (s *Store) perEntryLease(k string, rev int64, id clientv3.LeaseID) (granted time.Duration, keptAt time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.held[k]
 	if h == nil || h.shared || h.lease != id || h.rev != rev {
-		return 0, false
+		return 0, time.Time{}, false
 	}
-	return h.granted, true
+	return h.granted, h.keptAt, true
 }
 
 // pruneLocked drops per-entry records whose lease has certainly expired, so

@@ -1,0 +1,120 @@
+package etcd_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/etcd"
+	"github.com/tenure-go/tenure/clocktest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// guardCase is an entry on a lease of its own whose renewals are guarded:
+// one the store wrote (renewed by a keep-alive alone), or one a peer wrote
+// that the store has kept alive once (renewed by a read, then a keep-alive).
+type guardCase struct {
+	name string
+	// setup returns the entry and the store renewing it, with the last
+	// keep-alive or grant etcd answered alive sent at the store's clock's
+	// current reading.
+	setup func(t *testing.T, f *fixture) (*etcd.Store, backends.Entry)
+}
+
+var guardCases = []guardCase{
+	{"own", func(t *testing.T, f *fixture) (*etcd.Store, backends.Entry) {
+		return f.store, mustCreate(t, f.store, "a", "v", 2*time.Second)
+	}},
+	{"peer's", func(t *testing.T, f *fixture) (*etcd.Store, backends.Entry) {
+		e := mustCreate(t, f.peer(t), "a", "v", 2*time.Second)
+		if _, err := f.store.KeepAlive(testContext(t), "a", e.Revision, 2*time.Second); err != nil {
+			t.Fatalf("first KeepAlive of the peer's entry: %v", err)
+		}
+		return f.store, e
+	}},
+}
+
+// start opens a fixture whose store runs on a fake clock and sets the case
+// up on it; id is the entry's lease.
+func (tc guardCase) start(t *testing.T) (clk *clocktest.Clock, f *fixture, s *etcd.Store, e backends.Entry, id clientv3.LeaseID) {
+	clk = clocktest.New(time.Time{})
+	f = newFixture(t, etcd.WithClock(clk))
+	s, e = tc.setup(t, f)
+	return clk, f, s, e, f.leaseOfKey(t, "a")
+}
+
+// leaseOfKey is the lease etcd has key on, read behind the store's back.
+func (f *fixture) leaseOfKey(t *testing.T, key string) clientv3.LeaseID {
+	t.Helper()
+	resp, err := f.raw.Get(testContext(t), f.prefix+key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("Get(%q) behind the store: %v, %d keys; want the key", key, err, len(resp.Kvs))
+	}
+	return clientv3.LeaseID(resp.Kvs[0].Lease)
+}
+
+// TestKeepAliveNotNearExpiry: with a lease per claim, a renewal that comes
+// when its lease may be close to its expiry at the server (here 1.1 s after
+// the last keep-alive etcd answered alive, of a 2 s lease whose guard is
+// 1 s) sends no keep-alive and is lost, and so is its retry. A keep-alive
+// then could be answered alive while etcd's revoke loop deletes the key,
+// and a peer could take the claim while this holder believes it has a
+// fresh deadline. The store's clock moves and etcd's does not, so the
+// lease is alive at the server and a keep-alive would succeed: before the
+// guard, both renewals were sent and answered alive.
+func TestKeepAliveNotNearExpiry(t *testing.T) {
+	for _, tc := range guardCases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk, f, s, e, id := tc.start(t)
+
+			clk.Add(1100 * time.Millisecond)
+			f.reqs.reset()
+			for _, try := range []string{"renewal", "retry"} {
+				_, err := s.KeepAlive(testContext(t), "a", e.Revision, 2*time.Second)
+				if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+					t.Errorf("%s 1.1s after the last keep-alive of a 2s lease: %v, want lost (ErrNotFound)", try, err)
+				}
+				if n := f.reqs.of("LeaseKeepAlive"); n != 0 {
+					t.Errorf("%s 1.1s after the last keep-alive of a 2s lease: %d keep-alives (%s), want none", try, n, f.reqs)
+				}
+			}
+			// The entry is left to lapse with its lease, not deleted.
+			if got := f.leaseOfKey(t, "a"); got != id {
+				t.Errorf("entry after the refused renewals is on lease %x, want %x", got, id)
+			}
+		})
+	}
+}
+
+// TestKeepAliveWithinGuardIsSent: renewals that come before the guard
+// (0.9 s after the last keep-alive etcd answered alive, of a 2 s lease)
+// are sent, and each one counts the guard again from its own send; a
+// renewal at exactly TTL − guard is not.
+func TestKeepAliveWithinGuardIsSent(t *testing.T) {
+	for _, tc := range guardCases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk, f, s, e, id := tc.start(t)
+
+			for i := range 3 {
+				clk.Add(900 * time.Millisecond)
+				before := f.reqs.keepAlivesOf(id)
+				got, err := s.KeepAlive(testContext(t), "a", e.Revision, 2*time.Second)
+				if err != nil || got.Revision != e.Revision {
+					t.Fatalf("renewal %d, 0.9s after the last one: %+v, %v; want revision %d", i, got, err, e.Revision)
+				}
+				if n := f.reqs.keepAlivesOf(id) - before; n != 1 {
+					t.Errorf("renewal %d, 0.9s after the last one: %d keep-alives of the lease (%s), want 1", i, n, f.reqs)
+				}
+			}
+			clk.Add(time.Second)
+			before := f.reqs.keepAlivesOf(id)
+			if _, err := s.KeepAlive(testContext(t), "a", e.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) {
+				t.Errorf("renewal exactly 1s after the last keep-alive of a 2s lease: %v, want lost (ErrNotFound)", err)
+			}
+			if n := f.reqs.keepAlivesOf(id) - before; n != 0 {
+				t.Errorf("renewal exactly 1s after the last keep-alive: %d keep-alives (%s), want none", n, f.reqs)
+			}
+		})
+	}
+}
