@@ -34,7 +34,7 @@ type keeper struct {
 	mu      sync.Mutex
 	stream  pb.Lease_LeaseKeepAliveClient // guarded by mu; nil until a keep-alive needs one
 	cancel  context.CancelFunc            // guarded by mu; ends stream
-	waiting []*keepWait                   // guarded by mu; requests sent on stream, oldest first
+	waiting []keepWait                    // guarded by mu; requests sent on stream, oldest first
 	answers int64                         // guarded by mu; answers received on stream
 }
 
@@ -61,7 +61,6 @@ func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID, until ti
 	if !until.IsZero() && !s.clock.Now().Before(until) {
 		return 0, errTooLate
 	}
-	w := &keepWait{id: id, done: make(chan keepAnswer, 1)}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -75,6 +74,9 @@ func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID, until ti
 		<-k.sending
 		return 0, err
 	}
+	// The request is queued by value: a renewal allocates its answer's
+	// channel and nothing else of its own.
+	done := make(chan keepAnswer, 1)
 	k.mu.Lock()
 	if k.stream != st { // it failed in between: its waiters were answered
 		k.mu.Unlock()
@@ -86,7 +88,7 @@ func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID, until ti
 		<-k.sending
 		return 0, errTooLate
 	}
-	w.answers = k.answers
+	w := keepWait{id: id, done: done, answers: k.answers}
 	k.waiting = append(k.waiting, w)
 	k.mu.Unlock()
 	// A send blocked on a stuck connection ends with the caller's context.
@@ -107,19 +109,20 @@ func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID, until ti
 		}
 		return a.ttl, nil
 	case <-ctx.Done():
-		k.giveUp(st, w)
+		k.giveUp(st, w.answers)
 		return 0, ctx.Err()
 	}
 }
 
-// giveUp is called by a caller that stops waiting for w's answer. If the
-// stream has answered nothing since w was sent, it may be stuck (a
-// connection that drops what it carries): it is ended, and the next
-// keep-alive opens a new one. A stream that is answering is slow, not
+// giveUp is called by a caller that stops waiting for the answer to its
+// request, queued when the stream had given answers answers. If the
+// stream has answered nothing since, it may be stuck (a connection that
+// drops what it carries): it is ended, and the next keep-alive opens a new
+// one. A stream that is answering is slow, not
 // stuck, and the other callers keep waiting on it.
-func (k *keeper) giveUp(st pb.Lease_LeaseKeepAliveClient, w *keepWait) {
+func (k *keeper) giveUp(st pb.Lease_LeaseKeepAliveClient, answers int64) {
 	k.mu.Lock()
-	stuck := k.stream == st && k.answers == w.answers
+	stuck := k.stream == st && k.answers == answers
 	k.mu.Unlock()
 	if stuck {
 		k.fail(st, errStreamEnded)
@@ -196,7 +199,7 @@ func (k *keeper) receive(st pb.Lease_LeaseKeepAliveClient) {
 			return
 		}
 		w := k.waiting[0]
-		k.waiting[0] = nil
+		k.waiting[0] = keepWait{}
 		k.waiting = k.waiting[1:]
 		k.answers++
 		k.mu.Unlock()
