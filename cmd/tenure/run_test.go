@@ -532,8 +532,9 @@ func TestRunMetrics(t *testing.T) {
 }
 
 // TestRunStoreDown stops the etcd server under a holding tenure --once:
-// renewals fail, so the child gets SIGTERM kill-grace before the local
-// deadline and has ended before the server could have let the claim go
+// renewals fail, so the child gets SIGTERM before the local deadline (or
+// the term ends early, when the store refuses a renewal too close to the
+// lease's expiry) and has ended before the server could have let the claim go
 // (a TTL after the last renewal, which came before the stop); tenure exits
 // 75.
 func TestRunStoreDown(t *testing.T) {
@@ -559,7 +560,10 @@ func TestRunStoreDown(t *testing.T) {
 	if ended >= testTTL {
 		t.Errorf("child ended %v after the store stopped, want before the ttl %v", ended, testTTL)
 	}
-	if !a.logged(`why="renewals failing"`) {
+	// Either path ends the child in time: SIGTERM once renewals have failed
+	// for a while, or the term ending early because the store refuses to
+	// keep a lease alive close to its possible expiry (backends/etcd).
+	if !a.logged(`why="renewals failing"`) && !a.logged(`why="term ended"`) {
 		t.Errorf("a did not terminate its child ahead of the deadline")
 	}
 }
