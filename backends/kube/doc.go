@@ -101,6 +101,104 @@
 // watch failed to deliver: a connection that went silent, or an expiry
 // this store failed to report.
 //
+// # Session mode: one renewal per process
+//
+// By default (per-claim mode) every claim's Lease is rewritten at each
+// renewal: a process holding 256 claims sends 256 updates per renew
+// period. With [WithSession], a store keeps one session Lease of its own
+// (named "tenure-session-" and 128 random bits, labelled
+// tenure.dev/session=self) and writes every claim with a TTL into it: the
+// claim's Lease carries the label tenure.dev/session naming the session.
+// KeepAlive on such a claim sends nothing of its own. Calls are answered in
+// batches (at most one per interval, sooner for short TTLs and tight
+// deadlines), each costing two requests however many claims it renews:
+//
+//  1. one consistent List of the claims labelled with the session: what
+//     the API server holds, not what the process remembers;
+//  2. one update of the session Lease, conditioned on the resourceVersion
+//     the store wrote last, sent after the List was answered and so after
+//     every call in the batch began.
+//
+// A call succeeds if its claim was listed at its revision, in the session,
+// live by the store's own observation, and the update landed.
+//
+// Expiry keeps client-go's rule, extended: a claim of a session expires
+// once this process has seen both the claim unchanged and the session
+// unrenewed for the claim's TTL. Every store judges claims of sessions so,
+// whatever its own mode. To take over such a claim, a store first reads
+// the session (consistently) and, if it still lives, ends it: an update,
+// conditioned on the version read, that records that version in the
+// tenure.dev/ended annotation and clears holderIdentity. Only then does it
+// write the claim, conditioned on the claim's resourceVersion as always.
+// An ended session is never renewed again, and so all of its claims are
+// lost at their next renewal; the owner starts a new session for its next
+// claim. A session that is ended, deleted, or replaced by a Lease that is
+// no session is dead for good.
+//
+// Why there are never two holders. A holder's deadline is counted from
+// before its call (before the write of the claim, or before its KeepAlive).
+// An observer starts counting only when it sees a version: a claim's write
+// or a session's renewal that the holder's deadline was taken before. So
+// when an observer judges a claim expired from the versions it saw, the
+// deadline of every holder whose renewal produced one of them has passed.
+// What it did not see cannot hurt it: the end it writes is conditioned on
+// the session version it has just read, and the owner's renewal is
+// conditioned on the version the owner wrote last. Exactly one of the two
+// lands. If the renewal lands first, the end fails, the observer reads the
+// renewal (a new version, whose TTL it must then wait out) and the claim is
+// still held. If the end lands first, that renewal and every later one
+// fails, so no holder's deadline extends past the last renewal before the
+// end, which the observer had seen unchanged for a TTL. The end proves the
+// session stood at the version it ended from the moment this process saw
+// that version, so a process that saw it need not wait a second TTL; a
+// process that only sees the end counts from then.
+//
+// A batch never keeps a dead claim alive: it renews the session for the
+// claims listed in it, and clears (a conditional update, like a release)
+// every listed claim that no holder in the process may still act on: no
+// write or KeepAlive of it began within its TTL. A release or a takeover
+// takes a claim out of the session at once (its label goes with the
+// holder), so no later batch renews it.
+//
+// The defined answers:
+//
+//   - Duplicate identities: sessions are named by random bits, never by
+//     holder identities, so two processes with one identity get a session
+//     each; the claim values keep their nonces, and exactly one of them
+//     holds a claim.
+//   - A deleted session Lease: its owner's next renewal gets NotFound and
+//     its claims are lost; it never recreates the session (a claim judged
+//     by an observer that saw the session gone must not come back to
+//     life). An observer counts the disappearance as a change: it waits a
+//     full TTL from when it first saw the session gone.
+//   - A claim naming a session that never existed: the session reads as
+//     gone, from the first time this process looked; the claim stands a TTL
+//     from then, like any claim first seen, and is then taken. Nothing is
+//     ever created at the session's name.
+//   - Foreign Lease objects: a Lease at a session's name that is not a
+//     session (no tenure.dev/session=self) is a dead session: the claims
+//     naming it stand their TTL and are taken, and the foreign Lease is
+//     never written. A Lease that carries a session's label but is no
+//     tenure claim is neither renewed nor cleared by its batches.
+//   - A Store closed without releasing (a crash): its session is no longer
+//     renewed, and its claims expire one TTL after observers last saw it
+//     renewed, as in per-claim mode.
+//   - A claim written by another mode or another session: a KeepAlive of
+//     it writes the claim itself, conditioned on its resourceVersion, and
+//     moves it into the store's live session.
+//
+// Which to pick. Per-claim mode is the default: its Leases are the ones
+// client-go's leaderelection reads and writes (WithLeaseNames works only
+// there), and a client-go reader pointed at a claim of a session would see
+// it unrenewed and take it after its leaseDurationSeconds. Session mode is
+// for processes holding many claims (a sharded controller, a slot group
+// member), whose API server load then no longer grows with the number of
+// claims. Its costs: a takeover after a crash costs one more request (the
+// end of the session); one claim of a process left to expire is cleared
+// only at the next batch after its TTL; and one takeover (after a process
+// stopped renewing for a TTL) costs that process every claim in the
+// session, including claims it wrote since.
+//
 // # Leases written by client-go
 //
 // A Lease not written by this package (or written by it and then taken over
@@ -136,5 +234,10 @@
 //   - TTLs are exact for tenure readers; client-go readers see them rounded
 //     up to whole seconds.
 //   - Each Store keeps the newest version it saw of every object it touched,
-//     for the life of the Store.
+//     and what it saw of every session a claim named, for the life of the
+//     Store.
+//   - Session mode needs every process that writes the namespace's tenure
+//     objects to follow these rules; out-of-band edits (kubectl delete of a
+//     claim, a forged session) can break exclusion in either mode, though
+//     tokens still never repeat.
 package kube

@@ -47,25 +47,37 @@ func newLocker(t *testing.T, s *Store) *backends.StoreLocker {
 }
 
 // TestKube groups the tests that need a real API server, so that they share
-// one: each subtest works in its own namespace.
+// one: each subtest works in its own namespace. Each runs once per renewal
+// mode.
 func TestKube(t *testing.T) {
-	c := startCluster(t)
-	t.Run("TokensSurviveOutOfBandDelete", func(t *testing.T) { testOutOfBandDelete(t, c) })
-	t.Run("ReleaseKeepsTheObject", func(t *testing.T) { testReleaseKeepsObject(t, c) })
-	t.Run("KeepAliveMovesResourceVersionOnly", func(t *testing.T) { testKeepAliveRV(t, c) })
-	t.Run("SkewedClocks", func(t *testing.T) { testSkewedClocks(t, c) })
-	t.Run("FreshProcessObservesFullTTL", func(t *testing.T) { testFreshProcess(t, c) })
-	t.Run("ClientGoLease", func(t *testing.T) { testClientGoLease(t, c) })
-	t.Run("ClientGoTakeover", func(t *testing.T) { testClientGoTakeover(t, c) })
-	t.Run("TokenWithoutRights", func(t *testing.T) { testForbidden(t, c) })
-	t.Run("MissingNamespace", func(t *testing.T) { testMissingNamespace(t, c) })
-	t.Run("ForeignObjectAtHashedName", func(t *testing.T) { testForeignName(t, c) })
-	t.Run("WatchStartsAndStops", func(t *testing.T) { testWatchLifecycle(t, c) })
-	t.Run("StalledWatchStillReportsExpiry", func(t *testing.T) { testStalledWatchExpiry(t, c) })
-	t.Run("StalledWatchReportsExpiryOfARenewal", func(t *testing.T) { testStalledWatchRenewalExpiry(t, c) })
-	t.Run("StalledWatchEndsWithinItsLifetime", func(t *testing.T) { testStalledWatchLifetime(t, c) })
+	c0 := startCluster(t)
+	for _, m := range modes {
+		c := c0.with(m.opts)
+		t.Run(m.name, func(t *testing.T) {
+			t.Run("TokensSurviveOutOfBandDelete", func(t *testing.T) { testOutOfBandDelete(t, c) })
+			t.Run("ReleaseKeepsTheObject", func(t *testing.T) { testReleaseKeepsObject(t, c) })
+			t.Run("KeepAliveMovesResourceVersionOnly", func(t *testing.T) { testKeepAliveRV(t, c) })
+			t.Run("SkewedClocks", func(t *testing.T) { testSkewedClocks(t, c) })
+			t.Run("FreshProcessObservesFullTTL", func(t *testing.T) { testFreshProcess(t, c) })
+			if m.opts == nil {
+				// Adopted Leases (WithLeaseNames) are per-claim only.
+				t.Run("ClientGoLease", func(t *testing.T) { testClientGoLease(t, c) })
+			}
+			t.Run("ClientGoTakeover", func(t *testing.T) { testClientGoTakeover(t, c) })
+			t.Run("TokenWithoutRights", func(t *testing.T) { testForbidden(t, c) })
+			t.Run("MissingNamespace", func(t *testing.T) { testMissingNamespace(t, c) })
+			t.Run("ForeignObjectAtHashedName", func(t *testing.T) { testForeignName(t, c) })
+			t.Run("WatchStartsAndStops", func(t *testing.T) { testWatchLifecycle(t, c) })
+			t.Run("StalledWatchStillReportsExpiry", func(t *testing.T) { testStalledWatchExpiry(t, c) })
+			t.Run("StalledWatchReportsExpiryOfARenewal", func(t *testing.T) { testStalledWatchRenewalExpiry(t, c) })
+			t.Run("StalledWatchEndsWithinItsLifetime", func(t *testing.T) { testStalledWatchLifetime(t, c) })
+		})
+	}
 	// Last: it restarts the API server under every other store.
-	t.Run("APIServerRestartMidLease", func(t *testing.T) { testRestart(t, c) })
+	for _, m := range modes {
+		c := c0.with(m.opts)
+		t.Run(m.name+"/APIServerRestartMidLease", func(t *testing.T) { testRestart(t, c) })
+	}
 }
 
 // An object deleted behind tenure's back (kubectl delete) must not let a
@@ -257,9 +269,18 @@ func testFreshProcess(t *testing.T, c *cluster) {
 	if _, err := a.CreateIfAbsent(ctx, "k", []byte("v"), ttl); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(10 * ttl) // the holder died long ago
-	if _, err := a.Get(ctx, "k"); !errors.Is(err, backends.ErrNotFound) {
-		t.Fatalf("Get by the process that watched it age = %v, want ErrNotFound", err)
+	w := c.store(t, ns, clk, nil)
+	if _, err := w.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	// The holder's process died long ago (in session mode a live store
+	// would have cleared the claim its holders stopped renewing).
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(10 * ttl)
+	if _, err := w.Get(ctx, "k"); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("Get by a process that watched it age = %v, want ErrNotFound", err)
 	}
 	fresh := c.store(t, ns, clk, nil)
 	e, err := fresh.Get(ctx, "k")
@@ -829,11 +850,11 @@ func testStalledWatchRenewalExpiry(t *testing.T, c *cluster) {
 	}
 
 	// The holder renews late; only the follower's read sees it.
-	before := c.lease(t, s, key).ResourceVersion
+	before := c.renewed(t, s, key).ResourceVersion
 	if _, err := writer.KeepAlive(ctx, key, e.Revision, ttl); err != nil {
 		t.Fatal(err)
 	}
-	if after := c.lease(t, s, key).ResourceVersion; after == before {
+	if after := c.renewed(t, s, key).ResourceVersion; after == before {
 		t.Fatalf("keep-alive left resourceVersion at %s", after)
 	}
 	got, err := s.Get(ctx, key)

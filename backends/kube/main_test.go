@@ -34,13 +34,19 @@ func TestMain(m *testing.M) {
 type cluster struct {
 	srv   *kubetest.Server
 	admin kubernetes.Interface
-	nsSeq atomic.Int64
+	nsSeq *atomic.Int64
+	opts  []Option // every store opened through the cluster gets these first
 }
 
 func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	srv := kubetest.Start(t)
-	return &cluster{srv: srv, admin: kubernetes.NewForConfigOrDie(srv.RESTConfig())}
+	return &cluster{srv: srv, admin: kubernetes.NewForConfigOrDie(srv.RESTConfig()), nsSeq: new(atomic.Int64)}
+}
+
+// with is the same cluster, opening its stores with opts (a renewal mode).
+func (c *cluster) with(opts []Option) *cluster {
+	return &cluster{srv: c.srv, admin: c.admin, nsSeq: c.nsSeq, opts: opts}
 }
 
 // namespace creates a fresh namespace, so that each store under test lists
@@ -62,7 +68,7 @@ func (c *cluster) store(t testing.TB, ns string, clk clock.Clock, cfg *rest.Conf
 	if cfg == nil {
 		cfg = c.srv.RESTConfig()
 	}
-	opts = append([]Option{WithNamespace(ns), WithClock(clk)}, opts...)
+	opts = append(append([]Option{WithNamespace(ns), WithClock(clk)}, c.opts...), opts...)
 	s, err := New(kubernetes.NewForConfigOrDie(cfg), opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -79,6 +85,22 @@ func (c *cluster) lease(t testing.TB, s *Store, key string) *coordinationv1.Leas
 		t.Fatalf("get lease of %q: %v", key, err)
 	}
 	return l
+}
+
+// renewed reads the object a keep-alive of key rewrites: its claim's
+// session, or in per-claim mode the claim itself.
+func (c *cluster) renewed(t testing.TB, s *Store, key string) *coordinationv1.Lease {
+	t.Helper()
+	l := c.lease(t, s, key)
+	name := l.Labels[LabelSession]
+	if name == "" {
+		return l
+	}
+	sess, err := c.admin.CoordinationV1().Leases(s.namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get session %s of %q: %v", name, key, err)
+	}
+	return sess
 }
 
 // follow keeps a watch open on s for its whole life, as a follower does, so

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
@@ -24,15 +25,54 @@ const (
 	// AnnotationKey holds the original tenure key of a Lease.
 	AnnotationKey = "tenure.dev/key"
 
+	// LabelSession, on a claim written in session mode, names the session
+	// Lease whose renewals keep the claim alive; a renewal batch lists its
+	// claims by it. On a session Lease it is "self".
+	LabelSession = "tenure.dev/session"
+
+	// AnnotationEnded, on a session Lease, records the resourceVersion of
+	// the version another process found expired and ended: the session is
+	// never renewed again.
+	AnnotationEnded = "tenure.dev/ended"
+
 	annValue          = "tenure.dev/value"           // base64 of the entry's value
 	annTTL            = "tenure.dev/ttl"             // the exact TTL, as a Go duration
 	annHolder         = "tenure.dev/holder"          // the holderIdentity tenure wrote
 	annRevision       = "tenure.dev/revision"        // absent: the object's resourceVersion
 	annCreateRevision = "tenure.dev/create-revision" // absent: the Revision
+	annBeat           = "tenure.dev/beat"            // a session's renewal count
 )
 
 // namePrefix starts every hashed Lease name.
 const namePrefix = "tenure-"
+
+// sessionPrefix starts every session Lease name, which is otherwise random:
+// "tenure-session-" and 128 random bits in hex. Hashed names are
+// "tenure-" and 40 hex digits, so the two never meet.
+const sessionPrefix = "tenure-session-"
+
+// sessionSelf is the LabelSession value that marks a session Lease itself.
+const sessionSelf = "self"
+
+// sessionState is what a session Lease means to a judge of its claims.
+type sessionState struct {
+	alive bool  // a session its owner may still renew
+	ended int64 // with !alive, the resourceVersion the session was ended at; 0 if unknown
+}
+
+// decodeSession interprets an object at a session's name. A Lease that is not a
+// session (no LabelSession=self, or one of another name) is foreign: as
+// dead as an absent one, for no owner renews it.
+func decodeSession(l *coordinationv1.Lease) sessionState {
+	if l.Labels[LabelSession] != sessionSelf || !strings.HasPrefix(l.Name, sessionPrefix) {
+		return sessionState{}
+	}
+	if s, ok := l.Annotations[AnnotationEnded]; ok {
+		rv, _ := parseRV(s) // unreadable: dead all the same, ended at an unknown version
+		return sessionState{ended: rv}
+	}
+	return sessionState{alive: true}
+}
 
 // hashName is the Lease name a tenure key maps to (unless WithLeaseNames
 // maps it): "tenure-" and the first 160 bits of the key's SHA-256 in hex.
@@ -47,6 +87,7 @@ type state struct {
 	present bool
 	entry   backends.Entry // Key, Value, TTL and revisions; Remaining unset
 	rv      int64          // the object's resourceVersion
+	session string         // the session Lease whose renewals keep it alive; "" if none
 }
 
 // parseRV reads a resourceVersion. The store needs resource versions to be
@@ -119,6 +160,9 @@ func decode(key string, l *coordinationv1.Lease) (state, error) {
 		return state{}, fmt.Errorf("lease %s: revisions out of order (create %d, revision %d, resourceVersion %d): %w",
 			l.Name, st.entry.CreateRevision, st.entry.Revision, rv, backends.ErrCorrupt)
 	}
+	if name := l.Labels[LabelSession]; name != "" && name != sessionSelf && st.entry.TTL > 0 {
+		st.session = name
+	}
 	return st, nil
 }
 
@@ -130,6 +174,9 @@ type write struct {
 	// revision and createRevision to record; 0 means "the resourceVersion of
 	// this write", which is how a value write and a create are recorded.
 	revision, createRevision int64
+	// session is the session Lease the entry joins; "" writes it outside
+	// any session (renewed by writes of its own).
+	session string
 }
 
 // holderIdentity is what tenure writes to spec.holderIdentity for value:
@@ -179,6 +226,7 @@ func apply(l *coordinationv1.Lease, key string, w write, now time.Time) error {
 		old = *l.Spec.HolderIdentity
 	}
 
+	delete(l.Labels, LabelSession)
 	if w.clear {
 		for _, a := range []string{annValue, annTTL, annHolder, annRevision, annCreateRevision} {
 			delete(l.Annotations, a)
@@ -202,6 +250,9 @@ func apply(l *coordinationv1.Lease, key string, w write, now time.Time) error {
 		} else {
 			l.Annotations[name] = strconv.FormatInt(v, 10)
 		}
+	}
+	if w.session != "" {
+		l.Labels[LabelSession] = w.session
 	}
 	setRev(annRevision, w.revision)
 	setRev(annCreateRevision, w.createRevision)

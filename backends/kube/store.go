@@ -35,6 +35,8 @@ type options struct {
 	log          *slog.Logger
 	leaseNames   map[string]string
 	watchTimeout time.Duration
+	session      bool
+	sessionBatch time.Duration
 }
 
 // WithNamespace puts the Lease objects in namespace ns. Default "default".
@@ -70,6 +72,26 @@ func WithLeaseNames(names map[string]string) Option {
 // positive.
 func WithWatchTimeout(d time.Duration) Option { return func(o *options) { o.watchTimeout = d } }
 
+// WithSession turns on session mode: the store keeps one session Lease of
+// its own, writes every claim with a TTL into it, and answers KeepAlive
+// calls on those claims in batches, each costing one List of the session's
+// claims and one update of the session object, however many claims it
+// renews. At most one batch runs per interval every (less for claims whose
+// TTL is under four intervals, and within half of what a caller's context
+// deadline leaves); every 0 starts each batch as soon as the one before it
+// ended. See the package
+// doc for the rules and for when to pick this mode. every must not be
+// negative; WithLeaseNames cannot be combined with it.
+func WithSession(every time.Duration) Option {
+	return func(o *options) { o.session, o.sessionBatch = true, every }
+}
+
+// DefaultSessionBatch is a batch interval for WithSession: a process
+// sends about two requests per interval for all its claims, and a renewal
+// waits for its batch at most that long (less for short TTLs and tight
+// deadlines, see WithSession).
+const DefaultSessionBatch = time.Second
+
 // defaultWatchTimeout is the watch timeout without WithWatchTimeout.
 const defaultWatchTimeout = 5 * time.Minute
 
@@ -86,11 +108,13 @@ type Store struct {
 	selector  string            // label selector of List and Watch; "" with adopted names
 	watchLife time.Duration     // WithWatchTimeout
 
-	mu     sync.Mutex
-	seen   map[string]*sighting // by Lease name; guarded by mu
-	closed bool                 // guarded by mu
+	mu       sync.Mutex
+	seen     map[string]*sighting        // by Lease name; guarded by mu
+	sessions map[string]*sessionSighting // by session Lease name; guarded by mu
+	closed   bool                        // guarded by mu
 
 	hub *hub
+	own *owner // session mode only
 }
 
 // sighting is the newest version of one object this process has seen, and
@@ -124,6 +148,14 @@ func New(client kubernetes.Interface, opts ...Option) (*Store, error) {
 	if o.watchTimeout <= 0 {
 		return nil, fmt.Errorf("kube: watch timeout %v is not positive: %w", o.watchTimeout, backends.ErrInvalid)
 	}
+	if o.session && o.sessionBatch < 0 {
+		return nil, fmt.Errorf("kube: session batch interval %v is negative: %w", o.sessionBatch, backends.ErrInvalid)
+	}
+	if o.session && len(o.leaseNames) > 0 {
+		// Adopted Leases are shared with client-go candidates, which judge
+		// a Lease by its own renewals only.
+		return nil, fmt.Errorf("kube: WithSession cannot be combined with WithLeaseNames: %w", backends.ErrInvalid)
+	}
 	s := &Store{
 		leases:    client.CoordinationV1().Leases(o.namespace),
 		namespace: o.namespace,
@@ -134,6 +166,7 @@ func New(client kubernetes.Interface, opts ...Option) (*Store, error) {
 		selector:  labels.Set{LabelManaged: "true"}.String(),
 		watchLife: o.watchTimeout,
 		seen:      map[string]*sighting{},
+		sessions:  map[string]*sessionSighting{},
 	}
 	for key, name := range o.leaseNames {
 		if err := backends.ValidateKey(key); err != nil {
@@ -155,6 +188,9 @@ func New(client kubernetes.Interface, opts ...Option) (*Store, error) {
 		s.selector = ""
 	}
 	s.hub = newHub(s)
+	if o.session {
+		s.own = newOwner(s, o.sessionBatch)
+	}
 	return s, nil
 }
 
@@ -275,7 +311,21 @@ func (s *Store) judge(key string, sg sighting) (view, error) {
 	}
 	v := view{sighting: sg, st: st, live: st.present}
 	if st.present && st.entry.TTL > 0 {
-		seenFor := s.clock.Since(sg.since)
+		since := sg.since
+		if st.session != "" {
+			// A claim of a session lives while either has been seen
+			// changed within its TTL: its own write, or its session's
+			// renewal. A session this process knows nothing of counts
+			// as seen now; reads look it up.
+			ss, _, known := s.sessionSince(st.session)
+			if !known {
+				ss = s.clock.Now()
+			}
+			if ss.After(since) {
+				since = ss
+			}
+		}
+		seenFor := s.clock.Since(since)
 		if seenFor >= st.entry.TTL {
 			v.live = false
 		} else {
@@ -303,6 +353,20 @@ func (s *Store) read(ctx context.Context, op, key, name string) (v view, found b
 	v, err = s.judge(key, sg)
 	if err != nil {
 		return view{}, false, fmt.Errorf("kube: %s %q: %w", op, key, err)
+	}
+	if name := v.st.session; name != "" && v.st.present {
+		// The claim's own object says little: its session's renewals keep
+		// it alive. Read the session too when this process knows nothing
+		// of it, or when what it knows would have the claim expired (the
+		// watch may lag behind a renewal).
+		if _, _, known := s.sessionSince(name); !known || !v.live {
+			if _, err := s.readSession(ctx, op, key, name); err != nil {
+				return view{}, false, err
+			}
+			if v, err = s.judge(key, sg); err != nil {
+				return view{}, false, fmt.Errorf("kube: %s %q: %w", op, key, err)
+			}
+		}
 	}
 	return v, true, nil
 }
@@ -334,20 +398,49 @@ const listPageSize = 500
 func (s *Store) list(ctx context.Context, limit int64) ([]*coordinationv1.Lease, string, error) {
 	opts := metav1.ListOptions{LabelSelector: s.selector, Limit: limit}
 	var out []*coordinationv1.Lease
+	var sessions []*coordinationv1.Lease
 	for {
 		page, err := s.leases.List(ctx, opts)
 		if err != nil {
 			return nil, "", err
 		}
 		for i := range page.Items {
-			if _, ok := s.keyOf(&page.Items[i]); ok {
-				out = append(out, &page.Items[i])
+			l := &page.Items[i]
+			if _, ok := s.keyOf(l); ok {
+				out = append(out, l)
+			} else if l.Labels[LabelSession] == sessionSelf {
+				sessions = append(sessions, l)
 			}
 		}
-		if page.Continue == "" || limit < listPageSize {
+		if limit < listPageSize {
+			return out, page.ResourceVersion, nil
+		}
+		if page.Continue == "" {
+			s.sessionsListed(out, sessions, page.ResourceVersion)
 			return out, page.ResourceVersion, nil
 		}
 		opts.Continue = page.Continue
+	}
+}
+
+// sessionsListed records the sessions of a complete, consistent list at
+// resourceVersion rv, and the absence at rv of every session a listed claim
+// names but the list does not hold.
+func (s *Store) sessionsListed(claims, sessions []*coordinationv1.Lease, rv string) {
+	at, err := parseRV(rv)
+	if err != nil {
+		return
+	}
+	present := make(map[string]bool, len(sessions))
+	for _, l := range sessions {
+		present[l.Name] = true
+		s.observeSession(l.Name, l, 0)
+	}
+	for _, l := range claims {
+		if name := l.Labels[LabelSession]; name != "" && name != sessionSelf && !present[name] {
+			present[name] = true
+			s.observeSession(name, nil, at)
+		}
 	}
 }
 
@@ -446,13 +539,27 @@ func (s *Store) mutate(ctx context.Context, op, key string, decide mutation) (ba
 // precondition) or, when there is none, creates it. retry reports a lost
 // race: the object changed, appeared or vanished since it was read.
 func (s *Store) put(ctx context.Context, op, key, name string, v view, found bool, w write) (e backends.Entry, retry bool, err error) {
+	if found && v.st.present && !v.live && v.st.session != "" {
+		// Taking over a claim of a session: the session must never be
+		// renewed again first.
+		if retry, err := s.endSession(ctx, op, key, v); err != nil || retry {
+			return backends.Entry{}, retry, err
+		}
+	}
+	start := s.clock.Now()
+	if s.own != nil && !w.clear && w.ttl > 0 {
+		if w.session, err = s.own.session(ctx, op, key, w.ttl); err != nil {
+			return backends.Entry{}, false, err
+		}
+		s.own.bound(name, start.Add(w.ttl))
+	}
 	var l *coordinationv1.Lease
 	if found {
 		l = v.lease.DeepCopy()
 	} else {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.namespace}}
 	}
-	if err := apply(l, key, w, s.clock.Now()); err != nil {
+	if err := apply(l, key, w, start); err != nil {
 		return backends.Entry{}, false, fmt.Errorf("kube: %s %q: %w", op, key, err)
 	}
 	var out *coordinationv1.Lease
@@ -467,6 +574,9 @@ func (s *Store) put(ctx context.Context, op, key, name string, v view, found boo
 		return backends.Entry{}, true, nil
 	case err != nil:
 		return backends.Entry{}, false, s.classify(op, key, err)
+	}
+	if s.own != nil && w.session == "" {
+		s.own.unbound(name) // released (or written without a TTL): no longer in a session
 	}
 	sg, err := s.observe(out)
 	if err != nil {
@@ -547,6 +657,18 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if ttl <= 0 {
 		return backends.Entry{}, fmt.Errorf("kube: keepalive %q: ttl %v must be positive: %w", key, ttl, backends.ErrInvalid)
 	}
+	if s.own != nil {
+		if err := s.checkOpen(); err != nil {
+			return backends.Entry{}, fmt.Errorf("kube: keepalive %q: %w", key, err)
+		}
+		e, ok, err := s.own.keepAlive(ctx, key, s.LeaseName(key), rev, ttl, s.clock.Now())
+		if ok {
+			if err == nil {
+				e.Key = key
+			}
+			return e, err
+		}
+	}
 	return s.mutate(ctx, "keepalive", key, func(v view, found bool) (write, error) {
 		if err := expect(v, "keepalive", key, rev); err != nil {
 			return write{}, err
@@ -577,6 +699,9 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	if s.own != nil {
+		s.own.close()
+	}
 	s.hub.close()
 	return nil
 }

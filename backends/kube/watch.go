@@ -51,6 +51,12 @@ type stream struct {
 	seenRV atomic.Int64
 	// life ends the watch at the end of its lifetime (WithWatchTimeout).
 	life *clock.Timer
+	// claims are the names of the tracked claims of each session, by
+	// session name, and sessionOf the session of each tracked claim; owned
+	// like state. A session's renewal, end or deletion moves the expiry of
+	// each of its claims.
+	claims    map[string]map[string]struct{}
+	sessionOf map[string]string
 
 	dueMu sync.Mutex
 	due   map[string]struct{} // names whose expiry timer fired; guarded by dueMu
@@ -89,8 +95,11 @@ type wstate struct {
 	// expiredRV, when not 0, is the resourceVersion of the sighting whose
 	// expiry was reported. A keep-alive keeps the logical revision, so the
 	// revision alone cannot tell an expiry already reported from that of a
-	// renewal seen since.
-	expiredRV int64
+	// renewal seen since. For a claim of a session, expiredSession is the
+	// session's sighting then: its renewal changes the session, not the
+	// claim.
+	expiredRV      int64
+	expiredSession int64
 }
 
 // sub is one Watch call.
@@ -168,11 +177,13 @@ func (h *hub) start(ctx context.Context, prefix string) (<-chan backends.Event, 
 		return nil, fmt.Errorf("kube: watch %q: list: %w", prefix, err)
 	}
 	st := &stream{
-		subs:   map[*sub]struct{}{},
-		state:  make(map[string]wstate, len(items)),
-		timers: map[string]*clock.Timer{},
-		due:    map[string]struct{}{},
-		wake:   make(chan struct{}, 1),
+		subs:      map[*sub]struct{}{},
+		state:     make(map[string]wstate, len(items)),
+		timers:    map[string]*clock.Timer{},
+		due:       map[string]struct{}{},
+		claims:    map[string]map[string]struct{}{},
+		sessionOf: map[string]string{},
+		wake:      make(chan struct{}, 1),
 	}
 	for _, l := range items {
 		if ws, ok := h.logical(l); ok {
@@ -324,11 +335,27 @@ func (h *hub) event(st *stream, ev watch.Event) bool {
 		h.s.log.Warn("kube: watch: unusable object", "name", l.Name, "err", err)
 		return false
 	}
-	if ev.Type != watch.Bookmark {
+	switch {
+	case ev.Type == watch.Bookmark:
+	case l.Labels[LabelSession] == sessionSelf || st.claims[l.Name] != nil:
+		h.session(st, ev.Type, l, rv)
+	default:
 		h.handle(st, ev.Type, l, rv)
 	}
 	st.seenRV.Store(rv)
 	return true
+}
+
+// session records an event of a session Lease (or of any object at the
+// name of one), which is no logical event, and has every claim of the
+// session judged again.
+func (h *hub) session(st *stream, typ watch.EventType, l *coordinationv1.Lease, rv int64) {
+	if typ == watch.Deleted {
+		h.s.sightSession(l.Name, nil, rv)
+	} else {
+		h.s.sightSession(l.Name, l, 0)
+	}
+	st.markDue(l.Name)
 }
 
 // handle turns one object event into a logical event, if it is one.
@@ -368,12 +395,46 @@ func (h *hub) track(st *stream, l *coordinationv1.Lease, ws wstate) {
 		h.untrack(st, l.Name)
 		return
 	}
-	v, err := h.s.judge(ws.key, sg)
-	if err != nil || v.st.entry.TTL <= 0 {
+	st0, err := decode(ws.key, sg.lease)
+	if err != nil || st0.entry.TTL <= 0 {
 		h.untrack(st, l.Name)
 		return
 	}
+	if name := st0.session; name != "" {
+		if _, _, known := h.s.sessionSince(name); !known {
+			// The watch delivers every object in resourceVersion order
+			// and started from a list that held every session: one not
+			// seen by now did not exist at this claim's version.
+			rv, _ := parseRV(sg.lease.ResourceVersion)
+			h.s.sightSession(name, nil, rv)
+		}
+	}
+	v, err := h.s.judge(ws.key, sg)
+	if err != nil {
+		h.untrack(st, l.Name)
+		return
+	}
+	h.index(st, l.Name, st0.session)
 	h.arm(st, l.Name, v.st.entry.Remaining) // 0 when already expired
+}
+
+// index records that claim name is of session (none if "").
+func (h *hub) index(st *stream, name, session string) {
+	if old := st.sessionOf[name]; old != session && old != "" {
+		delete(st.claims[old], name)
+		if len(st.claims[old]) == 0 {
+			delete(st.claims, old)
+		}
+	}
+	if session == "" {
+		delete(st.sessionOf, name)
+		return
+	}
+	st.sessionOf[name] = session
+	if st.claims[session] == nil {
+		st.claims[session] = map[string]struct{}{}
+	}
+	st.claims[session][name] = struct{}{}
 }
 
 func (h *hub) arm(st *stream, name string, d time.Duration) {
@@ -388,6 +449,7 @@ func (h *hub) untrack(st *stream, name string) {
 		t.Stop()
 		delete(st.timers, name)
 	}
+	h.index(st, name, "")
 }
 
 // sighted hands the running watch, if any, an object of which this process
@@ -409,7 +471,14 @@ func (h *hub) sighted(name string) {
 // unchanged for its TTL is reported expired, once, at the revisions that
 // sighting shows; a live one gets its timer moved to its expiry.
 func (h *hub) expireDue(st *stream) {
+	var names []string
 	for _, name := range st.takeDue() {
+		names = append(names, name)
+		for c := range st.claims[name] { // a session: judge its claims
+			names = append(names, c)
+		}
+	}
+	for _, name := range names {
 		sg, ok := h.s.cached(name)
 		if !ok {
 			continue
@@ -428,11 +497,15 @@ func (h *hub) expireDue(st *stream) {
 			continue
 		}
 		e := v.st.entry
-		if ws, ok := st.state[name]; ok && !ws.present && ws.expiredRV == sg.rv {
+		sess := h.sessionRV(v)
+		if ws, ok := st.state[name]; ok && !ws.present && ws.expiredRV == sg.rv && ws.expiredSession == sess {
 			continue // this very version was reported expired already
 		}
-		delete(st.timers, name)
-		st.state[name] = wstate{key: key, revision: e.Revision, createRev: e.CreateRevision, expiredRV: sg.rv}
+		if t, ok := st.timers[name]; ok {
+			t.Stop()
+			delete(st.timers, name)
+		}
+		st.state[name] = wstate{key: key, revision: e.Revision, createRev: e.CreateRevision, expiredRV: sg.rv, expiredSession: sess}
 		// Expiry happens now, for every consumer open now, whatever
 		// resourceVersion it joined at.
 		h.dispatch(st, backends.Event{Kind: backends.EventDelete, Entry: backends.Entry{
@@ -452,13 +525,26 @@ func (h *hub) expireDue(st *stream) {
 func (h *hub) revived(st *stream, name string, v view) {
 	ws, ok := st.state[name]
 	e := v.st.entry
-	if !ok || ws.present || ws.expiredRV == 0 || ws.expiredRV >= v.rv ||
+	if !ok || ws.present || ws.expiredRV == 0 || ws.expiredRV > v.rv ||
 		ws.revision != e.Revision || ws.createRev != e.CreateRevision {
 		return
+	}
+	if ws.expiredRV == v.rv && h.sessionRV(v) <= ws.expiredSession {
+		return // neither the claim nor its session changed since
 	}
 	st.state[name] = wstate{key: ws.key, present: true, revision: e.Revision, createRev: e.CreateRevision}
 	// Like the expiry it corrects, for every consumer open now.
 	h.dispatch(st, backends.Event{Kind: backends.EventPut, Entry: e}, math.MaxInt64)
+}
+
+// sessionRV is the resourceVersion of the newest sighting of v's session,
+// 0 for a claim outside sessions.
+func (h *hub) sessionRV(v view) int64 {
+	if v.st.session == "" {
+		return 0
+	}
+	_, rv, _ := h.s.sessionSince(v.st.session)
+	return rv
 }
 
 // caughtUp reports whether the running watch has handled every event up to
