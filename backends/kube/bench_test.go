@@ -323,6 +323,12 @@ func benchHandover(b *testing.B, start func(name string, rec *elected) (candidat
 		spawn()
 	}
 	b.StopTimer()
+	reportTakeovers(b, took, rec)
+}
+
+// reportTakeovers reports how long leadership took to move (median and
+// worst) and how many leader callbacks overlapped.
+func reportTakeovers(b *testing.B, took []time.Duration, rec *elected) {
 	slices.Sort(took)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	b.ReportMetric(ms(took[len(took)/2]), "p50-ms")

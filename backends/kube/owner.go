@@ -45,6 +45,7 @@ type owner struct {
 	// claim if it is still in the session, and drops the bound. guarded by
 	// mu.
 	bounds   map[string]time.Time
+	created  []string  // names of the sessions this store created; guarded by mu
 	busy     bool      // a batch runs; guarded by mu
 	failedAt time.Time // when a batch last failed to list or clear; guarded by mu
 }
@@ -72,11 +73,44 @@ func newOwner(s *Store, every time.Duration) *owner {
 	return o
 }
 
+// retireTimeout bounds the deletion of a store's unused sessions at Close.
+const retireTimeout = 5 * time.Second
+
 // close stops the batcher: waiting calls fail, later calls fail at once.
-// The session is left as it is; it expires one TTL after its last renewal.
+// Then it deletes each session this store created that no claim names any
+// more, so that sessions do not pile up in the namespace; a session that
+// still has claims is left as it is, and they expire one TTL after its
+// last renewal. Deleting a session is always safe: an observer counts its
+// disappearance as a change, and no claim is judged by it any sooner.
 func (o *owner) close() {
 	o.stop()
 	o.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), retireTimeout)
+	defer cancel()
+	o.mu.Lock()
+	created := o.created
+	o.mu.Unlock()
+	for _, name := range created {
+		o.retire(ctx, name)
+	}
+}
+
+// retire deletes session name if no claim names it, conditioned on the
+// version this process saw last, so that a renewal it did not see keeps it.
+func (o *owner) retire(ctx context.Context, name string) {
+	s := o.s
+	sel := labels.Set{LabelManaged: "true", LabelSession: name}.String()
+	list, err := s.leases.List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 1})
+	if err != nil || len(list.Items) > 0 {
+		return
+	}
+	_, rv, _ := s.sessionSince(name)
+	if rv <= 0 || rv == math.MaxInt64 {
+		return // gone already, or never seen
+	}
+	v := strconv.FormatInt(rv, 10)
+	err = s.leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &v}})
+	s.log.Debug("kube: deleted an unused session", "session", name, "err", err)
 }
 
 // bound records that a holder of name in this process may act until
@@ -158,6 +192,7 @@ func (o *owner) session(ctx context.Context, op, key string, ttl time.Duration) 
 		close(ch)
 		if err == nil {
 			o.cur = out
+			o.created = append(o.created, out.Name)
 		}
 		o.mu.Unlock()
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,8 +24,10 @@ import (
 //
 // claims=1000: one process holds 1000 claims (one Store, one client) and
 // renews each on its own goroutine every 2 s (jittered down by up to 15%),
-// with a 6 s TTL; the metric is the API requests per second it sends, over
-// windows of 4 s after a warm-up of one renewal period.
+// with a 6 s TTL; the metrics are the API requests per second it sends and
+// the renewals per second that failed (timed out: more than the server
+// keeps up with), over windows of 4 s after a warm-up of one renewal
+// period.
 //
 // elections=100: BenchmarkElections100's steady state (100 elections of
 // three candidates, each candidate j of every election in process j; lease
@@ -131,8 +132,10 @@ func benchHeld(b *testing.B, c *cluster, n int, opts []Option) {
 	defer func() {
 		cancel()
 		wg.Wait()
+		// Per-claim mode may ask more of the server than it can give on a
+		// small machine: renewals then time out. Reported, not fatal.
 		if err, _ := firstErr.Load().(error); err != nil {
-			b.Errorf("%d renewals failed; the first: %v", failed.Load(), err)
+			b.Logf("%d renewals failed; the first: %v", failed.Load(), err)
 		}
 	}()
 	for i := range n {
@@ -167,13 +170,15 @@ func benchHeld(b *testing.B, c *cluster, n int, opts []Option) {
 	settle := time.NewTimer(heldRenew) // every claim renewed at least once
 	<-settle.C
 	b.ResetTimer()
+	began, before, failedBefore := time.Now(), reqs.Load(), failed.Load()
 	for range b.N {
-		before := reqs.Load()
 		window := time.NewTimer(heldWindow)
 		<-window.C
-		b.ReportMetric(float64(reqs.Load()-before)/heldWindow.Seconds(), "req/s")
 	}
 	b.StopTimer()
+	secs := time.Since(began).Seconds()
+	b.ReportMetric(float64(reqs.Load()-before)/secs, "req/s")
+	b.ReportMetric(float64(failed.Load()-failedBefore)/secs, "failed/s")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -242,10 +247,5 @@ func benchCrash(b *testing.B, c *cluster, opts []Option) {
 		spawn()
 	}
 	b.StopTimer()
-	slices.Sort(took)
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	b.ReportMetric(ms(took[len(took)/2]), "p50-ms")
-	b.ReportMetric(ms(took[len(took)-1]), "max-ms")
-	b.ReportMetric(float64(rec.overlaps()), "overlaps")
-	b.ReportMetric(0, "ns/op")
+	reportTakeovers(b, took, rec)
 }

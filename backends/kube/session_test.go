@@ -122,6 +122,40 @@ func (c *cluster) sessionOf(t testing.TB, s *Store, key string) *coordinationv1.
 	return sess
 }
 
+// wantHeld fails the test unless h's TryAcquire of key finds it held.
+func wantHeld(t *testing.T, l backends.Locker, key string, h backends.Holder, when string) {
+	t.Helper()
+	if _, err := l.TryAcquire(t.Context(), key, h, ttl); !errors.Is(err, backends.ErrHeld) {
+		t.Fatalf("TryAcquire(%q) %s = %v, want ErrHeld", key, when, err)
+	}
+}
+
+// untouched fails the test if the Lease l was written since it was read.
+func (c *cluster) untouched(t *testing.T, l *coordinationv1.Lease, after string) {
+	t.Helper()
+	now, err := c.admin.CoordinationV1().Leases(l.Namespace).Get(t.Context(), l.Name, metav1.GetOptions{})
+	if err != nil || now.ResourceVersion != l.ResourceVersion {
+		t.Errorf("foreign Lease %s %s: rv %s, %v; want untouched at %s", l.Name, after, now.ResourceVersion, err, l.ResourceVersion)
+	}
+}
+
+// pair is two processes (stores a and b, and their lockers) in a fresh
+// namespace, on one fake clock.
+type pair struct {
+	ns     string
+	clk    *clocktest.Clock
+	a, b   *Store
+	la, lb *backends.StoreLocker
+}
+
+func (c *cluster) pair(t *testing.T) pair {
+	t.Helper()
+	p := pair{ns: c.namespace(t), clk: clocktest.New(time.Time{})}
+	p.a, p.b = c.store(t, p.ns, p.clk, nil), c.store(t, p.ns, p.clk, nil)
+	p.la, p.lb = newLocker(t, p.a), newLocker(t, p.b)
+	return p
+}
+
 // TestSession covers session mode against a real API server: its cost, and
 // each case the package doc answers.
 func TestSession(t *testing.T) {
@@ -136,6 +170,38 @@ func TestSession(t *testing.T) {
 	t.Run("DuplicateIdentities", func(t *testing.T) { testDuplicateIdentities(t, c) })
 	t.Run("UnrenewedClaimIsCleared", func(t *testing.T) { testUnrenewedCleared(t, c) })
 	t.Run("PerClaimObserver", func(t *testing.T) { testPerClaimObserver(t, c) })
+	t.Run("CloseDeletesUnusedSessions", func(t *testing.T) { testCloseRetires(t, c) })
+}
+
+// Close deletes a session that no claim names, and keeps one that a claim
+// still names (its claims expire a TTL after its last renewal).
+func testCloseRetires(t *testing.T, c *cluster) {
+	ctx := t.Context()
+	p := c.pair(t)
+	released, err := p.la.TryAcquire(ctx, "released", newHolder(t, "a"), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unused := c.sessionOf(t, p.a, "released").Name
+	if err := p.la.Release(ctx, released); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.lb.TryAcquire(ctx, "held", newHolder(t, "b"), ttl); err != nil {
+		t.Fatal(err)
+	}
+	used := c.sessionOf(t, p.b, "held").Name
+	for _, s := range []*Store{p.a, p.b} {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leases := c.admin.CoordinationV1().Leases(p.ns)
+	if _, err := leases.Get(ctx, unused, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("session no claim names, after Close: %v, want NotFound", err)
+	}
+	if _, err := leases.Get(ctx, used, metav1.GetOptions{}); err != nil {
+		t.Errorf("session a claim names, after Close: %v, want it kept", err)
+	}
 }
 
 // A hundred KeepAlive calls cost one List and one update of the session,
@@ -201,12 +267,9 @@ func testOneRenewal(t *testing.T, c *cluster) {
 // new session. Tokens increase.
 func testTakeoverEndsSession(t *testing.T, c *cluster) {
 	ctx := t.Context()
-	ns := c.namespace(t)
-	clk := clocktest.New(time.Time{})
-	a := c.store(t, ns, clk, nil)
-	b := c.store(t, ns, clk, nil)
+	p := c.pair(t)
+	ns, clk, a, b, la, lb := p.ns, p.clk, p.a, p.b, p.la, p.lb
 	follow(t, b)
-	la, lb := newLocker(t, a), newLocker(t, b)
 	x, err := la.TryAcquire(ctx, "x", newHolder(t, "a"), ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -220,9 +283,7 @@ func testTakeoverEndsSession(t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	clk.Add(ttl - time.Millisecond)
-	if _, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl); !errors.Is(err, backends.ErrHeld) {
-		t.Fatalf("TryAcquire just before the TTL = %v, want ErrHeld", err)
-	}
+	wantHeld(t, lb, "x", newHolder(t, "b"), "just before the TTL")
 	clk.Add(time.Millisecond)
 	took, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl)
 	if err != nil {
@@ -273,9 +334,7 @@ func testRenewalBeatsEnd(t *testing.T, c *cluster) {
 	}
 	session := c.sessionOf(t, a, "x").Name
 	lb := newLocker(t, b)
-	if _, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl); !errors.Is(err, backends.ErrHeld) {
-		t.Fatalf("TryAcquire at once = %v, want ErrHeld", err)
-	}
+	wantHeld(t, lb, "x", newHolder(t, "b"), "at once")
 	clkA.Add(ttl - time.Millisecond) // the holder's renewal starts just in time
 	clkB.Add(ttl)
 	var renewed error
@@ -306,19 +365,14 @@ func testRenewalBeatsEnd(t *testing.T, c *cluster) {
 // a change and waits a full TTL from seeing it before taking a claim.
 func testDeletedSession(t *testing.T, c *cluster) {
 	ctx := t.Context()
-	ns := c.namespace(t)
-	clk := clocktest.New(time.Time{})
-	a := c.store(t, ns, clk, nil)
-	b := c.store(t, ns, clk, nil)
-	la, lb := newLocker(t, a), newLocker(t, b)
+	p := c.pair(t)
+	ns, clk, a, la, lb := p.ns, p.clk, p.a, p.la, p.lb
 	x, err := la.TryAcquire(ctx, "x", newHolder(t, "a"), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	session := c.sessionOf(t, a, "x").Name
-	if _, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl); !errors.Is(err, backends.ErrHeld) {
-		t.Fatalf("TryAcquire at once = %v, want ErrHeld", err)
-	}
+	wantHeld(t, lb, "x", newHolder(t, "b"), "at once")
 	clk.Add(ttl / 2)
 	if err := c.admin.CoordinationV1().Leases(ns).Delete(ctx, session, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -331,13 +385,9 @@ func testDeletedSession(t *testing.T, c *cluster) {
 	}
 	// b saw the session alive; now it sees it gone: a change, timed from now.
 	clk.Add(ttl / 2)
-	if _, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl); !errors.Is(err, backends.ErrHeld) {
-		t.Fatalf("TryAcquire when first seeing the session gone = %v, want ErrHeld", err)
-	}
+	wantHeld(t, lb, "x", newHolder(t, "b"), "when first seeing the session gone")
 	clk.Add(ttl - time.Millisecond)
-	if _, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl); !errors.Is(err, backends.ErrHeld) {
-		t.Fatalf("TryAcquire just before a TTL from seeing the session gone = %v, want ErrHeld", err)
-	}
+	wantHeld(t, lb, "x", newHolder(t, "b"), "just before a TTL from seeing the session gone")
 	clk.Add(time.Millisecond)
 	took, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl)
 	if err != nil {
@@ -373,13 +423,9 @@ func testNoSuchSession(t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	lb := newLocker(t, b)
-	if _, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl); !errors.Is(err, backends.ErrHeld) {
-		t.Fatalf("TryAcquire at once = %v, want ErrHeld", err)
-	}
+	wantHeld(t, lb, "x", newHolder(t, "b"), "at once")
 	clk.Add(ttl - time.Millisecond)
-	if _, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl); !errors.Is(err, backends.ErrHeld) {
-		t.Fatalf("TryAcquire just before a TTL = %v, want ErrHeld", err)
-	}
+	wantHeld(t, lb, "x", newHolder(t, "b"), "just before a TTL")
 	clk.Add(time.Millisecond)
 	took, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl)
 	if err != nil {
@@ -417,17 +463,12 @@ func testForeignSession(t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	lb := newLocker(t, b)
-	if _, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl); !errors.Is(err, backends.ErrHeld) {
-		t.Fatalf("TryAcquire at once = %v, want ErrHeld", err)
-	}
+	wantHeld(t, lb, "x", newHolder(t, "b"), "at once")
 	clk.Add(ttl)
 	if _, err := lb.TryAcquire(ctx, "x", newHolder(t, "b"), ttl); err != nil {
 		t.Fatalf("TryAcquire after a TTL: %v", err)
 	}
-	after, err := c.admin.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil || after.ResourceVersion != foreign.ResourceVersion {
-		t.Errorf("foreign Lease after the takeover: rv %s, %v; want untouched at %s", after.ResourceVersion, err, foreign.ResourceVersion)
-	}
+	c.untouched(t, foreign, "after the takeover")
 }
 
 // A Lease that carries a session's label but is no claim of tenure's is
@@ -454,10 +495,7 @@ func testForeignInSession(t *testing.T, c *cluster) {
 	if _, err := a.KeepAlive(ctx, "x", e.Revision, ttl); err != nil {
 		t.Fatal(err)
 	}
-	after, err := c.admin.CoordinationV1().Leases(ns).Get(ctx, foreign.Name, metav1.GetOptions{})
-	if err != nil || after.ResourceVersion != foreign.ResourceVersion {
-		t.Errorf("foreign Lease after a batch: rv %s, %v; want untouched at %s", after.ResourceVersion, err, foreign.ResourceVersion)
-	}
+	c.untouched(t, foreign, "after a batch")
 }
 
 // Two processes under one identity get a session each; the claim is held
@@ -465,19 +503,14 @@ func testForeignInSession(t *testing.T, c *cluster) {
 // first one's session.
 func testDuplicateIdentities(t *testing.T, c *cluster) {
 	ctx := t.Context()
-	ns := c.namespace(t)
-	clk := clocktest.New(time.Time{})
-	a := c.store(t, ns, clk, nil)
-	b := c.store(t, ns, clk, nil)
-	la, lb := newLocker(t, a), newLocker(t, b)
+	p := c.pair(t)
+	ns, clk, a, b, la, lb := p.ns, p.clk, p.a, p.b, p.la, p.lb
 	ha, hb := newHolder(t, "node-1"), newHolder(t, "node-1")
 	xa, err := la.TryAcquire(ctx, "x", ha, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lb.TryAcquire(ctx, "x", hb, ttl); !errors.Is(err, backends.ErrHeld) {
-		t.Fatalf("second process of the same identity: TryAcquire = %v, want ErrHeld", err)
-	}
+	wantHeld(t, lb, "x", hb, "by a second process of the same identity")
 	yb, err := lb.TryAcquire(ctx, "y", hb, ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -541,11 +574,8 @@ func testDuplicateIdentities(t *testing.T, c *cluster) {
 // claims: once its holder's deadline has passed, a batch clears it.
 func testUnrenewedCleared(t *testing.T, c *cluster) {
 	ctx := t.Context()
-	ns := c.namespace(t)
-	clk := clocktest.New(time.Time{})
-	a := c.store(t, ns, clk, nil)
-	b := c.store(t, ns, clk, nil)
-	la := newLocker(t, a)
+	p := c.pair(t)
+	clk, a, la, lb := p.clk, p.a, p.la, p.lb
 	kept, err := la.TryAcquire(ctx, "kept", newHolder(t, "a"), ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -564,7 +594,7 @@ func testUnrenewedCleared(t *testing.T, c *cluster) {
 	if l := c.lease(t, a, "left"); l.Spec.HolderIdentity != nil || l.Labels[LabelSession] != "" {
 		t.Errorf("claim left to expire still held by %v in session %q, want cleared", deref(l.Spec.HolderIdentity), l.Labels[LabelSession])
 	}
-	took, err := newLocker(t, b).TryAcquire(ctx, "left", newHolder(t, "b"), ttl)
+	took, err := lb.TryAcquire(ctx, "left", newHolder(t, "b"), ttl)
 	if err != nil {
 		t.Fatalf("TryAcquire of the cleared claim: %v", err)
 	}

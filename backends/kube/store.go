@@ -96,8 +96,9 @@ const DefaultSessionBatch = time.Second
 const defaultWatchTimeout = 5 * time.Minute
 
 // Store keeps tenure entries in coordination.k8s.io/v1 Lease objects. It is
-// safe for concurrent use. Close it when done: Close ends its watches; it
-// neither deletes objects nor closes the client.
+// safe for concurrent use. Close it when done: Close ends its watches and,
+// in session mode, its batches, and deletes the sessions it created that no
+// claim names any more; it deletes no claim and does not close the client.
 type Store struct {
 	leases    coordinationclient.LeaseInterface
 	namespace string
@@ -690,7 +691,10 @@ func expect(v view, op, key string, rev int64) error {
 }
 
 // Close implements backends.Store. It ends every watch and waits for their
-// goroutines; it does not delete objects or close the client.
+// goroutines. In session mode it also ends the batches, failing the calls
+// that wait for one, and deletes the sessions it created that no claim
+// names (one List each, and a conditional delete; at most a few seconds).
+// It deletes no claim and does not close the client.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
