@@ -156,9 +156,16 @@
 // A batch never keeps a dead claim alive: it renews the session for the
 // claims listed in it, and clears (a conditional update, like a release)
 // every listed claim that no holder in the process may still act on: no
-// write or KeepAlive of it began within its TTL. A release or a takeover
-// takes a claim out of the session at once (its label goes with the
-// holder), so no later batch renews it.
+// write or KeepAlive of it began within its TTL. The store runs such a
+// batch, without renewing anything, when a claim's TTL passes with no call
+// waiting, so an abandoned claim is cleared about when it would have
+// expired in per-claim mode. A release or a takeover takes a claim out of
+// the session at once (its label goes with the holder), so no later batch
+// renews it. A session the store has not seen renewed for a claim's TTL
+// is not written into again (someone may have ended it): the next claim
+// starts a new session, and the claims of the old one move into it at
+// their next KeepAlive, which writes each of them once. Close deletes the
+// sessions the store created that no claim names any more.
 //
 // The defined answers:
 //
@@ -196,8 +203,8 @@
 // claims. Its costs: a takeover after a crash costs one more request (the
 // end of the session); one claim of a process left to expire is cleared
 // only at the next batch after its TTL; and one takeover (after a process
-// stopped renewing for a TTL) costs that process every claim in the
-// session, including claims it wrote since.
+// stopped renewing for a TTL) costs that process every claim still in
+// that session.
 //
 // # Leases written by client-go
 //
