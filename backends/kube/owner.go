@@ -565,6 +565,11 @@ func (o *owner) evict(ctx context.Context, l *coordinationv1.Lease) error {
 		return err
 	}
 	out, err := s.leases.Update(ctx, c, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		// Changed or gone since the List: not this batch's to clear. If
+		// it is still in the session, the next batch lists it again.
+		return nil
+	}
 	if err != nil {
 		return err
 	}

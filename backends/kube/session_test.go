@@ -171,6 +171,69 @@ func TestSession(t *testing.T) {
 	t.Run("UnrenewedClaimIsCleared", func(t *testing.T) { testUnrenewedCleared(t, c) })
 	t.Run("PerClaimObserver", func(t *testing.T) { testPerClaimObserver(t, c) })
 	t.Run("CloseDeletesUnusedSessions", func(t *testing.T) { testCloseRetires(t, c) })
+	t.Run("ClearRacesAnotherWrite", func(t *testing.T) { testClearRaces(t, c) })
+}
+
+// A claim the batch would clear changes between the batch's List and its
+// clearing update (here out of band): the clear loses, and the other
+// claims of the batch are renewed all the same, not failed as conflicts.
+func testClearRaces(t *testing.T, c *cluster) {
+	ctx := t.Context()
+	ns := c.namespace(t)
+	clk := clocktest.New(time.Time{})
+	var rl requestLog
+	// Batches wait for their calls' TTL/4, and no batch clears on its own
+	// before the interval: the clear happens in the batch that renews.
+	a := c.store(t, ns, clk, rl.config(c.srv.RESTConfig()), WithSession(time.Hour))
+	la := newLocker(t, a)
+	kept, err := la.TryAcquire(ctx, "kept", newHolder(t, "a"), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := la.TryAcquire(ctx, "left", newHolder(t, "a"), ttl); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(ttl / 2)
+	if kept, err = la.Renew(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	left := a.LeaseName("left")
+	var raced error
+	var once sync.Once
+	rl.hook(func(method, name string) {
+		if method != http.MethodPut || name != left {
+			return
+		}
+		once.Do(func() {
+			l, err := c.admin.CoordinationV1().Leases(ns).Get(ctx, left, metav1.GetOptions{})
+			if err == nil {
+				l.Annotations["example.com/touched"] = "yes"
+				_, err = c.admin.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
+			}
+			raced = err
+		})
+	})
+	clk.Add(ttl / 2) // "left" was last written a TTL ago: the batch clears it
+	done := make(chan error, 1)
+	go func() {
+		_, err := la.Renew(ctx, kept)
+		done <- err
+	}()
+	if err := waitFor(ctx, func() bool { return a.own.pendingLen() == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(ttl / 4)
+	err = <-done
+	rl.hook(nil)
+	if raced != nil {
+		t.Fatalf("out-of-band write during the batch: %v", raced)
+	}
+	if err != nil {
+		t.Errorf("Renew of a claim whose batch lost a clear to another write: %v, want success", err)
+	}
 }
 
 // Close deletes a session that no claim names, and keeps one that a claim
