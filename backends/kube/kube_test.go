@@ -199,6 +199,19 @@ func testKeepAliveRV(t *testing.T, c *cluster) {
 	if got, err := s.Get(ctx, "k"); err != nil || got.TTL != 1500*time.Millisecond {
 		t.Errorf("Get after KeepAlive(1.5s) = TTL %v, %v; want 1.5s", got.TTL, err)
 	}
+	// Two keep-alives at one instant of the writer's clock (renewTime
+	// repeats, as after a wall clock set back): each must still move the
+	// resourceVersion, or observers would not restart their count while
+	// the holder extends its deadline.
+	for i := range 2 {
+		before := c.renewed(t, s, "k").ResourceVersion
+		if _, err := s.KeepAlive(ctx, "k", e.Revision, 1500*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if after := c.renewed(t, s, "k").ResourceVersion; after == before {
+			t.Errorf("keep-alive %d at an unchanged clock left resourceVersion at %s", i+1, after)
+		}
+	}
 }
 
 // Two processes whose wall clocks disagree by an hour, one of them also

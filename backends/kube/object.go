@@ -40,7 +40,7 @@ const (
 	annHolder         = "tenure.dev/holder"          // the holderIdentity tenure wrote
 	annRevision       = "tenure.dev/revision"        // absent: the object's resourceVersion
 	annCreateRevision = "tenure.dev/create-revision" // absent: the Revision
-	annBeat           = "tenure.dev/beat"            // a session's renewal count
+	annBeat           = "tenure.dev/beat"            // renewals since the last write of the value
 )
 
 // namePrefix starts every hashed Lease name.
@@ -208,6 +208,15 @@ func leaseSeconds(ttl time.Duration) (*int32, error) {
 	return &s, nil
 }
 
+// bumpBeat counts one more renewal of l in its beat annotation.
+func bumpBeat(l *coordinationv1.Lease) {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	beat, _ := strconv.ParseUint(l.Annotations[annBeat], 10, 64)
+	l.Annotations[annBeat] = strconv.FormatUint(beat+1, 10)
+}
+
 // apply writes w into l, a copy of the current object (or a new one) for key,
 // following the Lease conventions of client-go's leaderelection so that its
 // candidates read the result correctly.
@@ -256,6 +265,14 @@ func apply(l *coordinationv1.Lease, key string, w write, now time.Time) error {
 	}
 	setRev(annRevision, w.revision)
 	setRev(annCreateRevision, w.createRevision)
+	if w.revision != 0 {
+		// A keep-alive must change the object, or the API server answers
+		// it without a new resourceVersion and no observer restarts its
+		// count: renewTime alone may repeat (a wall clock set back).
+		bumpBeat(l)
+	} else {
+		delete(l.Annotations, annBeat)
+	}
 
 	if holder != old {
 		l.Spec.AcquireTime = &t

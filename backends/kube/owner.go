@@ -591,14 +591,7 @@ func (o *owner) renew(ctx context.Context, sess *coordinationv1.Lease) (*coordin
 		l := base.DeepCopy()
 		t := metav1.NewMicroTime(s.clock.Now())
 		l.Spec.RenewTime = &t
-		// A renewal must change the object, or the API server answers it
-		// without a new resourceVersion and no observer restarts its
-		// count: renewTime alone may repeat (a wall clock set back).
-		beat, _ := strconv.ParseUint(l.Annotations[annBeat], 10, 64)
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
-		}
-		l.Annotations[annBeat] = strconv.FormatUint(beat+1, 10)
+		bumpBeat(l) // see apply: a renewal must change the object
 		out, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
 		if err == nil {
 			o.renewed(out)
