@@ -36,8 +36,11 @@
 //
 //   - A value write (create, CompareAndSet) takes the resourceVersion of that
 //     write as its Revision; a create also takes it as CreateRevision.
-//   - KeepAlive rewrites renewTime and so changes the resourceVersion, but
-//     records the unchanged Revision and CreateRevision in annotations. The
+//   - KeepAlive rewrites renewTime and counts itself in the tenure.dev/beat
+//     annotation, so it always changes the resourceVersion (an update that
+//     changes nothing gets none, and a renewTime can repeat when a wall
+//     clock is set back), but records the unchanged Revision and
+//     CreateRevision in annotations. The
 //     logical Revision stays put and Watch reports nothing for it, while
 //     every observer sees a new resourceVersion and restarts its expiry clock.
 //   - CompareAndDelete does not delete the object: it clears holderIdentity
