@@ -63,6 +63,9 @@ type keepReq struct {
 type keepResult struct {
 	e   backends.Entry
 	err error
+	// moved reports that the store left the call's session for a new one
+	// meanwhile: the caller writes the claim itself, which moves it.
+	moved bool
 }
 
 func newOwner(s *Store, every time.Duration) *owner {
@@ -288,6 +291,9 @@ func (o *owner) keepAlive(ctx context.Context, key, name string, rev int64, ttl 
 	}
 	select {
 	case r := <-req.done:
+		if r.moved {
+			return backends.Entry{}, false, nil
+		}
 		return r.e, true, r.err
 	case <-ctx.Done():
 		return backends.Entry{}, true, fmt.Errorf("kube: keepalive %q: %w", key, ctx.Err())
@@ -441,11 +447,14 @@ func (o *owner) serve(ctx context.Context, reqs []*keepReq) {
 	sess := o.current()
 	var mine []*keepReq
 	for _, r := range reqs {
-		if sess == nil || r.session != sess.Name {
+		switch {
+		case sess != nil && r.session == sess.Name:
+			mine = append(mine, r)
+		case s.sessionDead(r.session): // ended or deleted: its claims are lost
 			r.done <- keepResult{err: o.lost(r, nil)}
-			continue
+		default: // left for a new session: the caller moves its claim there
+			r.done <- keepResult{moved: true}
 		}
-		mine = append(mine, r)
 	}
 	if sess == nil {
 		o.dropPassed(nil)

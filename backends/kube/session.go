@@ -86,6 +86,14 @@ func (s *Store) sessionSince(name string) (since time.Time, rv int64, known bool
 	return cur.since, cur.rv, true
 }
 
+// sessionDead reports whether this process has seen session name dead.
+func (s *Store) sessionDead(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.sessions[name]
+	return ok && !cur.alive
+}
+
 // sessionUsable reports whether session name is alive by what this
 // process saw, and was seen renewed (or created) less than ttl ago.
 func (s *Store) sessionUsable(name string, ttl time.Duration) bool {

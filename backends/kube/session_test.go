@@ -173,6 +173,52 @@ func TestSession(t *testing.T) {
 	t.Run("PerClaimObserver", func(t *testing.T) { testPerClaimObserver(t, c) })
 	t.Run("CloseDeletesUnusedSessions", func(t *testing.T) { testCloseRetires(t, c) })
 	t.Run("ClearRacesAnotherWrite", func(t *testing.T) { testClearRaces(t, c) })
+	t.Run("NewSessionWhileARenewalWaits", func(t *testing.T) { testRenewalMoves(t, c) })
+}
+
+// A renewal waits for its batch while the store starts a new session (a
+// claim of a shorter TTL found the old one unrenewed for that TTL): the
+// renewal is not lost, its claim moves into the new session.
+func testRenewalMoves(t *testing.T, c *cluster) {
+	ctx := t.Context()
+	ns := c.namespace(t)
+	clk := clocktest.New(time.Time{})
+	a := c.store(t, ns, clk, nil, WithSession(time.Hour))
+	la := newLocker(t, a)
+	long, err := la.TryAcquire(ctx, "long", newHolder(t, "a"), 2*ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := c.sessionOf(t, a, "long").Name
+	if long, err = la.Renew(ctx, long); err != nil { // the store's first batch runs at once
+		t.Fatal(err)
+	}
+	clk.Add(ttl)
+	done := make(chan error, 1)
+	go func() {
+		_, err := la.Renew(ctx, long) // waits a quarter of its TTL (1 s) for its batch
+		done <- err
+	}()
+	if err := waitFor(ctx, func() bool { return a.own.pendingLen() == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := la.TryAcquire(ctx, "short", newHolder(t, "a"), ttl); err != nil {
+		t.Fatal(err)
+	}
+	renewed := c.sessionOf(t, a, "short").Name
+	if renewed == old {
+		t.Fatalf("claim of TTL %v written into a session unrenewed for %v", ttl, ttl)
+	}
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(ttl / 2) // the renewal's batch is due; "short" is still within its TTL
+	if err := <-done; err != nil {
+		t.Fatalf("Renew that waited while the store started a new session: %v", err)
+	}
+	if got := c.sessionOf(t, a, "long").Name; got != renewed {
+		t.Errorf("renewed claim in session %s, want the new session %s", got, renewed)
+	}
 }
 
 // A claim the batch would clear changes between the batch's List and its
