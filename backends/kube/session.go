@@ -192,10 +192,5 @@ func (s *Store) sessionLease(name string) *coordinationv1.Lease {
 	}
 }
 
-// isSessionName reports whether name can be a session Lease's.
-func isSessionName(name string) bool {
-	return len(name) == len(sessionPrefix)+32 && name[:len(sessionPrefix)] == sessionPrefix
-}
-
 // errSessionEnded is why a claim of an ended session is lost.
 var errSessionEnded = fmt.Errorf("its session was ended or deleted: %w", backends.ErrConflict)
