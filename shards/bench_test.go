@@ -7,8 +7,8 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/internal/shardstest"
 	"github.com/tenure-go/tenure/shards"
-	"github.com/tenure-go/tenure/shards/shardstest"
 )
 
 // BenchmarkPlace reports, at S = 256 and M = 1…8 members, the spread of the

@@ -13,9 +13,9 @@ import (
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/shardstest"
 	"github.com/tenure-go/tenure/lifecycle"
 	"github.com/tenure-go/tenure/shards"
-	"github.com/tenure-go/tenure/shards/shardstest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -7,7 +7,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/shards/shardstest"
+	"github.com/tenure-go/tenure/internal/shardstest"
 )
 
 // liveTiming is the elector template of the real-clock tests.

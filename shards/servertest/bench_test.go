@@ -16,7 +16,7 @@ import (
 	"github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/shards/shardstest"
+	"github.com/tenure-go/tenure/internal/shardstest"
 )
 
 var steadyWindow = flag.Duration("shards.steady", 20*time.Second, "how long BenchmarkEtcdSteady counts requests per iteration")

@@ -11,7 +11,7 @@ import (
 	"github.com/tenure-go/tenure/backends/kube"
 	"github.com/tenure-go/tenure/backends/kube/kubetest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/shards/shardstest"
+	"github.com/tenure-go/tenure/internal/shardstest"
 	"k8s.io/client-go/kubernetes"
 )
 
