@@ -48,8 +48,10 @@
 // of the shards) only when it starts, when its watch had to be reopened, and
 // on a schedule: every TTL/6 on a store without expiry events, every ten TTLs
 // otherwise. Each owned shard costs what its elector costs: on etcd with
-// etcd.WithSharedLease, a member's renewals are answered in batches of two
-// requests whatever the number of its shards.
+// etcd.WithSharedLease, a member's renewals are answered in batches of one
+// keep-alive whatever the number of its shards: four members holding 256
+// shards made 6.3 requests a second together, at the elector's default
+// timings and the default batch interval.
 //
 // # Guarantees
 //
