@@ -71,6 +71,13 @@
 //     own deadline, before that expiry. A member acts only inside a term
 //     (OnAcquired's context, or Term), so nothing it did before the restart,
 //     and nothing it remembers, can make it act early.
+//   - A member changes only the entries its own store wrote: its membership
+//     and shard claims are created with CreateIfAbsent once absent, then
+//     renewed and released by that member's store alone; no member ever
+//     deletes, rewrites or compare-and-sets another member's membership or
+//     shard entry, nor those of an earlier instance of itself (a restarted
+//     member waits for them to be released or to expire). This is the rule
+//     of use the etcd store's one-keep-alive renewals rely on.
 //   - ShardOf and Place are stable: the same answers in every process and
 //     release.
 //

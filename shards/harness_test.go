@@ -109,7 +109,8 @@ func (c *cluster) add(id string) *node {
 	if inner == nil {
 		inner = c.store
 	}
-	n := &node{id: id, Link: shardstest.NewLink(inner, c.clk), in: map[int]bool{}}
+	// Each instance writes through its own store, as a process does.
+	n := &node{id: id, Link: shardstest.NewLink(newOwnWrites(c.t, inner), c.clk), in: map[int]bool{}}
 	cfg := shards.Config{
 		Group:    "g",
 		Identity: id,
