@@ -66,9 +66,20 @@ func weight(memberHash uint64, shard int) uint64 {
 // is full at ⌈count/M⌉ shards while fewer than count mod M members have
 // that many, and at ⌊count/M⌋ after; so every member ends with ⌊count/M⌋ or
 // ⌈count/M⌉ shards, and a shard stays with the member that weighs it most
-// unless quotas push it on. When one member joins or leaves, the shards that
-// move are mostly those the change forces to move (see the package tests and
-// benchmarks for the measured ratio).
+// unless quotas push it on.
+//
+// When one member joins or leaves, the shards that move are mostly those the
+// change forces to move, but not only those: the change moves every
+// member's quota, so the members that filled up in the weight order, and
+// the shards they pushed on to their next choice, change too; a shard
+// pushed on before may return to the member that weighs it most, or one
+// kept before may be pushed on. Those extra moves grow with M, as more
+// members fill up. Measured at S = 256 over thousands of random sets of
+// member names, one join or leave moved at most 1.42 × the minimum (the
+// joiner's ⌈S/M⌉, or what the leaver had) up to six members, and at most
+// 1.69 × with seven to nine. Place cannot remember the previous placement
+// to do better, since it is a pure function of the membership, and its
+// answers are promised not to change between releases.
 func Place(count int, members []string) []string {
 	if count < 1 {
 		return nil
