@@ -122,6 +122,7 @@ func (c *cluster) add(id string) *node {
 			c.mu.Lock()
 			n.in[shard] = false
 			c.mu.Unlock()
+			c.sig.Notify()
 		},
 		OnReleased: func(shard int, term elector.Term, cause elector.Cause) { c.released(n, shard, term) },
 	}

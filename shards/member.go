@@ -334,8 +334,8 @@ func (m *Member) Run(ctx context.Context) error {
 }
 
 // Stop makes the member leave: it releases its membership, so the others
-// place its shards elsewhere and start campaigning for them, then ends the
-// ownership of every shard it owns (each shard's OnAcquired context is
+// place its shards elsewhere and start campaigning for them, and meanwhile
+// ends the ownership of every shard it owns (each shard's OnAcquired context is
 // cancelled, and its claim released once OnAcquired has returned) and waits
 // for every elector to finish, at most until ctx is done. Stop may be called
 // more than once, and before Start.
@@ -619,18 +619,16 @@ func (m *Member) wake() {
 	}
 }
 
-// shutdown leaves the group, then stops every shard elector and waits for
-// them. Leaving first lets the other members campaign for this member's
-// shards while they drain, so each is taken the moment it is released.
+// shutdown leaves the group and, at the same time, stops every shard
+// elector, then waits for them all. The membership's release does not wait
+// for the drains, so the other members place this member's shards elsewhere
+// and follow their claims while they drain; and the drains do not wait for
+// the membership's release, so each shard is released as soon as its work
+// has stopped. Each elector still releases its shard only once OnAcquired
+// has returned.
 func (m *Member) shutdown() {
 	m.mu.Lock()
 	member := m.member
-	m.mu.Unlock()
-	if err := member.Stop(context.Background()); err != nil {
-		m.log.Warn("shards: leave", "err", err)
-	}
-	<-member.Done()
-	m.mu.Lock()
 	var runs []*run
 	for _, r := range m.runs {
 		runs = append(runs, r)
@@ -640,6 +638,10 @@ func (m *Member) shutdown() {
 		}
 	}
 	m.mu.Unlock()
+	if err := member.Stop(context.Background()); err != nil {
+		m.log.Warn("shards: leave", "err", err)
+	}
+	<-member.Done()
 	for _, r := range runs {
 		<-r.done
 	}

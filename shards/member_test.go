@@ -12,6 +12,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/internal/faults"
 	"github.com/tenure-go/tenure/shards"
 )
@@ -352,4 +353,47 @@ func TestReadsAreNotPostponedByEvents(t *testing.T) {
 	b.Cut()
 	took := c.stepUntil("takeover", testTTL+testTTL/6+2*testStep, func() bool { return c.settled("a") })
 	t.Logf("taken over after %v", took)
+}
+
+// A leaving member drains its shards at once, without waiting for its
+// membership's release: with every release of b held up in the store (a
+// CompareAndDelete delayed on the clock, which does not move), every
+// OnAcquired of b sees its context end; once the releases go through, the
+// other member takes the shards.
+func TestLeaveDrainsWhileMembershipIsReleased(t *testing.T) {
+	c := newCluster(t, 8)
+	c.add("a")
+	b := c.add("b")
+	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("a", "b") })
+	c.quiesce()
+	owned := b.m.Owned()
+	if len(owned) == 0 {
+		t.Fatal("b owns no shard")
+	}
+	delay := b.Store.Delay(faults.OpCompareAndDelete, testStep)
+	stopped := make(chan error, 1)
+	go func() { stopped <- b.m.Stop(context.Background()) }()
+	drained := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, s := range owned {
+			if b.in[s] {
+				return false
+			}
+		}
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := electortest.Until(ctx, "b's shards drained", drained, c.sources()...); err != nil {
+		t.Fatalf("b's shards still run while its membership release is held up: %v", err)
+	}
+	if err := delay.AwaitHolding(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	c.stepUntil("a leave settles", testTTL, func() bool { return c.settled("a") })
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	c.checkPaired()
 }
