@@ -34,6 +34,9 @@
 // electors of the shards no longer placed on it (each drains and releases)
 // and starts electors for the shards newly placed on it, which follow the
 // previous owner's claim and take it when it is released or expires. A
+// member that leaves (Stop) releases its membership and, at the same time,
+// drains and releases its shards, so the others follow each shard's claim
+// while its work stops and take it as soon as it is released. A
 // member whose process dies or stalls stops renewing its membership and its
 // shard claims; after a TTL both have expired, the others place its shards
 // elsewhere and take them at once. Without expiry events from the store
