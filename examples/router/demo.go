@@ -29,6 +29,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	ttl := fs.Duration("ttl", time.Second, "the TTL of every claim")
 	clients := fs.Int("clients", 4, "concurrent clients")
+	strict := fs.Bool("strict-timing", true, "fail when shards are owned again later than their bound; "+
+		"false reports the time and fails only if they are not owned again within 10s")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -38,7 +40,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	d := &demo{out: stdout, errOut: &lockedWriter{w: stderr}, dir: dir, ttl: *ttl, acked: map[string]int{}}
+	d := &demo{out: stdout, errOut: &lockedWriter{w: stderr}, dir: dir, ttl: *ttl, strict: *strict, acked: map[string]int{}}
 	ok := d.run(*clients)
 	if ok {
 		fmt.Fprintln(stdout, "all checks held")
@@ -53,6 +55,7 @@ type demo struct {
 	out, errOut io.Writer
 	dir         string
 	ttl         time.Duration
+	strict      bool           // a bound missed fails the demo
 	store       backends.Store // the demo's own view of the store
 	failed      bool
 
@@ -75,6 +78,25 @@ func (d *demo) check(ok bool, format string, args ...any) {
 		d.failed = true
 	}
 	fmt.Fprintf(d.out, "%s %s\n", verdict, fmt.Sprintf(format, args...))
+}
+
+// timed awaits every shard owned again after a fault at start, and checks
+// the time it took against bound. With strict timing off (the tests, on a
+// machine whose load they do not control), a bound missed is reported,
+// and only shards not owned again at all within 10s fail the demo.
+func (d *demo) timed(what string, start time.Time, bound time.Duration, format string, args ...any) {
+	limit := bound
+	if !d.strict {
+		limit = max(bound, 10*time.Second)
+	}
+	ok := d.awaitOwned(what, limit)
+	took := time.Since(start).Round(time.Millisecond)
+	line := fmt.Sprintf(format, args...) + fmt.Sprintf(" in %v (bound %v)", took, bound)
+	if ok && took > bound && !d.strict {
+		d.say("%s: later than the bound, not checked (-strict-timing=false)", line)
+		return
+	}
+	d.check(ok, "%s", line)
 }
 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, "     "+format+"\n", args...) }
@@ -111,16 +133,12 @@ func (d *demo) run(clients int) bool {
 	d.drop(b)
 	_ = b.cmd.Process.Signal(syscall.SIGKILL)
 	_ = b.cmd.Wait()
-	start := time.Now()
-	ok := d.awaitOwned("after SIGKILL", bound)
-	d.check(ok, "after SIGKILL of b, every shard owned again in %v (bound TTL + 1s = %v)", time.Since(start).Round(time.Millisecond), bound)
+	d.timed("after SIGKILL", time.Now(), bound, "after SIGKILL of b, every shard owned again")
 
 	c := d.byName("c")
 	d.drop(c)
 	_ = c.cmd.Process.Signal(syscall.SIGSTOP)
-	start = time.Now()
-	ok = d.awaitOwned("after SIGSTOP", bound)
-	d.check(ok, "after SIGSTOP of c, every shard owned again in %v (bound %v)", time.Since(start).Round(time.Millisecond), bound)
+	d.timed("after SIGSTOP", time.Now(), bound, "after SIGSTOP of c, every shard owned again")
 	d.pause(d.ttl) // c stays stopped well past its TTL
 	_ = c.cmd.Process.Signal(syscall.SIGCONT)
 	d.mu.Lock()
@@ -137,9 +155,7 @@ func (d *demo) run(clients int) bool {
 	a := d.byName("a")
 	d.drop(a)
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	start = time.Now()
-	ok = d.awaitOwned("after a graceful stop", bound)
-	d.check(ok, "after a graceful stop of a, every shard owned again in %v", time.Since(start).Round(time.Millisecond))
+	d.timed("after a graceful stop", time.Now(), bound, "after a graceful stop of a, every shard owned again")
 	d.check(a.cmd.Wait() == nil, "a left cleanly")
 
 	d.pause(time.Second)
@@ -245,12 +261,13 @@ func (d *demo) awaitOwned(what string, limit time.Duration) bool {
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	var got []string
+	var got []string // the owners last read
 	for {
 		want := shards.Place(shardCount, d.live())
-		var err error
-		if got, err = d.owners(ctx); err == nil && slices.Equal(got, want) {
-			return true
+		if now, err := d.owners(ctx); err == nil {
+			if got = now; slices.Equal(got, want) {
+				return true
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -20,20 +20,23 @@ func TestMain(m *testing.M) {
 
 // TestDemo runs the demo end to end, with real member processes over a
 // filestore, killed, stopped, added and stopped gracefully, and requires
-// every one of its checks to hold.
+// every one of its checks to hold. The times shards take to be owned again
+// are reported, not asserted (-strict-timing=false): they are measured by
+// the benchmarks of package shards, and a loaded machine must not fail a
+// correct run; shards never owned again within 10s still fail it.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and waits out real lease TTLs")
 	}
 	var out, errOut bytes.Buffer
-	code := run([]string{"demo"}, &out, &errOut)
+	code := run([]string{"demo", "-strict-timing=false"}, &out, &errOut)
 	t.Logf("demo output:\n%s", out.String())
 	if code != 0 {
 		t.Fatalf("demo exited %d; stderr:\n%s", code, errOut.String())
 	}
 	for _, want := range []string{
-		"ok   after SIGKILL of b",
-		"ok   after SIGSTOP of c",
+		"after SIGKILL of b, every shard owned again",
+		"after SIGSTOP of c, every shard owned again",
 		"ok   no acknowledged write lost",
 		"ok   no write applied under an older token",
 		"ok   balance restored",
