@@ -15,9 +15,16 @@ import (
 // placement (imbalance: max − min shards per member) and the shards moved by
 // one join and by one leave, over the minimum such a change must move
 // (moved/min; the worst over 64 sets of member names, every member leaving
-// in turn).
+// in turn). Its sub-benchmark call/M=8 times one Place(256, eight members),
+// the cost every member pays on each membership change.
 func BenchmarkPlace(b *testing.B) {
 	const S = 256
+	b.Run("call/M=8", func(b *testing.B) {
+		ms := members("member", 8)
+		for b.Loop() {
+			shards.Place(S, ms)
+		}
+	})
 	for m := 1; m <= 8; m++ {
 		b.Run(fmt.Sprintf("M=%d", m), func(b *testing.B) {
 			imbalance, join, leave := 0, 0.0, 0.0
