@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+)
+
+// backend is one backend under test for one run: it starts what the store
+// needs, gives each worker its store URL, and applies the faults that
+// concern the backend itself or the network to it.
+type backend interface {
+	// kinds are the fault kinds a run on this backend draws from.
+	kinds() []string
+	// url is the store URL worker i opens.
+	url(worker int) string
+	// apply starts fault f on the target it picks, and returns what ends
+	// it and the target's name; ok is false when no target fits now.
+	apply(f fault, holder int) (heal func(), target string, ok bool)
+	close()
+}
+
+// freeAddr returns a loopback address with a port the kernel just handed
+// out. Servers are given fixed ports so that a restart keeps its address.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// fileBackend is a filestore in one directory. It has no server and no
+// network: its faults are the workers' own.
+type fileBackend struct{ dir string }
+
+func (b *fileBackend) kinds() []string                         { return workerKinds }
+func (b *fileBackend) url(int) string                          { return "file://" + b.dir }
+func (b *fileBackend) close()                                  {}
+func (b *fileBackend) apply(fault, int) (func(), string, bool) { return nil, "", false }
+
+// proxies puts a toxiproxy proxy between each worker and each server
+// address, and applies latency and partitions to one worker's proxies.
+type proxies struct {
+	api *toxiproxy.ApiServer
+	by  [][]*toxiproxy.Proxy // worker -> one proxy per upstream
+}
+
+func newProxies(api *toxiproxy.ApiServer, name string, workers int, upstreams []string) (*proxies, error) {
+	p := &proxies{api: api}
+	for w := range workers {
+		var row []*toxiproxy.Proxy
+		for u, up := range upstreams {
+			px := toxiproxy.NewProxy(api, fmt.Sprintf("%s-w%d-%d", name, w, u), "127.0.0.1:0", up)
+			if err := px.Start(); err != nil {
+				p.close()
+				return nil, fmt.Errorf("chaos: proxy: %w", err)
+			}
+			row = append(row, px)
+		}
+		p.by = append(p.by, row)
+	}
+	return p, nil
+}
+
+func (p *proxies) addrs(w int) []string {
+	var out []string
+	for _, px := range p.by[w] {
+		out = append(out, px.Listen)
+	}
+	return out
+}
+
+// toxic adds one toxic, in both directions, to every proxy of worker w,
+// and returns what removes it.
+func toxicAll(row []*toxiproxy.Proxy, name, typ string, attrs string) func() {
+	for _, px := range row {
+		for _, dir := range []string{"upstream", "downstream"} {
+			js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name+"-"+dir, typ, dir, attrs)
+			_, _ = px.Toxics.AddToxicJson(strings.NewReader(js))
+		}
+	}
+	return func() {
+		for _, px := range row {
+			for _, dir := range []string{"upstream", "downstream"} {
+				_ = px.Toxics.RemoveToxic(context.Background(), name+"-"+dir)
+			}
+		}
+	}
+}
+
+// netFault applies a latency or partition fault to worker w's proxies.
+func netFault(row []*toxiproxy.Proxy, f fault) func() {
+	switch {
+	case f.Kind == fLatency:
+		ms := f.Lat.Milliseconds()
+		return toxicAll(row, fmt.Sprintf("lat%d", f.N), "latency", fmt.Sprintf(`{"latency":%d,"jitter":%d}`, ms, ms/4))
+	case f.Mode == "reset":
+		// Connections are closed and new ones refused until the heal.
+		for _, px := range row {
+			px.Stop()
+		}
+		return func() {
+			for _, px := range row {
+				_ = px.Start()
+			}
+		}
+	default:
+		// Connections stay open; everything sent is dropped.
+		return toxicAll(row, fmt.Sprintf("cut%d", f.N), "timeout", `{"timeout":0}`)
+	}
+}
+
+func (p *proxies) close() {
+	for _, row := range p.by {
+		for _, px := range row {
+			px.Stop()
+		}
+	}
+}
+
+// member is one etcd server process.
+type member struct {
+	name, dir, client, peer, advPeer, cluster, logPath string
+	exe                                                string
+
+	mu sync.Mutex // guards p
+	p  *proc
+}
+
+func (m *member) start() error {
+	_ = os.Remove(filepath.Join(m.dir, readyFile))
+	p, err := spawn(m.name, m.logPath, []string{m.exe, "server", "-name", m.name, "-dir", m.dir,
+		"-client", m.client, "-peer", m.peer, "-advertise-peer", m.advPeer, "-cluster", m.cluster}, os.Environ())
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.p = p
+	m.mu.Unlock()
+	return nil
+}
+
+// waitReady waits until the member has written its ready file.
+func (m *member) waitReady(d time.Duration) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(d)
+	m.mu.Lock()
+	p := m.p
+	m.mu.Unlock()
+	for {
+		if _, err := os.Stat(filepath.Join(m.dir, readyFile)); err == nil {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-p.done:
+			return fmt.Errorf("chaos: etcd member %s exited before it was ready (see its log)", m.name)
+		case <-deadline:
+			return fmt.Errorf("chaos: etcd member %s not ready after %v", m.name, d)
+		}
+	}
+}
+
+func (m *member) proc() *proc {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.p
+}
+
+func (m *member) stop() {
+	p := m.proc()
+	if p == nil {
+		return
+	}
+	p.signal(syscall.SIGCONT)
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// etcdBackend is a cluster of n etcd server processes; each worker reaches
+// every member through a proxy of its own. With n > 1, members reach each
+// other through a proxy in front of each member's peer port too, so a
+// member can be cut off its peers.
+type etcdBackend struct {
+	members []*member
+	clients *proxies
+	peers   []*toxiproxy.Proxy
+	prefix  string
+}
+
+func startEtcd(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int) (*etcdBackend, error) {
+	b := &etcdBackend{prefix: "chaos"}
+	var initial []string
+	for i := range n {
+		client, err1 := freeAddr()
+		peer, err2 := freeAddr()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
+		}
+		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("etcd%d", i)),
+			client: client, peer: peer, advPeer: peer, exe: exe, logPath: filepath.Join(dir, "procs.log")}
+		if n > 1 {
+			px := toxiproxy.NewProxy(api, fmt.Sprintf("%s-peer%d", name, i), "127.0.0.1:0", peer)
+			if err := px.Start(); err != nil {
+				b.close()
+				return nil, err
+			}
+			b.peers = append(b.peers, px)
+			m.advPeer = px.Listen
+		}
+		if err := os.MkdirAll(m.dir, 0o755); err != nil {
+			return nil, err
+		}
+		initial = append(initial, fmt.Sprintf("%s=http://%s", m.name, m.advPeer))
+		b.members = append(b.members, m)
+	}
+	for _, m := range b.members {
+		m.cluster = strings.Join(initial, ",")
+		if err := m.start(); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	for _, m := range b.members {
+		if err := m.waitReady(60 * time.Second); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	var ups []string
+	for _, m := range b.members {
+		ups = append(ups, m.client)
+	}
+	var err error
+	if b.clients, err = newProxies(api, name, workers, ups); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *etcdBackend) kinds() []string {
+	k := append(append([]string(nil), workerKinds...), fLatency, fPartition, fServerPause, fServerKill)
+	if len(b.members) > 1 {
+		k = append(k, fIsolate)
+	}
+	return k
+}
+
+func (b *etcdBackend) url(w int) string {
+	return "etcd://" + strings.Join(b.clients.addrs(w), ",") + "/" + b.prefix
+}
+
+func (b *etcdBackend) apply(f fault, holder int) (func(), string, bool) {
+	switch f.Kind {
+	case fLatency, fPartition:
+		// Mostly the holder: that is where a cut matters.
+		w := holder
+		if w < 0 || f.Pick%3 == 0 {
+			w = int(f.Pick/3) % len(b.clients.by)
+		}
+		return netFault(b.clients.by[w], f), fmt.Sprintf("w%d", w), true
+	case fServerPause:
+		m := b.members[int(f.Pick)%len(b.members)]
+		p := m.proc()
+		if !p.signal(syscall.SIGSTOP) {
+			return nil, "", false
+		}
+		return func() { p.signal(syscall.SIGCONT) }, m.name, true
+	case fServerKill:
+		m := b.members[int(f.Pick)%len(b.members)]
+		p := m.proc()
+		if !p.signal(syscall.SIGKILL) {
+			return nil, "", false
+		}
+		<-p.done
+		return func() {
+			if err := m.start(); err == nil {
+				_ = m.waitReady(60 * time.Second)
+			}
+		}, m.name, true
+	case fIsolate:
+		i := int(f.Pick) % len(b.members)
+		return netFault([]*toxiproxy.Proxy{b.peers[i]}, fault{N: f.N, Kind: fPartition, Mode: "blackhole"}), b.members[i].name, true
+	}
+	return nil, "", false
+}
+
+func (b *etcdBackend) close() {
+	if b.clients != nil {
+		b.clients.close()
+	}
+	for _, m := range b.members {
+		m.stop()
+	}
+	for _, px := range b.peers {
+		px.Stop()
+	}
+}

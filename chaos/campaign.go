@@ -1,0 +1,273 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// campaignConfig is what the flags say.
+type campaignConfig struct {
+	runs     int
+	duration time.Duration
+	backends []string
+	seed     uint64
+	ttl      time.Duration
+	workers  int
+	slots    int
+	out      string
+	keep     bool
+	broken   string
+	exe      string
+}
+
+// allBackends are the backends a campaign can run, in the order it runs them.
+var allBackends = []string{"filestore", "etcd", "etcd3", "kube"}
+
+func campaignFlags(args []string) (campaignConfig, error) {
+	c := campaignConfig{}
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.IntVar(&c.runs, "runs", 20, "runs per backend")
+	fs.DurationVar(&c.duration, "duration", 60*time.Second, "length of each run")
+	bs := fs.String("backends", strings.Join(allBackends, ","), "comma-separated backends: "+strings.Join(allBackends, ", "))
+	fs.Uint64Var(&c.seed, "seed", 0, "seed of the first run (run i uses seed+i); 0 picks one")
+	fs.DurationVar(&c.ttl, "ttl", 2*time.Second, "claim TTL")
+	fs.IntVar(&c.workers, "workers", 3, "worker processes per run (at least 3)")
+	fs.IntVar(&c.slots, "slots", 0, "compete for a slot group of this size instead of one claim")
+	fs.StringVar(&c.out, "out", filepath.Join(os.TempDir(), "tenure-chaos"), "where run histories are written")
+	fs.BoolVar(&c.keep, "keep", false, "keep the history of runs that passed too")
+	fs.StringVar(&c.broken, "broken", "", "make worker 0 misbehave (late, notoken, release): the campaign must fail")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	for _, b := range strings.Split(*bs, ",") {
+		b = strings.TrimSpace(b)
+		if b == "" {
+			continue
+		}
+		known := false
+		for _, k := range allBackends {
+			known = known || k == b
+		}
+		if !known {
+			return c, fmt.Errorf("chaos: unknown backend %q (have %s)", b, strings.Join(allBackends, ", "))
+		}
+		c.backends = append(c.backends, b)
+	}
+	if c.workers < 3 || c.runs < 1 || len(c.backends) == 0 {
+		return c, errors.New("chaos: need -workers >= 3, -runs >= 1 and a backend")
+	}
+	if c.duration < c.ttl*3+3*time.Second {
+		return c, fmt.Errorf("chaos: -duration %v is too short for -ttl %v (need at least 3 TTLs + 3s)", c.duration, c.ttl)
+	}
+	if c.seed == 0 {
+		c.seed = uint64(time.Now().UnixNano()) % 1_000_000_000
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return c, err
+	}
+	c.exe = exe
+	return c, nil
+}
+
+// tally sums the results of one backend's runs.
+type tally struct {
+	runs, violations, acts, accepted, rejected, stale, longPauses, linOps int
+	faults                                                                map[string]int
+	worst                                                                 time.Duration
+}
+
+// runCampaign runs the campaign args describe, writing to out. ok is false
+// when a run broke a property.
+func runCampaign(args []string, out io.Writer) (ok bool, err error) {
+	c, err := campaignFlags(args)
+	if err != nil {
+		return false, err
+	}
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		return false, err
+	}
+	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	tallies := map[string]*tally{}
+	total := 0
+	for _, b := range c.backends {
+		t := &tally{faults: map[string]int{}}
+		tallies[b] = t
+		for i := range c.runs {
+			seed := c.seed + uint64(i)
+			res, dir, err := runOne(c, api, b, seed)
+			if err != nil {
+				return false, fmt.Errorf("chaos: %s seed %d: %w", b, seed, err)
+			}
+			t.add(res)
+			total++
+			fmt.Fprintf(out, "run %d/%d %s seed=%d %s\n", i+1, c.runs, b, seed, res.line())
+			for _, v := range res.Violations {
+				fmt.Fprintf(out, "    VIOLATION %s: %s\n", v.Check, v.Detail)
+			}
+			if len(res.Violations) > 0 {
+				fmt.Fprintf(out, "    history kept in %s (replay: -seed %d -runs 1 -backends %s)\n", dir, seed, b)
+			}
+		}
+		if t.longPauses >= 3 && t.stale == 0 {
+			t.violations++
+			fmt.Fprintf(out, "    VIOLATION vacuous: %s: %d long holder pauses and not one stale write rejected\n", b, t.longPauses)
+		}
+	}
+	printTable(out, c.backends, tallies)
+	var v int
+	var worst time.Duration
+	for _, t := range tallies {
+		v += t.violations
+		worst = max(worst, t.worst)
+	}
+	fmt.Fprintf(out, "chaos: runs=%d violations=%d worst-recovery=%v\n", total, v, worst.Round(time.Millisecond))
+	return v == 0, nil
+}
+
+func (t *tally) add(r result) {
+	t.runs++
+	t.violations += len(r.Violations)
+	t.acts += r.Acts
+	t.accepted += r.Accepted
+	t.rejected += r.Rejected
+	t.stale += r.StaleCaught
+	t.longPauses += r.LongPauses
+	t.linOps += r.LinOps
+	for k, n := range r.Faults {
+		t.faults[k] += n
+	}
+	t.worst = max(t.worst, r.Recovery)
+}
+
+func (r result) line() string {
+	var kinds []string
+	nf := 0
+	for k, n := range r.Faults {
+		kinds = append(kinds, fmt.Sprintf("%s:%d", k, n))
+		nf += n
+	}
+	sort.Strings(kinds)
+	rec := "-"
+	if r.Recovery >= 0 {
+		rec = r.Recovery.Round(time.Millisecond).String()
+	}
+	lin := fmt.Sprintf("lin=%d-ops", r.LinOps)
+	if r.LinNote != "" {
+		lin += "(" + r.LinNote + ")"
+	}
+	return fmt.Sprintf("faults=%d[%s] terms=%d acts=%d accepted=%d rejected=%d stale-caught=%d recovery=%s %s violations=%d",
+		nf, strings.Join(kinds, " "), r.Terms, r.Acts, r.Accepted, r.Rejected, r.StaleCaught, rec, lin, len(r.Violations))
+}
+
+func printTable(out io.Writer, order []string, ts map[string]*tally) {
+	kinds := map[string]bool{}
+	for _, t := range ts {
+		for k := range t.faults {
+			kinds[k] = true
+		}
+	}
+	var ks []string
+	for k := range kinds {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	fmt.Fprintf(out, "\n%-10s %5s %10s %9s %9s %7s %9s %12s %s\n", "backend", "runs", "violations", "accepted", "rejected", "stale", "lin-ops", "worst-recov", "faults")
+	for _, b := range order {
+		t := ts[b]
+		var fs []string
+		for _, k := range ks {
+			if t.faults[k] > 0 {
+				fs = append(fs, fmt.Sprintf("%s:%d", k, t.faults[k]))
+			}
+		}
+		fmt.Fprintf(out, "%-10s %5d %10d %9d %9d %7d %9d %12v %s\n", b, t.runs, t.violations, t.accepted, t.rejected, t.stale, t.linOps, t.worst.Round(time.Millisecond), strings.Join(fs, " "))
+	}
+}
+
+// runOne runs one run of backend b with seed and checks it. It returns the
+// run's directory, which is removed when the run passed (unless -keep).
+func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (res result, dir string, err error) {
+	dir = filepath.Join(c.out, fmt.Sprintf("%s-%d", b, seed))
+	if err := os.RemoveAll(dir); err != nil {
+		return res, dir, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, dir, err
+	}
+	j, err := openJournal(filepath.Join(dir, "journal.jsonl"))
+	if err != nil {
+		return res, dir, err
+	}
+	defer j.Close()
+	f, err := startFence(j)
+	if err != nil {
+		return res, dir, err
+	}
+	defer f.Close()
+	be, err := startBackend(c, api, b, dir, seed)
+	if err != nil {
+		return res, dir, err
+	}
+	r := &runEnv{
+		spec: runSpec{Backend: b, Seed: seed, Duration: c.duration, TTL: c.ttl, Workers: c.workers, Slots: c.slots, Broken: c.broken,
+			Faults: schedule(seed, be.kinds(), c.duration, c.ttl)},
+		dir: dir, exe: c.exe, j: j, fence: f, be: be,
+		workers: make([]*proc, c.workers), busy: make([]bool, c.workers),
+	}
+	if err := r.writeSpec(); err != nil {
+		be.close()
+		return res, dir, err
+	}
+	start := time.Now()
+	for i := range c.workers {
+		if err := r.startWorker(i); err != nil {
+			r.stopWorkers()
+			be.close()
+			return res, dir, err
+		}
+	}
+	r.execute(start)
+	time.Sleep(time.Until(start.Add(c.duration)))
+	r.stopWorkers()
+	be.close()
+	_ = f.Close()
+
+	recs, err := readJournal(filepath.Join(dir, "journal.jsonl"))
+	if err != nil {
+		return res, dir, err
+	}
+	res = check(recs, c.ttl, c.slots)
+	checkLinearizable(recs, &res)
+	if len(res.Violations) == 0 && !c.keep {
+		return res, dir, os.RemoveAll(dir)
+	}
+	return res, dir, nil
+}
+
+func startBackend(c campaignConfig, api *toxiproxy.ApiServer, b, dir string, seed uint64) (backend, error) {
+	name := fmt.Sprintf("%s-%d", b, seed)
+	switch b {
+	case "filestore":
+		d := filepath.Join(dir, "store")
+		return &fileBackend{dir: d}, os.MkdirAll(d, 0o755)
+	case "etcd":
+		return startEtcd(api, c.exe, dir, name, 1, c.workers)
+	case "etcd3":
+		return startEtcd(api, c.exe, dir, name, 3, c.workers)
+	case "kube":
+		return startKube(api, c.exe, dir, name, c.workers)
+	}
+	return nil, fmt.Errorf("unknown backend %q", b)
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// The checker judges a run from its journal alone: what each worker says
+// it did, by its own clock, what the fenced resource accepted and
+// rejected, and when the driver injected faults. It knows nothing of the
+// elector.
+//
+// Clocks: every timestamp is CLOCK_MONOTONIC of one host. The campaign
+// runs every process on one host, so the workers' clocks, the resource's
+// and the driver's are one clock, and instants they wrote compare
+// directly. On several hosts this checker would not apply as written.
+//
+// Acting: a worker reads the clock, then checks its term (the leader's
+// context), and journals an act stamped with that reading only if the
+// check passed. The reading therefore precedes the instant the elector
+// judged the term live, which precedes the term's local deadline, which
+// precedes the moment the backend lets another holder in. So acts of two
+// terms never interleave, by the workers' own clocks, whatever pauses the
+// schedule injected: a pause after the check delays the write, not the
+// act's timestamp. The write that lands after such a pause is the fenced
+// resource's to reject, and that is checked separately.
+
+// violation is one broken property of a run.
+type violation struct {
+	Check  string `json:"check"`
+	Detail string `json:"detail"`
+}
+
+// result is what the checker found in one run.
+type result struct {
+	Acts, Accepted, Rejected int
+	Terms                    int
+	StaleCaught              int            // rejections of writes made after a long pause of their writer
+	LongPauses               int            // stop-long faults applied
+	Faults                   map[string]int // applied faults by kind
+	Recovery                 time.Duration  // from the end of the last fault to the first act after it; -1 if no fault
+	Violations               []violation
+	LinOps                   int    // store operations checked for linearizability
+	LinNote                  string // why some were not checked
+}
+
+func (res *result) fail(check, format string, args ...any) {
+	res.Violations = append(res.Violations, violation{check, fmt.Sprintf(format, args...)})
+}
+
+// term is one worker process's tenure as seen in its acts.
+type termKey struct {
+	worker string
+	pid    int
+	tok    int64
+	slot   int
+}
+
+type termSpan struct {
+	termKey
+	first, last int64
+}
+
+// check judges recs, the journal of a run with the given TTL and slot
+// count (0 or 1: a single claim).
+func check(recs []record, ttl time.Duration, slots int) result {
+	res := result{Faults: map[string]int{}, Recovery: -1}
+	n := max(slots, 1)
+
+	// Terms granted, by the workers' own record of OnElected.
+	granted := map[termKey]bool{}
+	spans := map[termKey]*termSpan{}
+	for _, r := range recs {
+		switch r.Ev {
+		case evElected:
+			granted[termKey{r.Worker, r.PID, r.Tok, r.Slot}] = true
+		case evAct:
+			res.Acts++
+			k := termKey{r.Worker, r.PID, r.Tok, r.Slot}
+			s := spans[k]
+			if s == nil {
+				s = &termSpan{termKey: k, first: r.T, last: r.T}
+				spans[k] = s
+			}
+			s.first, s.last = min(s.first, r.T), max(s.last, r.T)
+		}
+	}
+	res.Terms = len(spans)
+	for k := range spans {
+		if !granted[k] {
+			res.fail("token", "%s (pid %d) acted with token %d on slot %d, which it was never granted", k.worker, k.pid, k.tok, k.slot)
+		}
+	}
+
+	// At most n terms act at once, and one per slot.
+	list := make([]*termSpan, 0, len(spans))
+	for _, s := range spans {
+		list = append(list, s)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].first < list[j].first })
+	var open []*termSpan
+	for _, s := range list {
+		kept := open[:0]
+		for _, o := range open {
+			if o.last >= s.first {
+				kept = append(kept, o)
+			}
+		}
+		open = append(kept, s)
+		if len(open) > n {
+			res.fail("overlap", "%d terms acting at once (at most %d): %s", len(open), n, describe(open))
+		}
+		for _, o := range open[:len(open)-1] {
+			if o.slot == s.slot {
+				res.fail("overlap", "slot %d: %s acted until %s while %s acted from %s", s.slot,
+					o.name(), at(recs, o.last), s.name(), at(recs, s.first))
+			}
+		}
+	}
+
+	// Tokens strictly increase per slot, in the order terms began acting,
+	// and no token is acted on by two processes.
+	lastTok := map[int]*termSpan{}
+	for _, s := range list {
+		if p := lastTok[s.slot]; p != nil && s.tok <= p.tok && (s.worker != p.worker || s.pid != p.pid) {
+			res.fail("tokens", "slot %d: %s began acting after %s with a token not above it", s.slot, s.name(), p.name())
+		}
+		if p := lastTok[s.slot]; p == nil || s.tok > p.tok {
+			lastTok[s.slot] = s
+		}
+	}
+
+	// The fenced resource: accepted tokens never go down; a write is
+	// rejected exactly when a higher token was accepted before it.
+	highest := map[int]int64{}
+	pauses := pausesOf(recs)
+	for _, r := range recs {
+		switch r.Ev {
+		case evAccept:
+			res.Accepted++
+			if r.Tok < highest[r.Slot] {
+				res.fail("fence", "slot %d: accepted token %d from %s after accepting %d", r.Slot, r.Tok, r.Worker, highest[r.Slot])
+			}
+			highest[r.Slot] = max(highest[r.Slot], r.Tok)
+			if !granted[termKey{r.Worker, r.PID, r.Tok, r.Slot}] {
+				res.fail("fence", "slot %d: accepted token %d from %s (pid %d), a token it was never granted", r.Slot, r.Tok, r.Worker, r.PID)
+			}
+		case evReject:
+			res.Rejected++
+			if r.Tok >= highest[r.Slot] {
+				res.fail("fence", "slot %d: rejected token %d from %s, not below the highest accepted %d", r.Slot, r.Tok, r.Worker, highest[r.Slot])
+			}
+			if pauses.longAfter(r.Worker, r.Act, r.T) {
+				res.StaleCaught++
+			}
+		}
+	}
+
+	// Faults, and the recovery after the last one.
+	var lastEnd int64
+	for _, r := range recs {
+		switch r.Ev {
+		case evFault:
+			if r.Target != "" {
+				res.Faults[r.Kind]++
+				if r.Kind == fStopLong {
+					res.LongPauses++
+				}
+			}
+		case evHeal:
+			lastEnd = max(lastEnd, r.T)
+		}
+	}
+	if lastEnd > 0 {
+		first := int64(-1)
+		for _, r := range recs {
+			if r.Ev == evAct && r.T > lastEnd && (first < 0 || r.T < first) {
+				first = r.T
+			}
+		}
+		if first < 0 {
+			res.Recovery = time.Duration(1<<63 - 1)
+			res.fail("recovery", "no one acted after the last fault ended")
+		} else {
+			res.Recovery = time.Duration(first - lastEnd)
+			if res.Recovery > ttl+time.Second {
+				res.fail("recovery", "first act %v after the last fault ended, more than TTL + 1s (%v)", res.Recovery.Round(time.Millisecond), ttl+time.Second)
+			}
+		}
+	}
+	return res
+}
+
+func (s *termSpan) name() string {
+	return fmt.Sprintf("%s (pid %d, token %d)", s.worker, s.pid, s.tok)
+}
+
+func describe(ts []*termSpan) string {
+	out := ""
+	for i, t := range ts {
+		if i > 0 {
+			out += ", "
+		}
+		out += t.name()
+	}
+	return out
+}
+
+// at shows an instant relative to the first record of the journal.
+func at(recs []record, t int64) string {
+	if len(recs) == 0 {
+		return fmt.Sprint(t)
+	}
+	t0 := recs[0].T
+	for _, r := range recs {
+		t0 = min(t0, r.T)
+	}
+	return "+" + time.Duration(t-t0).Round(time.Millisecond).String()
+}
+
+// pauseSet is where the driver stopped each worker for longer than a TTL.
+type pauseSet map[string][][2]int64 // worker -> [stop, cont] intervals
+
+func pausesOf(recs []record) pauseSet {
+	ps := pauseSet{}
+	began := map[int]record{}
+	for _, r := range recs {
+		switch {
+		case r.Ev == evFault && r.Kind == fStopLong && r.Target != "":
+			began[r.Fault] = r
+		case r.Ev == evHeal && r.Kind == fStopLong:
+			if b, ok := began[r.Fault]; ok {
+				ps[b.Target] = append(ps[b.Target], [2]int64{b.T, r.T})
+			}
+		}
+	}
+	return ps
+}
+
+// longAfter reports whether worker was stopped for longer than a TTL
+// between its act at act and its write arriving at t.
+func (ps pauseSet) longAfter(worker string, act, t int64) bool {
+	for _, iv := range ps[worker] {
+		if act <= iv[0] && iv[1] <= t {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+// ops builds a store history by hand for the linearizability check.
+type ops struct {
+	recs []record
+	seq  int64
+}
+
+// op journals one operation by pid from call to ret (ret 0: no return).
+func (o *ops) op(pid int, call, ret int64, in opRec, out opRec) {
+	o.seq++
+	in.Seq, in.Key = o.seq, "chaos"
+	o.recs = append(o.recs, record{Ev: evOp, T: call, PID: pid, Op: &in})
+	if ret == 0 {
+		return
+	}
+	out.Seq, out.Key, out.Kind, out.Ret = o.seq, "chaos", in.Kind, true
+	o.recs = append(o.recs, record{Ev: evOp, T: ret, PID: pid, Op: &out})
+}
+
+var linTTL = int64(2 * time.Second)
+
+func linViolations(o *ops) []violation {
+	var res result
+	checkLinearizable(o.recs, &res)
+	return res.Violations
+}
+
+func TestLinearizableAcceptsLegalHistories(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(o *ops)
+	}{
+		{"create, keep alive, expire, create", func(o *ops) {
+			o.op(1, 0, 10*ms, opRec{Kind: "create", TTL: linTTL, Value: "a"}, opRec{OK: true, OutRev: 5, OutCreate: 5, OutValue: "a"})
+			o.op(1, 500*ms, 510*ms, opRec{Kind: "keepalive", Rev: 5, TTL: linTTL}, opRec{OK: true, OutRev: 5, OutCreate: 5, OutValue: "a"})
+			o.op(2, 600*ms, 610*ms, opRec{Kind: "create", TTL: linTTL, Value: "b"}, opRec{Found: true, OutRev: 5, OutCreate: 5, OutValue: "a"})
+			o.op(2, 2600*ms, 2610*ms, opRec{Kind: "create", TTL: linTTL, Value: "b"}, opRec{OK: true, OutRev: 9, OutCreate: 9, OutValue: "b"})
+		}},
+		{"a create whose answer was lost, seen later", func(o *ops) {
+			o.op(1, 0, 0, opRec{Kind: "create", TTL: linTTL, Value: "a"}, opRec{})
+			o.op(2, 100*ms, 110*ms, opRec{Kind: "get"}, opRec{OK: true, OutRev: 3, OutCreate: 3, OutValue: "a"})
+		}},
+		{"release then create", func(o *ops) {
+			o.op(1, 0, 10*ms, opRec{Kind: "create", TTL: linTTL, Value: "a"}, opRec{OK: true, OutRev: 2, OutCreate: 2, OutValue: "a"})
+			o.op(1, 20*ms, 30*ms, opRec{Kind: "delete", Rev: 2}, opRec{OK: true})
+			o.op(2, 40*ms, 50*ms, opRec{Kind: "create", TTL: linTTL, Value: "b"}, opRec{OK: true, OutRev: 3, OutCreate: 3, OutValue: "b"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &ops{}
+			tc.build(o)
+			if v := linViolations(o); len(v) > 0 {
+				t.Errorf("violations %v, want none", v)
+			}
+		})
+	}
+}
+
+func TestLinearizableCatches(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(o *ops)
+	}{
+		{"two creates while the first is live", func(o *ops) {
+			o.op(1, 0, 10*ms, opRec{Kind: "create", TTL: linTTL, Value: "a"}, opRec{OK: true, OutRev: 5, OutCreate: 5, OutValue: "a"})
+			o.op(2, 500*ms, 510*ms, opRec{Kind: "create", TTL: linTTL, Value: "b"}, opRec{OK: true, OutRev: 6, OutCreate: 6, OutValue: "b"})
+		}},
+		{"a token that goes back", func(o *ops) {
+			o.op(1, 0, 10*ms, opRec{Kind: "create", TTL: linTTL, Value: "a"}, opRec{OK: true, OutRev: 5, OutCreate: 5, OutValue: "a"})
+			o.op(1, 20*ms, 30*ms, opRec{Kind: "delete", Rev: 5}, opRec{OK: true})
+			o.op(2, 40*ms, 50*ms, opRec{Kind: "create", TTL: linTTL, Value: "b"}, opRec{OK: true, OutRev: 4, OutCreate: 4, OutValue: "b"})
+		}},
+		{"a keep-alive that changed the revision", func(o *ops) {
+			o.op(1, 0, 10*ms, opRec{Kind: "create", TTL: linTTL, Value: "a"}, opRec{OK: true, OutRev: 5, OutCreate: 5, OutValue: "a"})
+			o.op(1, 20*ms, 30*ms, opRec{Kind: "keepalive", Rev: 5, TTL: linTTL}, opRec{OK: true, OutRev: 6, OutCreate: 5, OutValue: "a"})
+		}},
+		{"a read that misses a write that had returned", func(o *ops) {
+			o.op(1, 0, 10*ms, opRec{Kind: "create", TTL: linTTL, Value: "a"}, opRec{OK: true, OutRev: 5, OutCreate: 5, OutValue: "a"})
+			o.op(2, 20*ms, 30*ms, opRec{Kind: "get"}, opRec{})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &ops{}
+			tc.build(o)
+			if v := linViolations(o); len(v) == 0 || v[0].Check != "linearizable" {
+				t.Errorf("violations %v, want a linearizable one", v)
+			}
+		})
+	}
+}

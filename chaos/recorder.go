@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+)
+
+// opRec is one store operation on a claim key as a worker saw it: the call
+// is journaled before the request goes out and the return after its
+// answer, so an operation cut off by a kill or a pause shows as a call with
+// no return, whose outcome is unknown.
+type opRec struct {
+	Seq   int64  `json:"seq"`
+	Kind  string `json:"kind"` // get, create, cas, delete, keepalive, txn
+	Key   string `json:"key"`
+	Rev   int64  `json:"rev,omitempty"` // the revision compared (cas, delete, keepalive)
+	TTL   int64  `json:"ttl,omitempty"` // ns
+	Value string `json:"val,omitempty"`
+	Ret   bool   `json:"ret,omitempty"` // this is the return record
+
+	// The answer, on the return record.
+	OK        bool   `json:"ok,omitempty"`    // the write happened, the key was found
+	Found     bool   `json:"found,omitempty"` // on a conflict: the key was present
+	Unknown   bool   `json:"unk,omitempty"`   // an error that leaves the outcome unknown
+	OutRev    int64  `json:"orev,omitempty"`
+	OutCreate int64  `json:"ocre,omitempty"`
+	OutValue  string `json:"oval,omitempty"`
+}
+
+// recorder is a Store that journals every operation on the claim's keys
+// and passes it on unchanged. It declares what the store under it
+// declares, and watches and runs transactions through it, so the Locker
+// over it behaves exactly as over the store itself.
+type recorder struct {
+	backends.Store
+	j      *journal
+	worker string
+	pid    int
+	key    string // the claim key: ops on it and on its slot keys are journaled
+	seq    atomic.Int64
+}
+
+var (
+	_ backends.Watcher = (*recorder)(nil)
+	_ backends.Txner   = (*recorder)(nil)
+)
+
+func (r *recorder) watched(key string) bool {
+	return key == r.key || strings.HasPrefix(key, r.key+"/slot-")
+}
+
+func (r *recorder) call(o opRec) opRec {
+	o.Seq = r.seq.Add(1)
+	r.j.write(record{Ev: evOp, Worker: r.worker, PID: r.pid, Op: &o})
+	return o
+}
+
+func (r *recorder) ret(o opRec, e backends.Entry, err error) {
+	o.Ret = true
+	o.Value = ""
+	var ce *backends.ConflictError
+	switch {
+	case err == nil:
+		o.OK, o.OutRev, o.OutCreate, o.OutValue = true, e.Revision, e.CreateRevision, string(e.Value)
+	case errors.As(err, &ce):
+		c := ce.Current
+		o.Found, o.OutRev, o.OutCreate, o.OutValue = ce.Found, c.Revision, c.CreateRevision, string(c.Value)
+	case o.Kind == "get" && errors.Is(err, backends.ErrNotFound):
+	case errors.Is(err, backends.ErrNotFound):
+		// A conditional write refused for an absent key without a
+		// ConflictError: the key was absent.
+	default:
+		o.Unknown = true
+	}
+	r.j.write(record{Ev: evOp, Worker: r.worker, PID: r.pid, Op: &o})
+}
+
+func (r *recorder) Get(ctx context.Context, key string) (backends.Entry, error) {
+	if !r.watched(key) {
+		return r.Store.Get(ctx, key)
+	}
+	o := r.call(opRec{Kind: "get", Key: key})
+	e, err := r.Store.Get(ctx, key)
+	r.ret(o, e, err)
+	return e, err
+}
+
+func (r *recorder) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	if !r.watched(key) {
+		return r.Store.CreateIfAbsent(ctx, key, value, ttl)
+	}
+	o := r.call(opRec{Kind: "create", Key: key, TTL: int64(ttl), Value: string(value)})
+	e, err := r.Store.CreateIfAbsent(ctx, key, value, ttl)
+	r.ret(o, e, err)
+	return e, err
+}
+
+func (r *recorder) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
+	if !r.watched(key) {
+		return r.Store.CompareAndSet(ctx, key, rev, value, ttl)
+	}
+	o := r.call(opRec{Kind: "cas", Key: key, Rev: rev, TTL: int64(ttl), Value: string(value)})
+	e, err := r.Store.CompareAndSet(ctx, key, rev, value, ttl)
+	r.ret(o, e, err)
+	return e, err
+}
+
+func (r *recorder) CompareAndDelete(ctx context.Context, key string, rev int64) error {
+	if !r.watched(key) {
+		return r.Store.CompareAndDelete(ctx, key, rev)
+	}
+	o := r.call(opRec{Kind: "delete", Key: key, Rev: rev})
+	err := r.Store.CompareAndDelete(ctx, key, rev)
+	r.ret(o, backends.Entry{}, err)
+	return err
+}
+
+func (r *recorder) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
+	if !r.watched(key) {
+		return r.Store.KeepAlive(ctx, key, rev, ttl)
+	}
+	o := r.call(opRec{Kind: "keepalive", Key: key, Rev: rev, TTL: int64(ttl)})
+	e, err := r.Store.KeepAlive(ctx, key, rev, ttl)
+	r.ret(o, e, err)
+	return e, err
+}
+
+func (r *recorder) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
+	w, ok := r.Store.(backends.Watcher)
+	if !ok {
+		return nil, fmt.Errorf("chaos: watch: %w", backends.ErrUnsupported)
+	}
+	return w.Watch(ctx, prefix)
+}
+
+// Txn passes the transaction on. A transaction that writes a claim key is
+// journaled as "txn" only, without its effect: the linearizability check
+// leaves such a key out (see lin.go).
+func (r *recorder) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
+	t, ok := r.Store.(backends.Txner)
+	if !ok {
+		return backends.TxnResult{}, fmt.Errorf("chaos: txn: %w", backends.ErrUnsupported)
+	}
+	for _, op := range ops {
+		if r.watched(op.Key) {
+			r.call(opRec{Kind: "txn", Key: op.Key})
+		}
+	}
+	return t.Txn(ctx, conds, ops)
+}

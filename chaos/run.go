@@ -1,0 +1,223 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// runSpec is one run of a campaign.
+type runSpec struct {
+	Backend  string        `json:"backend"`
+	Seed     uint64        `json:"seed"`
+	Duration time.Duration `json:"duration"`
+	TTL      time.Duration `json:"ttl"`
+	Workers  int           `json:"workers"`
+	Slots    int           `json:"slots"`            // 0: a single claim
+	Broken   string        `json:"broken,omitempty"` // worker 0 misbehaves this way
+	Faults   []fault       `json:"faults"`
+}
+
+// workTime is how long a worker works between checking its term and
+// writing to the fenced resource.
+const workTime = 100 * time.Millisecond
+
+// runEnv is a run in progress.
+type runEnv struct {
+	spec  runSpec
+	dir   string
+	exe   string
+	j     *journal
+	fence *fence
+	be    backend
+
+	mu      sync.Mutex // guards workers and busy
+	workers []*proc
+	busy    []bool // a worker fault holds the worker (stopped, or down until its restart)
+}
+
+func (r *runEnv) startWorker(i int) error {
+	argv := []string{r.exe, "worker",
+		"-store", r.be.url(i),
+		"-id", "w" + strconv.Itoa(i),
+		"-ttl", r.spec.TTL.String(),
+		"-slots", strconv.Itoa(r.spec.Slots),
+		"-fence", r.fence.URL(),
+		"-journal", filepath.Join(r.dir, "journal.jsonl"),
+		"-work", workTime.String(),
+	}
+	if i == 0 && r.spec.Broken != "" {
+		argv = append(argv, "-broken", r.spec.Broken)
+	}
+	p, err := spawn(fmt.Sprintf("w%d", i), filepath.Join(r.dir, "procs.log"), argv, os.Environ())
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.workers[i] = p
+	r.mu.Unlock()
+	return nil
+}
+
+// holder is the index of the worker whose write the fenced resource
+// accepted last, or -1.
+func (r *runEnv) holder() int {
+	l, ok := r.fence.holder(0)
+	if !ok {
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, p := range r.workers {
+		if p != nil && p.pid == l.pid && p.alive() {
+			return i
+		}
+	}
+	return -1
+}
+
+// claim reserves a worker for a worker fault: the holder, or another one
+// (pick chooses), that is up and not held by another worker fault.
+func (r *runEnv) claim(wantHolder bool, pick uint32) (int, *proc, bool) {
+	h := r.holder()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if wantHolder {
+		if h < 0 || r.busy[h] {
+			return 0, nil, false
+		}
+		r.busy[h] = true
+		return h, r.workers[h], true
+	}
+	n := len(r.workers)
+	for k := range n {
+		i := (int(pick) + k) % n
+		if i != h && !r.busy[i] && r.workers[i] != nil && r.workers[i].alive() {
+			r.busy[i] = true
+			return i, r.workers[i], true
+		}
+	}
+	return 0, nil, false
+}
+
+func (r *runEnv) unclaim(i int) {
+	r.mu.Lock()
+	r.busy[i] = false
+	r.mu.Unlock()
+}
+
+// apply starts fault f and returns what ends it.
+func (r *runEnv) apply(f fault) (heal func(), target string, ok bool) {
+	switch f.Kind {
+	case fKill, fTerm:
+		i, p, ok := r.claim(f.Pick%2 == 0, f.Pick/2)
+		if !ok {
+			i, p, ok = r.claim(false, f.Pick/2)
+		}
+		if !ok {
+			return nil, "", false
+		}
+		sig := syscall.SIGKILL
+		if f.Kind == fTerm {
+			sig = syscall.SIGTERM
+		}
+		p.signal(sig)
+		return func() {
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				p.signal(syscall.SIGKILL) // a SIGTERM not obeyed in time
+				<-p.done
+			}
+			if err := r.startWorker(i); err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: restart w%d: %v\n", i, err)
+			}
+			r.unclaim(i)
+		}, fmt.Sprintf("w%d", i), true
+	case fStopShort, fStopLong, fStopFollower:
+		i, p, ok := r.claim(f.Kind != fStopFollower, f.Pick)
+		if ok && f.Kind == fStopLong {
+			// The pause that fencing exists for: the holder is stopped
+			// in the middle of its work, after it checked its term and
+			// before it writes. Its write is accepted, and it is stopped
+			// half its work time later.
+			select {
+			case <-r.fence.nextAccept(p.pid):
+				time.Sleep(workTime / 2)
+			case <-time.After(r.spec.TTL):
+			}
+		}
+		if !ok || !p.signal(syscall.SIGSTOP) {
+			if ok {
+				r.unclaim(i)
+			}
+			return nil, "", false
+		}
+		return func() {
+			p.signal(syscall.SIGCONT)
+			r.unclaim(i)
+		}, fmt.Sprintf("w%d", i), true
+	}
+	return r.be.apply(f, r.holder())
+}
+
+// execute runs the schedule against the run, journaling each fault as it
+// begins and ends, and returns when every fault has ended.
+func (r *runEnv) execute(start time.Time) {
+	var wg sync.WaitGroup
+	for _, f := range r.spec.Faults {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(start.Add(f.At)))
+			heal, target, ok := r.apply(f)
+			if !ok {
+				r.j.write(record{Ev: evFault, Fault: f.N, Kind: f.Kind, Reason: "skipped: no target"})
+				return
+			}
+			r.j.write(record{Ev: evFault, Fault: f.N, Kind: f.Kind, Target: target})
+			time.Sleep(f.Dur)
+			heal()
+			r.j.write(record{Ev: evHeal, Fault: f.N, Kind: f.Kind, Target: target})
+		}()
+	}
+	wg.Wait()
+}
+
+// stopWorkers ends every worker: SIGCONT (in case), SIGTERM, and SIGKILL
+// for one that has not exited after 10 s.
+func (r *runEnv) stopWorkers() {
+	r.mu.Lock()
+	ws := append([]*proc(nil), r.workers...)
+	r.mu.Unlock()
+	for _, p := range ws {
+		if p != nil {
+			p.signal(syscall.SIGCONT)
+			p.signal(syscall.SIGTERM)
+		}
+	}
+	for _, p := range ws {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			p.signal(syscall.SIGKILL)
+			<-p.done
+		}
+	}
+}
+
+func (r *runEnv) writeSpec() error {
+	b, err := json.MarshalIndent(r.spec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(r.dir, "spec.json"), b, 0o644)
+}
