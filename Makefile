@@ -6,6 +6,9 @@
 #   make bench    the benchmarks, with allocations
 #   make steady   three etcd candidates on one claim for 30 s, no term change
 #   make demo     the served-indexer demo on the embedded filestore
+#   make chaos    the randomized fault campaign: RUNS runs of DURATION on each
+#                 of BACKENDS (comma-separated); defaults 20, 60s, every backend
+#   make chaos-smoke  one short run per backend, and the broken workers caught
 
 GO        ?= go
 PKGS      ?= ./...
@@ -47,3 +50,22 @@ steady:
 
 demo:
 	$(GO) run ./examples/indexer demo
+
+# The fault campaign (package chaos). Each run's line, a table per backend and
+# "chaos: runs=R violations=V worst-recovery=D" last; a failing run's history
+# is kept under $(CHAOS_OUT) with the seed that replays its schedule.
+RUNS      ?= 20
+DURATION  ?= 60s
+BACKENDS  ?= filestore,etcd,etcd3,kube
+CHAOS_OUT ?= $(or $(TMPDIR),/tmp)/tenure-chaos
+.PHONY: chaos chaos-smoke
+
+chaos:
+	@bin=$$($(APISERVER_BUILD)) || { echo "make chaos: building the test kube-apiserver failed" >&2; exit 1; }; \
+	bin=$$(printf '%s\n' "$$bin" | tail -n 1); \
+	TENURE_KUBE_APISERVER="$$bin" $(GO) run ./chaos -runs $(RUNS) -duration $(DURATION) -backends $(BACKENDS) -out $(CHAOS_OUT)
+
+chaos-smoke:
+	@bin=$$($(APISERVER_BUILD)) || { echo "make chaos-smoke: building the test kube-apiserver failed" >&2; exit 1; }; \
+	bin=$$(printf '%s\n' "$$bin" | tail -n 1); \
+	TENURE_KUBE_APISERVER="$$bin" $(GO) test -race -count=1 -run 'TestSmoke|TestBrokenWorkersAreCaught' ./chaos

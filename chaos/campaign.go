@@ -28,6 +28,7 @@ type campaignConfig struct {
 	out      string
 	keep     bool
 	broken   string
+	kinds    []string // fault kinds to draw from; empty: all the backend has
 	exe      string
 }
 
@@ -46,7 +47,8 @@ func campaignFlags(args []string) (campaignConfig, error) {
 	fs.IntVar(&c.slots, "slots", 0, "compete for a slot group of this size instead of one claim")
 	fs.StringVar(&c.out, "out", filepath.Join(os.TempDir(), "tenure-chaos"), "where run histories are written")
 	fs.BoolVar(&c.keep, "keep", false, "keep the history of runs that passed too")
-	fs.StringVar(&c.broken, "broken", "", "make worker 0 misbehave (late, notoken, release): the campaign must fail")
+	fs.StringVar(&c.broken, "broken", "", "make the workers misbehave (late, notoken, release): the campaign must fail")
+	ks := fs.String("kinds", "", "comma-separated fault kinds to draw from (default: all the backend supports)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -63,6 +65,9 @@ func campaignFlags(args []string) (campaignConfig, error) {
 			return c, fmt.Errorf("chaos: unknown backend %q (have %s)", b, strings.Join(allBackends, ", "))
 		}
 		c.backends = append(c.backends, b)
+	}
+	if *ks != "" {
+		c.kinds = strings.Split(*ks, ",")
 	}
 	if c.workers < 3 || c.runs < 1 || len(c.backends) == 0 {
 		return c, errors.New("chaos: need -workers >= 3, -runs >= 1 and a backend")
@@ -113,9 +118,7 @@ func runCampaign(args []string, out io.Writer) (ok bool, err error) {
 			t.add(res)
 			total++
 			fmt.Fprintf(out, "run %d/%d %s seed=%d %s\n", i+1, c.runs, b, seed, res.line())
-			for _, v := range res.Violations {
-				fmt.Fprintf(out, "    VIOLATION %s: %s\n", v.Check, v.Detail)
-			}
+			printViolations(out, res.Violations)
 			if len(res.Violations) > 0 {
 				fmt.Fprintf(out, "    history kept in %s (replay: -seed %d -runs 1 -backends %s)\n", dir, seed, b)
 			}
@@ -132,7 +135,7 @@ func runCampaign(args []string, out io.Writer) (ok bool, err error) {
 		v += t.violations
 		worst = max(worst, t.worst)
 	}
-	fmt.Fprintf(out, "chaos: runs=%d violations=%d worst-recovery=%v\n", total, v, worst.Round(time.Millisecond))
+	fmt.Fprintf(out, "chaos: runs=%d violations=%d worst-recovery=%s\n", total, v, fmtRecovery(worst))
 	return v == 0, nil
 }
 
@@ -159,10 +162,7 @@ func (r result) line() string {
 		nf += n
 	}
 	sort.Strings(kinds)
-	rec := "-"
-	if r.Recovery >= 0 {
-		rec = r.Recovery.Round(time.Millisecond).String()
-	}
+	rec := fmtRecovery(r.Recovery)
 	lin := fmt.Sprintf("lin=%d-ops", r.LinOps)
 	if r.LinNote != "" {
 		lin += "(" + r.LinNote + ")"
@@ -192,7 +192,7 @@ func printTable(out io.Writer, order []string, ts map[string]*tally) {
 				fs = append(fs, fmt.Sprintf("%s:%d", k, t.faults[k]))
 			}
 		}
-		fmt.Fprintf(out, "%-10s %5d %10d %9d %9d %7d %9d %12v %s\n", b, t.runs, t.violations, t.accepted, t.rejected, t.stale, t.linOps, t.worst.Round(time.Millisecond), strings.Join(fs, " "))
+		fmt.Fprintf(out, "%-10s %5d %10d %9d %9d %7d %9d %12s %s\n", b, t.runs, t.violations, t.accepted, t.rejected, t.stale, t.linOps, fmtRecovery(t.worst), strings.Join(fs, " "))
 	}
 }
 
@@ -222,7 +222,7 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 	}
 	r := &runEnv{
 		spec: runSpec{Backend: b, Seed: seed, Duration: c.duration, TTL: c.ttl, Workers: c.workers, Slots: c.slots, Broken: c.broken,
-			Faults: schedule(seed, be.kinds(), c.duration, c.ttl)},
+			Faults: schedule(seed, pickKinds(be.kinds(), c.kinds), c.duration, c.ttl)},
 		dir: dir, exe: c.exe, j: j, fence: f, be: be,
 		workers: make([]*proc, c.workers), busy: make([]bool, c.workers),
 	}
@@ -270,4 +270,51 @@ func startBackend(c campaignConfig, api *toxiproxy.ApiServer, b, dir string, see
 		return startKube(api, c.exe, dir, name, c.workers)
 	}
 	return nil, fmt.Errorf("unknown backend %q", b)
+}
+
+// pickKinds is the kinds the backend has, restricted to want if want is
+// not empty.
+func pickKinds(has, want []string) []string {
+	if len(want) == 0 {
+		return has
+	}
+	var out []string
+	for _, k := range has {
+		for _, w := range want {
+			if k == strings.TrimSpace(w) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// printViolations prints the first few violations of each check and how
+// many more there were; the run's history has them all.
+func printViolations(out io.Writer, vs []violation) {
+	const show = 3
+	seen := map[string]int{}
+	for _, v := range vs {
+		seen[v.Check]++
+		if seen[v.Check] <= show {
+			fmt.Fprintf(out, "    VIOLATION %s: %s\n", v.Check, v.Detail)
+		}
+	}
+	for check, n := range seen {
+		if n > show {
+			fmt.Fprintf(out, "    VIOLATION %s: ... and %d more like it\n", check, n-show)
+		}
+	}
+}
+
+// fmtRecovery shows a recovery time: "-" when there was no fault to
+// recover from, "none" when nobody acted after the last one.
+func fmtRecovery(d time.Duration) string {
+	switch {
+	case d == never:
+		return "none"
+	case d < 0:
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
 }

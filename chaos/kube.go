@@ -1,11 +1,268 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
+// envAPIServer names the variable that holds the kube-apiserver binary's
+// path, as for the kube backend's tests (make kube-apiserver builds it).
+const envAPIServer = "TENURE_KUBE_APISERVER"
+
+// kubeNamespace is where the workers' Lease objects live.
+const kubeNamespace = "chaos"
+
+// kubeBackend is a real kube-apiserver process over an etcd server process
+// of its own. Each worker reaches the API server through a proxy of its
+// own; the faults that concern the backend pause or kill the API server.
+type kubeBackend struct {
+	etcd    *etcdBackend
+	bin     string
+	dir     string
+	addr    string // the API server's host:port
+	token   string
+	logPath string
+	clients *proxies
+
+	mu  sync.Mutex // guards api
+	api *proc      // the running API server process
+}
+
+func (b *kubeBackend) apiProc() *proc {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.api
+}
+
 func startKube(api *toxiproxy.ApiServer, exe, dir, name string, workers int) (backend, error) {
-	return nil, errors.New("kube: not yet")
+	bin := os.Getenv(envAPIServer)
+	if bin == "" {
+		return nil, fmt.Errorf("kube: %s is not set (make kube-apiserver builds the binary and prints its path)", envAPIServer)
+	}
+	e, err := startEtcd(api, exe, dir, name+"-etcd", 1, 0)
+	if err != nil {
+		return nil, err
+	}
+	b := &kubeBackend{etcd: e, bin: bin, dir: filepath.Join(dir, "kube"), logPath: filepath.Join(dir, "kube-apiserver.log")}
+	if err := b.credentials(); err != nil {
+		b.close()
+		return nil, err
+	}
+	if b.addr, err = freeAddr(); err != nil {
+		b.close()
+		return nil, err
+	}
+	if err := b.start(); err != nil {
+		b.close()
+		return nil, err
+	}
+	if b.clients, err = newProxies(api, name, workers, []string{b.addr}); err != nil {
+		b.close()
+		return nil, err
+	}
+	for w := range workers {
+		if err := b.kubeconfig(w); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	if err := b.namespace(); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *kubeBackend) credentials() error {
+	if err := os.MkdirAll(filepath.Join(b.dir, "certs"), 0o755); err != nil {
+		return err
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	tok := make([]byte, 16)
+	if _, err := rand.Read(tok); err != nil {
+		return err
+	}
+	b.token = hex.EncodeToString(tok)
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	if err := os.WriteFile(filepath.Join(b.dir, "sa.key"), keyPEM, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.dir, "tokens.csv"), []byte(b.token+",chaos-admin,uid-admin,system:masters\n"), 0o600)
+}
+
+// start starts the API server and waits until /readyz answers.
+func (b *kubeBackend) start() error {
+	_, port, _ := net.SplitHostPort(b.addr)
+	args := []string{b.bin,
+		"--etcd-servers=http://" + b.etcd.members[0].client,
+		"--etcd-prefix=/chaos",
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + port,
+		"--cert-dir=" + filepath.Join(b.dir, "certs"),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + filepath.Join(b.dir, "sa.key"),
+		"--service-account-signing-key-file=" + filepath.Join(b.dir, "sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--token-auth-file=" + filepath.Join(b.dir, "tokens.csv"),
+		"--authorization-mode=AlwaysAllow",
+		"--endpoint-reconciler-type=none",
+		"--shutdown-watch-termination-grace-period=1s",
+	}
+	p, err := spawn("kube-apiserver", b.logPath, args, os.Environ())
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.api = p
+	b.mu.Unlock()
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		// Only to ask /readyz before the workers, which check the
+		// server's certificate, connect.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return errors.New("kube: kube-apiserver exited before it was ready (see kube-apiserver.log)")
+		case <-time.After(100 * time.Millisecond):
+		}
+		req, _ := http.NewRequest(http.MethodGet, "https://"+b.addr+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+b.token)
+		resp, err := client.Do(req)
+		if err != nil {
+			continue
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return nil
+		}
+	}
+	return errors.New("kube: kube-apiserver not ready after 90s")
+}
+
+func (b *kubeBackend) kubeconfigPath(w int) string {
+	return filepath.Join(b.dir, fmt.Sprintf("kubeconfig-w%d", w))
+}
+
+// kubeconfig writes worker w's kubeconfig, pointing at its proxy.
+func (b *kubeBackend) kubeconfig(w int) error {
+	ca, err := os.ReadFile(filepath.Join(b.dir, "certs", "apiserver.crt"))
+	if err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: chaos
+  cluster:
+    server: https://%s
+    certificate-authority-data: %s
+users:
+- name: chaos-admin
+  user:
+    token: %s
+contexts:
+- name: chaos
+  context:
+    cluster: chaos
+    user: chaos-admin
+current-context: chaos
+`, b.clients.addrs(w)[0], base64.StdEncoding.EncodeToString(ca), b.token)
+	return os.WriteFile(b.kubeconfigPath(w), []byte(cfg), 0o600)
+}
+
+func (b *kubeBackend) namespace() error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", b.kubeconfigPath(0))
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubeNamespace}}, metav1.CreateOptions{})
+	return err
+}
+
+func (b *kubeBackend) kinds() []string {
+	return append(append([]string(nil), workerKinds...), fLatency, fPartition, fServerPause, fServerKill)
+}
+
+func (b *kubeBackend) url(w int) string {
+	return "kube://" + kubeNamespace + "?kubeconfig=" + b.kubeconfigPath(w)
+}
+
+func (b *kubeBackend) apply(f fault, holder int) (func(), string, bool) {
+	switch f.Kind {
+	case fLatency, fPartition:
+		w := holder
+		if w < 0 || f.Pick%3 == 0 {
+			w = int(f.Pick/3) % len(b.clients.by)
+		}
+		return netFault(b.clients.by[w], f), fmt.Sprintf("w%d", w), true
+	case fServerPause:
+		p := b.apiProc()
+		if !p.signal(syscall.SIGSTOP) {
+			return nil, "", false
+		}
+		return func() { p.signal(syscall.SIGCONT) }, "kube-apiserver", true
+	case fServerKill:
+		p := b.apiProc()
+		if !p.signal(syscall.SIGKILL) {
+			return nil, "", false
+		}
+		<-p.done
+		return func() {
+			if err := b.start(); err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: restart kube-apiserver: %v\n", err)
+			}
+		}, "kube-apiserver", true
+	}
+	return nil, "", false
+}
+
+func (b *kubeBackend) close() {
+	if b.clients != nil {
+		b.clients.close()
+	}
+	if p := b.apiProc(); p != nil {
+		p.signal(syscall.SIGCONT)
+		p.signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			p.signal(syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	b.etcd.close()
 }

@@ -19,7 +19,7 @@ type runSpec struct {
 	TTL      time.Duration `json:"ttl"`
 	Workers  int           `json:"workers"`
 	Slots    int           `json:"slots"`            // 0: a single claim
-	Broken   string        `json:"broken,omitempty"` // worker 0 misbehaves this way
+	Broken   string        `json:"broken,omitempty"` // every worker misbehaves this way
 	Faults   []fault       `json:"faults"`
 }
 
@@ -51,7 +51,7 @@ func (r *runEnv) startWorker(i int) error {
 		"-journal", filepath.Join(r.dir, "journal.jsonl"),
 		"-work", workTime.String(),
 	}
-	if i == 0 && r.spec.Broken != "" {
+	if r.spec.Broken != "" {
 		argv = append(argv, "-broken", r.spec.Broken)
 	}
 	p, err := spawn(fmt.Sprintf("w%d", i), filepath.Join(r.dir, "procs.log"), argv, os.Environ())

@@ -48,6 +48,9 @@ func schedule(seed uint64, kinds []string, d, ttl time.Duration) []fault {
 	}
 	start, end := ttl, d-ttl-2*time.Second
 	var out []fault
+	if len(kinds) == 0 {
+		return nil
+	}
 	for at := start + between(0, 1); at < end; at += between(0.3, 1.5) {
 		f := fault{N: len(out) + 1, At: at, Kind: kinds[r.IntN(len(kinds))], Pick: r.Uint32()}
 		switch f.Kind {

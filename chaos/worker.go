@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,7 +26,7 @@ const (
 	brokenNone    = ""
 	brokenLate    = "late"    // keeps acting for a TTL after its term ended
 	brokenNoToken = "notoken" // writes with a token it was not granted
-	brokenRelease = "release" // returns from OnElected with its work still running
+	brokenRelease = "release" // at shutdown, releases the claim first and drains its work after
 )
 
 // workerConfig is what a worker process is told by its flags.
@@ -83,7 +84,8 @@ func runWorker(args []string) error {
 		return err
 	}
 	defer j.Close()
-	w := &worker{cfg: c, j: j, pid: os.Getpid(), http: &http.Client{Timeout: 5 * time.Second}}
+	w := &worker{cfg: c, j: j, pid: os.Getpid(), http: &http.Client{Timeout: 5 * time.Second}, shutdown: ctx.Done()}
+	defer w.work.Wait()
 	j.write(record{Ev: evStart, Worker: c.id, PID: w.pid})
 
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -119,10 +121,12 @@ func runWorker(args []string) error {
 }
 
 type worker struct {
-	cfg  workerConfig
-	j    *journal
-	pid  int
-	http *http.Client
+	cfg      workerConfig
+	j        *journal
+	pid      int
+	http     *http.Client
+	shutdown <-chan struct{} // closed when the process was told to stop
+	work     sync.WaitGroup  // work that outlives OnElected (brokenRelease)
 }
 
 // lead is OnElected: the leader's work.
@@ -130,11 +134,31 @@ func (w *worker) lead(ctx context.Context, t elector.Term) {
 	w.j.write(record{Ev: evElected, Worker: w.cfg.id, PID: w.pid, Tok: t.Token, Slot: t.Slot})
 	switch w.cfg.broken {
 	case brokenRelease:
-		// The work outlives the callback: the claim is released under it.
-		go w.actUntil(context.WithoutCancel(ctx), t, 2*w.cfg.ttl)
+		// The work runs beside the callback, which returns as soon as the
+		// term ends; the process drains the work only after the elector
+		// has stopped, so at shutdown the claim is released under it.
+		w.work.Add(1)
+		go func() {
+			defer w.work.Done()
+			for {
+				now := monoNow()
+				select {
+				case <-w.shutdown:
+					w.actUntil(context.WithoutCancel(ctx), t, w.cfg.ttl)
+					return
+				default:
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				w.act(now, t)
+			}
+		}()
+		<-ctx.Done()
 	case brokenLate:
 		// It acts on for a TTL after its term has ended.
-		w.actUntil(context.WithoutCancel(ctx), t, time.Until(t.Deadline)+w.cfg.ttl)
+		w.actWhile(ctx, t)
+		w.actUntil(context.WithoutCancel(ctx), t, w.cfg.ttl)
 	default:
 		w.actWhile(ctx, t)
 	}

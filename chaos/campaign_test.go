@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// campaign runs a short campaign with args and returns whether it passed
+// and what it printed.
+func campaign(t *testing.T, args ...string) (bool, string) {
+	t.Helper()
+	var out strings.Builder
+	ok, err := runCampaign(append([]string{"-out", t.TempDir(), "-seed", "1"}, args...), &out)
+	if err != nil {
+		t.Fatalf("runCampaign(%q): %v\n%s", args, err, out.String())
+	}
+	t.Logf("runCampaign(%q):\n%s", args, out.String())
+	return ok, out.String()
+}
+
+var lastLine = regexp.MustCompile(`(?m)^chaos: runs=(\d+) violations=(\d+) worst-recovery=\S+\n\z`)
+
+// TestBrokenWorkersAreCaught runs the campaign against workers broken on
+// purpose, each in a way the elector's users are warned against, and
+// checks that the checker names what went wrong.
+func TestBrokenWorkersAreCaught(t *testing.T) {
+	for _, tc := range []struct {
+		broken, kinds, want string
+	}{
+		// Keeps acting for a TTL after its term ended: after a pause
+		// longer than the TTL, it acts beside the new holder.
+		{brokenLate, fStopLong, "VIOLATION overlap"},
+		// Writes with a token its term did not give it.
+		{brokenNoToken, fStopFollower, "VIOLATION token"},
+		// Stops its elector at SIGTERM, which releases the claim, and
+		// drains its work after: the next holder acts beside that work.
+		{brokenRelease, fTerm, "VIOLATION overlap"},
+	} {
+		t.Run(tc.broken, func(t *testing.T) {
+			t.Parallel()
+			ok, out := campaign(t, "-runs", "1", "-duration", "8s", "-ttl", "1s", "-backends", "filestore",
+				"-broken", tc.broken, "-kinds", tc.kinds)
+			if ok {
+				t.Errorf("campaign with %s workers passed; want it to fail", tc.broken)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("campaign with %s workers: output lacks %q", tc.broken, tc.want)
+			}
+			if m := lastLine.FindStringSubmatch(out); m == nil || m[2] == "0" {
+				t.Errorf("last line of the output does not report violations: %q", out[strings.LastIndex(strings.TrimSuffix(out, "\n"), "\n")+1:])
+			}
+		})
+	}
+}
+
+// TestSmoke runs one short run per backend with honest workers and every
+// fault the backend has; it must pass. The kube run needs the test
+// kube-apiserver (make test builds it); without it, it is skipped, or
+// fails under CI.
+func TestSmoke(t *testing.T) {
+	for _, b := range allBackends {
+		t.Run(b, func(t *testing.T) {
+			if b == "kube" && os.Getenv(envAPIServer) == "" {
+				if os.Getenv("CI") != "" {
+					t.Fatalf("%s is not set", envAPIServer)
+				}
+				t.Skipf("%s is not set; make test builds the kube-apiserver", envAPIServer)
+			}
+			ok, out := campaign(t, "-runs", "1", "-duration", "12s", "-backends", b)
+			if !ok {
+				t.Errorf("smoke run on %s failed:\n%s", b, out)
+			}
+			if m := lastLine.FindStringSubmatch(out); m == nil || m[1] != "1" || m[2] != "0" {
+				t.Errorf("last line is not \"chaos: runs=1 violations=0 worst-recovery=...\":\n%s", out)
+			}
+		})
+	}
+}
