@@ -238,8 +238,14 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 			return res, dir, err
 		}
 	}
-	r.execute(start)
-	time.Sleep(time.Until(start.Add(c.duration)))
+	// A heal can end late (a restarted server slow to be ready): the run
+	// goes on long enough after it for the recovery to be measured.
+	lastHeal := r.execute(start)
+	end := start.Add(c.duration)
+	if t := lastHeal.Add(c.ttl + 2*time.Second); t.After(end) {
+		end = t
+	}
+	time.Sleep(time.Until(end))
 	r.stopWorkers()
 	be.close()
 	_ = f.Close()

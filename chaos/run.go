@@ -167,9 +167,14 @@ func (r *runEnv) apply(f fault) (heal func(), target string, ok bool) {
 }
 
 // execute runs the schedule against the run, journaling each fault as it
-// begins and ends, and returns when every fault has ended.
-func (r *runEnv) execute(start time.Time) {
-	var wg sync.WaitGroup
+// begins and ends, and returns when every fault has ended, with the time
+// the last one did.
+func (r *runEnv) execute(start time.Time) time.Time {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		last time.Time
+	)
 	for _, f := range r.spec.Faults {
 		wg.Add(1)
 		go func() {
@@ -184,9 +189,13 @@ func (r *runEnv) execute(start time.Time) {
 			time.Sleep(f.Dur)
 			heal()
 			r.j.write(record{Ev: evHeal, Fault: f.N, Kind: f.Kind, Target: target})
+			mu.Lock()
+			last = time.Now()
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	return last
 }
 
 // stopWorkers ends every worker: SIGCONT (in case), SIGTERM, and SIGKILL

@@ -73,7 +73,13 @@ func schedule(seed uint64, kinds []string, d, ttl time.Duration) []fault {
 		case fIsolate:
 			f.Dur = between(1, 3)
 		}
-		f.Dur = min(f.Dur, end-at)
+		if f.Dur > end-at {
+			f.Dur = end - at
+			if f.Kind == fStopLong && f.Dur < ttl*3/2 {
+				// Too near the end to outlast the TTL: a short stop.
+				f.Kind, f.Dur = fStopShort, min(f.Dur, ttl*7/10)
+			}
+		}
 		out = append(out, f)
 	}
 	return out
