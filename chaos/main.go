@@ -18,8 +18,47 @@
 // The subcommands "worker" and "server" are the processes the campaign
 // starts; they are not meant to be run by hand.
 //
-// What it checks, and the assumptions it rests on (one host, one
-// CLOCK_MONOTONIC), are written at the top of check.go and lin.go.
+// # A run
+//
+// The driver starts the backend (filestore: a directory; etcd: one etcd
+// server process; etcd3: three, each member's peer port behind a proxy;
+// kube: a kube-apiserver process over an etcd server process), a fenced
+// resource (an HTTP server in the driver that accepts a write for a slot
+// only if its token is at least the highest it accepted there), and
+// -workers worker processes. Each worker opens its store from a URL
+// (package storeurl), through a toxiproxy proxy of its own for the network
+// backends, and runs an elector (over a slot group with -slots). While it
+// leads it acts in a loop: it reads CLOCK_MONOTONIC, checks its term,
+// journals the act, works for 100 ms, and writes to the resource with its
+// token. The schedule, drawn from the run's seed, starts faults from one
+// TTL in until TTL + 2 s before the end, often several at once:
+//
+//	kill, term       SIGKILL or SIGTERM of the holder or another worker; restarted later
+//	stop-short       SIGSTOP of the holder for 0.2 to 0.7 TTL, then SIGCONT
+//	stop-long        SIGSTOP of the holder for 1.5 to 2.5 TTL, sent half-way through
+//	                 its work (after its check, before its write)
+//	stop-follower    SIGSTOP of a worker that does not hold the claim
+//	latency          100 to 800 ms (at a 2 s TTL) each way between a worker and the backend
+//	partition        a worker cut off the backend: traffic dropped, or connections
+//	                 reset and refused
+//	server-pause     SIGSTOP of an etcd member or of the kube-apiserver
+//	server-kill      SIGKILL of an etcd member or of the kube-apiserver, restarted
+//	                 on the same port and data
+//	isolate          (etcd3) the peer traffic sent to one member is dropped: it
+//	                 hears its peers but is not heard (a one-way partition)
+//
+// # What it does not do
+//
+//   - It injects no disk faults (slow or full disk) into the filestore: that
+//     needs privileges (a device mapper, a small mounted file system) that CI
+//     lacks.
+//   - A seed replays a schedule, not an interleaving: which process is "the
+//     holder" when a fault starts depends on the run.
+//   - Every process runs on one host, which is what lets the checker compare
+//     instants journaled by different processes (see check.go).
+//   - The linearizability check leaves out a claim key written by a
+//     transaction (slot groups on etcd), whose history the journal does not
+//     capture completely (see lin.go).
 package main
 
 import (
