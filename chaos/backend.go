@@ -29,15 +29,27 @@ type backend interface {
 	close()
 }
 
-// freeAddr returns a loopback address with a port the kernel just handed
-// out. Servers are given fixed ports so that a restart keeps its address.
-func freeAddr() (string, error) {
+// reserve returns a loopback address with a port the kernel just handed
+// out, and the listener that holds it until release is called. Servers
+// are given fixed ports so that a restart keeps its address; holding the
+// port until just before the server starts keeps the proxies started in
+// between from being given it.
+func reserve() (addr string, release func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	return ln.Addr().String(), func() { _ = ln.Close() }, nil
+}
+
+// freeAddr is reserve for a port used at once.
+func freeAddr() (string, error) {
+	addr, release, err := reserve()
 	if err != nil {
 		return "", err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	release()
+	return addr, nil
 }
 
 // fileBackend is a filestore in one directory. It has no server and no
@@ -207,11 +219,26 @@ type etcdBackend struct {
 
 func startEtcd(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int) (*etcdBackend, error) {
 	b := &etcdBackend{prefix: "chaos"}
-	var initial []string
+	var (
+		initial  []string
+		releases []func()
+	)
+	defer func() { // on the error paths
+		for _, r := range releases {
+			r()
+		}
+	}()
 	for i := range n {
-		client, err1 := freeAddr()
-		peer, err2 := freeAddr()
+		client, r1, err1 := reserve()
+		if err1 == nil {
+			releases = append(releases, r1)
+		}
+		peer, r2, err2 := reserve()
+		if err2 == nil {
+			releases = append(releases, r2)
+		}
 		if err := errors.Join(err1, err2); err != nil {
+			b.close()
 			return nil, err
 		}
 		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("etcd%d", i)),
@@ -225,12 +252,21 @@ func startEtcd(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int) 
 			b.peers = append(b.peers, px)
 			m.advPeer = px.Listen
 		}
+		// Fresh: a failed start before this one may have left a member
+		// of another cluster there.
+		if err := os.RemoveAll(m.dir); err != nil {
+			return nil, err
+		}
 		if err := os.MkdirAll(m.dir, 0o755); err != nil {
 			return nil, err
 		}
 		initial = append(initial, fmt.Sprintf("%s=http://%s", m.name, m.advPeer))
 		b.members = append(b.members, m)
 	}
+	for _, r := range releases {
+		r()
+	}
+	releases = nil
 	for _, m := range b.members {
 		m.cluster = strings.Join(initial, ",")
 		if err := m.start(); err != nil {

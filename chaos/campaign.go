@@ -216,9 +216,17 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 		return res, dir, err
 	}
 	defer f.Close()
-	be, err := startBackend(c, api, b, dir, seed)
-	if err != nil {
-		return res, dir, err
+	// A port picked free can be taken by another process before the
+	// server binds it: try again, on fresh ports.
+	var be backend
+	for try := 1; ; try++ {
+		if be, err = startBackend(c, api, b, dir, seed); err == nil {
+			break
+		}
+		if try == 3 {
+			return res, dir, err
+		}
+		fmt.Fprintf(os.Stderr, "chaos: %s seed %d: starting the backend: %v; trying again\n", b, seed, err)
 	}
 	r := &runEnv{
 		spec: runSpec{Backend: b, Seed: seed, Duration: c.duration, TTL: c.ttl, Workers: c.workers, Slots: c.slots, Broken: c.broken,
