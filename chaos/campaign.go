@@ -120,7 +120,8 @@ func runCampaign(args []string, out io.Writer) (ok bool, err error) {
 			fmt.Fprintf(out, "run %d/%d %s seed=%d %s\n", i+1, c.runs, b, seed, res.line())
 			printViolations(out, res.Violations)
 			if len(res.Violations) > 0 {
-				fmt.Fprintf(out, "    history kept in %s (replay: -seed %d -runs 1 -backends %s)\n", dir, seed, b)
+				fmt.Fprintf(out, "    history kept in %s (replay: -seed %d -runs 1 -backends %s -duration %v -ttl %v -workers %d -slots %d)\n",
+					dir, seed, b, c.duration, c.ttl, c.workers, c.slots)
 			}
 		}
 		if t.longPauses >= 3 && t.stale == 0 {
