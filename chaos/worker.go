@@ -144,7 +144,7 @@ func (w *worker) lead(ctx context.Context, t elector.Term) {
 				now := monoNow()
 				select {
 				case <-w.shutdown:
-					w.actUntil(context.WithoutCancel(ctx), t, w.cfg.ttl)
+					w.actUntil(t, w.cfg.ttl)
 					return
 				default:
 				}
@@ -158,7 +158,7 @@ func (w *worker) lead(ctx context.Context, t elector.Term) {
 	case brokenLate:
 		// It acts on for a TTL after its term has ended.
 		w.actWhile(ctx, t)
-		w.actUntil(context.WithoutCancel(ctx), t, w.cfg.ttl)
+		w.actUntil(t, w.cfg.ttl)
 	default:
 		w.actWhile(ctx, t)
 	}
@@ -179,7 +179,7 @@ func (w *worker) actWhile(ctx context.Context, t elector.Term) {
 }
 
 // actUntil acts for d whatever the term says: a broken worker.
-func (w *worker) actUntil(_ context.Context, t elector.Term, d time.Duration) {
+func (w *worker) actUntil(t elector.Term, d time.Duration) {
 	end := monoNow() + int64(d)
 	for now := monoNow(); now < end; now = monoNow() {
 		w.act(now, t)
