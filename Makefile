@@ -53,17 +53,18 @@ demo:
 
 # The fault campaign (package chaos). Each run's line, a table per backend and
 # "chaos: runs=R violations=V worst-recovery=D" last; a failing run's history
-# is kept under $(CHAOS_OUT) with the seed that replays its schedule.
+# is kept (under $$TMPDIR/tenure-chaos unless CHAOS_OUT names a directory) with
+# the seed that replays its schedule.
 RUNS      ?= 20
 DURATION  ?= 60s
 BACKENDS  ?= filestore,etcd,etcd3,kube
-CHAOS_OUT ?= $(or $(TMPDIR),/tmp)/tenure-chaos
+CHAOS_OUT ?=
 .PHONY: chaos chaos-smoke
 
 chaos:
 	@bin=$$($(APISERVER_BUILD)) || { echo "make chaos: building the test kube-apiserver failed" >&2; exit 1; }; \
 	bin=$$(printf '%s\n' "$$bin" | tail -n 1); \
-	TENURE_KUBE_APISERVER="$$bin" $(GO) run ./chaos -runs $(RUNS) -duration $(DURATION) -backends $(BACKENDS) -out $(CHAOS_OUT)
+	TENURE_KUBE_APISERVER="$$bin" $(GO) run ./chaos -runs $(RUNS) -duration $(DURATION) -backends $(BACKENDS) $(if $(CHAOS_OUT),-out $(CHAOS_OUT))
 
 chaos-smoke:
 	@bin=$$($(APISERVER_BUILD)) || { echo "make chaos-smoke: building the test kube-apiserver failed" >&2; exit 1; }; \
