@@ -1,5 +1,7 @@
 package filestore
 
+import "time"
+
 // step names a point in a write at which the crash tests stop a writer.
 type step string
 
@@ -21,3 +23,7 @@ func atStep(s step) {
 		h(s)
 	}
 }
+
+// lockHeldHook is nil in production. A benchmark sets it, before it opens a
+// store, to learn how long each conditional write held its key's lock.
+var lockHeldHook func(time.Duration)

@@ -411,6 +411,10 @@ func (s *Store) update(ctx context.Context, op, key string, decide func(state) (
 	if err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: %s %q: %w", op, key, fsError(err))
 	}
+	if h := lockHeldHook; h != nil {
+		start := time.Now()
+		defer func() { h(time.Since(start)) }()
+	}
 	defer l.unlock()
 
 	r, found, err := s.readKey(key)
