@@ -12,16 +12,40 @@
 // Each key has one canonical file, named after the key (base32hex of the
 // key, or a SHA-256 of keys over 150 bytes; the full key is stored inside
 // and checked on every read). That file is the key's serialization point. A
-// write takes the key's operation lock, reads the file, checks the
-// condition, writes the new content to a temp file in the same directory,
-// fsyncs it, renames it over the canonical file and fsyncs the directory.
+// write has three parts:
+//
+//  1. Without any lock, it reads the file, checks the condition, writes the
+//     new content to a temp file of its own in the same directory and
+//     fsyncs it.
+//  2. Under the key's operation lock, it reads the file again and checks
+//     the condition again on what it reads. If the file is byte for byte
+//     the one it decided on, it renames the temp file over it. If the file
+//     changed meanwhile, it lets go of the lock, removes its temp file and
+//     starts over (a few times, then it gives up with a transient error); a
+//     condition that no longer holds is a conflict, as usual.
+//  3. After letting go of the lock, it fsyncs the directory, and only then
+//     returns.
+//
+// So the lock covers two reads of one small file, a comparison and a rename:
+// microseconds, never an fsync. Renames happen only under the lock and only
+// onto the state they were decided on, which makes the writes of a key one
+// sequence in which each write's condition held when it took effect. The
+// directory fsync after the lock may find a later writer's rename already
+// done; it then makes that newer state durable (whose file keeps this
+// write's state in its history), never an older one, since a directory
+// fsync persists every rename done in the directory before it. Readers and
+// other writers may see a state before its writer's directory fsync has
+// returned (readers always could); a crash then may lose that state, whose
+// writer was never told it succeeded, or keep it.
 //
 // The operation lock is an OFD lock (fcntl F_OFD_SETLK) on one byte of the
 // store's lock file, chosen by a hash of the key, taken through a descriptor
 // of its own for every operation. The kernel releases it when the holder
 // closes it or dies, so a crashed process never leaves a key locked, and two
 // goroutines or two Store values of one process exclude each other exactly
-// like two processes do.
+// like two processes do. A writer also holds an OFD lock on its own temp
+// file from creating it until renaming or removing it, which tells a live
+// writer's temp file from a dead one's.
 //
 // # Guarantees
 //
@@ -53,8 +77,11 @@
 //     key's file belongs is an error wrapping [backends.ErrCorrupt] (a
 //     [*CorruptFileError] naming the file), never "absent".
 //   - Temp files of writers that died are removed by Open, and by List when
-//     it comes across them. A temp file is removed only once its key's lock
-//     can be taken, so a live writer's temp file is never touched.
+//     it comes across them. A temp file is removed only under its key's lock
+//     (its name carries the lock's offset) and only once the lock on the
+//     temp file itself can be taken, so a live writer's temp file is never
+//     touched, while one left by a writer that died at any step, prepared
+//     or not, is removed.
 //   - Each key's file keeps its previous states (up to 16, with up to 8 KiB
 //     of their values), written atomically with the current one, so a
 //     watch that reads late still reports every revision in order.
@@ -80,12 +107,22 @@
 // Transient, because the condition can clear or the outcome is unknown: a
 // full disk or quota (ENOSPC, EDQUOT: the write did not happen and the old
 // state is intact), a write whose directory fsync failed after its rename
-// (visible, maybe not durable), a cancelled context, and any other
-// filesystem error. A holder retries a transient error until its deadline
+// (visible, maybe not durable), a write that found its key's file changed by
+// other writers under each of its attempts while its condition still held
+// (nothing written), a cancelled context, and any other filesystem error. A holder retries a transient error until its deadline
 // and no longer, which never extends its leadership. Conflicts are lost.
 //
 // # What it does not promise
 //
+//   - A process stopped while it holds a key's operation lock (SIGSTOP, a
+//     debugger, a frozen cgroup, a paused VM) blocks every other writer of
+//     that key until it continues or dies, however long that is: a claim
+//     whose holder is stopped there cannot be taken over, though its TTL
+//     has passed. Safety holds; liveness for that key does not. The lock is
+//     held only between a write's second read and its rename, microseconds
+//     without any fsync, so a process is rarely stopped inside it; a
+//     process stopped anywhere else in a write, its fsyncs included, blocks
+//     no one (its write then decides again when it continues).
 //   - Nothing on network or distributed filesystems (NFS, SMB, CephFS,
 //     FUSE): their locking, rename and fsync semantics vary, and their
 //     clients do not share a boot id or a clock.

@@ -28,8 +28,8 @@ const (
 
 // lock takes the operation lock at off, waiting while another description
 // holds it. The wait polls (F_OFD_SETLKW would not return on ctx being done)
-// with a short backoff on the real clock: holders keep the lock only for one
-// write and its fsyncs.
+// with a short backoff on the real clock: holders keep the lock only to
+// read a key's file and rename another over it.
 func (s *Store) lock(ctx context.Context, off int64) (*keyLock, error) {
 	fd, err := unix.Open(s.lockPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -37,7 +37,7 @@ func (s *Store) lock(ctx context.Context, off int64) (*keyLock, error) {
 	}
 	wait := lockPollMin
 	for {
-		ok, err := tryLock(fd, off)
+		ok, err := tryLock(fd, unix.F_WRLCK, off)
 		if err != nil {
 			unix.Close(fd)
 			return nil, fmt.Errorf("lock %s at %d: %w", s.lockPath, off, err)
@@ -64,7 +64,7 @@ func (s *Store) tryLockAt(off int64) (*keyLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	ok, err := tryLock(fd, off)
+	ok, err := tryLock(fd, unix.F_WRLCK, off)
 	if err != nil || !ok {
 		unix.Close(fd)
 		return nil, err
@@ -72,8 +72,11 @@ func (s *Store) tryLockAt(off int64) (*keyLock, error) {
 	return &keyLock{fd: fd}, nil
 }
 
-func tryLock(fd int, off int64) (bool, error) {
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: off, Len: 1}
+// tryLock takes an OFD lock of type typ (F_WRLCK or F_RDLCK) on the byte at
+// off of the file open at fd, if no other description holds a conflicting
+// one. It reports whether it took it.
+func tryLock(fd int, typ int16, off int64) (bool, error) {
+	lk := unix.Flock_t{Type: typ, Whence: 0, Start: off, Len: 1}
 	for {
 		err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
 		switch {

@@ -32,6 +32,7 @@ var childRoles = map[string]func() error{
 	"permission": childPermission,
 	"probe":      childProbe,
 	"resumed":    childResumed,
+	"stall":      childStall,
 }
 
 // runChild runs a child role and returns its exit code.

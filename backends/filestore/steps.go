@@ -5,11 +5,13 @@ import "time"
 // step names a point in a write at which the crash tests stop a writer.
 type step string
 
-// The points of a write, in order.
+// The points of a write, in order. The key's operation lock is held from
+// before-rename to after-rename only.
 const (
 	stepBeforeTempWrite step = "before-temp-write"
 	stepAfterTempWrite  step = "after-temp-write"
 	stepAfterTempSync   step = "after-temp-sync"
+	stepBeforeRename    step = "before-rename"
 	stepAfterRename     step = "after-rename"
 	stepBeforeDirSync   step = "before-dir-sync"
 )

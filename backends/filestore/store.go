@@ -219,7 +219,7 @@ func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
 	if err := backends.ValidateKey(key); err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: get: %w", err)
 	}
-	r, found, err := s.readKey(key)
+	_, r, found, err := s.readKey(key)
 	if err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: get %q: %w", key, err)
 	}
@@ -399,93 +399,233 @@ func entryOf(r record, left time.Duration) backends.Entry {
 	}
 }
 
-// update is every conditional write: under key's operation lock it reads the
-// key's file, lets decide compute the next record (or a conflict), and
-// publishes it.
+// maxAttempts bounds how often a write decides again because its key's file
+// changed between its decision and its turn under the lock.
+const maxAttempts = 8
+
+// update is every conditional write. It holds the key's operation lock only
+// for what must be atomic, so that a writer stopped in its slow part (the
+// temp file's fsync, the directory's) blocks no other writer of the key:
+//
+//  1. Without the lock, it reads the key's file and lets decide compute the
+//     next record; it writes that record to a temp file of its own and
+//     fsyncs it (prepare).
+//  2. Under the lock, it reads the file again and decides again on what it
+//     reads, with the clock read under the lock. A conflict is returned
+//     from there, exactly as if the whole write ran under the lock. If the
+//     file is byte for byte the one it decided on, the prepared record is
+//     still the right next state (the same condition holds now; only its
+//     expiry was computed at the earlier reading, which ends it sooner,
+//     never later), and it renames the temp file over the key's file. If the
+//     file changed, it unlocks, drops the temp file and starts over, at most
+//     maxAttempts times.
+//  3. After unlocking, it fsyncs the directory, then returns.
+//
+// Renames happen only under the lock and only onto the state they were
+// decided on, so the key's states form one sequence in which every write's
+// condition held when it took effect: writes are linearizable per key, and
+// revisions never go back. The directory fsync after the unlock may find a
+// later writer's rename already made; it then makes that newer state
+// durable, which holds this write's state among its history, never an older
+// one: a directory fsync persists every rename done in the directory before
+// it, in order.
 func (s *Store) update(ctx context.Context, op, key string, decide func(state) (record, error)) (backends.Entry, error) {
 	if err := s.usable(ctx, op, key); err != nil {
 		return backends.Entry{}, err
 	}
-	off := lockOffset(key)
-	l, err := s.lock(ctx, off)
-	if err != nil {
-		return backends.Entry{}, fmt.Errorf("filestore: %s %q: %w", op, key, fsError(err))
-	}
-	if h := lockHeldHook; h != nil {
-		start := time.Now()
-		defer func() { h(time.Since(start)) }()
-	}
-	defer l.unlock()
-
-	r, found, err := s.readKey(key)
-	if err != nil {
+	fail := func(err error) (backends.Entry, error) {
 		return backends.Entry{}, fmt.Errorf("filestore: %s %q: %w", op, key, err)
 	}
+	off := lockOffset(key)
+	for range maxAttempts {
+		// Decide and prepare without the lock.
+		raw, r, found, err := s.readKey(key)
+		if err != nil {
+			return fail(err)
+		}
+		var tmp *tempFile
+		next, derr := decide(s.stateOf(key, r, found))
+		if derr == nil {
+			next.History = nextHistory(next, r, found)
+			if tmp, err = s.prepare(off, next); err != nil {
+				return fail(err)
+			}
+		}
+
+		// Check and rename under the lock.
+		l, err := s.lock(ctx, off)
+		if err != nil {
+			tmp.discard()
+			return fail(fsError(err))
+		}
+		start := time.Now()
+		done, cur, err := s.commit(key, raw, tmp, decide)
+		l.unlock()
+		if h := lockHeldHook; h != nil {
+			h(time.Since(start))
+		}
+		if err != nil || !done {
+			tmp.discard()
+		}
+		switch {
+		case errors.As(err, new(*backends.ConflictError)):
+			return backends.Entry{}, fmt.Errorf("filestore: %w", err)
+		case err != nil:
+			return fail(err)
+		case !done:
+			if err := ctx.Err(); err != nil {
+				return fail(err)
+			}
+			continue
+		}
+
+		// Make the rename durable before acknowledging it.
+		if err := s.syncDir(stepBeforeDirSync); err != nil {
+			// The new file is in place and visible, but may not survive a
+			// power loss: the outcome is unknown, so the error is transient.
+			return fail(&backends.ClassError{Class: backends.ClassTransient,
+				Err: fmt.Errorf("written but not yet durable: %w", err)})
+		}
+		_, left := s.judge.live(next, cur.now)
+		return entryOf(next, left), nil
+	}
+	// Every attempt found the file changed since its decision: other writers
+	// keep the key busy. Nothing was written.
+	return fail(&backends.ClassError{Class: backends.ClassTransient,
+		Err: fmt.Errorf("key's file changed under %d attempts in a row: %w", maxAttempts, errContended)})
+}
+
+// errContended is why a write gave up on a key other writers kept changing.
+var errContended = errors.New("contended")
+
+// commit is the part of a write done under the key's lock: it reads the
+// key's file and decides again on it (a conflict is returned as the error).
+// If the file is the one the write decided on (raw) and tmp holds the
+// prepared record, it renames tmp over the key's file and done is true.
+// Otherwise done is false and nothing was written.
+func (s *Store) commit(key string, raw []byte, tmp *tempFile, decide func(state) (record, error)) (done bool, cur state, err error) {
+	raw1, r, found, err := s.readKey(key)
+	if err != nil {
+		return false, state{}, err
+	}
+	cur = s.stateOf(key, r, found)
+	// The decision under the lock rules: a conflict now is the write's
+	// outcome, whatever was decided before.
+	if _, err := decide(cur); err != nil {
+		return false, cur, err
+	}
+	if tmp == nil || !bytes.Equal(raw1, raw) {
+		return false, cur, nil
+	}
+	atStep(stepBeforeRename)
+	if err := tmp.renameTo(filepath.Join(s.dir, fileName(key))); err != nil {
+		return false, cur, err
+	}
+	atStep(stepAfterRename)
+	return true, cur, nil
+}
+
+// stateOf is what a write decides on: the key's file as read, judged now.
+func (s *Store) stateOf(key string, r record, found bool) state {
 	cur := state{key: key, rec: r, found: found, now: s.judge.now()}
 	if found {
 		cur.live, cur.left = s.judge.live(r, cur.now)
 	}
-	next, err := decide(cur)
-	if err != nil {
-		return backends.Entry{}, fmt.Errorf("filestore: %w", err)
-	}
-	next.History = nil
-	if found {
-		if next.Revision != r.Revision || next.Deleted != r.Deleted {
-			next.History = history(r) // a new state: the old one joins the history
-		} else {
-			next.History = r.History // a keep-alive: same state, same history
-		}
-	}
-	if err := s.publish(off, fileName(key), next); err != nil {
-		return backends.Entry{}, fmt.Errorf("filestore: %s %q: %w", op, key, err)
-	}
-	_, left := s.judge.live(next, cur.now)
-	return entryOf(next, left), nil
+	return cur
 }
 
-// publish makes r the content of the canonical file name: it writes a temp
-// file in the same directory, syncs it, renames it over name and syncs the
-// directory. Readers see the old file or the new one, never a part of it.
-// The caller holds the operation lock at off.
-func (s *Store) publish(off int64, name string, r record) (err error) {
+// nextHistory is the history the file written for next keeps, given the
+// file r it replaces (if found).
+func nextHistory(next, r record, found bool) []record {
+	switch {
+	case !found:
+		return nil
+	case next.Revision != r.Revision || next.Deleted != r.Deleted:
+		return history(r) // a new state: the old one joins the history
+	default:
+		return r.History // a keep-alive: same state, same history
+	}
+}
+
+// tempFile is a write's prepared record: a temp file in the store directory,
+// written and fsynced, kept open with a write lock on its first byte. The
+// lock tells cleanTemps that its writer is alive (see cleanTemps).
+type tempFile struct {
+	f    *os.File
+	path string
+}
+
+// prepare writes r to a fresh temp file for a write under the lock at off
+// and fsyncs it. It takes no operation lock.
+func (s *Store) prepare(off int64, r record) (*tempFile, error) {
 	data := encodeRecord(r)
 	atStep(stepBeforeTempWrite)
-	tmp := filepath.Join(s.dir, tempName(off, rand.Uint64()))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	t, err := s.createTemp(off)
 	if err != nil {
-		return fsError(err)
+		return nil, err
 	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fsError(err)
+	if _, err := t.f.Write(data); err != nil {
+		t.discard()
+		return nil, fsError(err)
 	}
 	atStep(stepAfterTempWrite)
-	if err := f.Sync(); err != nil {
-		return fsError(err)
+	if err := t.f.Sync(); err != nil {
+		t.discard()
+		return nil, fsError(err)
 	}
 	atStep(stepAfterTempSync)
-	if err := f.Close(); err != nil {
+	return t, nil
+}
+
+// createTemp creates an empty temp file and takes its lock. A cleaner may
+// open the new file between its creation and the lock, find it unlocked and
+// remove it: then the lock fails (the cleaner holds its own) or the file is
+// found unlinked, and createTemp tries a new name, a few times.
+func (s *Store) createTemp(off int64) (*tempFile, error) {
+	for range maxAttempts {
+		path := filepath.Join(s.dir, tempName(off, rand.Uint64()))
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return nil, fsError(err)
+		}
+		t := &tempFile{f: f, path: path}
+		ok, err := tryLock(int(f.Fd()), unix.F_WRLCK, 0)
+		if err == nil && ok {
+			var st unix.Stat_t
+			if err = unix.Fstat(int(f.Fd()), &st); err == nil && st.Nlink > 0 {
+				return t, nil
+			}
+		}
+		t.discard()
+		if err != nil {
+			return nil, fsError(err)
+		}
+	}
+	return nil, &backends.ClassError{Class: backends.ClassTransient,
+		Err: fmt.Errorf("temp files removed by cleaners under %d attempts in a row: %w", maxAttempts, errContended)}
+}
+
+// renameTo makes the temp file the file at path and closes it (which
+// releases its lock). Readers see the old file or the new one, never a part
+// of it.
+func (t *tempFile) renameTo(path string) error {
+	if err := os.Rename(t.path, path); err != nil {
 		return fsError(err)
 	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, name)); err != nil {
-		return fsError(err)
-	}
-	renamed = true
-	atStep(stepAfterRename)
-	if err := s.syncDir(stepBeforeDirSync); err != nil {
-		// The new file is in place and visible, but may not survive a
-		// power loss: the outcome is unknown, so the error is transient.
-		return &backends.ClassError{Class: backends.ClassTransient,
-			Err: fmt.Errorf("written but not yet durable: %w", err)}
-	}
+	t.f.Close() // written and fsynced: closing reports nothing more
+	t.f = nil
 	return nil
+}
+
+// discard removes the temp file, then closes it, so that no cleaner removes
+// it first. It does nothing on nil or on a file already renamed.
+func (t *tempFile) discard() {
+	if t == nil || t.f == nil {
+		return
+	}
+	os.Remove(t.path)
+	t.f.Close()
+	t.f = nil
 }
 
 // syncDir makes the directory's entries durable. at names the write step it
@@ -505,37 +645,44 @@ func (s *Store) syncDir(at step) error {
 	return nil
 }
 
-// readKey reads key's canonical file. found is false if it has none.
-func (s *Store) readKey(key string) (record, bool, error) {
+// readKey reads key's canonical file: its bytes and what they decode to.
+// found is false if it has none.
+func (s *Store) readKey(key string) ([]byte, record, bool, error) {
 	name := fileName(key)
-	r, found, err := s.readFile(name)
+	raw, r, found, err := s.readRaw(name)
 	if err == nil && found && r.Key != key {
-		return record{}, false, s.corruptFile(name, corruptf("holds key %q, not %q", r.Key, key))
+		return nil, record{}, false, s.corruptFile(name, corruptf("holds key %q, not %q", r.Key, key))
 	}
-	return r, found, err
+	return raw, r, found, err
 }
 
 // readFile reads and decodes the canonical file name and checks that it
 // holds the key the name belongs to.
 func (s *Store) readFile(name string) (record, bool, error) {
+	_, r, found, err := s.readRaw(name)
+	return r, found, err
+}
+
+// readRaw is readFile that also returns the file's bytes.
+func (s *Store) readRaw(name string) ([]byte, record, bool, error) {
 	b, err := readLimited(filepath.Join(s.dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, derr := os.Stat(s.dir); derr != nil {
-			return record{}, false, fsError(derr)
+			return nil, record{}, false, fsError(derr)
 		}
-		return record{}, false, nil
+		return nil, record{}, false, nil
 	}
 	if err != nil {
-		return record{}, false, fsError(err)
+		return nil, record{}, false, fsError(err)
 	}
 	r, err := decodeRecord(b)
 	if err != nil {
-		return record{}, false, s.corruptFile(name, err)
+		return nil, record{}, false, s.corruptFile(name, err)
 	}
 	if fileName(r.Key) != name {
-		return record{}, false, s.corruptFile(name, corruptf("holds key %q, whose file is %s", r.Key, fileName(r.Key)))
+		return nil, record{}, false, s.corruptFile(name, corruptf("holds key %q, whose file is %s", r.Key, fileName(r.Key)))
 	}
-	return r, true, nil
+	return b, r, true, nil
 }
 
 func readLimited(path string) ([]byte, error) {
@@ -598,10 +745,14 @@ func (s *Store) readDirNames() ([]string, error) {
 	return names, nil
 }
 
-// cleanTemps removes the temp files among names whose writers are gone. A
-// writer creates its temp file only while it holds the key's operation lock
-// and renames or removes it before letting go, so a temp file whose lock can
-// be taken belongs to nobody. Errors are ignored: cleaning is opportunistic.
+// cleanTemps removes the temp files among names whose writers are gone.
+// A writer holds a write lock on its temp file from its creation until it
+// renames or removes it, and the kernel drops that lock when the writer dies.
+// A temp file is removed only under its key's operation lock (the key is
+// known by the lock offset in the temp file's name) and only once a lock on
+// the temp file itself can be taken: so a live writer's temp file, prepared
+// or about to be renamed, is never touched, and one whose writer died at any
+// step is removed. Errors are ignored: cleaning is opportunistic.
 func (s *Store) cleanTemps(names []string) {
 	for _, name := range names {
 		off, err := tempOffset(name)
@@ -612,7 +763,20 @@ func (s *Store) cleanTemps(names []string) {
 		if err != nil || l == nil {
 			continue
 		}
-		os.Remove(filepath.Join(s.dir, name))
+		removeOrphan(filepath.Join(s.dir, name))
 		l.unlock()
+	}
+}
+
+// removeOrphan removes the temp file at path if no writer holds its lock.
+// The read lock it tests with needs only a read-only descriptor.
+func removeOrphan(path string) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if ok, err := tryLock(fd, unix.F_RDLCK, 0); err == nil && ok {
+		os.Remove(path)
 	}
 }

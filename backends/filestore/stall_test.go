@@ -1,0 +1,195 @@
+package filestore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+)
+
+// childStall performs one write (envOp on key "k", which the parent created
+// at revision 1 with a TTL) and stops the first time it reaches envStep: it
+// announces "at <step>" and waits for a line on stdin before it goes on. It
+// then reports the write's outcome:
+//
+//	done <revision> <ttl>    the write succeeded
+//	conflict <revision>      the key's live revision was not 1
+func childStall() error {
+	target := step(os.Getenv(envStep))
+	in := bufio.NewScanner(os.Stdin)
+	stopped := false
+	stepHook = func(at step) {
+		if at != target || stopped {
+			return
+		}
+		stopped = true
+		fmt.Printf("at %s\n", at)
+		in.Scan()
+	}
+	s, err := Open(os.Getenv(envDir))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var e backends.Entry
+	switch op := os.Getenv(envOp); op {
+	case "cas":
+		e, err = s.CompareAndSet(ctx, "k", 1, []byte("child"), time.Hour)
+	case "keepalive":
+		e, err = s.KeepAlive(ctx, "k", 1, 3*time.Hour)
+	default:
+		err = fmt.Errorf("unknown op %q", op)
+	}
+	var ce *backends.ConflictError
+	switch {
+	case err == nil:
+		fmt.Printf("done %d %v\n", e.Revision, e.TTL)
+	case errors.As(err, &ce):
+		fmt.Printf("conflict %d\n", ce.Current.Revision)
+	default:
+		return err
+	}
+	return nil
+}
+
+// TestStoppedWriterDoesNotBlockKey stops a writing process with SIGSTOP in
+// the slow part of its write (before and after its temp file's fsync): the
+// key's lock is free meanwhile, and another writer of the same key goes
+// through at once. When the stopped writer continues, it finds the key's
+// file changed since its decision and decides again on the new state: a
+// compare-and-set on the old revision loses, a keep-alive of the same
+// revision is written over the other's, and no temp file is left. Before
+// writes prepared their temp file outside the lock, the stopped writer held
+// the key's lock until it continued, and the other writer waited for it.
+func TestStoppedWriterDoesNotBlockKey(t *testing.T) {
+	cases := []struct {
+		op    string
+		other func(ctx context.Context, s *Store) (backends.Entry, error)
+		want  string // the stopped writer's outcome
+		rev   int64  // the key's revision at the end
+	}{
+		{"cas", func(ctx context.Context, s *Store) (backends.Entry, error) {
+			return s.CompareAndSet(ctx, "k", 1, []byte("parent"), time.Hour)
+		}, "conflict 2", 2},
+		{"keepalive", func(ctx context.Context, s *Store) (backends.Entry, error) {
+			return s.KeepAlive(ctx, "k", 1, 2*time.Hour)
+		}, "done 1 3h0m0s", 1},
+	}
+	for _, c := range cases {
+		for _, st := range []step{stepAfterTempWrite, stepAfterTempSync} {
+			t.Run(c.op+"/"+string(st), func(t *testing.T) {
+				ctx := ctxT(t)
+				dir := t.TempDir()
+				s, err := Open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				mustCreate(t, s, "k", "old", time.Hour)
+
+				ch := startChild(t, "stall", nil, envDir+"="+dir, envOp+"="+c.op, envStep+"="+string(st))
+				if got, want := ch.recv(ctx), "at "+string(st); got != want {
+					t.Fatalf("child said %q, want %q", got, want)
+				}
+				if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+				l, err := s.tryLockAt(lockOffset("k"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l == nil {
+					t.Errorf("the key's lock is held by a writer stopped at %s", st)
+				} else {
+					l.unlock()
+				}
+				// With the lock held by the stopped child, this write
+				// would wait for the test's deadline.
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				if _, err := c.other(wctx, s); err != nil {
+					t.Fatalf("write while the other writer is stopped at %s: %v", st, err)
+				}
+				if err := ch.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+					t.Fatal(err)
+				}
+				ch.send("go")
+				if got := ch.recv(ctx); got != c.want {
+					t.Errorf("stopped writer's outcome = %q, want %q", got, c.want)
+				}
+				if err := ch.cmd.Wait(); err != nil {
+					t.Fatalf("child: %v", err)
+				}
+				e, err := s.Get(ctx, "k")
+				if err != nil || e.Revision != c.rev {
+					t.Errorf("get = %+v, %v; want revision %d", e, err, c.rev)
+				}
+				if temps := tempFiles(t, dir); len(temps) != 0 {
+					t.Errorf("temp files left: %q", temps)
+				}
+			})
+		}
+	}
+}
+
+// TestWriteGivesUpOnABusyKey changes the key's file between every decision
+// of a keep-alive and its turn under the lock (another Store renews the same
+// claim each time the first has prepared its write). The keep-alive decides
+// again maxAttempts times, then fails with a transient error that wraps
+// errContended; the other writes all landed, and no temp file is left.
+func TestWriteGivesUpOnABusyKey(t *testing.T) {
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	e := mustCreate(t, s, "k", "old", time.Hour)
+
+	renewals, inside := 0, false
+	var renewErr error
+	stepHook = func(at step) {
+		if at != stepAfterTempSync || inside {
+			return
+		}
+		inside = true
+		defer func() { inside = false }()
+		renewals++
+		if _, err := other.KeepAlive(ctx, "k", e.Revision, time.Duration(renewals)*time.Minute); err != nil {
+			renewErr = err
+		}
+	}
+	defer func() { stepHook = nil }()
+
+	_, err = s.KeepAlive(ctx, "k", e.Revision, 3*time.Hour)
+	if renewErr != nil {
+		t.Fatalf("the other store's keep-alive: %v", renewErr)
+	}
+	if !errors.Is(err, errContended) || backends.Classify(err) != backends.ClassTransient {
+		t.Errorf("keep-alive on a key changed under every attempt = %v (class %v), want transient and errContended",
+			err, backends.Classify(err))
+	}
+	if renewals != maxAttempts {
+		t.Errorf("the keep-alive decided %d times, want %d", renewals, maxAttempts)
+	}
+	got, err := s.Get(ctx, "k")
+	if err != nil || got.Revision != e.Revision || got.TTL != time.Duration(maxAttempts)*time.Minute {
+		t.Errorf("get = %+v, %v; want revision %d with the last renewal's TTL %v", got, err, e.Revision, time.Duration(maxAttempts)*time.Minute)
+	}
+	if temps := tempFiles(t, dir); len(temps) != 0 {
+		t.Errorf("temp files left: %q", temps)
+	}
+}
