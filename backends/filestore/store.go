@@ -458,11 +458,14 @@ func (s *Store) update(ctx context.Context, op, key string, decide func(state) (
 			tmp.discard()
 			return fail(fsError(err))
 		}
-		start := time.Now()
+		var start time.Time
+		if lockHeldHook != nil {
+			start = s.wall.Now()
+		}
 		done, cur, err := s.commit(key, raw, tmp, decide)
 		l.unlock()
 		if h := lockHeldHook; h != nil {
-			h(time.Since(start))
+			h(s.wall.Since(start))
 		}
 		if err != nil || !done {
 			tmp.discard()
