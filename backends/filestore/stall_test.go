@@ -65,7 +65,8 @@ func childStall() error {
 // through at once. When the stopped writer continues, it finds the key's
 // file changed since its decision and decides again on the new state: a
 // compare-and-set on the old revision loses, a keep-alive of the same
-// revision is written over the other's, and no temp file is left. Before
+// revision is written over the other's, and no temp file is left. A List
+// in between, which cleans temp files, leaves the stopped writer's alone. Before
 // writes prepared their temp file outside the lock, the stopped writer held
 // the key's lock until it continued, and the other writer waited for it.
 func TestStoppedWriterDoesNotBlockKey(t *testing.T) {
@@ -116,6 +117,14 @@ func TestStoppedWriterDoesNotBlockKey(t *testing.T) {
 				defer cancel()
 				if _, err := c.other(wctx, s); err != nil {
 					t.Fatalf("write while the other writer is stopped at %s: %v", st, err)
+				}
+				// A List cleans temp files; the stopped writer's prepared
+				// one must survive it, or its rename would fail.
+				if _, err := s.List(ctx, ""); err != nil {
+					t.Fatal(err)
+				}
+				if temps := tempFiles(t, dir); len(temps) != 1 {
+					t.Errorf("temp files while the writer is stopped at %s: %q, want its own", st, temps)
 				}
 				if err := ch.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 					t.Fatal(err)
