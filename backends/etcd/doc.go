@@ -238,9 +238,11 @@
 // both modes: the store records, for each lease, when it sent the last
 // grant or keep-alive etcd answered alive (a clock reading before the
 // send) and the TTL etcd granted, and from TTL − guard after that send it
-// sends the lease no keep-alive. A renewal that comes later is lost (a
-// *ConflictError with Found false, so an elector steps down at once)
-// without a request, and so are its retries; the entry lapses with its
+// sends the lease no keep-alive. A renewal that comes later is lost (an
+// error of class lost, so an elector steps down at once, but no
+// *ConflictError: the entry is still there at its revision until the lease
+// expires, and the error says nothing about it) without a request, and so
+// are its retries; the entry lapses with its
 // lease, which expires before any holder's deadline could be extended.
 // The cost is liveness: a holder whose renewals fail for more than
 // TTL − guard (1 s of a 2 s lease) loses its term up to guard before its

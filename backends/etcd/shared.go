@@ -724,10 +724,14 @@ func (s *Store) keepUntilLocked(g *leaseGroup) time.Time {
 }
 
 // tooLate is the error of a renewal refused because its lease may be close
-// to its expiry at the server (errTooLate): the claim is lost, and left to
-// lapse; its holder's deadline passes before the lease can expire.
+// to its expiry at the server (errTooLate): the claim is lost (class lost),
+// and left to lapse; its holder's deadline passes before the lease can
+// expire. It is no *ConflictError: nothing was sent, and the entry is
+// still there at rev until its lease expires, so the error must not say
+// the key is absent or changed (ErrNotFound, ErrConflict).
 func (s *Store) tooLate(key string, rev int64) error {
-	return fmt.Errorf("%w (%w)", s.lost(key, rev), errTooLate)
+	return fmt.Errorf("etcd: keepalive %q at revision %d: %w", key, rev,
+		&backends.ClassError{Class: backends.ClassLost, Err: errTooLate})
 }
 
 // fitLocked reports whether g's lease may still be kept alive and written
