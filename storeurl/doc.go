@@ -6,9 +6,10 @@
 //
 //	mem://                                   a memory store (one process; tests and demos)
 //	file:///DIR                              a filestore in directory DIR (one host)
-//	etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PREFIX
+//	etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PREFIX[?lease=MODE]
 //	                                         etcd, keys under PREFIX/ (distributed)
-//	kube://NAMESPACE[?kubeconfig=PATH]       Lease objects in NAMESPACE (distributed)
+//	kube://NAMESPACE[?kubeconfig=PATH&session=DURATION]
+//	                                         Lease objects in NAMESPACE (distributed)
 //
 // DIR must be absolute: file:///var/lib/app/claims (file://localhost/DIR
 // is the same). A relative directory is refused, because in file://rel/dir
@@ -16,7 +17,22 @@
 // plain HTTP, on port 2379 when none is given; see backends/etcd's OpenURL,
 // which Open calls. kube:// reads credentials from the kubeconfig file
 // PATH (percent-encoded in the query), or from the pod's service account
-// when no kubeconfig is given. Path components and parameter values are
+// when no kubeconfig is given.
+//
+// Two parameters choose how a distributed store keeps its claims alive;
+// each is optional and its default is a lease per claim:
+//
+//   - etcd's lease=shared opens the store with etcd.WithSharedLease (its
+//     default batch interval): the entries a process writes with one TTL
+//     share one etcd lease, renewed by one keep-alive per batch.
+//     lease=per-claim, the default, grants one lease per write.
+//   - kube's session=DURATION (a Go duration, such as 1s; positive)
+//     opens the store with kube.WithSession(DURATION): the process keeps
+//     one session Lease, and renews all its claims with one batch per
+//     interval. Without it, each claim is a Lease renewed on its own.
+//
+// The backends' package docs say what each mode changes and when to pick
+// it. Path components and parameter values are
 // percent-decoded; an "@" anywhere but after the credentials must be
 // percent-encoded (%40), so that no part of a password is taken for a host.
 //
@@ -25,8 +41,9 @@
 //   - A URL Open cannot use is refused, never half-used: an unknown scheme,
 //     a missing part (no directory, no host, no prefix, no namespace), a
 //     part the form does not have (a host for mem://, a path for kube://),
-//     an unknown or repeated query parameter, a fragment, a bad port,
-//     spaces or control characters. Those errors wrap backends.ErrInvalid,
+//     an unknown or repeated query parameter, a lease mode other than
+//     shared or per-claim, a session interval that is not a positive
+//     duration, a fragment, a bad port, spaces or control characters. Those errors wrap backends.ErrInvalid,
 //     so a program can tell a bad URL (a usage error) from a store it
 //     could not reach. Parse checks a URL without opening anything.
 //   - Error messages never show a password: they print the URL redacted as
@@ -44,7 +61,9 @@
 //
 // # What it does not do
 //
-// It takes no options: TLS for etcd, a shared etcd lease, a fake clock or a
-// logger need the backend's own constructor (etcd.New, kube.New,
-// filestore.Open, memstore.New).
+// Beyond the two modes above, it takes no options: TLS for etcd, the batch
+// interval of a shared etcd lease, a session renewed back to back
+// (kube.WithSession(0)), adopted Lease names, a fake clock or a logger
+// need the backend's own constructor (etcd.New, kube.New, filestore.Open,
+// memstore.New).
 package storeurl

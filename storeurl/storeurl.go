@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -31,7 +32,7 @@ const (
 )
 
 // Forms is a one-line summary of the URL forms, for usage messages.
-const Forms = "mem://, file:///DIR, etcd://HOST:PORT[,HOST:PORT...]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH]"
+const Forms = "mem://, file:///DIR, etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?lease=shared] or kube://NAMESPACE[?kubeconfig=PATH&session=DURATION] (each parameter optional)"
 
 // Location is a checked store URL, as Parse returns it. Its fields are
 // for reading (to log, or to build a backend by hand); Open uses the URL
@@ -48,6 +49,13 @@ type Location struct {
 	// Namespace and Kubeconfig are the parts of a kube:// URL; Kubeconfig
 	// is empty when the pod's service account is to be used.
 	Namespace, Kubeconfig string
+	// SharedLease is true when an etcd:// URL asks for lease=shared: the
+	// store is opened with etcd.WithSharedLease (default batch interval).
+	SharedLease bool
+	// Session is the batch interval of a kube:// URL's session=DURATION,
+	// with which the store is opened with kube.WithSession; zero when the
+	// URL has no session parameter (a Lease per claim).
+	Session time.Duration
 
 	u *url.URL // the parsed URL, Host restored as written
 }
@@ -90,7 +98,15 @@ func (l *Location) open(ctx context.Context) (backends.Store, error) {
 	case SchemeFile:
 		return filestore.Open(l.Dir)
 	case SchemeEtcd:
-		return etcd.OpenURL(ctx, l.u)
+		// etcd.OpenURL takes no query: the parameters Parse checked become
+		// options.
+		u := *l.u
+		u.RawQuery = ""
+		var opts []etcd.Option
+		if l.SharedLease {
+			opts = append(opts, etcd.WithSharedLease(0))
+		}
+		return etcd.OpenURL(ctx, &u, opts...)
 	case SchemeKube:
 		var cfg *rest.Config
 		var err error
@@ -106,7 +122,11 @@ func (l *Location) open(ctx context.Context) (backends.Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return kube.New(client, kube.WithNamespace(l.Namespace))
+		opts := []kube.Option{kube.WithNamespace(l.Namespace)}
+		if l.Session > 0 {
+			opts = append(opts, kube.WithSession(l.Session))
+		}
+		return kube.New(client, opts...)
 	}
 	return nil, fmt.Errorf("scheme %q: %w", l.Scheme, backends.ErrInvalid)
 }
@@ -168,7 +188,7 @@ func Parse(raw string) (*Location, error) {
 		return nil, bad("query: %v", err)
 	}
 	for k, vs := range q {
-		if !(scheme == SchemeKube && k == "kubeconfig") {
+		if !takes(scheme, k) {
 			return nil, bad("unknown parameter %q (%s:// takes %s)", k, scheme, params[scheme])
 		}
 		if len(vs) != 1 {
@@ -222,6 +242,15 @@ func Parse(raw string) (*Location, error) {
 		if err := backends.ValidatePrefix(l.Prefix + "/"); err != nil {
 			return nil, bad("prefix: %v", err)
 		}
+		if vs, ok := q["lease"]; ok {
+			switch vs[0] {
+			case leaseShared:
+				l.SharedLease = true
+			case leasePerClaim:
+			default:
+				return nil, bad("lease %q: want lease=%s or lease=%s", vs[0], leaseShared, leasePerClaim)
+			}
+		}
 	case SchemeKube:
 		if host == "" {
 			return nil, bad("no namespace: want kube://NAMESPACE[?kubeconfig=PATH]")
@@ -239,16 +268,45 @@ func Parse(raw string) (*Location, error) {
 			}
 			l.Kubeconfig = vs[0]
 		}
+		if vs, ok := q["session"]; ok {
+			d, err := time.ParseDuration(vs[0])
+			switch {
+			case err != nil:
+				return nil, bad("session %q: want a batch interval such as session=1s", vs[0])
+			case d <= 0:
+				// Zero would read as "off" to some and as "no pause between
+				// batches" to others: neither is taken.
+				return nil, bad("session %q: the batch interval must be positive, such as session=1s", vs[0])
+			}
+			l.Session = d
+		}
 	}
 	return l, nil
 }
 
-// params says which query parameters each scheme takes.
+// The values of an etcd:// URL's lease parameter.
+const (
+	leaseShared   = "shared"
+	leasePerClaim = "per-claim"
+)
+
+// params says which query parameters each scheme takes, as error messages
+// name them; takes is the same list for the parser.
 var params = map[string]string{
 	SchemeMem:  "none",
 	SchemeFile: "none",
-	SchemeEtcd: "none",
-	SchemeKube: "only kubeconfig",
+	SchemeEtcd: "only lease",
+	SchemeKube: "only kubeconfig and session",
+}
+
+func takes(scheme, param string) bool {
+	switch scheme {
+	case SchemeEtcd:
+		return param == "lease"
+	case SchemeKube:
+		return param == "kubeconfig" || param == "session"
+	}
+	return false
 }
 
 // endpoint checks one etcd host of an etcd:// URL and returns it as

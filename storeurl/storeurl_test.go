@@ -6,14 +6,18 @@ import (
 	"net/url"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/backends/kube"
 	"github.com/tenure-go/tenure/backends/kube/kubetest"
 	"github.com/tenure-go/tenure/storeurl"
 )
@@ -37,6 +41,12 @@ func TestParse(t *testing.T) {
 		{"etcd://user:p%40ss@etcd-0.svc:2379/p", storeurl.Location{Scheme: "etcd", Endpoints: []string{"etcd-0.svc:2379"}, Prefix: "p"}},
 		{"kube://default", storeurl.Location{Scheme: "kube", Namespace: "default"}},
 		{"kube://team-a/?kubeconfig=%2Fhome%2Fme%2F.kube%2Fconfig", storeurl.Location{Scheme: "kube", Namespace: "team-a", Kubeconfig: "/home/me/.kube/config"}},
+		{"etcd://h/p?lease=shared", storeurl.Location{Scheme: "etcd", Endpoints: []string{"h:2379"}, Prefix: "p", SharedLease: true}},
+		{"etcd://h/p?lease=per-claim", storeurl.Location{Scheme: "etcd", Endpoints: []string{"h:2379"}, Prefix: "p"}},
+		{"etcd://u:pw@h1,h2/p/?lease=shared", storeurl.Location{Scheme: "etcd", Endpoints: []string{"h1:2379", "h2:2379"}, Prefix: "p", SharedLease: true}},
+		{"kube://ns?session=1s", storeurl.Location{Scheme: "kube", Namespace: "ns", Session: time.Second}},
+		{"kube://ns?session=250ms&kubeconfig=%2Fk", storeurl.Location{Scheme: "kube", Namespace: "ns", Kubeconfig: "/k", Session: 250 * time.Millisecond}},
+		{"kube://ns/?kubeconfig=/k&session=1m30s", storeurl.Location{Scheme: "kube", Namespace: "ns", Kubeconfig: "/k", Session: 90 * time.Second}},
 	}
 	for _, tt := range tests {
 		got, err := storeurl.Parse(tt.raw)
@@ -46,7 +56,8 @@ func TestParse(t *testing.T) {
 		}
 		g := *got
 		if g.Scheme != tt.want.Scheme || g.Dir != tt.want.Dir || strings.Join(g.Endpoints, ",") != strings.Join(tt.want.Endpoints, ",") ||
-			g.Prefix != tt.want.Prefix || g.Namespace != tt.want.Namespace || g.Kubeconfig != tt.want.Kubeconfig {
+			g.Prefix != tt.want.Prefix || g.Namespace != tt.want.Namespace || g.Kubeconfig != tt.want.Kubeconfig ||
+			g.SharedLease != tt.want.SharedLease || g.Session != tt.want.Session {
 			t.Errorf("Parse(%q) = %+v, want %+v", tt.raw, g, tt.want)
 		}
 	}
@@ -117,6 +128,30 @@ func TestParseRefuses(t *testing.T) {
 		{"kube://u:p@ns", "no user or password"},
 		{"kube://ns?kubeconfig=/a@b", "unescaped"},
 		{"etcd://u:p/q@h/p", "unescaped"},
+		// The lease mode of etcd:// and the session of kube://.
+		{"etcd://h:1/p?lease=", `lease "": want lease=shared or lease=per-claim`},
+		{"etcd://h:1/p?lease", `lease "": want`},
+		{"etcd://h:1/p?lease=Shared", `lease "Shared"`},
+		{"etcd://h:1/p?lease=session", `lease "session"`},
+		{"etcd://h:1/p?lease=shared%20", `lease "shared "`},
+		{"etcd://h:1/p?lease=shared%00", `lease "shared\x00"`},
+		{"etcd://h:1/p?lease=shared&lease=shared", `parameter "lease" given 2 times`},
+		{"etcd://h:1/p?lease=shared&lease=per-claim", "given 2 times"},
+		{"etcd://h:1/p?session=1s", `unknown parameter "session" (etcd:// takes only lease)`},
+		{"etcd://h:1/p?lease=shared;x=1", "query"},
+		{"kube://ns?lease=shared", `unknown parameter "lease" (kube:// takes only kubeconfig and session)`},
+		{"kube://ns?session=", `session "": want a batch interval`},
+		{"kube://ns?session", `session "": want a batch interval`},
+		{"kube://ns?session=true", `session "true": want a batch interval`},
+		{"kube://ns?session=1", `session "1": want a batch interval`},
+		{"kube://ns?session=1x", `session "1x"`},
+		{"kube://ns?session=-1s", `session "-1s": the batch interval must be positive`},
+		{"kube://ns?session=0", "must be positive"},
+		{"kube://ns?session=0s", "must be positive"},
+		{"kube://ns?session=1s&session=2s", `parameter "session" given 2 times`},
+		{"kube://ns?session=99999999999h", `session "99999999999h"`},
+		{"file:///d?lease=shared", `unknown parameter "lease"`},
+		{"mem://?session=1s", `unknown parameter "session"`},
 	}
 	for _, tt := range tests {
 		_, err := storeurl.Parse(tt.raw)
@@ -166,6 +201,9 @@ func TestPasswordNeverShown(t *testing.T) {
 		"kube://user:" + pw + "@ns",
 		"etcd://user:" + pw + "@h:1/p q",       // a space
 		"etcd://user:" + pw + "@127.0.0.1:1/p", // valid, but nothing listens: the open fails
+		"etcd://user:" + pw + "@h:1/p?lease=bogus",
+		"etcd://user:" + pw + "@h:1/p?lease=shared&lease=shared",
+		"etcd://user:" + pw + "@127.0.0.1:1/p?lease=shared", // valid mode, nothing listens
 	}
 	for _, raw := range urls {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -244,6 +282,125 @@ func TestOpenKube(t *testing.T) {
 	if s, err := storeurl.Open(context.Background(), missing); err == nil {
 		s.Close()
 		t.Errorf("Open(%q) succeeded", missing)
+	}
+}
+
+// TestOpenEtcdLeaseModes opens etcd stores with lease=per-claim and
+// lease=shared and checks, on the server, what only the shared lease does:
+// two entries written with one TTL are on the same etcd lease.
+func TestOpenEtcdLeaseModes(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	host := strings.TrimPrefix(srv.Endpoints()[0], "http://")
+	for _, tc := range []struct {
+		query string
+		same  bool
+	}{
+		{"", false},
+		{"?lease=per-claim", false},
+		{"?lease=shared", true},
+	} {
+		prefix := "modes" + strconv.Itoa(len(tc.query))
+		raw := "etcd://" + host + "/" + prefix + tc.query
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		s, err := storeurl.Open(ctx, raw)
+		if err != nil {
+			cancel()
+			t.Fatalf("Open(%q): %v", raw, err)
+		}
+		var leases []int64
+		for _, k := range []string{"a", "b"} {
+			if _, err := s.CreateIfAbsent(ctx, k, []byte("v"), time.Minute); err != nil {
+				t.Fatalf("%s: CreateIfAbsent(%q): %v", raw, k, err)
+			}
+			resp, err := cli.Get(ctx, prefix+"/"+k)
+			if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
+				t.Fatalf("%s: etcd key %s/%s: %v, %v; want one key on a lease", raw, prefix, k, resp, err)
+			}
+			leases = append(leases, resp.Kvs[0].Lease)
+		}
+		if same := leases[0] == leases[1]; same != tc.same {
+			t.Errorf("%s: leases of two entries %x and %x: same = %v, want %v", raw, leases[0], leases[1], same, tc.same)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("%s: Close: %v", raw, err)
+		}
+		cancel()
+	}
+}
+
+// TestOpenKubeSession opens a kube store with session=DURATION and one
+// without, and checks on the API server what only session mode does: the
+// store makes a session Lease, and its claim names that session.
+func TestOpenKubeSession(t *testing.T) {
+	srv := kubetest.Start(t) // skips when no kube-apiserver is configured
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := srv.WriteKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(srv.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sessions := func() []string {
+		t.Helper()
+		l, err := client.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{LabelSelector: kube.LabelSession + "=self"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, o := range l.Items {
+			names = append(names, o.Name)
+		}
+		return names
+	}
+	claimSession := func(key string) string {
+		t.Helper()
+		l, err := client.CoordinationV1().Leases("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range l.Items {
+			if o.Annotations[kube.AnnotationKey] == key {
+				return o.Labels[kube.LabelSession]
+			}
+		}
+		t.Fatalf("no Lease for key %q", key)
+		return ""
+	}
+	base := "kube://default?kubeconfig=" + url.QueryEscape(kc)
+
+	s, err := storeurl.Open(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateIfAbsent(ctx, "per-claim", []byte("per-claim"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := sessions(); len(got) != 0 {
+		t.Errorf("without session=: session Leases %v, want none", got)
+	}
+	if got := claimSession("per-claim"); got != "" {
+		t.Errorf("without session=: the claim names session %q", got)
+	}
+	s.Close()
+
+	s, err = storeurl.Open(ctx, base+"&session=200ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.CreateIfAbsent(ctx, "in-session", []byte("in-session"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got := sessions()
+	if len(got) != 1 {
+		t.Fatalf("with session=200ms: session Leases %v, want one", got)
+	}
+	if name := claimSession("in-session"); name != got[0] {
+		t.Errorf("with session=200ms: the claim names session %q, want %q", name, got[0])
 	}
 }
 
