@@ -8,7 +8,11 @@
 //
 // Stores are named by URL, as package storeurl reads them: file:///DIR
 // (processes of one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX or
-// kube://NAMESPACE[?kubeconfig=PATH]. Every subcommand has --help with
+// kube://NAMESPACE[?kubeconfig=PATH]. etcd:// takes ?lease=shared (the
+// process's claims share one etcd lease, renewed in batches) and kube://
+// takes session=DURATION, such as ?session=1s (the process's claims live
+// in one session Lease, renewed once per DURATION); without them each claim
+// has a lease of its own. Every subcommand has --help with
 // examples; logs go to stderr (--log-level).
 //
 // # tenure run

@@ -71,7 +71,7 @@ store cannot be read.`),
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "store URL: file:///DIR, etcd://HOST:PORT[,HOST:PORT]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH] (required)")
+	f.StringVar(&store, "store", "", "store URL: file:///DIR, etcd://HOST:PORT[,HOST:PORT]/PREFIX[?lease=shared] or kube://NAMESPACE[?kubeconfig=PATH&session=DURATION] (required)")
 	f.StringVar(&key, "key", "", "claim key, or slot group key (required)")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array")
 	return cmd

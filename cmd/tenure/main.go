@@ -90,7 +90,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 tenure runs a command only while this process holds a claim in a shared
 store (a file store directory on one host, an etcd cluster), and shows who
 holds a claim. Stores are named by URL: file:///DIR (one host),
-etcd://HOST:PORT[,HOST:PORT]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH].`),
+etcd://HOST:PORT[,HOST:PORT]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH].
+etcd:// takes ?lease=shared (one etcd lease per process, renewed in
+batches) and kube:// takes session=DURATION (one session Lease per process,
+renewed once per DURATION); both default to a lease per claim.`),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -104,7 +104,7 @@ be started; 128+N if tenure got signal N while no command ran; 1 if the
 	f := cmd.Flags()
 	// COMMAND's own flags follow it untouched, with or without "--".
 	f.SetInterspersed(false)
-	f.StringVar(&store, "store", "", "store URL: file:///DIR, etcd://HOST:PORT[,HOST:PORT]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH] (required)")
+	f.StringVar(&store, "store", "", "store URL: file:///DIR, etcd://HOST:PORT[,HOST:PORT]/PREFIX[?lease=shared] or kube://NAMESPACE[?kubeconfig=PATH&session=DURATION] (required)")
 	f.StringVar(&rc.key, "key", "", "claim key (required)")
 	f.StringVar(&rc.id, "id", "", "identity in the claim (default HOSTNAME:PID)")
 	f.IntVar(&rc.slots, "slots", 1, "number of holders allowed at once (a slot group when above 1)")
