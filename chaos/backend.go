@@ -215,10 +215,15 @@ type etcdBackend struct {
 	clients *proxies
 	peers   []*toxiproxy.Proxy
 	prefix  string
+	query   string // appended to the workers' store URLs: "" or etcdShared
 }
 
-func startEtcd(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int) (*etcdBackend, error) {
-	b := &etcdBackend{prefix: "chaos"}
+// etcdShared is the store URL query that puts a worker's claims on one
+// shared etcd lease per process (etcd.WithSharedLease).
+const etcdShared = "?lease=shared"
+
+func startEtcd(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int, query string) (*etcdBackend, error) {
+	b := &etcdBackend{prefix: "chaos", query: query}
 	var (
 		initial  []string
 		releases []func()
@@ -301,7 +306,7 @@ func (b *etcdBackend) kinds() []string {
 }
 
 func (b *etcdBackend) url(w int) string {
-	return "etcd://" + strings.Join(b.clients.addrs(w), ",") + "/" + b.prefix
+	return "etcd://" + strings.Join(b.clients.addrs(w), ",") + "/" + b.prefix + b.query
 }
 
 func (b *etcdBackend) apply(f fault, holder int) (func(), string, bool) {

@@ -33,7 +33,9 @@ type campaignConfig struct {
 }
 
 // allBackends are the backends a campaign can run, in the order it runs them.
-var allBackends = []string{"filestore", "etcd", "etcd3", "kube"}
+// The -shared and -session ones are etcd and kube with the workers' stores
+// in the backend's batched mode (storeurl's lease=shared and session=).
+var allBackends = []string{"filestore", "etcd", "etcd3", "kube", "etcd-shared", "etcd3-shared", "kube-session"}
 
 func campaignFlags(args []string) (campaignConfig, error) {
 	c := campaignConfig{}
@@ -184,7 +186,7 @@ func printTable(out io.Writer, order []string, ts map[string]*tally) {
 		ks = append(ks, k)
 	}
 	sort.Strings(ks)
-	fmt.Fprintf(out, "\n%-10s %5s %10s %9s %9s %7s %9s %12s %s\n", "backend", "runs", "violations", "accepted", "rejected", "stale", "lin-ops", "worst-recov", "faults")
+	fmt.Fprintf(out, "\n%-12s %5s %10s %9s %9s %7s %9s %12s %s\n", "backend", "runs", "violations", "accepted", "rejected", "stale", "lin-ops", "worst-recov", "faults")
 	for _, b := range order {
 		t := ts[b]
 		var fs []string
@@ -193,7 +195,7 @@ func printTable(out io.Writer, order []string, ts map[string]*tally) {
 				fs = append(fs, fmt.Sprintf("%s:%d", k, t.faults[k]))
 			}
 		}
-		fmt.Fprintf(out, "%-10s %5d %10d %9d %9d %7d %9d %12s %s\n", b, t.runs, t.violations, t.accepted, t.rejected, t.stale, t.linOps, fmtRecovery(t.worst), strings.Join(fs, " "))
+		fmt.Fprintf(out, "%-12s %5d %10d %9d %9d %7d %9d %12s %s\n", b, t.runs, t.violations, t.accepted, t.rejected, t.stale, t.linOps, fmtRecovery(t.worst), strings.Join(fs, " "))
 	}
 }
 
@@ -278,11 +280,17 @@ func startBackend(c campaignConfig, api *toxiproxy.ApiServer, b, dir string, see
 		d := filepath.Join(dir, "store")
 		return &fileBackend{dir: d}, os.MkdirAll(d, 0o755)
 	case "etcd":
-		return startEtcd(api, c.exe, dir, name, 1, c.workers)
+		return startEtcd(api, c.exe, dir, name, 1, c.workers, "")
 	case "etcd3":
-		return startEtcd(api, c.exe, dir, name, 3, c.workers)
+		return startEtcd(api, c.exe, dir, name, 3, c.workers, "")
 	case "kube":
-		return startKube(api, c.exe, dir, name, c.workers)
+		return startKube(api, c.exe, dir, name, c.workers, "")
+	case "etcd-shared":
+		return startEtcd(api, c.exe, dir, name, 1, c.workers, etcdShared)
+	case "etcd3-shared":
+		return startEtcd(api, c.exe, dir, name, 3, c.workers, etcdShared)
+	case "kube-session":
+		return startKube(api, c.exe, dir, name, c.workers, kubeSession)
 	}
 	return nil, fmt.Errorf("unknown backend %q", b)
 }

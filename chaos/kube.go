@@ -44,6 +44,7 @@ type kubeBackend struct {
 	token   string
 	logPath string
 	clients *proxies
+	query   string // appended to the workers' store URLs: "" or kubeSession
 
 	mu  sync.Mutex // guards api
 	api *proc      // the running API server process
@@ -55,16 +56,21 @@ func (b *kubeBackend) apiProc() *proc {
 	return b.api
 }
 
-func startKube(api *toxiproxy.ApiServer, exe, dir, name string, workers int) (backend, error) {
+// kubeSession is the store URL parameter that makes a worker's store keep
+// one session Lease for its claims (kube.WithSession at the default
+// interval, which the store shortens for TTLs under four intervals).
+const kubeSession = "&session=1s"
+
+func startKube(api *toxiproxy.ApiServer, exe, dir, name string, workers int, query string) (backend, error) {
 	bin := os.Getenv(envAPIServer)
 	if bin == "" {
 		return nil, fmt.Errorf("kube: %s is not set (make kube-apiserver builds the binary and prints its path)", envAPIServer)
 	}
-	e, err := startEtcd(api, exe, dir, name+"-etcd", 1, 0)
+	e, err := startEtcd(api, exe, dir, name+"-etcd", 1, 0, "")
 	if err != nil {
 		return nil, err
 	}
-	b := &kubeBackend{etcd: e, bin: bin, dir: filepath.Join(dir, "kube"), logPath: filepath.Join(dir, "kube-apiserver.log")}
+	b := &kubeBackend{etcd: e, query: query, bin: bin, dir: filepath.Join(dir, "kube"), logPath: filepath.Join(dir, "kube-apiserver.log")}
 	if err := b.credentials(); err != nil {
 		b.close()
 		return nil, err
@@ -218,7 +224,7 @@ func (b *kubeBackend) kinds() []string {
 }
 
 func (b *kubeBackend) url(w int) string {
-	return "kube://" + kubeNamespace + "?kubeconfig=" + b.kubeconfigPath(w)
+	return "kube://" + kubeNamespace + "?kubeconfig=" + b.kubeconfigPath(w) + b.query
 }
 
 func (b *kubeBackend) apply(f fault, holder int) (func(), string, bool) {

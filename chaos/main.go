@@ -7,7 +7,7 @@
 //
 // Usage:
 //
-//	go run ./chaos [-runs N] [-duration D] [-backends filestore,etcd,etcd3,kube] [-seed S] ...
+//	go run ./chaos [-runs N] [-duration D] [-backends filestore,etcd,etcd3,kube,...] [-seed S] ...
 //
 // Each run prints one line; the campaign ends with a table per backend and
 // the line "chaos: runs=R violations=V worst-recovery=D", and exits with
@@ -22,7 +22,10 @@
 //
 // The driver starts the backend (filestore: a directory; etcd: one etcd
 // server process; etcd3: three, each member's peer port behind a proxy;
-// kube: a kube-apiserver process over an etcd server process), a fenced
+// kube: a kube-apiserver process over an etcd server process; etcd-shared,
+// etcd3-shared and kube-session: the same servers, with each worker's
+// store in the backend's batched mode, opened from a store URL with
+// lease=shared or session=1s), a fenced
 // resource (an HTTP server in the driver that accepts a write for a slot
 // only if its token is at least the highest it accepted there), and
 // -workers worker processes. Each worker opens its store from a URL
