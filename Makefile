@@ -57,7 +57,7 @@ demo:
 # the seed that replays its schedule.
 RUNS      ?= 20
 DURATION  ?= 60s
-BACKENDS  ?= filestore,etcd,etcd3,kube
+BACKENDS  ?= filestore,etcd,etcd3,kube,etcd-shared,etcd3-shared,kube-session
 CHAOS_OUT ?=
 .PHONY: chaos chaos-smoke
 
