@@ -50,7 +50,8 @@
 //     url.URL.Redacted does ("etcd://user:xxxxx@host/prefix"), even when
 //     the URL is too malformed to parse.
 //   - Closing the returned Store releases everything Open made: the etcd
-//     client, the Kubernetes watches. There is nothing else to close.
+//     client, the Kubernetes watches, the batches of a shared lease or a
+//     session. There is nothing else to close.
 //
 // # Dependencies
 //
