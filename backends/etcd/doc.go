@@ -238,11 +238,12 @@
 // both modes: the store records, for each lease, when it sent the last
 // grant or keep-alive etcd answered alive (a clock reading before the
 // send) and the TTL etcd granted, and from TTL − guard after that send it
-// sends the lease no keep-alive. A renewal that comes later is lost (an
-// error of class lost, so an elector steps down at once, but no
-// *ConflictError: the entry is still there at its revision until the lease
-// expires, and the error says nothing about it) without a request, and so
-// are its retries; the entry lapses with its
+// sends the lease no keep-alive. A renewal that comes later is lost, so an
+// elector steps down at once, and so are its retries, without a
+// keep-alive: if a read of the key finds it absent or changed, the answer
+// is a *ConflictError, as for any renewal; if it is still there at its
+// revision (it stays until the lease expires), an error of class lost that
+// says nothing about the key; the entry lapses with its
 // lease, which expires before any holder's deadline could be extended.
 // The cost is liveness: a holder whose renewals fail for more than
 // TTL − guard (1 s of a 2 s lease) loses its term up to guard before its

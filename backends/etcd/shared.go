@@ -311,7 +311,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			// their holders' deadlines pass before the lease expires.
 			for _, i := range is {
 				s.forgetRev(reqs[i].k, reqs[i].rev)
-				reqs[i].done <- keepResult{err: s.tooLate(reqs[i].key, reqs[i].rev)}
+				reqs[i].done <- keepResult{err: s.refusedLate(ctx, reqs[i].k, reqs[i].key, reqs[i].rev)}
 				live[i] = false
 			}
 			continue

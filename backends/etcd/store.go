@@ -817,7 +817,7 @@ func (s *Store) keepVouched(ctx context.Context, k, key string, rev, secs int64,
 		// keep-alive could be answered alive while etcd revokes it. The
 		// claim is left to lapse, and the record stays, so that a retry
 		// is refused too.
-		return backends.Entry{}, true, s.tooLate(key, rev)
+		return backends.Entry{}, true, s.refusedLate(ctx, k, key, rev)
 	}
 	if isLeaseNotFound(err) {
 		s.forget(k, id)
@@ -923,6 +923,25 @@ func (s *Store) revouch(k string, rev, readRev int64) {
 // or it was deleted): a conflict of class lost.
 func (s *Store) lost(key string, rev int64) error {
 	return fmt.Errorf("etcd: %w", &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev})
+}
+
+// refusedLate answers a renewal of an entry the store vouched for, refused
+// near its lease's expiry (errTooLate), with what a read of the key shows,
+// as a renewal that reads first would: absent, or at another revision, is
+// a *ConflictError; still at rev, an error of class lost that says nothing
+// of the key (tooLate), since the entry stays until its lease expires. If
+// the read fails, tooLate too: the claim is lost either way. The read is
+// the one request such a renewal costs; no keep-alive is sent.
+func (s *Store) refusedLate(ctx context.Context, k, key string, rev int64) error {
+	resp, err := s.cli.Get(opctx(ctx), k)
+	if err != nil || (len(resp.Kvs) > 0 && resp.Kvs[0].ModRevision == rev) {
+		return s.tooLate(key, rev)
+	}
+	ce := &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev}
+	if len(resp.Kvs) > 0 {
+		ce.Current, ce.Found = s.current(resp.Kvs[0]), true
+	}
+	return fmt.Errorf("etcd: %w", ce)
 }
 
 // beginWrite and endWrite bracket every write of k, so that the shared-lease
