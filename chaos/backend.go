@@ -133,6 +133,17 @@ func netFault(row []*toxiproxy.Proxy, f fault) func() {
 	}
 }
 
+// fault applies a latency or partition fault to one worker's proxies:
+// mostly the holder's, where a cut matters, else one the fault picks. It
+// returns the heal and the target's name.
+func (p *proxies) fault(f fault, holder int) (func(), string, bool) {
+	w := holder
+	if w < 0 || f.Pick%3 == 0 {
+		w = int(f.Pick/3) % len(p.by)
+	}
+	return netFault(p.by[w], f), fmt.Sprintf("w%d", w), true
+}
+
 func (p *proxies) close() {
 	for _, row := range p.by {
 		for _, px := range row {
@@ -312,12 +323,7 @@ func (b *etcdBackend) url(w int) string {
 func (b *etcdBackend) apply(f fault, holder int) (func(), string, bool) {
 	switch f.Kind {
 	case fLatency, fPartition:
-		// Mostly the holder: that is where a cut matters.
-		w := holder
-		if w < 0 || f.Pick%3 == 0 {
-			w = int(f.Pick/3) % len(b.clients.by)
-		}
-		return netFault(b.clients.by[w], f), fmt.Sprintf("w%d", w), true
+		return b.clients.fault(f, holder)
 	case fServerPause:
 		m := b.members[int(f.Pick)%len(b.members)]
 		p := m.proc()

@@ -230,11 +230,7 @@ func (b *kubeBackend) url(w int) string {
 func (b *kubeBackend) apply(f fault, holder int) (func(), string, bool) {
 	switch f.Kind {
 	case fLatency, fPartition:
-		w := holder
-		if w < 0 || f.Pick%3 == 0 {
-			w = int(f.Pick/3) % len(b.clients.by)
-		}
-		return netFault(b.clients.by[w], f), fmt.Sprintf("w%d", w), true
+		return b.clients.fault(f, holder)
 	case fServerPause:
 		p := b.apiProc()
 		if !p.signal(syscall.SIGSTOP) {

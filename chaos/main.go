@@ -1,6 +1,7 @@
-// Command chaos runs tenure's randomized fault campaign: several real
-// worker processes compete for one claim (or N slots) through the public
-// API over a real backend, while a seeded schedule of faults hits them,
+// Package chaos is the command that runs tenure's randomized fault
+// campaign (package main, not a library): several real worker processes
+// compete for one claim (or N slots) through the public API over a real
+// backend, while a seeded schedule of faults hits them,
 // the backend server and the network between; afterwards a checker that
 // knows nothing of the implementation judges what every process and a
 // fenced resource journaled.
