@@ -40,9 +40,14 @@ type Config struct {
 
 	// RenewPeriod is the time from sending the request that last extended
 	// the term (the acquisition or a renewal) to sending the next renewal.
-	// Each wait is jittered downward by up to Jitter of it, never upward, so
-	// a renewal goes out at the latest RenewPeriod after the send time its
-	// deadline counts from. Default TTL/3. Must be below TTL, and
+	// Each wait is jittered downward by up to Jitter of it, never upward,
+	// and then moved to the nearest instant of a grid shared by every
+	// Elector of the same Identity and RenewPeriod (one instant every
+	// Jitter × RenewPeriod, at a phase taken from the Identity), so that the
+	// renewals of one process's many claims go out together. A renewal still
+	// goes out at the latest RenewPeriod after the send time its deadline
+	// counts from, and, when Jitter is at most 0.5, no earlier than
+	// RenewPeriod × (1 − 1.5 × Jitter) after it. Default TTL/3. Must be below TTL, and
 	// RenewPeriod + RenewTimeout + SafetyMargin + CancelLead must be below
 	// TTL (see Validate).
 	RenewPeriod time.Duration
@@ -75,7 +80,8 @@ type Config struct {
 	RetryPeriod time.Duration
 
 	// Jitter is the fraction by which every renewal and retry wait is
-	// randomised: 0 < Jitter < 1. Zero means 0.15.
+	// randomised: 0 < Jitter < 1. Zero means 0.15. It also sets the spacing
+	// of the renewal grid (see RenewPeriod).
 	Jitter float64
 
 	// DisableJitter turns jitter off: every wait is exactly its nominal

@@ -49,7 +49,8 @@
 //     returned within Config.DrainTimeout, the claim is left to expire, never
 //     released under running work, and the Elector does not campaign again
 //     until OnElected has returned: one process never runs two terms' work.
-//   - Each renewal goes out Config.RenewPeriod (jittered only earlier)
+//   - Each renewal goes out Config.RenewPeriod (jittered only earlier, and
+//     aligned with the renewals of the other Electors of its Identity)
 //     after the send time of the request the deadline counts from, and
 //     Config.Validate requires RenewPeriod + RenewTimeout + SafetyMargin +
 //     CancelLead < TTL: a renewal answered within RenewTimeout always

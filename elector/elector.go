@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
@@ -49,6 +50,7 @@ type Elector struct {
 	expiryWatch bool
 	cfg         Config
 	holder      backends.Holder
+	phase       int64 // where the renewal grid starts, in ns (see renewAt)
 	clock       clock.Clock
 	log         *slog.Logger
 	machine     *fsm.Machine
@@ -92,6 +94,11 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 		machine: fsm.New(),
 		disp:    newDispatcher(),
 		done:    make(chan struct{}),
+	}
+	if g := e.gridStep(); g > 0 {
+		id := fnv.New64a()
+		id.Write([]byte(cfg.Identity))
+		e.phase = int64(id.Sum64() % uint64(g))
 	}
 	if w, ok := locker.(backends.ClaimWatcher); ok {
 		e.watcher = w
@@ -516,6 +523,61 @@ func (c timeoutCtx) Err() error {
 // late.
 func (e *Elector) jitterDown(d time.Duration) time.Duration {
 	return d - time.Duration(rand.Float64()*e.cfg.Jitter*float64(d))
+}
+
+// renewAt is when the renewal of a term whose deadline counts from a
+// request sent at sent goes out: RenewPeriod after sent, jittered earlier
+// by up to Jitter of it, then moved to the nearest instant of the
+// Elector's renewal grid that is not later than RenewPeriod after sent.
+//
+// The grid has one instant every Jitter × RenewPeriod, at a phase taken
+// from a hash of the Identity, so every Elector of one Identity and one
+// RenewPeriod (the many claims of one process) renews on the same
+// instants, and a backend that shares a connection between them sends
+// their renewals together instead of one at a time. Holders of different
+// identities (other processes) have other phases and stay apart.
+//
+// A renewal moved to the grid goes out at most RenewPeriod after sent, as
+// the rule Config.Validate checks assumes, and never earlier than half of
+// RenewPeriod after it: when the grid offers nothing in between (a Jitter
+// above 0.5), the jittered time is kept. Without jitter the renewal goes
+// out exactly RenewPeriod after sent.
+func (e *Elector) renewAt(sent time.Time) time.Time {
+	period := e.cfg.RenewPeriod
+	latest := sent.Add(period)
+	if e.cfg.Jitter == 0 {
+		return latest
+	}
+	at := sent.Add(e.jitterDown(period))
+	g := e.gridStep()
+	if g <= 0 {
+		return at
+	}
+	off := (at.UnixNano() - e.phase) % g
+	if off < 0 {
+		off += g
+	}
+	on := at.Add(-time.Duration(off))
+	if 2*off >= g {
+		on = on.Add(time.Duration(g))
+	}
+	earliest := sent.Add(period / 2)
+	if on.After(latest) {
+		on = on.Add(-time.Duration(g))
+	}
+	if on.Before(earliest) {
+		on = on.Add(time.Duration(g))
+	}
+	if on.Before(earliest) || on.After(latest) {
+		return at
+	}
+	return on
+}
+
+// gridStep is the spacing of the renewal grid in nanoseconds: Jitter ×
+// RenewPeriod.
+func (e *Elector) gridStep() int64 {
+	return int64(e.cfg.Jitter * float64(e.cfg.RenewPeriod))
 }
 
 // jitterAround spreads d by up to Jitter either way.

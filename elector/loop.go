@@ -471,14 +471,14 @@ func (l *loop) expiryWait(holders []backends.Claim) time.Duration {
 	return least + time.Millisecond + time.Duration(rand.Int64N(int64(spread)+1))
 }
 
-// lead renews t until its leadership ends. Each renewal goes out RenewPeriod
-// (jittered, only ever earlier) after the send time of the request the
+// lead renews t until its leadership ends. Each renewal goes out at
+// renewAt: at the latest RenewPeriod after the send time of the request the
 // current deadline counts from, not after its answer, so that the answer to
 // a renewal sent at the latest moment, taking up to RenewTimeout, is due
 // before the deadline (the rule Config.Validate checks).
 func (l *loop) lead(ctx context.Context, t *term) {
 	for {
-		wait := t.sent.Add(l.e.jitterDown(l.e.cfg.RenewPeriod)).Sub(l.e.clock.Now())
+		wait := l.e.renewAt(t.sent).Sub(l.e.clock.Now())
 		timer := l.e.clock.Timer(wait)
 		select {
 		case <-t.ctx.Done():

@@ -1,0 +1,45 @@
+package elector
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// renewAt keeps every renewal at most RenewPeriod after the send, and no
+// earlier than both half of RenewPeriod and the jitter allow; on the grid
+// when it moves one, and exactly at sent + RenewPeriod without jitter.
+func TestRenewAtBounds(t *testing.T) {
+	const period = 3 * time.Second
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, jitter := range []float64{0, 0.01, 0.15, 0.5, 0.9, 0.99} {
+		t.Run(fmt.Sprint(jitter), func(t *testing.T) {
+			e := &Elector{cfg: Config{RenewPeriod: period, Jitter: jitter}}
+			if g := e.gridStep(); g > 0 {
+				e.phase = 12345 % g
+			}
+			for i := range 2000 {
+				sent := base.Add(time.Duration(i) * 7919 * time.Microsecond)
+				at := e.renewAt(sent)
+				if jitter == 0 {
+					if !at.Equal(sent.Add(period)) {
+						t.Fatalf("no jitter: renewal at %v after the send, want exactly %v", at.Sub(sent), period)
+					}
+					continue
+				}
+				lower := min(period/2, period-time.Duration(jitter*float64(period)))
+				if jitter <= 0.5 {
+					lower = max(period/2, period-time.Duration(1.5*jitter*float64(period)))
+				}
+				if d := at.Sub(sent); d > period || d < lower {
+					t.Fatalf("sent %v: renewal %v after the send, want within [%v, %v]", sent, d, lower, period)
+				}
+				// Off the grid only when the grid had no instant in
+				// [sent+period/2, sent+period] near the jittered time.
+				if off := (at.UnixNano() - e.phase) % e.gridStep(); off != 0 && jitter <= 0.5 {
+					t.Fatalf("sent %v: renewal %v after the send is %v off the grid", sent, at.Sub(sent), time.Duration(off))
+				}
+			}
+		})
+	}
+}
