@@ -35,12 +35,13 @@ const competeWindow = 6 * time.Second
 // interceptor: one per unary call, one per message sent on a stream);
 // cpu-ms/s, the CPU time of the whole test process (server included) per
 // second; terms, the elections won during the window (0 for a steady
-// leader). Run with -benchtime=1x.
+// leader); req/renewal, for tenure, the requests per renewal its electors
+// made in the window. Run with -benchtime=1x.
 func BenchmarkCompetingClaims(b *testing.B) {
 	srv := etcdtest.Start(b, etcdtest.DefaultTimings())
 	impls := []struct {
 		name  string
-		start func(b *testing.B, clis []*clientv3.Client, prefix string, n int, won *atomic.Int64) (stop func())
+		start func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) (stop func())
 	}{
 		{"tenure=per-claim-lease", competeTenure()},
 		{"tenure=shared-lease", competeTenure(etcd.WithSharedLease(0))},
@@ -55,25 +56,34 @@ func BenchmarkCompetingClaims(b *testing.B) {
 				for i := range clis {
 					clis[i] = newClient(b, srv.Endpoints(), reqs)
 				}
-				var won atomic.Int64
-				stop := impl.start(b, clis, newPrefix(b), n, &won)
+				var c competeCounts
+				stop := impl.start(b, clis, newPrefix(b), n, &c)
 				defer stop()
 				wait(b, benchTTL) // steady state
 				for i := 0; i < b.N; i++ {
 					reqs.reset()
-					before, cpu0 := won.Load(), cpuTime(b)
+					before, renewed, cpu0 := c.won.Load(), c.renewed.Load(), cpuTime(b)
 					wait(b, competeWindow)
 					cpu := cpuTime(b) - cpu0
 					got := reqs.Load()
 					b.ReportMetric(float64(got)/competeWindow.Seconds(), "req/s")
 					b.ReportMetric(float64(cpu.Milliseconds())/competeWindow.Seconds(), "cpu-ms/s")
-					b.ReportMetric(float64(won.Load()-before), "terms")
+					b.ReportMetric(float64(c.won.Load()-before), "terms")
+					if r := c.renewed.Load() - renewed; r > 0 {
+						b.ReportMetric(float64(got)/float64(r), "req/renewal")
+					}
 					b.Logf("%s, %d claims × %d candidates: %d requests in %v (%s), %v CPU, %d terms won",
-						impl.name, n, candidates, got, competeWindow, reqs, cpu, won.Load()-before)
+						impl.name, n, candidates, got, competeWindow, reqs, cpu, c.won.Load()-before)
 				}
 			})
 		}
 	}
+}
+
+// competeCounts is what the candidates of one run report: the elections
+// won, and (tenure only) the renewals that extended a term.
+type competeCounts struct {
+	won, renewed atomic.Int64
 }
 
 // cpuTime is the CPU time (user and system) the process has used.
@@ -87,8 +97,8 @@ func cpuTime(b testing.TB) time.Duration {
 
 // competeTenure runs, in each process (client), a store and one elector per
 // claim, and waits until every claim has a leader.
-func competeTenure(opts ...etcd.Option) func(b *testing.B, clis []*clientv3.Client, prefix string, n int, won *atomic.Int64) func() {
-	return func(b *testing.B, clis []*clientv3.Client, prefix string, n int, won *atomic.Int64) func() {
+func competeTenure(opts ...etcd.Option) func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) func() {
+	return func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) func() {
 		var led sync.Map // claim → struct{}
 		var leading sync.WaitGroup
 		leading.Add(n)
@@ -99,16 +109,19 @@ func competeTenure(opts ...etcd.Option) func(b *testing.B, clis []*clientv3.Clie
 			if err != nil {
 				b.Fatal(err)
 			}
-			for c := 0; c < n; c++ {
-				claim := fmt.Sprintf("claims/%04d", c)
+			for i := 0; i < n; i++ {
+				claim := fmt.Sprintf("claims/%04d", i)
 				el, err := elector.New(locker, elector.Config{
 					Key:         claim,
 					Identity:    fmt.Sprintf("process-%d", p),
 					TTL:         benchTTL,
 					RenewPeriod: electRenew,
 					RetryPeriod: electRenew,
+					Trace: elector.Trace{
+						Renewed: func(elector.Term, time.Duration, time.Duration) { c.renewed.Add(1) },
+					},
 					OnElected: func(ctx context.Context, _ elector.Term) {
-						won.Add(1)
+						c.won.Add(1)
 						if _, again := led.LoadOrStore(claim, struct{}{}); !again {
 							leading.Done()
 						}
@@ -144,8 +157,8 @@ func competeTenure(opts ...etcd.Option) func(b *testing.B, clis []*clientv3.Clie
 // competeElections runs, in each process (client), one campaign per claim,
 // with a session per campaign or one for the process, and waits until
 // every claim has a leader. Followers wait inside Campaign.
-func competeElections(sessionPerProcess bool) func(b *testing.B, clis []*clientv3.Client, prefix string, n int, won *atomic.Int64) func() {
-	return func(b *testing.B, clis []*clientv3.Client, prefix string, n int, won *atomic.Int64) func() {
+func competeElections(sessionPerProcess bool) func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) func() {
+	return func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		var sessions []*concurrency.Session
 		newSession := func(cli *clientv3.Client) *concurrency.Session {
@@ -165,12 +178,12 @@ func competeElections(sessionPerProcess bool) func(b *testing.B, clis []*clientv
 			if sessionPerProcess {
 				shared = newSession(cli)
 			}
-			for c := 0; c < n; c++ {
+			for i := 0; i < n; i++ {
 				s := shared
 				if s == nil {
 					s = newSession(cli)
 				}
-				claim := fmt.Sprintf("%selections/%04d", prefix, c)
+				claim := fmt.Sprintf("%selections/%04d", prefix, i)
 				e := concurrency.NewElection(s, claim)
 				wg.Add(1)
 				go func() {
@@ -178,7 +191,7 @@ func competeElections(sessionPerProcess bool) func(b *testing.B, clis []*clientv
 					if err := e.Campaign(ctx, "bench"); err != nil {
 						return // cancelled while following
 					}
-					won.Add(1)
+					c.won.Add(1)
 					if _, again := led.LoadOrStore(claim, struct{}{}); !again {
 						leading.Done()
 					}
