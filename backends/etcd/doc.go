@@ -248,9 +248,14 @@
 // The cost is liveness: a holder whose renewals fail for more than
 // TTL − guard (1 s of a 2 s lease) loses its term up to guard before its
 // deadline, where it could sometimes have kept it; safety wins. The guard
-// counts from a send the store made: the first renewal of an entry whose
+// counts from a send the store made. The first renewal of an entry whose
 // lease this store neither granted nor kept alive (a peer's, or its own
-// from before a restart) has no such send, and is not guarded.
+// from before a restart) has no such send: it asks etcd for the lease's
+// time to live (which it needs anyway, to check the lease carries that
+// key alone) and counts from the reading taken before it asked, with the
+// whole seconds etcd reports left (rounded down). That costs up to a
+// second: with a lease of 2 s, whose guard is 1 s, such a first renewal is
+// always refused.
 //
 // # What it does not promise
 //

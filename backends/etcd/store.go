@@ -745,10 +745,11 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	}
 
 	granted, keptAt, known := s.perEntryLease(k, rev, id)
-	var until time.Time // zero: the store does not know when the lease was last kept alive
+	var until time.Time // the latest send of a keep-alive (keepUntil)
 	if known {
 		until = keepUntil(keptAt, granted)
 	} else {
+		asked := s.clock.Now()
 		ttlResp, err := s.cli.TimeToLive(opctx(ctx), id, clientv3.WithAttachedKeys())
 		if err != nil && !isLeaseNotFound(err) {
 			return backends.Entry{}, s.fail("keepalive", key, err)
@@ -761,6 +762,12 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 				key, int64(id), len(ttlResp.Keys), backends.ErrUnsupported)
 		}
 		granted = seconds(ttlResp.GrantedTTL)
+		// The store sent this lease nothing, so it guards the keep-alive
+		// by what etcd reports: the lease had at least TTL whole seconds
+		// left (etcd rounds down) when it answered, after asked; so it
+		// lives at least until asked + TTL, as if last kept alive at
+		// asked + TTL − granted.
+		until = keepUntil(asked.Add(seconds(ttlResp.TTL)-granted), granted)
 	}
 	if seconds(secs) > granted {
 		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its lease was granted, and etcd cannot lengthen a lease without rewriting the key: %w",

@@ -216,8 +216,10 @@ func TestKeepAliveByPeer(t *testing.T) {
 	f := newFixture(t)
 	ctx := testContext(t)
 	peer := f.peer(t)
-	e := mustCreate(t, f.store, "k", "v", 2*time.Second)
-	if got, err := peer.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil || got.Revision != e.Revision {
+	// 5 s: a peer's first renewal is guarded by the whole seconds etcd
+	// reports left (TestFirstKeepAliveOfAPeersEntry).
+	e := mustCreate(t, f.store, "k", "v", 5*time.Second)
+	if got, err := peer.KeepAlive(ctx, "k", e.Revision, 5*time.Second); err != nil || got.Revision != e.Revision {
 		t.Errorf("peer KeepAlive = %+v, %v; want revision %d", got, err, e.Revision)
 	}
 

@@ -145,8 +145,10 @@ func TestKeepAliveByPeerIsVerified(t *testing.T) {
 		f := newFixture(t, opts...)
 		ctx := testContext(t)
 		peer := f.peer(t, opts...)
-		e := mustCreate(t, f.store, "k", "v", 2*time.Second)
-		if _, err := peer.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil {
+		// 5 s: a peer's first renewal is guarded by the whole seconds
+		// etcd reports left (TestFirstKeepAliveOfAPeersEntry).
+		e := mustCreate(t, f.store, "k", "v", 5*time.Second)
+		if _, err := peer.KeepAlive(ctx, "k", e.Revision, 5*time.Second); err != nil {
 			t.Fatalf("peer KeepAlive: %v", err)
 		}
 		if peer.Vouched("k", e.Revision) {
@@ -155,7 +157,7 @@ func TestKeepAliveByPeerIsVerified(t *testing.T) {
 		if err := f.store.CompareAndDelete(ctx, "k", e.Revision); err != nil {
 			t.Fatalf("CompareAndDelete: %v", err)
 		}
-		if _, err := peer.KeepAlive(ctx, "k", e.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+		if _, err := peer.KeepAlive(ctx, "k", e.Revision, 5*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
 			t.Errorf("peer KeepAlive after the writer's delete = %v, want lost (ErrNotFound)", err)
 		}
 	})
