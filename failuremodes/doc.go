@@ -133,8 +133,13 @@
 //   - Naive: every tick of every node lands on the same instant: bursts of
 //     contention on the backend.
 //   - Tenure: every renewal and every retry wait is jittered (renewals only
-//     ever earlier), so attempts spread out.
-//   - Test: TestFM09Jitter.
+//     ever earlier), so attempts spread out. Renewals then move to a grid
+//     whose phase comes from the holder's Identity: the many claims of one
+//     process renew together, so a backend can send them as one burst,
+//     while holders of different identities (different processes) stay
+//     apart.
+//   - Test: TestFM09Jitter (holders of ten identities);
+//     TestRenewalsOfOneIdentityAlign in package elector.
 //
 // # FM-10 Stale read lets an acquire steal a live claim
 //
