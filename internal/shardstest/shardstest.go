@@ -39,6 +39,7 @@ type Group struct {
 	timing   elector.Config
 	newStore func(member int) backends.Store
 	sig      electortest.Signal
+	tracer   tracer // the members' claim writes and deletions seen, while on
 
 	mu      sync.Mutex
 	members map[string]*Member // by identity, the latest instance; guarded by mu
@@ -97,7 +98,7 @@ func (g *Group) Add(id string) *Member {
 	g.mu.Unlock()
 	inner := g.newStore(i)
 	g.t.Cleanup(func() { _ = inner.Close() })
-	m := &Member{ID: id, Link: NewLink(inner, nil)}
+	m := &Member{ID: id, Link: NewLink(g.tracer.traced(inner, id), nil)}
 	cfg := shards.Config{
 		Group:    "g",
 		Identity: id,
@@ -222,7 +223,12 @@ func (l *Link) Heal() {
 // Settled reports whether every shard is owned by the member that the
 // placement over ids names, and by no other member instance.
 func (g *Group) Settled(ids ...string) bool {
-	want := shards.Place(g.count, ids)
+	return g.settledAs(shards.Place(g.count, ids))
+}
+
+// settledAs reports whether every shard is owned by the member want names,
+// and by no other member instance.
+func (g *Group) settledAs(want []string) bool {
 	g.mu.Lock()
 	var ms []*Member
 	for _, m := range g.members {
@@ -248,7 +254,10 @@ func (g *Group) Await(what string, limit time.Duration, ids ...string) time.Dura
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	if err := electortest.Until(ctx, what, func() bool { return g.Settled(ids...) }, &g.sig); err != nil {
+	// The placement is computed once: the check runs at every callback,
+	// on the CPU the members under measurement need.
+	want := shards.Place(g.count, ids)
+	if err := electortest.Until(ctx, what, func() bool { return g.settledAs(want) }, &g.sig); err != nil {
 		g.t.Fatalf("%v:%s", err, g.describe())
 	}
 	return time.Since(start)
@@ -352,19 +361,30 @@ func settled(b *testing.B, count, members int, timing elector.Config, newStore f
 // its shards takes to be acquired elsewhere is recorded, and it rejoins
 // (untimed). It reports the median and the maximum over all those shards
 // (handover-ms, handover-max-ms) and the shards the leaver owned
-// (shards/leave).
+// (shards/leave), and where the time went, as medians over the same shards
+// of the times from Stop at which the leaver's release was answered
+// (released-ms), the new owner's watch reported the deletion (seen-ms) and
+// its winning attempt was sent (sent-ms), the duration of that attempt
+// (acquire-ms), and the other members' acquisition attempts per shard
+// (attempts/shard).
 func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) {
 	g, ids := settled(b, count, members, timing, newStore)
 	var all []time.Duration
+	var bd breakdown
 	owned := 0
 	b.ResetTimer()
 	for i := range b.N {
 		id := ids[i%members]
 		leaver := g.Member(id)
 		rest := slices.DeleteFunc(slices.Clone(ids), func(x string) bool { return x == id })
+		shards := leaver.Owned()
+		var start time.Time
+		g.tracer.start()
 		ds := g.Handover(leaver, func() {
+			start = time.Now()
 			go func() { _ = leaver.Stop(context.Background()) }()
 		}, time.Minute, rest...)
+		bd.add(g.tracer.stop(), start, id, shards)
 		all = append(all, ds...)
 		owned += len(ds)
 		b.StopTimer()
@@ -377,6 +397,7 @@ func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStor
 	b.ReportMetric(p50, "handover-ms")
 	b.ReportMetric(mx, "handover-max-ms")
 	b.ReportMetric(float64(owned)/float64(b.N), "shards/leave")
+	bd.report(b)
 }
 
 // BenchCrash measures takeovers after a member is cut off from its store
