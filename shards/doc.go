@@ -40,7 +40,7 @@
 // member whose process dies or stalls stops renewing its membership and its
 // shard claims; after a TTL both have expired, the others place its shards
 // elsewhere and take them at once. Without expiry events from the store
-// (Capabilities.ExpiryEvents), members re-read the group every TTL/6, so a
+// (Capabilities.ExpiryEvents), members list the members every TTL/6, so a
 // takeover comes at most TTL/6 later.
 //
 // # What it costs
@@ -49,8 +49,9 @@
 // also serves the claim watches of all its electors, and follows the group
 // through its events; it reads the group whole (a List of the members and one
 // of the shards) only when it starts, when its watch had to be reopened, and
-// on a schedule: every TTL/6 on a store without expiry events, every ten TTLs
-// otherwise. Each owned shard costs what its elector costs: on etcd with
+// every ten TTLs, and on a store without expiry events it lists the members
+// alone every TTL/6. On a store that cannot watch, it reads the group whole
+// every TTL/6. Each owned shard costs what its elector costs: on etcd with
 // etcd.WithSharedLease, a member's renewals are answered in batches of one
 // keep-alive whatever the number of its shards: four members holding 256
 // shards made 6.3 requests a second together, at the elector's default

@@ -138,7 +138,9 @@ type Member struct {
 	clk    clock.Clock
 	log    *slog.Logger
 	ttl    time.Duration
-	poll   time.Duration // longest wait between two reads of the group
+	// The longest waits between two reads of the whole group, and between
+	// two reads of its members alone (0: none but the whole group's).
+	fullEvery, memberEvery time.Duration
 
 	kick      chan struct{} // wakes the loop: the group changed, a run ended
 	watchDone chan struct{} // closed when the group watch's goroutine has exited
@@ -205,11 +207,18 @@ func New(store backends.Store, cfg Config) (*Member, error) {
 		listened:  make(chan struct{}),
 	}
 	// Without expiry events, a member's departure by crash shows only when
-	// the group is read again: read it often enough for a takeover within a
-	// TTL and a sixth. With them, a slow read is only a backstop.
-	m.poll = ttl / 6
-	if h.expiry {
-		m.poll = 10 * ttl
+	// the members are read again: read them often enough for a takeover
+	// within a TTL and a sixth. The shards' claims need no such reads: a
+	// claim that expires is taken by the member its shard is placed on,
+	// whose acquisition the watch reports. With a watch, a read of the
+	// whole group is only a backstop.
+	switch {
+	case !h.can: // everything shows through reads alone
+		m.fullEvery = ttl / 6
+	case !h.expiry:
+		m.fullEvery, m.memberEvery = 10*ttl, ttl/6
+	default:
+		m.fullEvery = 10 * ttl
 	}
 	return m, nil
 }
@@ -386,31 +395,47 @@ func (m *Member) checkCount(ctx context.Context) error {
 // loop campaigns for the shards placed here whenever the group changes
 // (the watch wakes it) until the member is stopped; then it shuts down. It
 // reads the whole group at start, after the watch reopened, and every
-// poll; in between, the watch's events keep the view current.
+// fullEvery; on a store without expiry events it also reads the members
+// every memberEvery, to notice a member whose membership expired. In
+// between, the watch's events keep the view current.
 func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) {
 	defer close(m.done)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The next full read is due at a fixed time that the watch's events do
-	// not push back: a steady flow of events must not delay the read that
+	// The next reads are due at fixed times that the watch's events do not
+	// push back: a steady flow of events must not delay the read that
 	// notices an expiry the store's watch does not report.
-	read, due := true, m.clk.Now()
+	now := m.clk.Now()
+	full, fullDue := true, now
+	var memberDue time.Time // zero: no reads of the members alone
 	for {
-		if now := m.clk.Now(); read || !now.Before(due) {
-			if m.read(ctx) {
-				read, due = false, now.Add(m.poll)
+		now = m.clk.Now()
+		switch {
+		case full || !now.Before(fullDue):
+			if m.read(ctx, true) {
+				full, fullDue = false, now.Add(m.fullEvery)
+				if m.memberEvery > 0 {
+					memberDue = now.Add(m.memberEvery)
+				}
 			} else {
-				read, due = true, now.Add(m.ttl/6) // try again soon
+				full, fullDue = true, now.Add(m.ttl/6) // try again soon
 			}
+		case !memberDue.IsZero() && !now.Before(memberDue):
+			m.read(ctx, false)
+			memberDue = now.Add(m.memberEvery)
+		}
+		next := fullDue
+		if !memberDue.IsZero() && memberDue.Before(next) {
+			next = memberDue
 		}
 		m.reconcile()
-		t := m.clk.Timer(due.Sub(m.clk.Now()))
+		t := m.clk.Timer(next.Sub(m.clk.Now()))
 		select {
 		case <-m.stopCh:
 		case <-startCtx.Done():
 		case <-m.kick:
 			m.mu.Lock()
-			read = read || m.resync
+			full = full || m.resync
 			m.resync = false
 			m.mu.Unlock()
 		case <-t.C:
@@ -482,12 +507,13 @@ func (m *Member) watch(ctx context.Context, events <-chan backends.Event) {
 	}
 }
 
-// read reads the whole group into the view, and reports whether it could.
-func (m *Member) read(ctx context.Context) bool {
+// read reads the group into the view, the whole group or its members
+// alone, and reports whether it could.
+func (m *Member) read(ctx context.Context, whole bool) bool {
 	m.mu.Lock()
 	start := m.view.seq
 	m.mu.Unlock()
-	members, owners, err := m.list(ctx)
+	members, owners, err := m.list(ctx, whole)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.err = err
@@ -535,9 +561,9 @@ func (m *Member) reconcile() {
 	}
 }
 
-// list lists the group's live members (with their entries' tokens) and its
-// shards' owners.
-func (m *Member) list(ctx context.Context) (map[string]int64, []Owner, error) {
+// list lists the group's live members (with their entries' tokens) and, if
+// whole, its shards' owners (else owners is nil).
+func (m *Member) list(ctx context.Context, whole bool) (map[string]int64, []Owner, error) {
 	entries, err := m.store.List(ctx, memberPrefix(m.cfg.Group))
 	if err != nil {
 		return nil, nil, fmt.Errorf("shards: list members of %q: %w", m.cfg.Group, err)
@@ -550,6 +576,9 @@ func (m *Member) list(ctx context.Context) (map[string]int64, []Owner, error) {
 			continue
 		}
 		members[id] = e.CreateRevision
+	}
+	if !whole {
+		return members, nil, nil
 	}
 	entries, err = m.store.List(ctx, shardPrefix(m.cfg.Group))
 	if err != nil {

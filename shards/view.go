@@ -19,7 +19,7 @@ import (
 // did, while an event that arrived after the read began is at least as new
 // as the read, or followed by the events that bring its key up to date. Events
 // are thus the fast path, and a read (at start, after the watch reopens, and
-// every poll) is needed only for what a store's watch does not report
+// on a schedule) is needed only for what a store's watch does not report
 // (expiry on a filestore).
 type view struct {
 	group string
@@ -88,7 +88,7 @@ func (v *view) apply(ev backends.Event) {
 }
 
 // applyRead applies a read that began when seq was start: to each key no
-// event has touched since.
+// event has touched since. owners is nil for a read of the members alone.
 func (v *view) applyRead(start uint64, members map[string]int64, owners []Owner) {
 	for id := range v.members {
 		if _, ok := members[id]; !ok && v.memberSeq[id] <= start {
@@ -99,6 +99,9 @@ func (v *view) applyRead(start uint64, members map[string]int64, owners []Owner)
 		if v.memberSeq[id] <= start {
 			v.members[id] = tok
 		}
+	}
+	if owners == nil {
+		return
 	}
 	for shard := range v.owners {
 		if v.ownerSeq[shard] <= start {
