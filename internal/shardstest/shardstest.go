@@ -363,10 +363,11 @@ func settled(b *testing.B, count, members int, timing elector.Config, newStore f
 // (handover-ms, handover-max-ms) and the shards the leaver owned
 // (shards/leave), and where the time went, as medians over the same shards
 // of the times from Stop at which the leaver's release was answered
-// (released-ms), the new owner's watch reported the deletion (seen-ms) and
-// its winning attempt was sent (sent-ms), the duration of that attempt
-// (acquire-ms), and the other members' acquisition attempts per shard
-// (attempts/shard).
+// (released-ms, and its maximum released-max-ms), the new owner's watch
+// reported the deletion (seen-ms) and its winning attempt was sent (sent-ms,
+// sent-max-ms), the duration of that attempt (acquire-ms), the other
+// members' acquisition attempts per shard (attempts/shard), and how many
+// group watches ended on their own meanwhile (watch-ends).
 func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) {
 	g, ids := settled(b, count, members, timing, newStore)
 	var all []time.Duration

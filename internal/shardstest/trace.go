@@ -24,7 +24,7 @@ type tracer struct {
 type trace struct {
 	at     time.Time
 	member string
-	what   string // "create", "delete", "event-delete"
+	what   string // "create", "delete", "event-delete", "watch-ended"
 	key    string
 	sent   time.Time // when the call was sent (calls only)
 	ok     bool      // the call succeeded
@@ -85,6 +85,11 @@ func (s *tracedStore) Watch(ctx context.Context, prefix string) (<-chan backends
 	out := make(chan backends.Event)
 	go func() {
 		defer close(out)
+		defer func() {
+			if ctx.Err() == nil {
+				s.t.add(trace{at: time.Now(), member: s.member, what: "watch-ended"})
+			}
+		}()
 		for ev := range in {
 			if ev.Kind == backends.EventDelete {
 				s.t.add(trace{at: time.Now(), member: s.member, what: "event-delete", key: ev.Entry.Key})
@@ -136,11 +141,17 @@ type breakdown struct {
 	acquire  []time.Duration // how long that attempt took, sent to answered
 	attempts int             // acquisition attempts by the other members
 	shards   int             // shards counted
+	ends     int             // group watches that ended on their own
 }
 
 // add adds the records of a leave of leaver that began at start, for the
 // shards it owned.
 func (b *breakdown) add(recs []trace, start time.Time, leaver string, owned []int) {
+	for _, r := range recs {
+		if r.what == "watch-ended" {
+			b.ends++
+		}
+	}
 	for _, shard := range owned {
 		key := "g/shard/" + strconv.Itoa(shard)
 		var released, won trace
@@ -174,7 +185,9 @@ func (b *breakdown) add(recs []trace, start time.Time, leaver string, owned []in
 	}
 }
 
-// report reports the medians, in milliseconds, and the attempts per shard.
+// report reports the medians, in milliseconds (and the maxima of the
+// release and of the winning attempt's sending), the attempts per shard and
+// the group watches that ended.
 func (b *breakdown) report(tb testing.TB) {
 	rep, ok := tb.(interface{ ReportMetric(float64, string) })
 	if !ok {
@@ -183,11 +196,16 @@ func (b *breakdown) report(tb testing.TB) {
 	for _, m := range []struct {
 		ds   []time.Duration
 		unit string
-	}{{b.released, "released-ms"}, {b.seen, "seen-ms"}, {b.sent, "sent-ms"}, {b.acquire, "acquire-ms"}} {
-		p50, _ := Quantiles(m.ds)
-		rep.ReportMetric(p50, m.unit)
+		max  bool // report the maximum too
+	}{{b.released, "released", true}, {b.seen, "seen", false}, {b.sent, "sent", true}, {b.acquire, "acquire", false}} {
+		p50, mx := Quantiles(m.ds)
+		rep.ReportMetric(p50, m.unit+"-ms")
+		if m.max {
+			rep.ReportMetric(mx, m.unit+"-max-ms")
+		}
 	}
 	if b.shards > 0 {
 		rep.ReportMetric(float64(b.attempts)/float64(b.shards), "attempts/shard")
 	}
+	rep.ReportMetric(float64(b.ends), "watch-ends")
 }
