@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -425,4 +426,54 @@ func BenchCrash(b *testing.B, count, members int, timing elector.Config, newStor
 	b.ReportMetric(p50, "takeover-ms")
 	b.ReportMetric(mx, "takeover-max-ms")
 	b.ReportMetric(float64(timing.TTL/time.Millisecond), "ttl-ms")
+}
+
+// BenchRest measures what a settled group costs at rest: members members of
+// a group of count shards settle and wait a TTL; then, b.N times, the
+// process's CPU time and the members' store calls are counted over window
+// of real time. It reports the CPU time per second of all members together
+// (cpu-ms/s: the members are the process's only work, but the machine's
+// other load slows it too), and their lists (lists/s), the entries those
+// returned (listed/s) and their writes (writes/s) per second.
+func BenchRest(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store, window time.Duration) {
+	g, ids := settled(b, count, members, timing, newStore)
+	<-time.After(timing.TTL)
+	calls := func(ops faults.Op) int {
+		n := 0
+		for _, id := range ids {
+			n += g.Member(id).Store.Calls(ops)
+		}
+		return n
+	}
+	b.ResetTimer()
+	var cpu, elapsed time.Duration
+	var lists, writes int
+	var listed int64
+	for range b.N {
+		l0, w0, c0, t0 := calls(faults.OpList), calls(faults.Writes), cpuTime(b), time.Now()
+		e0 := g.tracer.listed.Load()
+		<-time.After(window)
+		cpu += cpuTime(b) - c0
+		elapsed += time.Since(t0)
+		lists += calls(faults.OpList) - l0
+		writes += calls(faults.Writes) - w0
+		listed += g.tracer.listed.Load() - e0
+		if !g.Settled(ids...) {
+			b.Fatal("ownership changed at rest")
+		}
+	}
+	secs := elapsed.Seconds()
+	b.ReportMetric(float64(cpu.Milliseconds())/secs, "cpu-ms/s")
+	b.ReportMetric(float64(lists)/secs, "lists/s")
+	b.ReportMetric(float64(listed)/secs, "listed/s")
+	b.ReportMetric(float64(writes)/secs, "writes/s")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

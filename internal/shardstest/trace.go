@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 // member of a Group, on this process's monotonic clock, for the breakdown of
 // a handover that BenchLeave reports.
 type tracer struct {
+	listed atomic.Int64 // entries returned by the members' lists, always counted
+
 	mu   sync.Mutex
 	on   bool    // guarded by mu
 	recs []trace // guarded by mu
@@ -54,7 +57,7 @@ func (t *tracer) stop() []trace {
 }
 
 // tracedStore is a member's store with its claim writes and its watch's
-// deletions recorded.
+// deletions recorded, and the entries its lists return counted.
 type tracedStore struct {
 	backends.Store
 	t      *tracer
@@ -66,6 +69,12 @@ func (s *tracedStore) CreateIfAbsent(ctx context.Context, key string, value []by
 	e, err := s.Store.CreateIfAbsent(ctx, key, value, ttl)
 	s.t.add(trace{at: time.Now(), member: s.member, what: "create", key: key, sent: sent, ok: err == nil})
 	return e, err
+}
+
+func (s *tracedStore) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
+	es, err := s.Store.List(ctx, prefix)
+	s.t.listed.Add(int64(len(es)))
+	return es, err
 }
 
 func (s *tracedStore) CompareAndDelete(ctx context.Context, key string, rev int64) error {
