@@ -46,6 +46,7 @@ type Group struct {
 	members map[string]*Member // by identity, the latest instance; guarded by mu
 	high    map[int]int64      // the fence: highest token written, by shard; guarded by mu
 	terms   []*span            // every term, in acquisition order; guarded by mu
+	acting  map[acting]*span   // the terms whose OnAcquired runs; guarded by mu
 	stores  int                // stores made so far; guarded by mu
 }
 
@@ -70,6 +71,12 @@ func NewLink(inner backends.Store, clk clock.Clock) *Link {
 	return &Link{Store: faults.Wrap(inner, clk)}
 }
 
+// acting names the OnAcquired of one member instance and shard.
+type acting struct {
+	member *Member
+	shard  int
+}
+
 // span is one term of one shard: when it began acting and when it saw its
 // end.
 type span struct {
@@ -84,7 +91,7 @@ type span struct {
 // of the i-th member started (its store is closed at cleanup); timing is the
 // elector template (its Clock must be left nil: the real clock).
 func New(t testing.TB, count int, timing elector.Config, newStore func(i int) backends.Store) *Group {
-	g := &Group{t: t, count: count, timing: timing, newStore: newStore, members: map[string]*Member{}, high: map[int]int64{}}
+	g := &Group{t: t, count: count, timing: timing, newStore: newStore, members: map[string]*Member{}, high: map[int]int64{}, acting: map[acting]*span{}}
 	t.Cleanup(g.checkSpans)
 	return g
 }
@@ -139,12 +146,12 @@ func (g *Group) Add(id string) *Member {
 // fence while the member owns the shard, and acts until ctx is done.
 func (g *Group) acquired(ctx context.Context, m *Member, shard int, term elector.Term) {
 	sp := &span{member: m, shard: shard, token: term.Token, begin: time.Now()}
+	key := acting{m, shard}
 	g.mu.Lock()
-	for _, o := range g.terms {
-		if o.member == m && o.shard == shard && o.end.IsZero() {
-			g.t.Errorf("%s shard %d: OnAcquired (token %d) while the one of token %d runs", m.ID, shard, term.Token, o.token)
-		}
+	if o := g.acting[key]; o != nil {
+		g.t.Errorf("%s shard %d: OnAcquired (token %d) while the one of token %d runs", m.ID, shard, term.Token, o.token)
 	}
+	g.acting[key] = sp
 	g.terms = append(g.terms, sp)
 	g.mu.Unlock()
 	if t, ok := m.Term(shard); ok && t.Token == term.Token {
@@ -168,6 +175,9 @@ func (g *Group) acquired(ctx context.Context, m *Member, shard int, term elector
 	}
 	g.mu.Lock()
 	sp.end = end
+	if g.acting[key] == sp {
+		delete(g.acting, key)
+	}
 	g.mu.Unlock()
 }
 
@@ -305,6 +315,9 @@ func Scenario(t *testing.T, g *Group, limit time.Duration) {
 func (g *Group) Handover(leaver *Member, act func(), limit time.Duration, ids ...string) []time.Duration {
 	g.t.Helper()
 	owned := leaver.Owned()
+	g.mu.Lock()
+	first := len(g.terms) // the terms before act began are not looked at
+	g.mu.Unlock()
 	start := time.Now()
 	act()
 	g.Await("handover", limit, ids...)
@@ -316,7 +329,7 @@ func (g *Group) Handover(leaver *Member, act func(), limit time.Duration, ids ..
 		defer g.mu.Unlock()
 		out = out[:0]
 		for _, s := range owned {
-			for _, sp := range g.terms {
+			for _, sp := range g.terms[first:] {
 				if sp.shard == s && sp.member != leaver && !sp.begin.Before(start) {
 					out = append(out, sp.begin.Sub(start))
 					break
