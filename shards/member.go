@@ -154,9 +154,9 @@ type Member struct {
 	view     *view         // the members and owners known; guarded by mu
 	resync   bool          // the watch reopened: read the whole group; guarded by mu
 	members  []string      // the live members the placement was computed from; guarded by mu
-	owners   []Owner       // by shard, as last observed; guarded by mu
 	runs     map[int]*run  // the elector of each shard campaigned or being stopped; guarded by mu
 	placed   []string      // the last placement computed; guarded by mu
+	mine     []int         // the shards placed here, in order; guarded by mu
 	err      error         // the last error reading the group; guarded by mu
 	listened chan struct{} // closed and replaced after each reconcile (a test hook); guarded by mu
 	member   *elector.Elector
@@ -202,7 +202,6 @@ func New(store backends.Store, cfg Config) (*Member, error) {
 		stopCh:    make(chan struct{}),
 		done:      make(chan struct{}),
 		runs:      make(map[int]*run),
-		owners:    make([]Owner, cfg.Count),
 		view:      newView(cfg.Group, cfg.Count),
 		listened:  make(chan struct{}),
 	}
@@ -239,28 +238,39 @@ func (m *Member) Members() []string {
 // one. It is a hint for routing: the claim may have changed hands since,
 // and only the owner's own Term says it may act.
 func (m *Member) Owner(shard int) (Owner, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if shard < 0 || shard >= len(m.owners) {
+	if shard < 0 || shard >= m.cfg.Count {
 		return Owner{}, false
 	}
-	o := m.owners[shard]
+	m.mu.Lock()
+	o, r := m.view.owners[shard], m.runs[shard]
+	m.mu.Unlock()
+	// This member's own term is an observation too, and may be newer than
+	// what the store reported.
+	if r != nil {
+		if t, ok := r.el.Term(); ok && t.Token > o.Token {
+			o = Owner{Holder: t.Holder, Token: t.Token}
+		}
+	}
 	return o, o.Token != 0
 }
 
 // Owned lists, in order, the shards this member owns now: those whose
 // elector reports IsLeader at the call.
 func (m *Member) Owned() []int {
+	type run struct {
+		shard int
+		el    *elector.Elector
+	}
 	m.mu.Lock()
-	runs := make(map[int]*elector.Elector, len(m.runs))
-	for i, r := range m.runs {
-		runs[i] = r.el
+	runs := make([]run, 0, len(m.runs))
+	for shard, r := range m.runs {
+		runs = append(runs, run{shard, r.el})
 	}
 	m.mu.Unlock()
 	var out []int
-	for i, el := range runs {
-		if el.IsLeader() {
-			out = append(out, i)
+	for _, r := range runs {
+		if r.el.IsLeader() {
+			out = append(out, r.shard)
 		}
 	}
 	slices.Sort(out)
@@ -534,27 +544,24 @@ func (m *Member) reconcile() {
 		m.listened = make(chan struct{})
 		m.mu.Unlock()
 	}()
-	owners := slices.Clone(m.view.owners)
-	// This member's own terms are observations too, and may be newer than
-	// what the store reported.
-	for shard, r := range m.runs {
-		if t, ok := r.el.Term(); ok && t.Token > owners[shard].Token {
-			owners[shard] = Owner{Holder: t.Holder, Token: t.Token}
-		}
-	}
-	m.owners = owners
 	if members := m.view.memberList(); !slices.Equal(members, m.members) || m.placed == nil {
 		m.members = members
 		m.placed = Place(m.cfg.Count, members)
+		m.mine = m.mine[:0]
+		for shard, id := range m.placed {
+			if id == m.cfg.Identity {
+				m.mine = append(m.mine, shard)
+			}
+		}
 		m.log.Debug("shards: members", "members", members)
 	}
-	for shard, id := range m.placed {
-		r := m.runs[shard]
-		want := id == m.cfg.Identity
-		switch {
-		case want && r == nil:
+	for _, shard := range m.mine {
+		if m.runs[shard] == nil {
 			m.campaign(shard)
-		case !want && r != nil && !r.stopping:
+		}
+	}
+	for shard, r := range m.runs {
+		if m.placed[shard] != m.cfg.Identity && !r.stopping {
 			r.stopping = true
 			go func() { _ = r.el.Stop(context.Background()) }()
 		}
@@ -604,15 +611,8 @@ func (m *Member) campaign(shard int) {
 	cfg := m.cfg.Elector
 	cfg.Key, cfg.Identity = shardKey(m.cfg.Group, shard), m.cfg.Identity
 	onAcquired := m.cfg.OnAcquired
-	cfg.OnElected = func(ctx context.Context, term elector.Term) {
-		m.mu.Lock()
-		if term.Token > m.owners[shard].Token {
-			m.owners[shard] = Owner{Holder: term.Holder, Token: term.Token}
-		}
-		m.mu.Unlock()
-		if onAcquired != nil {
-			onAcquired(ctx, shard, term)
-		}
+	if onAcquired != nil {
+		cfg.OnElected = func(ctx context.Context, term elector.Term) { onAcquired(ctx, shard, term) }
 	}
 	if f := m.cfg.OnReleased; f != nil {
 		cfg.OnDemoted = func(term elector.Term, cause elector.Cause) { f(shard, term, cause) }
