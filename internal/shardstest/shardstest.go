@@ -381,11 +381,15 @@ func settled(b *testing.B, count, members int, timing elector.Config, newStore f
 // reported the deletion (seen-ms) and its winning attempt was sent (sent-ms,
 // sent-max-ms), the duration of that attempt (acquire-ms), the other
 // members' acquisition attempts per shard (attempts/shard), and how many
-// group watches ended on their own meanwhile (watch-ends).
+// group watches ended on their own meanwhile (watch-ends); and the CPU time
+// the process spent from each Stop until the handover was complete
+// (cpu-ms/leave: the members' work, the checker's, and on etcd the
+// embedded server's).
 func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) {
 	g, ids := settled(b, count, members, timing, newStore)
 	var all []time.Duration
 	var bd breakdown
+	var cpu time.Duration
 	owned := 0
 	b.ResetTimer()
 	for i := range b.N {
@@ -395,10 +399,12 @@ func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStor
 		shards := leaver.Owned()
 		var start time.Time
 		g.tracer.start()
+		cpu0 := cpuTime(b)
 		ds := g.Handover(leaver, func() {
 			start = time.Now()
 			go func() { _ = leaver.Stop(context.Background()) }()
 		}, time.Minute, rest...)
+		cpu += cpuTime(b) - cpu0
 		bd.add(g.tracer.stop(), start, id, shards)
 		all = append(all, ds...)
 		owned += len(ds)
@@ -412,6 +418,7 @@ func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStor
 	b.ReportMetric(p50, "handover-ms")
 	b.ReportMetric(mx, "handover-max-ms")
 	b.ReportMetric(float64(owned)/float64(b.N), "shards/leave")
+	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/leave")
 	bd.report(b)
 }
 
@@ -483,7 +490,7 @@ func BenchRest(b *testing.B, count, members int, timing elector.Config, newStore
 }
 
 // cpuTime is the process's user and system CPU time so far.
-func cpuTime(b *testing.B) time.Duration {
+func cpuTime(b testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
