@@ -76,25 +76,9 @@ func (s dropDeletes) Capabilities() backends.Capabilities {
 }
 
 func (s dropDeletes) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
-	in, err := s.Store.(backends.Watcher).Watch(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	out := make(chan backends.Event)
-	go func() {
-		defer close(out)
-		for ev := range in {
-			if ev.Kind == backends.EventDelete && s.keys.has(ev.Entry.Key) {
-				continue
-			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out, nil
+	return filterWatch(ctx, s.Store, prefix, func(ev backends.Event) bool {
+		return ev.Kind != backends.EventDelete || !s.keys.has(ev.Entry.Key)
+	})
 }
 
 // A shard whose leaving owner could not release it is taken once its claim

@@ -311,7 +311,12 @@ func (q quiet) Capabilities() backends.Capabilities {
 }
 
 func (q quiet) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
-	in, err := q.Store.Watch(ctx, prefix)
+	return filterWatch(ctx, q.Store, prefix, func(ev backends.Event) bool { return ev.Kind != backends.EventDelete })
+}
+
+// filterWatch watches prefix on s and passes on the events keep accepts.
+func filterWatch(ctx context.Context, s backends.Store, prefix string, keep func(backends.Event) bool) (<-chan backends.Event, error) {
+	in, err := s.(backends.Watcher).Watch(ctx, prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +324,7 @@ func (q quiet) Watch(ctx context.Context, prefix string) (<-chan backends.Event,
 	go func() {
 		defer close(out)
 		for ev := range in {
-			if ev.Kind == backends.EventDelete {
+			if !keep(ev) {
 				continue
 			}
 			select {
