@@ -415,11 +415,10 @@ func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) 
 	// The next reads are due at fixed times that the watch's events do not
 	// push back: a steady flow of events must not delay the read that
 	// notices an expiry the store's watch does not report.
-	now := m.clk.Now()
-	full, fullDue := true, now
+	full, fullDue := true, m.clk.Now()
 	var memberDue time.Time // zero: no reads of the members alone
 	for {
-		now = m.clk.Now()
+		now := m.clk.Now()
 		switch {
 		case full || !now.Before(fullDue):
 			if m.read(ctx, true) {
