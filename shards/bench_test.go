@@ -2,7 +2,6 @@ package shards_test
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/tenure-go/tenure/backends"
@@ -11,12 +10,15 @@ import (
 	"github.com/tenure-go/tenure/shards"
 )
 
-// BenchmarkPlace reports, at S = 256 and M = 1…8 members, the spread of the
-// placement (imbalance: max − min shards per member) and the shards moved by
-// one join and by one leave, over the minimum such a change must move
-// (moved/min; the worst over 64 sets of member names, every member leaving
-// in turn). Its sub-benchmark call/M=8 times one Place(256, eight members),
-// the cost every member pays on each membership change.
+// BenchmarkPlace reports, at S = 256 and M = 1…8 members, over placeSets
+// random sets of member names (every run the same sets), the spread of the
+// placement (imbalance: max − min shards per member) and the shards moved
+// by one join (M → M+1) and by one leave (M → M−1, every member leaving in
+// turn), over the minimum such a change must move: the worst (moved/min,
+// leave-moved/min) and the 99th percentile (p99-moved/min,
+// p99-leave-moved/min). One iteration measures every set, so -benchtime=1x
+// is enough. Its sub-benchmark call/M=8 times one Place(256, eight
+// members), the cost every member pays on each membership change.
 func BenchmarkPlace(b *testing.B) {
 	const S = 256
 	b.Run("call/M=8", func(b *testing.B) {
@@ -25,33 +27,19 @@ func BenchmarkPlace(b *testing.B) {
 			shards.Place(S, ms)
 		}
 	})
+	sets := max(*placeSets, 2000)
 	for m := 1; m <= 8; m++ {
 		b.Run(fmt.Sprintf("M=%d", m), func(b *testing.B) {
-			imbalance, join, leave := 0, 0.0, 0.0
-			for i := range b.N {
-				ms := members(fmt.Sprintf("set%d", i%64), m)
-				before := shards.Place(S, ms)
-				imbalance = max(imbalance, spread(before, ms))
-				joined := append(slices.Clone(ms), "newcomer")
-				after := shards.Place(S, joined)
-				join = max(join, float64(moved(before, after))/float64((S+m)/(m+1)))
-				if m == 1 {
-					continue
-				}
-				for _, leaver := range ms {
-					rest := slices.DeleteFunc(slices.Clone(ms), func(x string) bool { return x == leaver })
-					had := 0
-					for _, id := range before {
-						if id == leaver {
-							had++
-						}
-					}
-					leave = max(leave, float64(moved(before, shards.Place(S, rest)))/float64(had))
-				}
+			var join, leave movement
+			imbalance := 0
+			for b.Loop() {
+				join, leave, imbalance = placeMovement(shards.Place, S, m, sets, 16)
 			}
 			b.ReportMetric(float64(imbalance), "imbalance")
-			b.ReportMetric(join, "moved/min")
-			b.ReportMetric(leave, "leave-moved/min")
+			b.ReportMetric(join.worst, "moved/min")
+			b.ReportMetric(join.p99, "p99-moved/min")
+			b.ReportMetric(leave.worst, "leave-moved/min")
+			b.ReportMetric(leave.p99, "p99-leave-moved/min")
 		})
 	}
 }
