@@ -121,7 +121,7 @@ func TestPlaceBalanceAndMovement(t *testing.T) {
 	}
 }
 
-var placeSets = flag.Int("shards.sets", 100, "how many random sets of member names TestPlaceMovementOverRandomNames tries")
+var placeSets = flag.Int("shards.sets", 100, "how many random sets of member names TestPlaceMovementOverRandomNames tries per member count (BenchmarkPlace: at least 2000)")
 
 // worstMovement bounds how many shards one join or leave moves over the
 // minimum, at S = 256 and M ≤ 9, as measured over random sets of member
