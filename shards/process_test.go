@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,14 +19,17 @@ import (
 
 	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/shardstest"
 	"github.com/tenure-go/tenure/shards"
 )
 
 // The environment of a member process (the test binary re-executed).
 const (
-	childEnv  = "TENURE_SHARDS_CHILD" // the member's identity
-	childDir  = "TENURE_SHARDS_DIR"
-	procCount = 16
+	childEnv   = "TENURE_SHARDS_CHILD" // the member's identity
+	childDir   = "TENURE_SHARDS_DIR"
+	childCount = "TENURE_SHARDS_COUNT" // the group's shard count; procCount if unset
+	childQuiet = "TENURE_SHARDS_QUIET" // if set, the member reports no actions
+	procCount  = 16
 )
 
 // mono reads CLOCK_MONOTONIC, which every process of a host shares: the
@@ -42,8 +46,18 @@ func mono() time.Duration {
 // which stops when its stdin closes. For every owned shard it reports, on
 // stdout, "begin <shard> <token>", then every 20 ms while its Term says it
 // owns the shard "act <shard> <token> <now> <deadline>" (CLOCK_MONOTONIC
-// nanoseconds), and "end <shard> <token>" once the term's context is done.
+// nanoseconds; not with childQuiet set), and "end <shard> <token>" once the
+// term's context is done.
 func runChild() error {
+	count := procCount
+	if c := os.Getenv(childCount); c != "" {
+		n, err := strconv.Atoi(c)
+		if err != nil {
+			return err
+		}
+		count = n
+	}
+	quiet := os.Getenv(childQuiet) != ""
 	store, err := filestore.Open(os.Getenv(childDir))
 	if err != nil {
 		return err
@@ -59,10 +73,15 @@ func runChild() error {
 	m, err = shards.New(store, shards.Config{
 		Group:    "g",
 		Identity: os.Getenv(childEnv),
-		Count:    procCount,
+		Count:    count,
 		Elector:  liveTiming(),
 		OnAcquired: func(ctx context.Context, shard int, term elector.Term) {
 			say("begin %d %d", shard, term.Token)
+			if quiet {
+				<-ctx.Done()
+				say("end %d %d", shard, term.Token)
+				return
+			}
 			tick := time.NewTicker(20 * time.Millisecond)
 			defer tick.Stop()
 			for ctx.Err() == nil {
@@ -101,19 +120,28 @@ type proc struct {
 
 // procs runs member processes and checks what they report.
 type procs struct {
-	t    *testing.T
-	dir  string
-	sig  chan struct{} // receives (without blocking) after each line
-	mu   sync.Mutex
-	cur  map[int]held        // per shard, the highest token begun; guarded by mu
-	acts map[int][]actReport // per shard, every action; guarded by mu
-	all  map[string]*proc    // guarded by mu
+	t     testing.TB
+	dir   string
+	count int           // the group's shard count
+	env   []string      // added to the members' environment
+	sig   chan struct{} // receives (without blocking) after each line
+	mu    sync.Mutex
+	cur   map[int]held        // per shard, the highest token begun; guarded by mu
+	acts  map[int][]actReport // per shard, every action; guarded by mu
+	all   map[string]*proc    // guarded by mu
+}
+
+// newProcs returns a procs for a group of count shards over a new
+// directory.
+func newProcs(t testing.TB, count int, env ...string) *procs {
+	return &procs{t: t, dir: t.TempDir(), count: count, env: env, sig: make(chan struct{}, 1), cur: map[int]held{}, acts: map[int][]actReport{}, all: map[string]*proc{}}
 }
 
 type held struct {
 	id    string
 	token int64
 	ended bool
+	at    time.Time // when its begin was read
 }
 
 type actReport struct {
@@ -130,7 +158,8 @@ func (p *procs) start(id string) *proc {
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
 	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	cmd.Env = append(os.Environ(), childEnv+"="+id, childDir+"="+p.dir, "GORACE="+gorace)
+	cmd.Env = append(os.Environ(), childEnv+"="+id, childDir+"="+p.dir, childCount+"="+strconv.Itoa(p.count), "GORACE="+gorace)
+	cmd.Env = append(cmd.Env, p.env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -177,11 +206,12 @@ func (p *procs) line(id, l string) {
 		return n
 	}
 	shard, token := int(num(1)), num(2)
+	at := time.Now()
 	p.mu.Lock()
 	switch f[0] {
 	case "begin":
 		if token > p.cur[shard].token {
-			p.cur[shard] = held{id: id, token: token}
+			p.cur[shard] = held{id: id, token: token, at: at}
 		}
 	case "act":
 		p.acts[shard] = append(p.acts[shard], actReport{id: id, token: token, now: time.Duration(num(3)), deadline: time.Duration(num(4))})
@@ -203,7 +233,7 @@ func (p *procs) line(id, l string) {
 // settled reports whether every shard's newest term belongs to the member
 // the placement over ids names and has not ended.
 func (p *procs) settled(ids ...string) bool {
-	want := shards.Place(procCount, ids)
+	want := shards.Place(p.count, ids)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for s, id := range want {
@@ -278,7 +308,7 @@ func TestProcessesKilledAndStopped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts member processes")
 	}
-	p := &procs{t: t, dir: t.TempDir(), sig: make(chan struct{}, 1), cur: map[int]held{}, acts: map[int][]actReport{}, all: map[string]*proc{}}
+	p := newProcs(t, procCount)
 	defer p.check()
 	for _, id := range []string{"a", "b", "c"} {
 		p.start(id)
@@ -311,4 +341,58 @@ func TestProcessesKilledAndStopped(t *testing.T) {
 	if err := a.cmd.Wait(); err != nil {
 		t.Errorf("member a stopped with %v", err)
 	}
+}
+
+// BenchmarkLeaveProcesses is BenchmarkLeave/filestore with each member its
+// own process, as in a deployment: four member processes on one
+// filestore, 256 shards; b.N times one of them closes its stdin (it stops
+// gracefully) and the time from then until each of its shards has begun
+// at another member (its report read here) is recorded; then it is
+// started again (untimed). It reports the median and the maximum over all
+// those shards (handover-ms, handover-max-ms) and the shards the leaver
+// owned (shards/leave). The four processes share the host's cores with
+// one another and with this one, which reads their reports.
+func BenchmarkLeaveProcesses(b *testing.B) {
+	const count = 256
+	p := newProcs(b, count, childQuiet+"=1")
+	ids := []string{"m0", "m1", "m2", "m3"}
+	for _, id := range ids {
+		p.start(id)
+	}
+	p.await("start", ids...)
+	var all []time.Duration
+	owned := 0
+	b.ResetTimer()
+	for i := range b.N {
+		id := ids[i%len(ids)]
+		rest := slices.DeleteFunc(slices.Clone(ids), func(x string) bool { return x == id })
+		var had []int
+		for s, owner := range shards.Place(count, ids) {
+			if owner == id {
+				had = append(had, s)
+			}
+		}
+		leaver := p.all[id]
+		start := time.Now()
+		_ = leaver.stdin.Close()
+		p.await("leave", rest...)
+		p.mu.Lock()
+		for _, s := range had {
+			all = append(all, p.cur[s].at.Sub(start))
+		}
+		p.mu.Unlock()
+		owned += len(had)
+		b.StopTimer()
+		<-leaver.done
+		if err := leaver.cmd.Wait(); err != nil {
+			b.Fatalf("member %s stopped with %v", id, err)
+		}
+		p.start(id)
+		p.await("rejoin", ids...)
+		b.StartTimer()
+	}
+	p50, mx := shardstest.Quantiles(all)
+	b.ReportMetric(p50, "handover-ms")
+	b.ReportMetric(mx, "handover-max-ms")
+	b.ReportMetric(float64(owned)/float64(b.N), "shards/leave")
 }
