@@ -47,9 +47,13 @@ type Config struct {
 	// renewals of one process's many claims go out together. A renewal still
 	// goes out at the latest RenewPeriod after the send time its deadline
 	// counts from, and, when Jitter is at most 0.5, no earlier than
-	// RenewPeriod × (1 − 1.5 × Jitter) after it. Default TTL/3. Must be below TTL, and
-	// RenewPeriod + RenewTimeout + SafetyMargin + CancelLead must be below
-	// TTL (see Validate).
+	// RenewPeriod × (1 − 1.5 × Jitter) after it. Once a term's renewals are
+	// on the grid their waits take grid values only: with the default
+	// Jitter every wait is 0.9 × RenewPeriod, and what keeps the holders of
+	// different processes apart is the grid's phase, not chance.
+	//
+	// Default TTL/3. Must be below TTL, and RenewPeriod + RenewTimeout +
+	// SafetyMargin + CancelLead must be below TTL (see Validate).
 	RenewPeriod time.Duration
 
 	// RenewTimeout bounds each acquire and renew request. Default

@@ -97,7 +97,8 @@
 //     never prevents it.
 //     Otherwise, and when no watch runs, they time the next attempt to the
 //     expiry the backend reported (plus a little jitter), not to a fixed
-//     poll. Every renewal and retry wait is jittered.
+//     poll. Every retry wait is jittered; renewal waits are jittered, then
+//     moved to the grid of their Identity (see Config.RenewPeriod).
 //   - All time comes from Config.Clock.
 //
 // # What it does not promise

@@ -43,3 +43,22 @@ func TestRenewAtBounds(t *testing.T) {
 		})
 	}
 }
+
+// With the default Jitter, a term whose renewals are on the grid renews
+// every 0.9 × RenewPeriod: the only grid instant within its jittered
+// window, which the Config.RenewPeriod doc promises.
+func TestRenewAtOnTheGridDefaultJitter(t *testing.T) {
+	const period = 3 * time.Second
+	e := &Elector{cfg: Config{RenewPeriod: period, Jitter: defaultJitter}}
+	g := e.gridStep()
+	e.phase = 987654321 % g
+	base := time.Unix(0, e.phase).Add(time.Hour) // an instant of the grid
+	sent := base
+	for i := range 1000 {
+		next := e.renewAt(sent)
+		if d := next.Sub(sent); d != period*9/10 {
+			t.Fatalf("renewal %d on the grid: %v after the send, want %v", i, d, period*9/10)
+		}
+		sent = next
+	}
+}

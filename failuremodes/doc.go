@@ -137,7 +137,7 @@
 //     whose phase comes from the holder's Identity: the many claims of one
 //     process renew together, so a backend can send them as one burst,
 //     while holders of different identities (different processes) stay
-//     apart.
+//     apart, by the phase of their grids rather than by chance.
 //   - Test: TestFM09Jitter (holders of ten identities);
 //     TestRenewalsOfOneIdentityAlign in package elector.
 //
