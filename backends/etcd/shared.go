@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/batch"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -35,10 +35,8 @@ type shared struct {
 	batch time.Duration
 	kick  chan struct{} // buffered; wakes the batcher when its schedule may move earlier
 
-	mu      sync.Mutex
-	pending []*keepReq // guarded by mu
-	due     time.Time  // guarded by mu; the earliest time a pending call must be served
-	stopped bool       // guarded by mu
+	mu    sync.Mutex
+	queue batch.Queue[*keepReq] // guarded by mu
 }
 
 // keepReq is one KeepAlive call waiting for a batch.
@@ -88,14 +86,7 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 	}
 
 	req := &keepReq{ctx: ctx, k: k, key: key, rev: rev, lease: lease, start: start, done: make(chan keepResult, 1)}
-	wait := min(sh.batch, seconds(secs)/4)
-	if d, ok := ctx.Deadline(); ok && d.Sub(start)/2 < wait {
-		// Served by half the time the caller gives, so that its answer
-		// comes in time: a renewal bounded by its renew period, arriving
-		// just after a batch, must not wait a whole interval for the next.
-		wait = max(d.Sub(start)/2, 0)
-	}
-	due := start.Add(wait)
+	due := batch.CallDue(ctx, start, sh.batch, seconds(secs))
 	if !until.IsZero() && until.Before(due) {
 		// Its lease would come too close to its expiry to be kept alive
 		// (see leaseGuard) before the batch: serve it before, leaving a
@@ -103,16 +94,11 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 		due = maxTime(until, start)
 	}
 	sh.mu.Lock()
-	if sh.stopped {
-		sh.mu.Unlock()
+	wake, queued := sh.queue.Add(req, due)
+	sh.mu.Unlock()
+	if !queued {
 		return backends.Entry{}, true, fmt.Errorf("etcd: keepalive %q: %w", key, backends.ErrClosed)
 	}
-	sh.pending = append(sh.pending, req)
-	wake := len(sh.pending) == 1 || due.Before(sh.due)
-	if wake {
-		sh.due = due
-	}
-	sh.mu.Unlock()
 	if wake {
 		sh.wake()
 	}
@@ -173,10 +159,10 @@ func (sh *shared) run() {
 func (sh *shared) nextWake(last time.Time) (time.Time, bool) {
 	var wake time.Time
 	sh.mu.Lock()
-	if len(sh.pending) > 0 {
-		wake = maxTime(last.Add(sh.batch), sh.pending[0].start)
-		if sh.due.Before(wake) {
-			wake = sh.due
+	if sh.queue.Len() > 0 {
+		wake = maxTime(last.Add(sh.batch), sh.queue.First().start)
+		if due := sh.queue.Due(); due.Before(wake) {
+			wake = due
 		}
 	}
 	sh.mu.Unlock()
@@ -199,17 +185,13 @@ func maxTime(a, b time.Time) time.Time {
 func (sh *shared) take() []*keepReq {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	reqs := sh.pending
-	sh.pending = nil
-	return reqs
+	return sh.queue.Take()
 }
 
 // stop fails every waiting call; later calls fail at once.
 func (sh *shared) stop() {
 	sh.mu.Lock()
-	sh.stopped = true
-	reqs := sh.pending
-	sh.pending = nil
+	reqs := sh.queue.Stop()
 	sh.mu.Unlock()
 	for _, r := range reqs {
 		r.done <- keepResult{err: fmt.Errorf("etcd: keepalive %q: %w", r.key, backends.ErrClosed)}
@@ -221,20 +203,11 @@ func (sh *shared) round(reqs []*keepReq) {
 	s := sh.s
 	ctx, cancel := context.WithTimeout(s.ctx, maxRound)
 	defer cancel()
-	if len(reqs) > 0 {
-		// The batch's requests are for its callers: when all of them have
-		// given up, it stops.
-		var live atomic.Int64
-		live.Store(int64(len(reqs)))
-		for _, r := range reqs {
-			stop := context.AfterFunc(r.ctx, func() {
-				if live.Add(-1) == 0 {
-					cancel()
-				}
-			})
-			defer stop()
-		}
+	ctxs := make([]context.Context, len(reqs))
+	for i, r := range reqs {
+		ctxs[i] = r.ctx
 	}
+	defer batch.CancelWhenAllDone(cancel, ctxs)()
 	busy := make(map[string]bool, len(reqs))
 	for _, r := range reqs {
 		busy[r.k] = true

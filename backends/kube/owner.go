@@ -6,10 +6,10 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/batch"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,9 +35,7 @@ type owner struct {
 	mu       sync.Mutex
 	cur      *coordinationv1.Lease // the live session's newest version; nil if none; guarded by mu
 	creating chan struct{}         // closed when a session create in progress ends; guarded by mu
-	pending  []*keepReq            // guarded by mu
-	due      time.Time             // guarded by mu; the earliest time a pending call must be served
-	stopped  bool                  // guarded by mu
+	queue    batch.Queue[*keepReq] // guarded by mu
 	// bounds is, by Lease name, the latest start plus TTL of every write
 	// and KeepAlive call of this store on a claim that may be in its
 	// session, set before its request is sent: no holder in this process
@@ -268,24 +266,12 @@ func (o *owner) keepAlive(ctx context.Context, key, name string, rev int64, ttl 
 	}
 	o.bound(name, start.Add(ttl))
 	req := &keepReq{ctx: ctx, key: key, name: name, session: cur.Name, rev: rev, done: make(chan keepResult, 1)}
-	wait := min(o.every, ttl/4)
-	if d, ok := ctx.Deadline(); ok && d.Sub(start)/2 < wait {
-		// Served within half the time the caller gives, so that its answer
-		// comes in time.
-		wait = max(d.Sub(start)/2, 0)
-	}
-	due := start.Add(wait)
 	o.mu.Lock()
-	if o.stopped {
-		o.mu.Unlock()
+	wake, queued := o.queue.Add(req, batch.CallDue(ctx, start, o.every, ttl))
+	o.mu.Unlock()
+	if !queued {
 		return backends.Entry{}, true, fmt.Errorf("kube: keepalive %q: %w", key, backends.ErrClosed)
 	}
-	o.pending = append(o.pending, req)
-	wake := len(o.pending) == 1 || due.Before(o.due)
-	if wake {
-		o.due = due
-	}
-	o.mu.Unlock()
 	if wake {
 		o.wake()
 	}
@@ -309,7 +295,7 @@ func (o *owner) run() {
 	var last time.Time
 	for {
 		o.mu.Lock()
-		n, due := len(o.pending), o.due
+		n, due := o.queue.Len(), o.queue.Due()
 		o.mu.Unlock()
 		var wake time.Time
 		set := n > 0
@@ -388,17 +374,13 @@ func (o *owner) setBusy(b bool) {
 func (o *owner) take() []*keepReq {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	reqs := o.pending
-	o.pending = nil
-	return reqs
+	return o.queue.Take()
 }
 
 // fail fails every waiting call; later calls fail at once.
 func (o *owner) fail() {
 	o.mu.Lock()
-	o.stopped = true
-	reqs := o.pending
-	o.pending = nil
+	reqs := o.queue.Stop()
 	o.mu.Unlock()
 	for _, r := range reqs {
 		r.done <- keepResult{err: fmt.Errorf("kube: keepalive %q: %w", r.key, backends.ErrClosed)}
@@ -415,18 +397,11 @@ func (o *owner) round(reqs []*keepReq) {
 		ctx, gcancel = context.WithTimeout(ctx, 10*time.Second)
 		defer gcancel()
 	}
-	// The batch's requests are for its callers: when all of them have
-	// given up, it stops.
-	var live atomic.Int64
-	live.Store(int64(len(reqs)))
-	for _, r := range reqs {
-		stop := context.AfterFunc(r.ctx, func() {
-			if live.Add(-1) == 0 {
-				cancel()
-			}
-		})
-		defer stop()
+	ctxs := make([]context.Context, len(reqs))
+	for i, r := range reqs {
+		ctxs[i] = r.ctx
 	}
+	defer batch.CancelWhenAllDone(cancel, ctxs)()
 	o.serve(ctx, reqs)
 }
 

@@ -71,7 +71,7 @@ func (rl *requestLog) hook(f func(method, name string)) {
 func (o *owner) pendingLen() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.pending)
+	return o.queue.Len()
 }
 
 // settled reports whether the store's batcher has nothing to do at the
@@ -86,7 +86,7 @@ func (s *Store) settled() bool {
 	now := s.clock.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.busy || len(o.pending) > 0 {
+	if o.busy || o.queue.Len() > 0 {
 		return false
 	}
 	for _, b := range o.bounds {
@@ -105,7 +105,7 @@ func (o *owner) debug() string {
 	now := o.s.clock.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return fmt.Sprintf("busy %v pending %d failedAt %v now %v bounds %v", o.busy, len(o.pending), o.failedAt, now, o.bounds)
+	return fmt.Sprintf("busy %v pending %d failedAt %v now %v bounds %v", o.busy, o.queue.Len(), o.failedAt, now, o.bounds)
 }
 
 // sessionOf reads the session Lease that key's claim names.
