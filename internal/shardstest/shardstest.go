@@ -357,6 +357,19 @@ func Quantiles(ds []time.Duration) (p50, maxMs float64) {
 	return ms(s[len(s)/2]), ms(s[len(s)-1])
 }
 
+// ReportLeaves reports graceful leaves: the median and the maximum of the
+// handovers of every shard of every leave (handover-ms, handover-max-ms),
+// and of the time each leave took until all its shards were acquired
+// elsewhere (all-owned-ms, all-owned-max-ms).
+func ReportLeaves(b *testing.B, shards, leaves []time.Duration) {
+	p50, mx := Quantiles(shards)
+	b.ReportMetric(p50, "handover-ms")
+	b.ReportMetric(mx, "handover-max-ms")
+	p50, mx = Quantiles(leaves)
+	b.ReportMetric(p50, "all-owned-ms")
+	b.ReportMetric(mx, "all-owned-max-ms")
+}
+
 // settled returns a Group of count shards whose members m0, m1, … have
 // settled, and their identities.
 func settled(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) (*Group, []string) {
@@ -374,8 +387,10 @@ func settled(b *testing.B, count, members int, timing elector.Config, newStore f
 // shards settle; then, b.N times, one of them stops and the time each of
 // its shards takes to be acquired elsewhere is recorded, and it rejoins
 // (untimed). It reports the median and the maximum over all those shards
-// (handover-ms, handover-max-ms) and the shards the leaver owned
-// (shards/leave), and where the time went, as medians over the same shards
+// (handover-ms, handover-max-ms); the median and the maximum over the
+// leaves of the time until every shard of the leaver was acquired elsewhere
+// (all-owned-ms, all-owned-max-ms); the shards the leaver owned
+// (shards/leave); and where the time went, as medians over the same shards
 // of the times from Stop at which the leaver's release was answered
 // (released-ms, and its maximum released-max-ms), the new owner's watch
 // reported the deletion (seen-ms) and its winning attempt was sent (sent-ms,
@@ -387,7 +402,7 @@ func settled(b *testing.B, count, members int, timing elector.Config, newStore f
 // embedded server's).
 func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) {
 	g, ids := settled(b, count, members, timing, newStore)
-	var all []time.Duration
+	var all, whole []time.Duration
 	var bd breakdown
 	var cpu time.Duration
 	owned := 0
@@ -407,6 +422,7 @@ func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStor
 		cpu += cpuTime(b) - cpu0
 		bd.add(g.tracer.stop(), start, id, shards)
 		all = append(all, ds...)
+		whole = append(whole, slices.Max(ds))
 		owned += len(ds)
 		b.StopTimer()
 		<-leaver.Done()
@@ -414,9 +430,7 @@ func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStor
 		g.Await("rejoin", time.Minute, ids...)
 		b.StartTimer()
 	}
-	p50, mx := Quantiles(all)
-	b.ReportMetric(p50, "handover-ms")
-	b.ReportMetric(mx, "handover-max-ms")
+	ReportLeaves(b, all, whole)
 	b.ReportMetric(float64(owned)/float64(b.N), "shards/leave")
 	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "cpu-ms/leave")
 	bd.report(b)
