@@ -17,7 +17,9 @@
 // plain HTTP, on port 2379 when none is given; see backends/etcd's OpenURL,
 // which Open calls. kube:// reads credentials from the kubeconfig file
 // PATH (percent-encoded in the query), or from the pod's service account
-// when no kubeconfig is given.
+// when no kubeconfig is given. Its client has no client-side rate limit
+// (client-go's default is 5 requests a second), so that a process renewing
+// many claims is throttled only by the API server's flow control.
 //
 // Two parameters choose how a distributed store keeps its claims alive;
 // each is optional and its default is a lease per claim:

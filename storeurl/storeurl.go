@@ -118,6 +118,12 @@ func (l *Location) open(ctx context.Context) (backends.Store, error) {
 		if err != nil {
 			return nil, err
 		}
+		// No client-side rate limit: client-go's default (5 requests a
+		// second, bursts of 10) would hold a process's renewals back in the
+		// client past their deadlines once it holds a few claims, each
+		// renewed on its own. The API server's own flow control throttles
+		// instead, with answers the store reports as throttling.
+		cfg.QPS = -1
 		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err

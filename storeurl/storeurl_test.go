@@ -285,6 +285,30 @@ func TestOpenKube(t *testing.T) {
 	}
 }
 
+// TestOpenKubeHasNoClientRateLimit: a kube store from a URL sends its
+// requests as fast as the API server answers them. With client-go's default
+// limiter (5 a second, bursts of 10) the 61st request of a burst would have
+// to wait past the 10 s deadline, and the limiter refuses it at once.
+func TestOpenKubeHasNoClientRateLimit(t *testing.T) {
+	srv := kubetest.Start(t) // skips when no kube-apiserver is configured
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := srv.WriteKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := storeurl.Open(context.Background(), "kube://default?kubeconfig="+url.QueryEscape(kc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 61 {
+		if _, err := s.Get(ctx, "absent"); !errors.Is(err, backends.ErrNotFound) {
+			t.Fatalf("request %d: %v, want not found", i+1, err)
+		}
+	}
+}
+
 // TestOpenEtcdLeaseModes opens etcd stores with lease=per-claim and
 // lease=shared and checks, on the server, what only the shared lease does:
 // two entries written with one TTL are on the same etcd lease.
