@@ -41,11 +41,8 @@ store cannot be read.`),
 			if err != nil {
 				return err
 			}
-			if err := backends.ValidateKey(key); err != nil {
-				if key == "" {
-					return usagef("--key is required")
-				}
-				return usagef("--key %q: %v", key, err)
+			if err := checkKey(key); err != nil {
+				return err
 			}
 			log, err := o.logger()
 			if err != nil {

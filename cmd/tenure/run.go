@@ -117,11 +117,8 @@ be started; 128+N if tenure got signal N while no command ran; 1 if the
 
 // validate checks rc and fills its defaults.
 func (rc *runConfig) validate() error {
-	if err := backends.ValidateKey(rc.key); err != nil {
-		if rc.key == "" {
-			return usagef("--key is required")
-		}
-		return usagef("--key %q: %v", rc.key, err)
+	if err := checkKey(rc.key); err != nil {
+		return err
 	}
 	if rc.slots < 1 || rc.slots > slots.MaxSize {
 		return usagef("--slots %d: want 1 to %d", rc.slots, slots.MaxSize)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/storeurl"
 )
 
@@ -18,4 +19,15 @@ func parseStore(raw string) (*storeurl.Location, error) {
 		return nil, usagef("--store %s: a memory store lives in one process; tenure needs one shared with others", loc)
 	}
 	return loc, nil
+}
+
+// checkKey checks a --key value; a missing or invalid key is a usage error.
+func checkKey(key string) error {
+	if err := backends.ValidateKey(key); err != nil {
+		if key == "" {
+			return usagef("--key is required")
+		}
+		return usagef("--key %q: %v", key, err)
+	}
+	return nil
 }

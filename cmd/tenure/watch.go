@@ -44,11 +44,8 @@ cannot be opened.`),
 			if err != nil {
 				return err
 			}
-			if err := backends.ValidateKey(key); err != nil {
-				if key == "" {
-					return usagef("--key is required")
-				}
-				return usagef("--key %q: %v", key, err)
+			if err := checkKey(key); err != nil {
+				return err
 			}
 			if interval <= 0 {
 				return usagef("--interval %v: want a positive duration", interval)
