@@ -45,3 +45,10 @@ func (m *Member) AtRest() int {
 	}
 	return n
 }
+
+// HoldPlacing makes every member call f with the members it is about to
+// place, outside its lock, until the test ends.
+func HoldPlacing(t interface{ Cleanup(func()) }, f func(members []string)) {
+	placing.Store(&f)
+	t.Cleanup(func() { placing.Store(nil) })
+}

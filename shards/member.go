@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -535,17 +536,32 @@ func (m *Member) read(ctx context.Context, whole bool) bool {
 }
 
 // reconcile campaigns for the shards the view places here and stops the
-// electors of the others.
+// electors of the others. When the members changed it computes the new
+// placement first, without holding m.mu: Place takes tens of milliseconds
+// for thousands of shards over dozens of members, and Owner, Owned, Members
+// and the watch must not wait for it. Only the loop calls reconcile, so the
+// placement cannot change meanwhile; if the view does, its watch event
+// wakes the loop, which reconciles again.
 func (m *Member) reconcile() {
+	m.mu.Lock()
+	members := m.view.memberList()
+	replace := m.placed == nil || !slices.Equal(members, m.members)
+	m.mu.Unlock()
+	var placed []string
+	if replace {
+		if h := placing.Load(); h != nil {
+			(*h)(members)
+		}
+		placed = Place(m.cfg.Count, members)
+	}
 	m.mu.Lock()
 	defer func() {
 		close(m.listened)
 		m.listened = make(chan struct{})
 		m.mu.Unlock()
 	}()
-	if members := m.view.memberList(); !slices.Equal(members, m.members) || m.placed == nil {
-		m.members = members
-		m.placed = Place(m.cfg.Count, members)
+	if replace {
+		m.members, m.placed = members, placed
 		m.mine = m.mine[:0]
 		for shard, id := range m.placed {
 			if id == m.cfg.Identity {
@@ -638,6 +654,10 @@ func (m *Member) campaign(shard int) {
 		m.wake()
 	}()
 }
+
+// placing, when a test sets it, is called by reconcile with the members it
+// is about to compute a placement for, without m.mu held.
+var placing atomic.Pointer[func(members []string)]
 
 // wake makes the loop read the group again.
 func (m *Member) wake() {

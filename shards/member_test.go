@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -401,4 +402,48 @@ func TestLeaveDrainsWhileMembershipIsReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.checkPaired()
+}
+
+// A member computing a new placement goes on answering Owned, Owner and
+// Members: it computes the placement without holding its lock.
+func TestAnswersWhilePlacing(t *testing.T) {
+	c := newCluster(t, 16)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var hold sync.Once
+	shards.HoldPlacing(t, func(members []string) {
+		if len(members) == 2 {
+			hold.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+	})
+	var released sync.Once
+	let := func() { released.Do(func() { close(release) }) }
+	defer let()
+	c.add("a")
+	c.stepUntil("a settles", 2*testTTL, func() bool { return c.settled("a") })
+	c.add("b")
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("no member placed the two members")
+	}
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		for _, n := range c.nodes() {
+			n.m.Owned()
+			n.m.Members()
+			n.m.Owner(0)
+		}
+	}()
+	select {
+	case <-answered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Owned, Members or Owner waited for a placement to be computed")
+	}
+	let()
+	c.await("two members settle", func() bool { return c.settled("a", "b") })
+	c.checkBalanced("a", "b")
 }
