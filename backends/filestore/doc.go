@@ -26,6 +26,13 @@
 //  3. After letting go of the lock, it fsyncs the directory, and only then
 //     returns.
 //
+// A Store lets two of its writes at a time do their disk work (step 1's
+// temp file, step 3's fsync); the others wait their turn in order, which on
+// a busy directory finishes most of them sooner than all at once. A write
+// never waits for a turn while it holds a key's lock, nor holds one while it
+// waits for a lock, and a write whose context ends while it waits for its
+// first turn gives up having written nothing.
+//
 // So the lock covers two reads of one small file, a comparison and a rename:
 // microseconds, never an fsync. Renames happen only under the lock and only
 // onto the state they were decided on, which makes the writes of a key one

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -199,6 +200,62 @@ func TestWriteGivesUpOnABusyKey(t *testing.T) {
 		t.Errorf("get = %+v, %v; want revision %d with the last renewal's TTL %v", got, err, e.Revision, time.Duration(maxAttempts)*time.Minute)
 	}
 	if temps := tempFiles(t, dir); len(temps) != 0 {
+		t.Errorf("temp files left: %q", temps)
+	}
+}
+
+// A Store lets diskSlots of its writes do their disk work at once. While
+// that many are held inside it, another write waits for a turn, and one
+// whose context ends meanwhile gives up, having written nothing (without
+// turns it would go on and write). Once the held writes go on, every write
+// succeeds.
+func TestWritesTakeTurnsAtTheDisk(t *testing.T) {
+	e := newEnv(t)
+	s := e.open()
+	defer s.Close()
+	ctx := context.Background()
+	held, release := make(chan struct{}, diskSlots), make(chan struct{})
+	var arrived atomic.Int32
+	stepHook = func(at step) {
+		if at == stepAfterTempSync && arrived.Add(1) <= diskSlots {
+			held <- struct{}{}
+			<-release
+		}
+	}
+	defer func() { stepHook = nil }()
+	errs := make(chan error, diskSlots)
+	for i := range diskSlots {
+		go func() {
+			_, err := s.CreateIfAbsent(ctx, fmt.Sprintf("held%d", i), []byte("v"), time.Hour)
+			errs <- err
+		}()
+	}
+	for range diskSlots {
+		<-held
+	}
+
+	late, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, err := s.update(late, "create", "late", func(cur state) (record, error) {
+		cancel() // the write has decided; its context ends before its turn
+		rev := cur.rec.Revision + 1
+		return withTTL(record{Key: "late", Value: []byte("v"), Revision: rev, CreateRevision: rev}, time.Hour, s.judge.bootID, cur.now), nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("a write whose context ended while every turn was taken = %v, want context.Canceled", err)
+	}
+	if got, err := s.Get(ctx, "late"); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("Get(late) = %+v, %v; want not found", got, err)
+	}
+
+	close(release)
+	for range diskSlots {
+		if err := <-errs; err != nil {
+			t.Errorf("a held write: %v", err)
+		}
+	}
+	mustCreate(t, s, "late", "v", time.Hour)
+	if temps := tempFiles(t, e.dir); len(temps) != 0 {
 		t.Errorf("temp files left: %q", temps)
 	}
 }

@@ -31,6 +31,9 @@ type Store struct {
 	lockPath string
 	judge    judge
 	wall     clock.Clock // real time, only for pacing lock retries
+	// disk holds a token for each write of this Store doing its disk work
+	// (see diskSlots).
+	disk chan struct{}
 
 	closed atomic.Bool
 
@@ -121,6 +124,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		lockPath: filepath.Join(abs, lockName),
 		judge:    j,
 		wall:     clock.New(),
+		disk:     make(chan struct{}, diskSlots),
 		watches:  make(map[*watch]struct{}),
 	}
 	if err := s.ensureLockFile(); err != nil {
@@ -399,6 +403,19 @@ func entryOf(r record, left time.Duration) backends.Entry {
 	}
 }
 
+// diskSlots is how many writes of one Store do their disk work at once:
+// writing and fsyncing their temp files, and fsyncing the directory. The
+// others wait for a turn, in the order they came. Small writes to one
+// directory contend for its lock and for the filesystem's journal: run all
+// at once they all finish late, while in turns half of them finish in about
+// half the time. Measured on ext4 with a graceful leave of a shard member
+// (64 shards released by one process and taken by three others), two turns
+// brought the median handover from 76–105 ms to 46 ms, and the last one
+// from 97–148 ms to 65–67 ms; one turn or four did worse than two. A write
+// never holds a turn while it waits for a key's lock, and never waits for a
+// turn while it holds one.
+const diskSlots = 2
+
 // maxAttempts bounds how often a write decides again because its key's file
 // changed between its decision and its turn under the lock.
 const maxAttempts = 8
@@ -420,6 +437,12 @@ const maxAttempts = 8
 //     file changed, it unlocks, drops the temp file and starts over, at most
 //     maxAttempts times.
 //  3. After unlocking, it fsyncs the directory, then returns.
+//
+// The temp file's write and fsync (step 1) and the directory's fsync (step
+// 3) each wait for a turn at the disk (diskSlots); a write whose context
+// ends while it waits for its first turn gives up, having written nothing.
+// The second turn is waited for whatever the context says: the rename is
+// done by then.
 //
 // Renames happen only under the lock and only onto the state they were
 // decided on, so the key's states form one sequence in which every write's
@@ -447,7 +470,14 @@ func (s *Store) update(ctx context.Context, op, key string, decide func(state) (
 		next, derr := decide(s.stateOf(key, r, found))
 		if derr == nil {
 			next.History = nextHistory(next, r, found)
-			if tmp, err = s.prepare(off, next); err != nil {
+			select {
+			case s.disk <- struct{}{}:
+			case <-ctx.Done():
+				return fail(ctx.Err())
+			}
+			tmp, err = s.prepare(off, next)
+			<-s.disk
+			if err != nil {
 				return fail(err)
 			}
 		}
@@ -482,8 +512,12 @@ func (s *Store) update(ctx context.Context, op, key string, decide func(state) (
 			continue
 		}
 
-		// Make the rename durable before acknowledging it.
-		if err := s.syncDir(stepBeforeDirSync); err != nil {
+		// Make the rename durable before acknowledging it. The rename is
+		// done, so the wait for a turn at the disk does not end with ctx.
+		s.disk <- struct{}{}
+		err = s.syncDir(stepBeforeDirSync)
+		<-s.disk
+		if err != nil {
 			// The new file is in place and visible, but may not survive a
 			// power loss: the outcome is unknown, so the error is transient.
 			return fail(&backends.ClassError{Class: backends.ClassTransient,
