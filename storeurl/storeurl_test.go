@@ -266,13 +266,21 @@ func TestOpenEtcd(t *testing.T) {
 	}
 }
 
-func TestOpenKube(t *testing.T) {
-	srv := kubetest.Start(t) // skips when no kube-apiserver is configured
+// kubeServer starts a kube-apiserver (the test skips when none is
+// configured) and returns it with a kube:// URL for its default namespace.
+func kubeServer(t *testing.T) (*kubetest.Server, string) {
+	t.Helper()
+	srv := kubetest.Start(t)
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := srv.WriteKubeconfig(kc); err != nil {
 		t.Fatal(err)
 	}
-	s, err := storeurl.Open(context.Background(), "kube://default?kubeconfig="+url.QueryEscape(kc))
+	return srv, "kube://default?kubeconfig=" + url.QueryEscape(kc)
+}
+
+func TestOpenKube(t *testing.T) {
+	_, base := kubeServer(t)
+	s, err := storeurl.Open(context.Background(), base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,12 +298,8 @@ func TestOpenKube(t *testing.T) {
 // limiter (5 a second, bursts of 10) the 61st request of a burst would have
 // to wait past the 10 s deadline, and the limiter refuses it at once.
 func TestOpenKubeHasNoClientRateLimit(t *testing.T) {
-	srv := kubetest.Start(t) // skips when no kube-apiserver is configured
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := srv.WriteKubeconfig(kc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := storeurl.Open(context.Background(), "kube://default?kubeconfig="+url.QueryEscape(kc))
+	_, base := kubeServer(t)
+	s, err := storeurl.Open(context.Background(), base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,11 +361,7 @@ func TestOpenEtcdLeaseModes(t *testing.T) {
 // without, and checks on the API server what only session mode does: the
 // store makes a session Lease, and its claim names that session.
 func TestOpenKubeSession(t *testing.T) {
-	srv := kubetest.Start(t) // skips when no kube-apiserver is configured
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := srv.WriteKubeconfig(kc); err != nil {
-		t.Fatal(err)
-	}
+	srv, base := kubeServer(t)
 	client, err := kubernetes.NewForConfig(srv.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -394,7 +394,6 @@ func TestOpenKubeSession(t *testing.T) {
 		t.Fatalf("no Lease for key %q", key)
 		return ""
 	}
-	base := "kube://default?kubeconfig=" + url.QueryEscape(kc)
 
 	s, err := storeurl.Open(ctx, base)
 	if err != nil {
