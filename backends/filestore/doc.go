@@ -130,6 +130,10 @@
 //     without any fsync, so a process is rarely stopped inside it; a
 //     process stopped anywhere else in a write, its fsyncs included, blocks
 //     no one (its write then decides again when it continues).
+//   - A write that the disk does not answer (an fsync that hangs) holds its
+//     turn until it returns; two such writes hold up every other write of
+//     their Store, which a disk that stopped answering would hold up
+//     anyway. Writes of other Stores and processes never wait for them.
 //   - Nothing on network or distributed filesystems (NFS, SMB, CephFS,
 //     FUSE): their locking, rename and fsync semantics vary, and their
 //     clients do not share a boot id or a clock.
