@@ -17,16 +17,19 @@ import (
 // turn), over the minimum such a change must move: the worst (moved/min,
 // leave-moved/min) and the 99th percentile (p99-moved/min,
 // p99-leave-moved/min). One iteration measures every set, so -benchtime=1x
-// is enough. Its sub-benchmark call/M=8 times one Place(256, eight
-// members), the cost every member pays on each membership change.
+// is enough. Its call sub-benchmarks time one Place, the cost every member
+// pays on each membership change: at S = 256 with eight members, and at
+// MaxCount with 64 and 256.
 func BenchmarkPlace(b *testing.B) {
 	const S = 256
-	b.Run("call/M=8", func(b *testing.B) {
-		ms := members("member", 8)
-		for b.Loop() {
-			shards.Place(S, ms)
-		}
-	})
+	for _, c := range []struct{ count, members int }{{S, 8}, {shards.MaxCount, 64}, {shards.MaxCount, 256}} {
+		b.Run(fmt.Sprintf("call/S=%d/M=%d", c.count, c.members), func(b *testing.B) {
+			ms := members("member", c.members)
+			for b.Loop() {
+				shards.Place(c.count, ms)
+			}
+		})
+	}
 	sets := max(*placeSets, 2000)
 	for m := 1; m <= 8; m++ {
 		b.Run(fmt.Sprintf("M=%d", m), func(b *testing.B) {
