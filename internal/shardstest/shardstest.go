@@ -361,8 +361,8 @@ func Quantiles(ds []time.Duration) (p50, maxMs float64) {
 // handovers of every shard of every leave (handover-ms, handover-max-ms),
 // and of the time each leave took until all its shards were acquired
 // elsewhere (all-owned-ms, all-owned-max-ms).
-func ReportLeaves(b *testing.B, shards, leaves []time.Duration) {
-	p50, mx := Quantiles(shards)
+func ReportLeaves(b *testing.B, handovers, leaves []time.Duration) {
+	p50, mx := Quantiles(handovers)
 	b.ReportMetric(p50, "handover-ms")
 	b.ReportMetric(mx, "handover-max-ms")
 	p50, mx = Quantiles(leaves)
@@ -411,7 +411,7 @@ func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStor
 		id := ids[i%members]
 		leaver := g.Member(id)
 		rest := slices.DeleteFunc(slices.Clone(ids), func(x string) bool { return x == id })
-		shards := leaver.Owned()
+		had := leaver.Owned()
 		var start time.Time
 		g.tracer.start()
 		cpu0 := cpuTime(b)
@@ -420,9 +420,11 @@ func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStor
 			go func() { _ = leaver.Stop(context.Background()) }()
 		}, time.Minute, rest...)
 		cpu += cpuTime(b) - cpu0
-		bd.add(g.tracer.stop(), start, id, shards)
+		bd.add(g.tracer.stop(), start, id, had)
 		all = append(all, ds...)
-		whole = append(whole, slices.Max(ds))
+		if len(ds) > 0 {
+			whole = append(whole, slices.Max(ds))
+		}
 		owned += len(ds)
 		b.StopTimer()
 		<-leaver.Done()
