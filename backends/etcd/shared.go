@@ -203,11 +203,7 @@ func (sh *shared) round(reqs []*keepReq) {
 	s := sh.s
 	ctx, cancel := context.WithTimeout(s.ctx, maxRound)
 	defer cancel()
-	ctxs := make([]context.Context, len(reqs))
-	for i, r := range reqs {
-		ctxs[i] = r.ctx
-	}
-	defer batch.CancelWhenAllDone(cancel, ctxs)()
+	defer batch.CancelWhenAllDone(cancel, reqs, func(r *keepReq) context.Context { return r.ctx })()
 	busy := make(map[string]bool, len(reqs))
 	for _, r := range reqs {
 		busy[r.k] = true

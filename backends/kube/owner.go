@@ -397,11 +397,7 @@ func (o *owner) round(reqs []*keepReq) {
 		ctx, gcancel = context.WithTimeout(ctx, 10*time.Second)
 		defer gcancel()
 	}
-	ctxs := make([]context.Context, len(reqs))
-	for i, r := range reqs {
-		ctxs[i] = r.ctx
-	}
-	defer batch.CancelWhenAllDone(cancel, ctxs)()
+	defer batch.CancelWhenAllDone(cancel, reqs, func(r *keepReq) context.Context { return r.ctx })()
 	o.serve(ctx, reqs)
 }
 

@@ -72,16 +72,16 @@ func CallDue(ctx context.Context, start time.Time, every, ttl time.Duration) tim
 	return start.Add(wait)
 }
 
-// CancelWhenAllDone calls cancel once every one of ctxs is done: a batch's
-// requests are for its callers, and when all of them have given up it
-// stops. With no ctxs it never calls cancel. stop releases what it set up,
-// and must be called when the batch ends.
-func CancelWhenAllDone(cancel context.CancelFunc, ctxs []context.Context) (stop func()) {
+// CancelWhenAllDone calls cancel once the context of every one of calls
+// (ctxOf) is done: a batch's requests are for its callers, and when all of
+// them have given up it stops. With no calls it never calls cancel. stop
+// releases what it set up, and must be called when the batch ends.
+func CancelWhenAllDone[R any](cancel context.CancelFunc, calls []R, ctxOf func(R) context.Context) (stop func()) {
 	var live atomic.Int64
-	live.Store(int64(len(ctxs)))
-	stops := make([]func() bool, 0, len(ctxs))
-	for _, ctx := range ctxs {
-		stops = append(stops, context.AfterFunc(ctx, func() {
+	live.Store(int64(len(calls)))
+	stops := make([]func() bool, 0, len(calls))
+	for _, c := range calls {
+		stops = append(stops, context.AfterFunc(ctxOf(c), func() {
 			if live.Add(-1) == 0 {
 				cancel()
 			}

@@ -73,15 +73,17 @@ func TestCancelWhenAllDone(t *testing.T) {
 	b, cancelB := context.WithCancel(context.Background())
 	batch, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stop := CancelWhenAllDone(cancel, []context.Context{a, b})
+	stop := CancelWhenAllDone(cancel, []context.Context{a, b}, ctxOf)
 	defer stop()
 	cancelA()
 	cancelB()
 	<-batch.Done() // the test times out if the batch never ends
 
 	var called bool
-	CancelWhenAllDone(func() { called = true }, nil)()
+	CancelWhenAllDone(func() { called = true }, []context.Context(nil), ctxOf)()
 	if called {
 		t.Error("a batch with no callers was cancelled")
 	}
 }
+
+func ctxOf(c context.Context) context.Context { return c }
