@@ -390,8 +390,11 @@ func settled(b *testing.B, count, members int, timing elector.Config, newStore f
 // (handover-ms, handover-max-ms); the median and the maximum over the
 // leaves of the time until every shard of the leaver was acquired elsewhere
 // (all-owned-ms, all-owned-max-ms); the shards the leaver owned
-// (shards/leave); and where the time went, as medians over the same shards
-// of the times from Stop at which the leaver's release was answered
+// (shards/leave); when the leaver's release of its membership was answered
+// (left-ms, median over the leaves) and the other members' watches reported
+// it (left-seen-ms, left-seen-max-ms, over every member of every leave); and
+// where the time went, as medians over the same shards of the times from
+// Stop at which the leaver's release was answered
 // (released-ms, and its maximum released-max-ms), the new owner's watch
 // reported the deletion (seen-ms) and its winning attempt was sent (sent-ms,
 // sent-max-ms), the duration of that attempt (acquire-ms), the other

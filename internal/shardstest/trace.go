@@ -144,6 +144,8 @@ func (t *tracer) traced(inner backends.Store, member string) backends.Store {
 // breakdown is where the time of graceful leaves went, per shard handed
 // over: the times from Stop of the steps, in the order they happen.
 type breakdown struct {
+	left     []time.Duration // the leaver's release of its membership answered
+	leftSeen []time.Duration // another member's watch reported that release
 	released []time.Duration // the leaver's release of the shard answered
 	seen     []time.Duration // the new owner's watch reported the deletion
 	sent     []time.Duration // the new owner's winning attempt sent
@@ -159,6 +161,12 @@ func (b *breakdown) add(recs []trace, start time.Time, leaver string, owned []in
 	for _, r := range recs {
 		if r.what == "watch-ended" {
 			b.ends++
+		}
+		if r.member == leaver && r.what == "delete" && r.key == "g/member/"+leaver {
+			b.left = append(b.left, r.at.Sub(start))
+		}
+		if r.member != leaver && r.what == "event-delete" && r.key == "g/member/"+leaver {
+			b.leftSeen = append(b.leftSeen, r.at.Sub(start))
 		}
 	}
 	for _, shard := range owned {
@@ -206,7 +214,10 @@ func (b *breakdown) report(tb testing.TB) {
 		ds   []time.Duration
 		unit string
 		max  bool // report the maximum too
-	}{{b.released, "released", true}, {b.seen, "seen", false}, {b.sent, "sent", true}, {b.acquire, "acquire", false}} {
+	}{{b.left, "left", false}, {b.leftSeen, "left-seen", true}, {b.released, "released", true}, {b.seen, "seen", false}, {b.sent, "sent", true}, {b.acquire, "acquire", false}} {
+		if len(m.ds) == 0 {
+			continue // nothing of the kind was traced: no metric, rather than a zero
+		}
 		p50, mx := Quantiles(m.ds)
 		rep.ReportMetric(p50, m.unit+"-ms")
 		if m.max {
