@@ -23,15 +23,22 @@
 //     changed meanwhile, it lets go of the lock, removes its temp file and
 //     starts over (a few times, then it gives up with a transient error); a
 //     condition that no longer holds is a conflict, as usual.
-//  3. After letting go of the lock, it fsyncs the directory, and only then
+//  3. After letting go of the lock, it waits until a fsync of the
+//     directory that began after its rename has ended, and only then
 //     returns.
 //
-// A Store lets two of its writes at a time do their disk work (step 1's
-// temp file, step 3's fsync); the others wait their turn in order, which on
-// a busy directory finishes most of them sooner than all at once. A write
-// never waits for a turn while it holds a key's lock, nor holds one while it
+// A Store lets two of its writes at a time write and fsync their temp
+// files (step 1); the others wait their turn in order, which on a busy
+// directory finishes most of them sooner than all at once. A write never
+// waits for a turn while it holds a key's lock, nor holds one while it
 // waits for a lock, and a write whose context ends while it waits for its
-// first turn gives up having written nothing.
+// turn gives up having written nothing. The directory fsyncs of step 3 take
+// no turn: a Store runs one at a time, and each serves every write whose
+// rename was done when it began, so a write whose new state is already
+// visible is not held back behind the temp files of the writes queued after
+// it. In bursts of 64 writes from one Store (BenchmarkBurst), that brought
+// the median acknowledgement from 23 to 14 ms (medians of five interleaved
+// runs, 15–24 ms before and 11–15 after).
 //
 // So the lock covers two reads of one small file, a comparison and a rename:
 // microseconds, never an fsync. Renames happen only under the lock and only
@@ -131,7 +138,8 @@
 //     process stopped anywhere else in a write, its fsyncs included, blocks
 //     no one (its write then decides again when it continues).
 //   - A write that the disk does not answer (an fsync that hangs) holds its
-//     turn until it returns; two such writes hold up every other write of
+//     turn, or the Store's directory fsync, until it returns; two such
+//     writes, or one hung directory fsync, hold up every other write of
 //     their Store, which a disk that stopped answering would hold up
 //     anyway. Writes of other Stores and processes never wait for them.
 //   - Nothing on network or distributed filesystems (NFS, SMB, CephFS,

@@ -259,3 +259,61 @@ func TestWritesTakeTurnsAtTheDisk(t *testing.T) {
 		t.Errorf("temp files left: %q", temps)
 	}
 }
+
+// TestRenamedWriteDoesNotWaitForTurns: a write whose rename is done (the
+// new state is visible, and a new owner may be acting on it) makes it
+// durable without waiting behind the writes that hold every turn at the
+// disk for their temp files. Before the directory fsync was shared, it
+// needed a turn of its own and waited until one of them finished.
+func TestRenamedWriteDoesNotWaitForTurns(t *testing.T) {
+	e := newEnv(t)
+	s := e.open()
+	defer s.Close()
+	ctx := ctxT(t)
+	renamed, goOn := make(chan struct{}), make(chan struct{})
+	held, release := make(chan struct{}, diskSlots), make(chan struct{})
+	var phase atomic.Int32 // 0: the first write runs; 1: it has renamed
+	stepHook = func(at step) {
+		switch {
+		case at == stepAfterRename && phase.CompareAndSwap(0, 1):
+			close(renamed)
+			<-goOn
+		case at == stepAfterTempSync && phase.Load() == 1:
+			held <- struct{}{}
+			<-release
+		}
+	}
+	defer func() { stepHook = nil }()
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.CreateIfAbsent(ctx, "first", []byte("v"), time.Hour)
+		first <- err
+	}()
+	<-renamed
+	errs := make(chan error, diskSlots)
+	for i := range diskSlots {
+		go func() {
+			_, err := s.CreateIfAbsent(ctx, fmt.Sprintf("held%d", i), []byte("v"), time.Hour)
+			errs <- err
+		}()
+	}
+	for range diskSlots {
+		<-held // every turn is taken
+	}
+	close(goOn)
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Errorf("the renamed write: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("the renamed write did not return while %d other writes held every turn", diskSlots)
+	}
+	close(release)
+	for range diskSlots {
+		if err := <-errs; err != nil {
+			t.Errorf("a held write: %v", err)
+		}
+	}
+}

@@ -31,9 +31,11 @@ type Store struct {
 	lockPath string
 	judge    judge
 	wall     clock.Clock // real time, only for pacing lock retries
-	// disk holds a token for each write of this Store doing its disk work
-	// (see diskSlots).
+	// disk holds a token for each write of this Store writing and fsyncing
+	// its temp file (see diskSlots).
 	disk chan struct{}
+	// dirSync makes this Store's renames durable (see durable).
+	dirSync dirSync
 
 	closed atomic.Bool
 
@@ -125,6 +127,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		judge:    j,
 		wall:     clock.New(),
 		disk:     make(chan struct{}, diskSlots),
+		dirSync:  dirSync{ended: make(chan struct{})},
 		watches:  make(map[*watch]struct{}),
 	}
 	if err := s.ensureLockFile(); err != nil {
@@ -403,17 +406,17 @@ func entryOf(r record, left time.Duration) backends.Entry {
 	}
 }
 
-// diskSlots is how many writes of one Store do their disk work at once:
-// writing and fsyncing their temp files, and fsyncing the directory. The
-// others wait for a turn, in the order they came. Small writes to one
-// directory contend for its lock and for the filesystem's journal: run all
-// at once they all finish late, while in turns half of them finish in about
-// half the time. Measured on ext4 with a graceful leave of a shard member
-// (64 shards released by one process and taken by three others, six
-// interleaved runs), two turns brought the median handover from 107 to 66
-// ms, and the time until all 64 were taken from 150 to 101 ms; one turn or
-// four did worse than two. A write never holds a turn while it waits for a
-// key's lock, and never waits for a turn while it holds one.
+// diskSlots is how many writes of one Store write and fsync their temp
+// files at once. The others wait for a turn, in the order they came. Small
+// writes to one directory contend for its lock and for the filesystem's
+// journal: run all at once they all finish late, while in turns half of
+// them finish in about half the time. Measured on ext4 with a graceful
+// leave of a shard member (64 shards released by one process and taken by
+// three others, six interleaved runs), two turns brought the median
+// handover from 107 to 66 ms, and the time until all 64 were taken from
+// 150 to 101 ms; one turn or four did worse than two. A write never holds
+// a turn while it waits for a key's lock, and never waits for a turn while
+// it holds one.
 const diskSlots = 2
 
 // maxAttempts bounds how often a write decides again because its key's file
@@ -436,13 +439,16 @@ const maxAttempts = 8
 //     never later), and it renames the temp file over the key's file. If the
 //     file changed, it unlocks, drops the temp file and starts over, at most
 //     maxAttempts times.
-//  3. After unlocking, it fsyncs the directory, then returns.
+//  3. After unlocking, it waits until a directory fsync begun after its
+//     rename has ended (durable), then returns.
 //
-// The temp file's write and fsync (step 1) and the directory's fsync (step
-// 3) each wait for a turn at the disk (diskSlots); a write whose context
-// ends while it waits for its first turn gives up, having written nothing.
-// The second turn is waited for whatever the context says: the rename is
-// done by then.
+// The temp file's write and fsync (step 1) wait for a turn at the disk
+// (diskSlots); a write whose context ends while it waits for its turn gives
+// up, having written nothing. The directory fsync (step 3) is waited for
+// whatever the context says, since the rename is done by then, and it
+// waits for no turn: a write whose rename is visible, and which a new
+// owner may already be acting on, is not held back behind the temp files
+// of the writes queued after it.
 //
 // Renames happen only under the lock and only onto the state they were
 // decided on, so the key's states form one sequence in which every write's
@@ -513,11 +519,8 @@ func (s *Store) update(ctx context.Context, op, key string, decide func(state) (
 		}
 
 		// Make the rename durable before acknowledging it. The rename is
-		// done, so the wait for a turn at the disk does not end with ctx.
-		s.disk <- struct{}{}
-		err = s.syncDir(stepBeforeDirSync)
-		<-s.disk
-		if err != nil {
+		// done, so the wait does not end with ctx.
+		if err := s.durable(); err != nil {
 			// The new file is in place and visible, but may not survive a
 			// power loss: the outcome is unknown, so the error is transient.
 			return fail(&backends.ClassError{Class: backends.ClassTransient,
@@ -663,6 +666,61 @@ func (t *tempFile) discard() {
 	os.Remove(t.path)
 	t.f.Close()
 	t.f = nil
+}
+
+// dirSync is the state of a Store's directory fsyncs, which run one at a
+// time, each for every write whose rename was done before it began.
+type dirSync struct {
+	mu      sync.Mutex
+	running bool          // a fsync runs; guarded by mu
+	begun   uint64        // fsyncs begun; guarded by mu
+	done    uint64        // fsyncs ended, which end in the order they begin; guarded by mu
+	failed  uint64        // the last of them that failed, 0 if none; guarded by mu
+	err     error         // its error; guarded by mu
+	ended   chan struct{} // closed, and replaced, when a fsync ends; guarded by mu
+}
+
+// durable returns once a fsync of the directory that began after it was
+// called has ended; it fails if that fsync, or one that ended after it
+// before durable returned, failed. Called after a rename, it makes the
+// rename durable: a directory fsync persists every rename done in the
+// directory before it. So one fsync serves every write waiting when it
+// begins, and a write waits for at most the fsync in progress and one more,
+// never for other writes' temp files. A fsync that fails fails every write
+// it was for, even if a later one succeeds: after a failed fsync the kernel
+// may report the next one clean without having written what the failed one
+// lost.
+func (s *Store) durable() error {
+	d := &s.dirSync
+	d.mu.Lock()
+	need := d.begun + 1 // one that begins from now on
+	for d.done < need {
+		if d.running {
+			ended := d.ended
+			d.mu.Unlock()
+			<-ended
+			d.mu.Lock()
+			continue
+		}
+		d.running = true
+		d.begun++
+		n := d.begun
+		d.mu.Unlock()
+		err := s.syncDir(stepBeforeDirSync)
+		d.mu.Lock()
+		d.running, d.done = false, n
+		if err != nil {
+			d.failed, d.err = n, err
+		}
+		close(d.ended)
+		d.ended = make(chan struct{})
+	}
+	var err error
+	if d.failed >= need {
+		err = d.err
+	}
+	d.mu.Unlock()
+	return err
 }
 
 // syncDir makes the directory's entries durable. at names the write step it
