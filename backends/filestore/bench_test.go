@@ -346,3 +346,31 @@ func BenchmarkBurst(b *testing.B) {
 	b.ReportMetric(pct(acks, 100), "ack-max-ms")
 	b.ReportMetric(float64(syncs)/float64(len(acks)), "dir-syncs/write")
 }
+
+// BenchmarkDecode decodes the file of a claim with a full history (16
+// earlier states, half of them tombstones): the read every write does
+// twice and every watch does at each change of a key it watches.
+func BenchmarkDecode(b *testing.B) {
+	r := record{Key: "group/shard/17", Value: benchValue, Revision: 40, CreateRevision: 40,
+		TTL: 2 * time.Second, BootID: "867ba638-726c-4655-838e-f3be27e93734", Expiry: 1 << 50}
+	for i := range histMax {
+		p := r // newest first: a tombstone of revision 39, its put, 38, ...
+		p.History = nil
+		p.Revision = r.Revision - 1 - int64(i/2)
+		p.CreateRevision = p.Revision
+		if i%2 == 0 {
+			p.Deleted, p.Value, p.TTL, p.BootID, p.Expiry = true, nil, 0, "", 0
+		}
+		r.History = append(r.History, p)
+	}
+	if err := checkRecord(r); err != nil {
+		b.Fatal(err)
+	}
+	raw := encodeRecord(r)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeRecord(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"hash/crc32"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
@@ -113,7 +114,12 @@ func encodeRecord(r record) []byte {
 	for _, p := range r.History {
 		size += len(p.Value)
 	}
-	b := make([]byte, 0, size)
+	return appendRecord(make([]byte, 0, size), r)
+}
+
+// appendRecord appends the file content for r to b.
+func appendRecord(b []byte, r record) []byte {
+	start := len(b)
 	b = append(b, magic...)
 	b = append(b, "key "...)
 	b = strconv.AppendQuote(b, r.Key)
@@ -127,11 +133,17 @@ func encodeRecord(r record) []byte {
 	for _, p := range r.History {
 		b = append(b, p.Value...)
 	}
-	sum := crc32.Checksum(b, crcTable)
+	sum := crc32.Checksum(b[start:], crcTable)
 	b = append(b, trailerPrefix...)
-	b = fmt.Appendf(b, "%08x\n", sum)
-	return b
+	const digits = "0123456789abcdef"
+	for shift := 28; shift >= 0; shift -= 4 {
+		b = append(b, digits[sum>>shift&0xf])
+	}
+	return append(b, '\n')
 }
+
+// encodeBuf holds buffers for decodeRecord's check of the canonical form.
+var encodeBuf = sync.Pool{New: func() any { return new([]byte) }}
 
 // corruptf returns an error wrapping backends.ErrCorrupt.
 func corruptf(format string, args ...any) error {
@@ -180,40 +192,49 @@ func decodeRecord(b []byte) (record, error) {
 	if err != nil {
 		return record{}, corruptf("key line: %v", err)
 	}
-	var states []record
-	var lens []int
+	// One array holds every state (its tail is the History), and one copy
+	// of the data region holds every value.
+	states := make([]record, 0, histMax+1)
+	var lens [histMax + 1]int
+	boot := "" // the last boot id parsed, whose string the next equal one shares
 	for {
-		line, rest, ok = bytes.Cut(rest, []byte("\n"))
-		if !ok {
+		end := bytes.IndexByte(rest, '\n')
+		if end < 0 {
 			return record{}, corruptf("header not terminated")
 		}
+		line, rest = rest[:end], rest[end+1:]
 		if string(line) == "data" {
 			break
 		}
 		if len(states) > histMax {
 			return record{}, corruptf("more than %d previous states", histMax)
 		}
-		st, n, err := parseState(key, line)
+		st, n, err := parseState(key, line, boot)
 		if err != nil {
 			return record{}, err
 		}
-		states, lens = append(states, st), append(lens, n)
+		if st.BootID != "" {
+			boot = st.BootID
+		}
+		lens[len(states)] = n
+		states = append(states, st)
 	}
 	if len(states) == 0 {
 		return record{}, corruptf("no state line")
 	}
 	total := 0
-	for _, n := range lens {
+	for _, n := range lens[:len(states)] {
 		total += n
 	}
 	if total != len(rest) {
 		return record{}, corruptf("state lines give %d value bytes, file holds %d", total, len(rest))
 	}
+	data := bytes.Clone(rest)
 	for i := range states {
-		if lens[i] > 0 {
-			states[i].Value = bytes.Clone(rest[:lens[i]])
+		if n := lens[i]; n > 0 {
+			states[i].Value = data[:n:n]
+			data = data[n:]
 		}
-		rest = rest[lens[i]:]
 	}
 	r := states[0]
 	if len(states) > 1 {
@@ -222,36 +243,58 @@ func decodeRecord(b []byte) (record, error) {
 	if err := checkRecord(r); err != nil {
 		return record{}, err
 	}
-	if !bytes.Equal(encodeRecord(r), b) {
+	buf := encodeBuf.Get().(*[]byte)
+	*buf = appendRecord((*buf)[:0], r)
+	canonical := bytes.Equal(*buf, b)
+	encodeBuf.Put(buf)
+	if !canonical {
 		return record{}, corruptf("not in canonical form")
 	}
 	return r, nil
 }
 
 // parseState parses one state line (see encodeRecord) and returns the state
-// without its value and the value's length.
-func parseState(key string, line []byte) (record, int, error) {
-	f := strings.Split(string(line), " ")
-	if len(f) != 8 || f[0] != "state" {
+// without its value and the value's length. A boot id equal to boot (one
+// parsed before) shares its string.
+func parseState(key string, line []byte, boot string) (record, int, error) {
+	var f [8][]byte
+	rest := line
+	for i := range f {
+		end := bytes.IndexByte(rest, ' ')
+		if end == 0 || (end < 0) != (i == len(f)-1) || len(rest) == 0 {
+			return record{}, 0, corruptf("malformed state line %q", line)
+		}
+		if end < 0 {
+			f[i] = rest
+			break
+		}
+		f[i], rest = rest[:end], rest[end+1:]
+	}
+	if string(f[0]) != "state" {
 		return record{}, 0, corruptf("malformed state line %q", line)
 	}
 	var n [5]int64
-	for i, j := range []int{1, 2, 3, 4, 7} {
-		v, err := strconv.ParseInt(f[j], 10, 64)
-		if err != nil {
-			return record{}, 0, corruptf("state line %q: %v", line, err)
+	for i, j := range [...]int{1, 2, 3, 4, 7} {
+		v, ok := decimal(f[j])
+		if !ok {
+			var err error
+			if v, err = strconv.ParseInt(string(f[j]), 10, 64); err != nil {
+				return record{}, 0, corruptf("state line %q: %v", line, err)
+			}
 		}
 		n[i] = v
 	}
 	r := record{Key: key, Revision: n[0], CreateRevision: n[1], TTL: time.Duration(n[2]), Expiry: n[3]}
-	switch {
-	case f[5] == "-":
-	case validBootID(f[5]):
-		r.BootID = f[5]
+	switch id := f[5]; {
+	case string(id) == "-":
+	case boot != "" && string(id) == boot:
+		r.BootID = boot
+	case validBootID(string(id)):
+		r.BootID = string(id)
 	default:
 		return record{}, 0, corruptf("state line %q: malformed boot id", line)
 	}
-	switch f[6] {
+	switch string(f[6]) {
 	case "put":
 	case "del":
 		r.Deleted = true
@@ -262,6 +305,33 @@ func parseState(key string, line []byte) (record, int, error) {
 		return record{}, 0, corruptf("state line %q: value length out of range", line)
 	}
 	return r, int(n[4]), nil
+}
+
+// decimal parses b if it is an optional minus sign and 1 to 18 decimal
+// digits: every number a store writes, until an expiry in monotonic
+// nanoseconds passes 31 years of uptime. Anything else is left to
+// strconv.ParseInt, which parses the rest and words the error a corrupt
+// file reports; the canonical-form check then refuses what encodeRecord
+// would not have written ("+1", "01", "-0").
+func decimal(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var v int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
 }
 
 // checkRecord enforces the invariants every stored record keeps.

@@ -107,6 +107,36 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodedValuesAreIndependent: the values of a decoded record and of its
+// history share one copy of the file's data, each capped at its own length,
+// so appending to one leaves the others and the file's bytes as they were.
+func TestDecodedValuesAreIndependent(t *testing.T) {
+	want := record{Key: "k", Value: []byte("new"), Revision: 2, CreateRevision: 1, History: []record{
+		{Key: "k", Value: []byte("old"), Revision: 1, CreateRevision: 1},
+	}}
+	b := encodeRecord(want)
+	orig := bytes.Clone(b)
+	got, err := decodeRecord(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Value = append(got.Value, "er"...)
+	got.History[0].Value[0] = 'O'
+	if string(got.Value) != "newer" {
+		t.Errorf("value after append = %q", got.Value)
+	}
+	if string(got.History[0].Value) != "Old" {
+		t.Errorf("history value = %q, want the one written through it", got.History[0].Value)
+	}
+	if !bytes.Equal(b, orig) {
+		t.Errorf("changing decoded values changed the file's bytes")
+	}
+	again, err := decodeRecord(orig)
+	if err != nil || string(again.History[0].Value) != "old" {
+		t.Errorf("decoding again = %q, %v; want the history value %q", again.History[0].Value, err, "old")
+	}
+}
+
 func sameRecord(a, b record) bool {
 	if a.Key != b.Key || !bytes.Equal(a.Value, b.Value) || a.Revision != b.Revision ||
 		a.CreateRevision != b.CreateRevision || a.TTL != b.TTL || a.BootID != b.BootID ||

@@ -226,7 +226,7 @@ func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
 	if err := backends.ValidateKey(key); err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: get: %w", err)
 	}
-	_, r, found, err := s.readKey(key)
+	_, r, found, err := s.readKey(key, nil, record{})
 	if err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: get %q: %w", key, err)
 	}
@@ -468,7 +468,7 @@ func (s *Store) update(ctx context.Context, op, key string, decide func(state) (
 	off := lockOffset(key)
 	for range maxAttempts {
 		// Decide and prepare without the lock.
-		raw, r, found, err := s.readKey(key)
+		raw, r, found, err := s.readKey(key, nil, record{})
 		if err != nil {
 			return fail(err)
 		}
@@ -498,7 +498,7 @@ func (s *Store) update(ctx context.Context, op, key string, decide func(state) (
 		if lockHeldHook != nil {
 			start = s.wall.Now()
 		}
-		done, cur, err := s.commit(key, raw, tmp, decide)
+		done, cur, err := s.commit(key, raw, r, tmp, decide)
 		l.unlock()
 		if h := lockHeldHook; h != nil {
 			h(s.wall.Since(start))
@@ -540,11 +540,12 @@ var errContended = errors.New("contended")
 
 // commit is the part of a write done under the key's lock: it reads the
 // key's file and decides again on it (a conflict is returned as the error).
-// If the file is the one the write decided on (raw) and tmp holds the
-// prepared record, it renames tmp over the key's file and done is true.
+// If the file is the one the write decided on (raw, which decoded to prev)
+// and tmp holds the prepared record, it renames tmp over the key's file and
+// done is true.
 // Otherwise done is false and nothing was written.
-func (s *Store) commit(key string, raw []byte, tmp *tempFile, decide func(state) (record, error)) (done bool, cur state, err error) {
-	raw1, r, found, err := s.readKey(key)
+func (s *Store) commit(key string, raw []byte, prev record, tmp *tempFile, decide func(state) (record, error)) (done bool, cur state, err error) {
+	raw1, r, found, err := s.readKey(key, raw, prev)
 	if err != nil {
 		return false, state{}, err
 	}
@@ -741,10 +742,11 @@ func (s *Store) syncDir(at step) error {
 }
 
 // readKey reads key's canonical file: its bytes and what they decode to.
-// found is false if it has none.
-func (s *Store) readKey(key string) ([]byte, record, bool, error) {
+// found is false if it has none. If the bytes are last, which decoded to
+// rec when read before, it returns rec without decoding them again.
+func (s *Store) readKey(key string, last []byte, rec record) ([]byte, record, bool, error) {
 	name := fileName(key)
-	raw, r, found, err := s.readRaw(name)
+	raw, r, found, err := s.readRaw(name, last, rec)
 	if err == nil && found && r.Key != key {
 		return nil, record{}, false, s.corruptFile(name, corruptf("holds key %q, not %q", r.Key, key))
 	}
@@ -754,12 +756,13 @@ func (s *Store) readKey(key string) ([]byte, record, bool, error) {
 // readFile reads and decodes the canonical file name and checks that it
 // holds the key the name belongs to.
 func (s *Store) readFile(name string) (record, bool, error) {
-	_, r, found, err := s.readRaw(name)
+	_, r, found, err := s.readRaw(name, nil, record{})
 	return r, found, err
 }
 
-// readRaw is readFile that also returns the file's bytes.
-func (s *Store) readRaw(name string) ([]byte, record, bool, error) {
+// readRaw is readFile that also returns the file's bytes, and that returns
+// rec if they are last (see readKey).
+func (s *Store) readRaw(name string, last []byte, rec record) ([]byte, record, bool, error) {
 	b, err := readLimited(filepath.Join(s.dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, derr := os.Stat(s.dir); derr != nil {
@@ -769,6 +772,9 @@ func (s *Store) readRaw(name string) ([]byte, record, bool, error) {
 	}
 	if err != nil {
 		return nil, record{}, false, fsError(err)
+	}
+	if last != nil && bytes.Equal(b, last) {
+		return b, rec, true, nil
 	}
 	r, err := decodeRecord(b)
 	if err != nil {
@@ -786,8 +792,25 @@ func readLimited(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	// One byte over the limit is enough for decodeRecord to report the size.
-	return io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	// A key's file is never written in place (writes replace it), so its
+	// size is known: read it in one buffer. One byte over the limit is
+	// enough for decodeRecord to report the size.
+	b := make([]byte, 0, min(fi.Size(), maxFileBytes)+1)
+	for len(b) < cap(b) {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // CorruptFileError reports a file in the store directory that is not what
