@@ -223,16 +223,7 @@ func TestWritesTakeTurnsAtTheDisk(t *testing.T) {
 		}
 	}
 	defer func() { stepHook = nil }()
-	errs := make(chan error, diskSlots)
-	for i := range diskSlots {
-		go func() {
-			_, err := s.CreateIfAbsent(ctx, fmt.Sprintf("held%d", i), []byte("v"), time.Hour)
-			errs <- err
-		}()
-	}
-	for range diskSlots {
-		<-held
-	}
+	errs := fillTurns(ctx, s, held)
 
 	late, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -249,11 +240,7 @@ func TestWritesTakeTurnsAtTheDisk(t *testing.T) {
 	}
 
 	close(release)
-	for range diskSlots {
-		if err := <-errs; err != nil {
-			t.Errorf("a held write: %v", err)
-		}
-	}
+	checkHeld(t, errs)
 	mustCreate(t, s, "late", "v", time.Hour)
 	if temps := tempFiles(t, e.dir); len(temps) != 0 {
 		t.Errorf("temp files left: %q", temps)
@@ -291,16 +278,7 @@ func TestRenamedWriteDoesNotWaitForTurns(t *testing.T) {
 		first <- err
 	}()
 	<-renamed
-	errs := make(chan error, diskSlots)
-	for i := range diskSlots {
-		go func() {
-			_, err := s.CreateIfAbsent(ctx, fmt.Sprintf("held%d", i), []byte("v"), time.Hour)
-			errs <- err
-		}()
-	}
-	for range diskSlots {
-		<-held // every turn is taken
-	}
+	errs := fillTurns(ctx, s, held)
 	close(goOn)
 	select {
 	case err := <-first:
@@ -311,6 +289,29 @@ func TestRenamedWriteDoesNotWaitForTurns(t *testing.T) {
 		t.Errorf("the renamed write did not return while %d other writes held every turn", diskSlots)
 	}
 	close(release)
+	checkHeld(t, errs)
+}
+
+// fillTurns starts diskSlots creates on s and returns once each has said,
+// on held, that a step hook holds it inside its turn at the disk; the
+// channel gives their outcomes once the hook lets them go.
+func fillTurns(ctx context.Context, s *Store, held <-chan struct{}) <-chan error {
+	errs := make(chan error, diskSlots)
+	for i := range diskSlots {
+		go func() {
+			_, err := s.CreateIfAbsent(ctx, fmt.Sprintf("held%d", i), []byte("v"), time.Hour)
+			errs <- err
+		}()
+	}
+	for range diskSlots {
+		<-held
+	}
+	return errs
+}
+
+// checkHeld fails t for each of the writes of fillTurns that failed.
+func checkHeld(t *testing.T, errs <-chan error) {
+	t.Helper()
 	for range diskSlots {
 		if err := <-errs; err != nil {
 			t.Errorf("a held write: %v", err)
