@@ -309,12 +309,12 @@ func Scenario(t *testing.T, g *Group, limit time.Duration) {
 }
 
 // Handover runs act (which makes leaver leave: Stop, or Cut), waits until
-// the members in ids have settled, and returns, for each shard leaver
-// owned, the time from act's start to the first OnAcquired of another
+// the members in ids have settled, and returns the shards leaver owned and,
+// for each, the time from act's start to the first OnAcquired of another
 // member on it.
-func (g *Group) Handover(leaver *Member, act func(), limit time.Duration, ids ...string) []time.Duration {
+func (g *Group) Handover(leaver *Member, act func(), limit time.Duration, ids ...string) (owned []int, took []time.Duration) {
 	g.t.Helper()
-	owned := leaver.Owned()
+	owned = leaver.Owned()
 	g.mu.Lock()
 	first := len(g.terms) // the terms before act began are not looked at
 	g.mu.Unlock()
@@ -323,27 +323,26 @@ func (g *Group) Handover(leaver *Member, act func(), limit time.Duration, ids ..
 	g.Await("handover", limit, ids...)
 	// A shard shows as owned (Owned) just before its OnAcquired records the
 	// term: wait for the records too.
-	var out []time.Duration
-	took := func() bool {
+	all := func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		out = out[:0]
+		took = took[:0]
 		for _, s := range owned {
 			for _, sp := range g.terms[first:] {
 				if sp.shard == s && sp.member != leaver && !sp.begin.Before(start) {
-					out = append(out, sp.begin.Sub(start))
+					took = append(took, sp.begin.Sub(start))
 					break
 				}
 			}
 		}
-		return len(out) == len(owned)
+		return len(took) == len(owned)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	if err := electortest.Until(ctx, "the new owners' OnAcquired", took, &g.sig); err != nil {
+	if err := electortest.Until(ctx, "the new owners' OnAcquired", all, &g.sig); err != nil {
 		g.t.Fatal(err)
 	}
-	return out
+	return owned, took
 }
 
 // Quantiles returns the median and the maximum of ds, in milliseconds.
@@ -414,11 +413,10 @@ func BenchLeave(b *testing.B, count, members int, timing elector.Config, newStor
 		id := ids[i%members]
 		leaver := g.Member(id)
 		rest := slices.DeleteFunc(slices.Clone(ids), func(x string) bool { return x == id })
-		had := leaver.Owned()
 		var start time.Time
 		g.tracer.start()
 		cpu0 := cpuTime(b)
-		ds := g.Handover(leaver, func() {
+		had, ds := g.Handover(leaver, func() {
 			start = time.Now()
 			go func() { _ = leaver.Stop(context.Background()) }()
 		}, time.Minute, rest...)
@@ -455,7 +453,8 @@ func BenchCrash(b *testing.B, count, members int, timing elector.Config, newStor
 		id := ids[i%members]
 		m := g.Member(id)
 		rest := slices.DeleteFunc(slices.Clone(ids), func(x string) bool { return x == id })
-		all = append(all, g.Handover(m, m.Cut, time.Minute, rest...)...)
+		_, took := g.Handover(m, m.Cut, time.Minute, rest...)
+		all = append(all, took...)
 		b.StopTimer()
 		m.Heal()
 		g.Await("return", time.Minute, ids...)
