@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
@@ -317,4 +318,55 @@ func checkHeld(t *testing.T, errs <-chan error) {
 			t.Errorf("a held write: %v", err)
 		}
 	}
+}
+
+// TestDirSyncServesEveryWaiter drives the directory fsyncs of a write burst
+// with a fake fsync: a write that comes while one runs waits for the next,
+// which serves every write that came meanwhile; a failed fsync fails the
+// writes it was for, and only those.
+func TestDirSyncServesEveryWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var d dirSync
+		var calls atomic.Int32
+		answers := []chan error{make(chan error), make(chan error), make(chan error)}
+		fsync := func() error { return <-answers[calls.Add(1)-1] }
+		waits := map[string]chan error{}
+		start := func(name string) {
+			ch := make(chan error, 1)
+			waits[name] = ch
+			go func() { ch <- d.wait(fsync) }()
+		}
+		wantCalls := func(n int32) {
+			t.Helper()
+			synctest.Wait()
+			if got := calls.Load(); got != n {
+				t.Fatalf("%d fsyncs begun, want %d", got, n)
+			}
+		}
+		failed := errors.New("fsync failed")
+
+		start("a") // begins fsync 1
+		wantCalls(1)
+		start("b") // came after fsync 1 began: wait for fsync 2
+		start("c")
+		wantCalls(1)
+		answers[0] <- failed
+		if err := <-waits["a"]; !errors.Is(err, failed) {
+			t.Errorf("a, whose fsync failed: %v, want its error", err)
+		}
+		wantCalls(2) // one fsync for b and c
+		start("d")   // came while fsync 2 runs: waits for fsync 3
+		wantCalls(2)
+		answers[1] <- nil
+		for _, w := range []string{"b", "c"} {
+			if err := <-waits[w]; err != nil {
+				t.Errorf("%s, whose fsync succeeded after an earlier one failed: %v", w, err)
+			}
+		}
+		wantCalls(3)
+		answers[2] <- failed
+		if err := <-waits["d"]; !errors.Is(err, failed) {
+			t.Errorf("d, whose fsync failed: %v, want its error", err)
+		}
+	})
 }

@@ -127,7 +127,6 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		judge:    j,
 		wall:     clock.New(),
 		disk:     make(chan struct{}, diskSlots),
-		dirSync:  dirSync{ended: make(chan struct{})},
 		watches:  make(map[*watch]struct{}),
 	}
 	if err := s.ensureLockFile(); err != nil {
@@ -669,8 +668,8 @@ func (t *tempFile) discard() {
 	t.f = nil
 }
 
-// dirSync is the state of a Store's directory fsyncs, which run one at a
-// time, each for every write whose rename was done before it began.
+// dirSync runs a Store's directory fsyncs one at a time, each for every
+// write whose rename was done before it began. The zero value is ready.
 type dirSync struct {
 	mu      sync.Mutex
 	running bool          // a fsync runs; guarded by mu
@@ -678,21 +677,25 @@ type dirSync struct {
 	done    uint64        // fsyncs ended, which end in the order they begin; guarded by mu
 	failed  uint64        // the last of them that failed, 0 if none; guarded by mu
 	err     error         // its error; guarded by mu
-	ended   chan struct{} // closed, and replaced, when a fsync ends; guarded by mu
+	ended   chan struct{} // made when a fsync begins, closed when it ends; guarded by mu
 }
 
 // durable returns once a fsync of the directory that began after it was
-// called has ended; it fails if that fsync, or one that ended after it
-// before durable returned, failed. Called after a rename, it makes the
+// called has ended (see dirSync.wait). Called after a rename, it makes the
 // rename durable: a directory fsync persists every rename done in the
-// directory before it. So one fsync serves every write waiting when it
-// begins, and a write waits for at most the fsync in progress and one more,
-// never for other writes' temp files. A fsync that fails fails every write
-// it was for, even if a later one succeeds: after a failed fsync the kernel
-// may report the next one clean without having written what the failed one
-// lost.
+// directory before it.
 func (s *Store) durable() error {
-	d := &s.dirSync
+	return s.dirSync.wait(func() error { return s.syncDir(stepBeforeDirSync) })
+}
+
+// wait returns once a call of sync that began after wait was called has
+// ended; it fails if that call, or one that ended after it before wait
+// returned, failed. The calls run one at a time, so one serves every wait
+// that began before it, and a wait lasts at most for the call in progress
+// and one more. A call that fails fails every wait it was for, even if a
+// later one succeeds: after a failed fsync the kernel may report the next
+// one clean without having written what the failed one lost.
+func (d *dirSync) wait(sync func() error) error {
 	d.mu.Lock()
 	need := d.begun + 1 // one that begins from now on
 	for d.done < need {
@@ -703,18 +706,18 @@ func (s *Store) durable() error {
 			d.mu.Lock()
 			continue
 		}
-		d.running = true
+		d.running, d.ended = true, make(chan struct{})
 		d.begun++
 		n := d.begun
 		d.mu.Unlock()
-		err := s.syncDir(stepBeforeDirSync)
+		err := sync()
 		d.mu.Lock()
 		d.running, d.done = false, n
 		if err != nil {
 			d.failed, d.err = n, err
 		}
 		close(d.ended)
-		d.ended = make(chan struct{})
+		d.ended = nil
 	}
 	var err error
 	if d.failed >= need {
