@@ -413,9 +413,12 @@ func entryOf(r record, left time.Duration) backends.Entry {
 // leave of a shard member (64 shards released by one process and taken by
 // three others, six interleaved runs), two turns brought the median
 // handover from 107 to 66 ms, and the time until all 64 were taken from
-// 150 to 101 ms; one turn or four did worse than two. A write never holds
-// a turn while it waits for a key's lock, and never waits for a turn while
-// it holds one.
+// 150 to 101 ms; one turn or four did worse than two. Measured again once
+// the directory fsyncs had left the turns (five interleaved runs each), one
+// turn did worse with the members in one process (49–65 against 32–47 ms),
+// four the same as two and eight worse with a process per member (40–69
+// and 67–80 against 41–62 ms). A write never holds a turn while it waits
+// for a key's lock, and never waits for a turn while it holds one.
 const diskSlots = 2
 
 // maxAttempts bounds how often a write decides again because its key's file
