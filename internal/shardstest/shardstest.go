@@ -320,9 +320,9 @@ func (g *Group) Handover(leaver *Member, act func(), limit time.Duration, ids ..
 	g.mu.Unlock()
 	start := time.Now()
 	act()
-	g.Await("handover", limit, ids...)
-	// A shard shows as owned (Owned) just before its OnAcquired records the
-	// term: wait for the records too.
+	// First the records of the new owners' OnAcquired, a cheap check that
+	// runs at every callback while the handover is measured; then the
+	// settled group, a check that asks every member's electors.
 	all := func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -342,6 +342,7 @@ func (g *Group) Handover(leaver *Member, act func(), limit time.Duration, ids ..
 	if err := electortest.Until(ctx, "the new owners' OnAcquired", all, &g.sig); err != nil {
 		g.t.Fatal(err)
 	}
+	g.Await("handover", limit, ids...)
 	return owned, took
 }
 
