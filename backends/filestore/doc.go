@@ -167,7 +167,11 @@
 //     the history a key's file keeps; a watch that falls further behind
 //     ends its stream rather than skip a revision. Expiry produces no event. inotify
 //     instances are a per-user kernel resource (fs.inotify.max_user_instances);
-//     each Watch uses one.
+//     each Watch uses one. A watch reads every key file that is replaced
+//     under its prefix, keep-alives included, to learn whether the key
+//     changed: with 256 claims renewed every 500 ms that is about 560 small
+//     reads a second for each watching process, each a few microseconds of
+//     CPU (BenchmarkGet, BenchmarkDecode).
 //   - Writes to the store directory by anything but this package (editing,
 //     removing or renaming key files, rolling back a backup) void the
 //     revision guarantee; the store detects what it can and fails closed.
