@@ -289,10 +289,10 @@ func parseState(key string, line []byte, boot string) (record, int, error) {
 	case string(id) == "-":
 	case boot != "" && string(id) == boot:
 		r.BootID = boot
-	case validBootID(string(id)):
-		r.BootID = string(id)
 	default:
-		return record{}, 0, corruptf("state line %q: malformed boot id", line)
+		if r.BootID = string(id); !validBootID(r.BootID) {
+			return record{}, 0, corruptf("state line %q: malformed boot id", line)
+		}
 	}
 	switch string(f[6]) {
 	case "put":
