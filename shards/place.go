@@ -77,8 +77,8 @@ func weight(memberHash uint64, shard int) uint64 {
 // members fill up. Measured at S = 256 over 2000 random sets of member
 // names for each member count (BenchmarkPlace), one join or leave moved at
 // most 1.42 × the minimum (the joiner's ⌈S/M⌉, or what the leaver had) up
-// to six members, and at most 1.69 × with seven to nine; 99 % of them moved
-// at most 1.31 × and 1.47 × the minimum. Place cannot remember the previous
+// to six members, and at most 1.68 × with seven to nine; 99 % of them moved
+// at most 1.30 × and 1.47 × the minimum. Place cannot remember the previous
 // placement to do better, since it is a pure function of the membership,
 // and its answers are promised not to change between releases.
 func Place(count int, members []string) []string {
