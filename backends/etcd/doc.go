@@ -138,10 +138,11 @@
 // Measured with BenchmarkCompetingClaims (100 claims, three candidates
 // each, one store per process, TTL 2 s, renewals every 500 ms jittered down
 // by the elector, etcd's default timings with fsync, a loaded 2-core
-// machine): 216 requests a second with a lease per claim, one keep-alive
-// per renewal of each leader, against 300 for etcd's concurrency.Election
-// with a session per candidate; 9 with the shared lease, against 3 for
-// Election with one session per process.
+// machine): 217 to 220 requests a second with a lease per claim, one
+// keep-alive per renewal of each leader, against 300 for etcd's
+// concurrency.Election with a session per candidate; 6.5 to 6.7 with the
+// shared lease, against 2.8 to 3.0 for Election with one session per
+// process.
 //
 // With a shared lease, a write with a TTL goes out at once when the store
 // kept its lease alive less than half a TTL ago (a refused write then costs
