@@ -18,6 +18,11 @@ import (
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/slots"
 	"github.com/tenure-go/tenure/storeurl"
+
+	// The stores a worker opens by URL.
+	_ "github.com/tenure-go/tenure/backends/etcd"
+	_ "github.com/tenure-go/tenure/backends/filestore"
+	_ "github.com/tenure-go/tenure/backends/kube"
 )
 
 // The ways a worker can be broken on purpose, to show the checker catches

@@ -2,71 +2,92 @@
 // take its store from configuration (a --store flag, an environment
 // variable) rather than wiring a backend by hand.
 //
-// The forms:
+// # Schemes are linked in
 //
-//	mem://                                   a memory store (one process; tests and demos)
-//	file:///DIR                              a filestore in directory DIR (one host)
-//	etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PREFIX[?lease=MODE]
-//	                                         etcd, keys under PREFIX/ (distributed)
+// A backend makes its URL scheme known when a program imports it, as
+// database/sql drivers do: each registers itself (Register) from an init
+// function. A program opens by URL exactly the stores it links in, and
+// storeurl itself imports no backend and no client library, so a program
+// that opens only file:// stores builds without the etcd and Kubernetes
+// clients (a test checks it). The command tenure links every store; a
+// program of your own imports the ones it supports:
+//
+//	import (
+//		"github.com/tenure-go/tenure/storeurl"
+//
+//		_ "github.com/tenure-go/tenure/backends/etcd"      // etcd://
+//		_ "github.com/tenure-go/tenure/backends/filestore" // file://
+//	)
+//
+// A URL of a scheme tenure provides but the program did not link in is
+// refused with an error that names the import to add:
+//
+//	storeurl: "etcd://10.0.0.1/app": scheme etcd is not linked in: import _ "github.com/tenure-go/tenure/backends/etcd"
+//
+// The schemes tenure's backends register (each package documents its own):
+//
+//	mem://                                   backends/memstore: a new memory store (one process; tests and demos)
+//	file:///DIR[?create=true]                backends/filestore: the store in directory DIR (one host)
+//	etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PREFIX[?lease=shared]
+//	                                         backends/etcd: keys under PREFIX/ (distributed)
 //	kube://NAMESPACE[?kubeconfig=PATH&session=DURATION]
-//	                                         Lease objects in NAMESPACE (distributed)
+//	                                         backends/kube: Lease objects in NAMESPACE (distributed)
 //
-// DIR must be absolute: file:///var/lib/app/claims (file://localhost/DIR
-// is the same). A relative directory is refused, because in file://rel/dir
-// "rel" is a host name, not a directory. etcd endpoints are reached over
-// plain HTTP, on port 2379 when none is given; see backends/etcd's OpenURL,
-// which Open calls. kube:// reads credentials from the kubeconfig file
-// PATH (percent-encoded in the query), or from the pod's service account
-// when no kubeconfig is given. Its client has no client-side rate limit
-// (client-go's default is 5 requests a second), so that a process renewing
-// many claims is throttled only by the API server's flow control.
+// # A store is made only when asked
 //
-// Two parameters choose how a distributed store keeps its claims alive;
-// each is optional and its default is a lease per claim:
+// Open never makes a store that does not exist unless asked: file:///DIR
+// refuses a directory that does not exist, naming it, so that a mistyped
+// path never gives a process a private store beside the one its peers
+// share. file:///DIR?create=true makes DIR (and its parents). A program may
+// also set Location.Create itself (from a flag), and a command that only
+// reads a store should refuse a Location whose Create is set. create= is
+// refused by the schemes that cannot make a store (etcd, kube, mem).
 //
-//   - etcd's lease=shared opens the store with etcd.WithSharedLease (its
-//     default batch interval): the entries a process writes with one TTL
-//     share one etcd lease, renewed by one keep-alive per batch.
-//     lease=per-claim, the default, grants one lease per write.
-//   - kube's session=DURATION (a Go duration, such as 1s; positive)
-//     opens the store with kube.WithSession(DURATION): the process keeps
-//     one session Lease, and renews all its claims with one batch per
-//     interval. Without it, each claim is a Lease renewed on its own.
+// # Opening is bounded by ctx
 //
-// The backends' package docs say what each mode changes and when to pick
-// it. Path components and parameter values are
-// percent-decoded; an "@" anywhere but after the credentials must be
-// percent-encoded (%40), so that no part of a password is taken for a host.
+// Every step of Open is bounded by its ctx: the etcd dial (which waits
+// until an endpoint answers), etcd's probe of the shortest lease, the
+// Kubernetes client's first request. When ctx ends first, the error names
+// the server(s) and the last error reaching them ("connection refused"),
+// and wraps backends.ErrUnavailable (transient) and ctx's error. Give Open
+// a ctx with a deadline: with none, an unreachable server makes Open wait
+// until ctx is cancelled.
 //
 // # Guarantees
 //
 //   - A URL Open cannot use is refused, never half-used: an unknown scheme,
-//     a missing part (no directory, no host, no prefix, no namespace), a
-//     part the form does not have (a host for mem://, a path for kube://),
-//     an unknown or repeated query parameter, a lease mode other than
-//     shared or per-claim, a session interval that is not a positive
-//     duration, a fragment, a bad port, spaces or control characters. Those errors wrap backends.ErrInvalid,
-//     so a program can tell a bad URL (a usage error) from a store it
-//     could not reach. Parse checks a URL without opening anything.
+//     a scheme not linked in, a missing part (no directory, no host, no
+//     prefix, no namespace), a part the form does not have (a host for
+//     mem://, a path for kube://), an unknown or repeated query parameter,
+//     a user or password where the scheme takes none, a fragment, a bad
+//     port, spaces or control characters. These checks are made here, once,
+//     for every scheme, before the scheme's own. The errors are *Error,
+//     which wraps backends.ErrInvalid, so a program can tell a bad URL (a
+//     usage error) from a store it could not reach. Parse checks a URL
+//     without opening anything.
 //   - Error messages never show a password: they print the URL redacted as
 //     url.URL.Redacted does ("etcd://user:xxxxx@host/prefix"), even when
 //     the URL is too malformed to parse.
-//   - Closing the returned Store releases everything Open made: the etcd
-//     client, the Kubernetes watches, the batches of a shared lease or a
-//     session. There is nothing else to close.
+//   - Path components and parameter values are percent-decoded; an "@"
+//     anywhere but after the credentials must be percent-encoded (%40), so
+//     that no part of a password is taken for a host.
+//   - Closing the returned Store releases everything Open made: a client,
+//     watches, the batches of a shared lease or a session. There is nothing
+//     else to close.
 //
-// # Dependencies
+// # Writing a scheme
 //
-// This is the one package besides the backends themselves that imports the
-// etcd and Kubernetes clients. A program that needs only one backend
-// imports that backend's package instead: importing elector and
-// backends/filestore pulls in neither client (a test checks it).
+// A backend registers a Scheme: its name, its form (for messages), the
+// query parameters it takes, whether it takes credentials and whether it
+// can create a store, and a Parse that checks its own parts of the URL and
+// returns the Opener. Hosts checks a HOST[:PORT][,HOST[:PORT]...] list
+// for schemes that name servers. A scheme registered twice is refused
+// rather than opened by either.
 //
 // # What it does not do
 //
-// Beyond the two modes above, it takes no options: TLS for etcd, the batch
-// interval of a shared etcd lease, a session renewed back to back
-// (kube.WithSession(0)), adopted Lease names, a fake clock or a logger
-// need the backend's own constructor (etcd.New, kube.New, filestore.Open,
-// memstore.New).
+// Beyond what the URL forms say, it takes no options: TLS for etcd, the
+// batch interval of a shared etcd lease, adopted Lease names, a fake clock
+// or a logger need the backend's own constructor (etcd.New, kube.New,
+// filestore.Open, memstore.New).
 package storeurl

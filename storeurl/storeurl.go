@@ -6,58 +6,128 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"time"
-
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"sync"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/etcd"
-	"github.com/tenure-go/tenure/backends/filestore"
-	"github.com/tenure-go/tenure/backends/kube"
-	"github.com/tenure-go/tenure/backends/memstore"
 )
 
-// The schemes Open accepts.
-const (
-	SchemeMem  = "mem"
-	SchemeFile = "file"
-	SchemeEtcd = etcd.Scheme
-	SchemeKube = "kube"
+// Scheme is what a backend registers to open the stores of one URL
+// scheme. Parse checks what every scheme shares before it calls the
+// scheme's own Parse: no spaces or control characters, no fragment, no
+// query parameter the scheme does not list or given twice, no user or
+// password unless the scheme takes them, and an "@" only after the
+// credentials.
+type Scheme struct {
+	// Name is the URL scheme, in lower case ("etcd"). URLs match it in any
+	// case.
+	Name string
+	// Form is the scheme's URL form, for usage and error messages:
+	// "etcd://HOST[:PORT][,HOST[:PORT]...]/PREFIX[?lease=shared]".
+	Form string
+	// Params are the query parameters the scheme takes, besides create.
+	Params []string
+	// Credentials: the scheme takes a user and password before its host.
+	// Parse prints them redacted; the scheme's Parse gets them in u.User.
+	Credentials bool
+	// Create: the scheme can make a store that does not exist yet, when a
+	// URL asks with create=true. A scheme without it refuses create=.
+	Create bool
+	// Parse checks the scheme's own parts of u and returns what opens the
+	// store u names. u has been through the shared checks above; its Host
+	// is the authority as written (several hosts separated by commas, see
+	// Hosts), its Path is decoded, and its query holds no create. Parse
+	// opens nothing. Its error is shown after the redacted URL, so it need
+	// neither repeat the URL nor wrap backends.ErrInvalid.
+	Parse func(u *url.URL) (Opener, error)
+}
+
+// Opener opens a store that a Scheme's Parse checked. ctx bounds every
+// step of opening; create is true only for a Scheme with Create when the
+// URL (or Location.Create) asks for it, and otherwise the store must
+// already exist. An error names what could not be reached and why.
+type Opener func(ctx context.Context, create bool) (backends.Store, error)
+
+// Register makes a scheme known to Parse and Open. A backend calls it from
+// an init function, so that a program opens by URL exactly the stores it
+// links in (as database/sql drivers register). A scheme registered twice,
+// or without a name, a form or a Parse, is not opened: Parse reports it.
+func Register(s Scheme) {
+	mu.Lock()
+	defer mu.Unlock()
+	name := strings.ToLower(s.Name)
+	switch {
+	case name == "" || s.Parse == nil || s.Form == "":
+		broken[name] = fmt.Sprintf("scheme %q registered without a name, a form or a parser", s.Name)
+	case schemes[name] != nil || broken[name] != "":
+		broken[name] = fmt.Sprintf("scheme %s registered twice (two packages claim it)", name)
+	default:
+		s.Name = name
+		schemes[name] = &s
+	}
+}
+
+var (
+	mu      sync.Mutex
+	schemes = map[string]*Scheme{} // guarded by mu; by name
+	broken  = map[string]string{}  // guarded by mu; why a name cannot be used
 )
 
-// Forms is a one-line summary of the URL forms, for usage messages.
-const Forms = "mem://, file:///DIR, etcd://HOST:PORT[,HOST:PORT...]/PREFIX[?lease=shared] or kube://NAMESPACE[?kubeconfig=PATH&session=DURATION] (each parameter optional)"
+// linkable names the package that registers each scheme tenure provides,
+// for the error a URL of a scheme not linked in gets.
+var linkable = map[string]string{
+	"mem":      "github.com/tenure-go/tenure/backends/memstore",
+	"file":     "github.com/tenure-go/tenure/backends/filestore",
+	"etcd":     "github.com/tenure-go/tenure/backends/etcd",
+	"kube":     "github.com/tenure-go/tenure/backends/kube",
+	"nats":     "github.com/tenure-go/tenure/backends/nats",
+	"postgres": "github.com/tenure-go/tenure/backends/postgres",
+}
 
-// Location is a checked store URL, as Parse returns it. Its fields are
-// for reading (to log, or to build a backend by hand); Open uses the URL
-// Parse checked. Only Parse makes a Location that opens.
+func lookup(name string) (*Scheme, string) {
+	mu.Lock()
+	defer mu.Unlock()
+	if why := broken[name]; why != "" {
+		return nil, why
+	}
+	return schemes[name], ""
+}
+
+// Forms is a one-line summary of the URL forms of the schemes linked in,
+// for usage messages.
+func Forms() string {
+	mu.Lock()
+	defer mu.Unlock()
+	names := make([]string, 0, len(schemes))
+	for n := range schemes {
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return "no store linked in"
+	}
+	slices.Sort(names)
+	forms := make([]string, len(names))
+	for i, n := range names {
+		forms[i] = schemes[n].Form
+	}
+	return strings.Join(forms, ", ")
+}
+
+// Location is a checked store URL, as Parse returns it. Only Parse makes a
+// Location that opens.
 type Location struct {
-	// Scheme is one of the Scheme constants.
+	// Scheme is the URL's scheme, in lower case.
 	Scheme string
-	// Dir is the directory of a file:// URL, absolute and cleaned.
-	Dir string
-	// Endpoints are the host:port pairs of an etcd:// URL, in order.
-	Endpoints []string
-	// Prefix is the key prefix of an etcd:// URL, without its slashes.
-	Prefix string
-	// Namespace and Kubeconfig are the parts of a kube:// URL; Kubeconfig
-	// is empty when the pod's service account is to be used.
-	Namespace, Kubeconfig string
-	// SharedLease is true when an etcd:// URL asks for lease=shared: the
-	// store is opened with etcd.WithSharedLease (default batch interval).
-	SharedLease bool
-	// Session is the batch interval of a kube:// URL's session=DURATION,
-	// with which the store is opened with kube.WithSession; zero when the
-	// URL has no session parameter (a Lease per claim).
-	Session time.Duration
+	// Create is true when the URL asks with create=true for the store to be
+	// made if it does not exist. A program may set it (from a flag of its
+	// own) before Open, or refuse a Location that has it: a command that
+	// only reads a store should never make one.
+	Create bool
 
-	u *url.URL // the parsed URL, Host restored as written
+	u    *url.URL // the URL as Parse checked it, Host restored as written
+	open Opener
 }
 
 // String is the URL with its password, if any, redacted.
@@ -65,12 +135,14 @@ func (l *Location) String() string {
 	if l.u == nil {
 		return l.Scheme + "://"
 	}
-	return l.u.Redacted()
+	s := l.u.Redacted()
+	if rest, ok := strings.CutPrefix(s, l.Scheme+":"); ok && !strings.HasPrefix(rest, "//") {
+		s = l.Scheme + "://" + rest // url.URL writes no "//" before an empty authority and path
+	}
+	return s
 }
 
-// Open opens the store raw names; ctx bounds start-up (etcd dials and asks
-// for a lease). Close the Store to release everything Open made. An error
-// about the URL itself wraps backends.ErrInvalid.
+// Open opens the store raw names: Parse, then Location.Open.
 func Open(ctx context.Context, raw string) (backends.Store, error) {
 	loc, err := Parse(raw)
 	if err != nil {
@@ -79,73 +151,61 @@ func Open(ctx context.Context, raw string) (backends.Store, error) {
 	return loc.Open(ctx)
 }
 
-// Open opens the store l names; see the package function Open.
+// Open opens the store l names. ctx bounds every step (an etcd dial, a
+// first request); with a ctx that has no deadline, an unreachable server
+// makes Open wait until ctx is cancelled. A store that does not exist is
+// made only when l.Create is set. Close the Store to release everything
+// Open made. An error about the URL itself wraps backends.ErrInvalid; any
+// other names the store and why it could not be opened.
 func (l *Location) Open(ctx context.Context) (backends.Store, error) {
-	if l.u == nil {
-		return nil, fmt.Errorf("storeurl: open: Location not made by Parse: %w", backends.ErrInvalid)
+	if l.open == nil {
+		return nil, &Error{URL: l.String(), Msg: "Location not made by Parse"}
 	}
-	s, err := l.open(ctx)
+	if l.Create {
+		if s, _ := lookup(l.Scheme); s == nil || !s.Create {
+			return nil, &Error{URL: l.String(), Msg: fmt.Sprintf("%s:// stores cannot be created", l.Scheme)}
+		}
+	}
+	s, err := l.open(ctx, l.Create)
 	if err != nil {
 		return nil, fmt.Errorf("storeurl: open %q: %w", l, err)
 	}
 	return s, nil
 }
 
-func (l *Location) open(ctx context.Context) (backends.Store, error) {
-	switch l.Scheme {
-	case SchemeMem:
-		return memstore.New(), nil
-	case SchemeFile:
-		return filestore.Open(l.Dir)
-	case SchemeEtcd:
-		// etcd.OpenURL takes no query: the parameters Parse checked become
-		// options.
-		u := *l.u
-		u.RawQuery = ""
-		var opts []etcd.Option
-		if l.SharedLease {
-			opts = append(opts, etcd.WithSharedLease(0))
-		}
-		return etcd.OpenURL(ctx, &u, opts...)
-	case SchemeKube:
-		var cfg *rest.Config
-		var err error
-		if l.Kubeconfig != "" {
-			cfg, err = clientcmd.BuildConfigFromFlags("", l.Kubeconfig)
-		} else {
-			cfg, err = rest.InClusterConfig()
-		}
-		if err != nil {
-			return nil, err
-		}
-		// No client-side rate limit: client-go's default (5 requests a
-		// second, bursts of 10) would hold a process's renewals back in the
-		// client past their deadlines once it holds a few claims, each
-		// renewed on its own. The API server's own flow control throttles
-		// instead, with answers the store reports as throttling.
-		cfg.QPS = -1
-		client, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		opts := []kube.Option{kube.WithNamespace(l.Namespace)}
-		if l.Session > 0 {
-			opts = append(opts, kube.WithSession(l.Session))
-		}
-		return kube.New(client, opts...)
-	}
-	return nil, fmt.Errorf("scheme %q: %w", l.Scheme, backends.ErrInvalid)
+// Error is a URL that Parse (or Open) refuses. It wraps backends.ErrInvalid,
+// so that a program can tell a bad URL (a usage error) from a store it
+// could not reach, and the error the scheme's Parse returned, if any.
+type Error struct {
+	URL string // redacted
+	Msg string
+	Err error // from the scheme's Parse, or nil
 }
 
-// Parse checks raw without opening anything. Its errors wrap
-// backends.ErrInvalid and show raw with its password redacted.
+func (e *Error) Error() string {
+	if e.URL == "" {
+		return "storeurl: " + e.Msg
+	}
+	return fmt.Sprintf("storeurl: %q: %s", e.URL, e.Msg)
+}
+
+// Unwrap returns backends.ErrInvalid and the scheme's error, if any.
+func (e *Error) Unwrap() []error {
+	if e.Err != nil {
+		return []error{backends.ErrInvalid, e.Err}
+	}
+	return []error{backends.ErrInvalid}
+}
+
+// Parse checks raw without opening anything. Its errors are *Error (they
+// wrap backends.ErrInvalid) and show raw with its password redacted.
 func Parse(raw string) (*Location, error) {
 	shown := redact(raw)
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("storeurl: %q: %s: %w", shown, fmt.Sprintf(format, args...), backends.ErrInvalid)
+		return &Error{URL: shown, Msg: fmt.Sprintf(format, args...)}
 	}
 	if raw == "" {
-		return nil, fmt.Errorf("storeurl: empty url: want %s: %w", Forms, backends.ErrInvalid)
+		return nil, &Error{Msg: "empty url: want " + Forms()}
 	}
 	for _, r := range raw {
 		if r <= ' ' || r == 0x7f {
@@ -154,13 +214,20 @@ func Parse(raw string) (*Location, error) {
 	}
 	i := strings.Index(raw, "://")
 	if i < 0 {
-		return nil, bad("no scheme: want %s", Forms)
+		if j := strings.Index(raw, ":"); j > 0 {
+			return nil, bad("want SCHEME://..., such as %s://", strings.ToLower(raw[:j]))
+		}
+		return nil, bad("no scheme: want %s", Forms())
 	}
-	scheme := strings.ToLower(raw[:i])
-	switch scheme {
-	case SchemeMem, SchemeFile, SchemeEtcd, SchemeKube:
-	default:
-		return nil, bad("unknown scheme %q: want %s", raw[:i], Forms)
+	name := strings.ToLower(raw[:i])
+	sch, why := lookup(name)
+	switch {
+	case why != "":
+		return nil, bad("%s", why)
+	case sch == nil && linkable[name] != "":
+		return nil, bad("scheme %s is not linked in: import _ %q", name, linkable[name])
+	case sch == nil:
+		return nil, bad("unknown scheme %q: want %s", raw[:i], Forms())
 	}
 
 	// url.Parse refuses several hosts without ports (h1,h2:2379) and would
@@ -180,7 +247,7 @@ func Parse(raw string) (*Location, error) {
 		end = len(rest)
 	}
 	host, tail := rest[:end], rest[end:]
-	u, err := url.Parse(scheme + "://" + userinfo + "h" + tail)
+	u, err := url.Parse(name + "://" + userinfo + "h" + tail)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -193,135 +260,93 @@ func Parse(raw string) (*Location, error) {
 	if err != nil {
 		return nil, bad("query: %v", err)
 	}
+	l := &Location{Scheme: name}
 	for k, vs := range q {
-		if !takes(scheme, k) {
-			return nil, bad("unknown parameter %q (%s:// takes %s)", k, scheme, params[scheme])
+		if !(k == "create" && sch.Create) && !slices.Contains(sch.Params, k) {
+			return nil, bad("unknown parameter %q (%s:// takes %s)", k, name, paramList(sch))
 		}
 		if len(vs) != 1 {
 			return nil, bad("parameter %q given %d times", k, len(vs))
 		}
 	}
+	given := *u // as written, for String
+	if vs, ok := q["create"]; ok {
+		switch vs[0] {
+		case "true":
+			l.Create = true
+		case "false":
+		default:
+			return nil, bad("create %q: want create=true or create=false", vs[0])
+		}
+		q.Del("create")
+		u.RawQuery = q.Encode()
+	}
 	switch {
 	case u.Fragment != "" || strings.Contains(tail, "#"):
 		return nil, bad("fragments are not supported")
-	case u.User != nil && scheme != SchemeEtcd:
-		return nil, bad("%s:// takes no user or password", scheme)
+	case u.User != nil && !sch.Credentials:
+		return nil, bad("%s:// takes no user or password", name)
 	}
 	for _, r := range u.Path {
 		if r < ' ' || r == 0x7f {
 			return nil, bad("control character in path")
 		}
 	}
-
-	l := &Location{Scheme: scheme, u: u}
-	switch scheme {
-	case SchemeMem:
-		if host != "" || u.Path != "" {
-			return nil, bad("want mem:// with nothing after it")
-		}
-	case SchemeFile:
-		if host != "" && host != "localhost" {
-			return nil, bad("host %q: want file:///ABSOLUTE/DIR (a relative directory is not accepted)", host)
-		}
-		if u.Path == "" || u.Path == "/" {
-			return nil, bad("no directory: want file:///ABSOLUTE/DIR")
-		}
-		if !filepath.IsAbs(u.Path) {
-			return nil, bad("directory %q is not absolute", u.Path)
-		}
-		l.Dir = filepath.Clean(u.Path)
-	case SchemeEtcd:
-		if host == "" {
-			return nil, bad("no host: want etcd://HOST:PORT[,HOST:PORT...]/PREFIX")
-		}
-		for _, h := range strings.Split(host, ",") {
-			ep, err := endpoint(h)
-			if err != nil {
-				return nil, bad("%v", err)
-			}
-			l.Endpoints = append(l.Endpoints, ep)
-		}
-		l.Prefix = strings.Trim(u.Path, "/")
-		if l.Prefix == "" {
-			return nil, bad("no key prefix: want etcd://HOST:PORT/PREFIX")
-		}
-		if err := backends.ValidatePrefix(l.Prefix + "/"); err != nil {
-			return nil, bad("prefix: %v", err)
-		}
-		if vs, ok := q["lease"]; ok {
-			switch vs[0] {
-			case leaseShared:
-				l.SharedLease = true
-			case leasePerClaim:
-			default:
-				return nil, bad("lease %q: want lease=%s or lease=%s", vs[0], leaseShared, leasePerClaim)
-			}
-		}
-	case SchemeKube:
-		if host == "" {
-			return nil, bad("no namespace: want kube://NAMESPACE[?kubeconfig=PATH]")
-		}
-		if errs := validation.IsDNS1123Label(host); len(errs) > 0 {
-			return nil, bad("namespace %q: %s", host, strings.Join(errs, "; "))
-		}
-		if u.Path != "" && u.Path != "/" {
-			return nil, bad("path %q: want kube://NAMESPACE[?kubeconfig=PATH]", u.Path)
-		}
-		l.Namespace = host
-		if vs, ok := q["kubeconfig"]; ok {
-			if vs[0] == "" {
-				return nil, bad("kubeconfig is empty")
-			}
-			l.Kubeconfig = vs[0]
-		}
-		if vs, ok := q["session"]; ok {
-			d, err := time.ParseDuration(vs[0])
-			switch {
-			case err != nil:
-				return nil, bad("session %q: want a batch interval such as session=1s", vs[0])
-			case d <= 0:
-				// Zero would read as "off" to some and as "no pause between
-				// batches" to others: neither is taken.
-				return nil, bad("session %q: the batch interval must be positive, such as session=1s", vs[0])
-			}
-			l.Session = d
+	// The query's values reach the scheme decoded: no control character
+	// there either.
+	for _, vs := range q {
+		if strings.IndexFunc(vs[0], func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
+			return nil, bad("control character in a parameter")
 		}
 	}
+	open, err := sch.Parse(u)
+	if err != nil {
+		return nil, &Error{URL: shown, Msg: err.Error(), Err: err}
+	}
+	l.u, l.open = &given, open
 	return l, nil
 }
 
-// The values of an etcd:// URL's lease parameter.
-const (
-	leaseShared   = "shared"
-	leasePerClaim = "per-claim"
-)
-
-// params says which query parameters each scheme takes, as error messages
-// name them; takes is the same list for the parser.
-var params = map[string]string{
-	SchemeMem:  "none",
-	SchemeFile: "none",
-	SchemeEtcd: "only lease",
-	SchemeKube: "only kubeconfig and session",
-}
-
-func takes(scheme, param string) bool {
-	switch scheme {
-	case SchemeEtcd:
-		return param == "lease"
-	case SchemeKube:
-		return param == "kubeconfig" || param == "session"
+func paramList(s *Scheme) string {
+	ps := slices.Clone(s.Params)
+	if s.Create {
+		ps = append(ps, "create")
 	}
-	return false
+	switch len(ps) {
+	case 0:
+		return "none"
+	case 1:
+		return "only " + ps[0]
+	}
+	return "only " + strings.Join(ps[:len(ps)-1], ", ") + " and " + ps[len(ps)-1]
 }
 
-// endpoint checks one etcd host of an etcd:// URL and returns it as
-// host:port, with the default port when it has none.
-func endpoint(h string) (string, error) {
+// Hosts checks the comma-separated HOST[:PORT] list of u.Host, for schemes
+// whose URL names servers, and returns it as host:port pairs, in order,
+// with defaultPort where a host has none. A HOST is a name of letters,
+// digits, '-', '.' and '_', or an IPv6 address in brackets. Its errors
+// are shown after the URL by Parse.
+func Hosts(u *url.URL, defaultPort string) ([]string, error) {
+	if u.Host == "" {
+		return nil, errors.New("no host")
+	}
+	var hosts []string
+	for _, h := range strings.Split(u.Host, ",") {
+		ep, err := hostPort(h, defaultPort)
+		if err != nil {
+			return nil, err
+		}
+		hosts = append(hosts, ep)
+	}
+	return hosts, nil
+}
+
+// hostPort checks one host of a host list and returns it as host:port.
+func hostPort(h, defaultPort string) (string, error) {
 	if h == "" {
 		return "", errors.New("empty host")
 	}
-	host, port := h, etcd.DefaultPort
+	host, port := h, defaultPort
 	if strings.HasPrefix(h, "[") || strings.Count(h, ":") == 1 {
 		if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
 			host = h[1 : len(h)-1]

@@ -3,7 +3,10 @@ package storeurl_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"net"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -16,37 +19,37 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/tenure-go/tenure/backends"
+	_ "github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	_ "github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/backends/kube"
 	"github.com/tenure-go/tenure/backends/kube/kubetest"
+	_ "github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/storeurl"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
 
+// TestParse: Parse checks a URL of each scheme linked in and keeps its
+// scheme, its create parameter and its text (for String) as written. What
+// each scheme makes of its own parts is tested with the backend.
 func TestParse(t *testing.T) {
 	tests := []struct {
-		raw  string
-		want storeurl.Location
+		raw, scheme string
+		create      bool
+		shown       string
 	}{
-		{"mem://", storeurl.Location{Scheme: "mem"}},
-		{"MEM://", storeurl.Location{Scheme: "mem"}},
-		{"file:///var/lib/claims", storeurl.Location{Scheme: "file", Dir: "/var/lib/claims"}},
-		{"file:///var/lib/claims/", storeurl.Location{Scheme: "file", Dir: "/var/lib/claims"}},
-		{"file://localhost/var/a%20b", storeurl.Location{Scheme: "file", Dir: "/var/a b"}},
-		{"file:///a/../b", storeurl.Location{Scheme: "file", Dir: "/b"}},
-		{"etcd://127.0.0.1:2379/app", storeurl.Location{Scheme: "etcd", Endpoints: []string{"127.0.0.1:2379"}, Prefix: "app"}},
-		{"etcd://h1,h2:2380/a/b/", storeurl.Location{Scheme: "etcd", Endpoints: []string{"h1:2379", "h2:2380"}, Prefix: "a/b"}},
-		{"etcd://[::1]:1,[::1]/p", storeurl.Location{Scheme: "etcd", Endpoints: []string{"[::1]:1", "[::1]:2379"}, Prefix: "p"}},
-		{"etcd://user:p%40ss@etcd-0.svc:2379/p", storeurl.Location{Scheme: "etcd", Endpoints: []string{"etcd-0.svc:2379"}, Prefix: "p"}},
-		{"kube://default", storeurl.Location{Scheme: "kube", Namespace: "default"}},
-		{"kube://team-a/?kubeconfig=%2Fhome%2Fme%2F.kube%2Fconfig", storeurl.Location{Scheme: "kube", Namespace: "team-a", Kubeconfig: "/home/me/.kube/config"}},
-		{"etcd://h/p?lease=shared", storeurl.Location{Scheme: "etcd", Endpoints: []string{"h:2379"}, Prefix: "p", SharedLease: true}},
-		{"etcd://h/p?lease=per-claim", storeurl.Location{Scheme: "etcd", Endpoints: []string{"h:2379"}, Prefix: "p"}},
-		{"etcd://u:pw@h1,h2/p/?lease=shared", storeurl.Location{Scheme: "etcd", Endpoints: []string{"h1:2379", "h2:2379"}, Prefix: "p", SharedLease: true}},
-		{"kube://ns?session=1s", storeurl.Location{Scheme: "kube", Namespace: "ns", Session: time.Second}},
-		{"kube://ns?session=250ms&kubeconfig=%2Fk", storeurl.Location{Scheme: "kube", Namespace: "ns", Kubeconfig: "/k", Session: 250 * time.Millisecond}},
-		{"kube://ns/?kubeconfig=/k&session=1m30s", storeurl.Location{Scheme: "kube", Namespace: "ns", Kubeconfig: "/k", Session: 90 * time.Second}},
+		{"mem://", "mem", false, "mem://"},
+		{"MEM://", "mem", false, "mem://"},
+		{"file:///var/lib/claims", "file", false, "file:///var/lib/claims"},
+		{"file://localhost/var/a%20b", "file", false, "file://localhost/var/a%20b"},
+		{"file:///var/lib/claims?create=true", "file", true, "file:///var/lib/claims?create=true"},
+		{"file:///var/lib/claims?create=false", "file", false, "file:///var/lib/claims?create=false"},
+		{"etcd://127.0.0.1:2379/app", "etcd", false, "etcd://127.0.0.1:2379/app"},
+		{"etcd://h1,h2:2380/a/b/", "etcd", false, "etcd://h1,h2:2380/a/b/"},
+		{"etcd://[::1]:1,[::1]/p", "etcd", false, "etcd://[::1]:1,[::1]/p"},
+		{"etcd://user:p%40ss@etcd-0.svc:2379/p?lease=shared", "etcd", false, "etcd://user:xxxxx@etcd-0.svc:2379/p?lease=shared"},
+		{"kube://team-a/?kubeconfig=%2Fhome%2Fme%2F.kube%2Fconfig&session=1s", "kube", false, "kube://team-a/?kubeconfig=%2Fhome%2Fme%2F.kube%2Fconfig&session=1s"},
 	}
 	for _, tt := range tests {
 		got, err := storeurl.Parse(tt.raw)
@@ -54,11 +57,8 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q): %v", tt.raw, err)
 			continue
 		}
-		g := *got
-		if g.Scheme != tt.want.Scheme || g.Dir != tt.want.Dir || strings.Join(g.Endpoints, ",") != strings.Join(tt.want.Endpoints, ",") ||
-			g.Prefix != tt.want.Prefix || g.Namespace != tt.want.Namespace || g.Kubeconfig != tt.want.Kubeconfig ||
-			g.SharedLease != tt.want.SharedLease || g.Session != tt.want.Session {
-			t.Errorf("Parse(%q) = %+v, want %+v", tt.raw, g, tt.want)
+		if got.Scheme != tt.scheme || got.Create != tt.create || got.String() != tt.shown {
+			t.Errorf("Parse(%q) = scheme %q, create %v, shown %q; want %q, %v, %q", tt.raw, got.Scheme, got.Create, got, tt.scheme, tt.create, tt.shown)
 		}
 	}
 }
@@ -76,7 +76,16 @@ func TestParseRefuses(t *testing.T) {
 		{"file:///a\x00b", "control"},
 		{"file:///a%00b", "control character in path"},
 		{"mem", "no scheme"},
-		{"mem:", "no scheme"},
+		{"mem:", "want SCHEME://..., such as mem://"},
+		{"mem::", "want SCHEME://..., such as mem://"},
+		{"nats://127.0.0.1:4222/b", `scheme nats is not linked in: import _ "github.com/tenure-go/tenure/backends/nats"`},
+		{"postgres://u:pw@db/tenure", `scheme postgres is not linked in: import _ "github.com/tenure-go/tenure/backends/postgres"`},
+		{"file:///d?create=yes", `create "yes": want create=true or create=false`},
+		{"file:///d?create=1", `create "1"`},
+		{"file:///d?create=true&create=true", `parameter "create" given 2 times`},
+		{"etcd://h:1/p?create=true", `unknown parameter "create" (etcd:// takes only lease)`},
+		{"kube://ns?create=true", `unknown parameter "create"`},
+		{"mem://?create=true", `unknown parameter "create" (mem:// takes none)`},
 		{"/var/lib/claims", "no scheme"},
 		{"ftp://x", `unknown scheme "ftp"`},
 		{"http://127.0.0.1:2379/p", `unknown scheme "http"`},
@@ -134,7 +143,7 @@ func TestParseRefuses(t *testing.T) {
 		{"etcd://h:1/p?lease=Shared", `lease "Shared"`},
 		{"etcd://h:1/p?lease=session", `lease "session"`},
 		{"etcd://h:1/p?lease=shared%20", `lease "shared "`},
-		{"etcd://h:1/p?lease=shared%00", `lease "shared\x00"`},
+		{"etcd://h:1/p?lease=shared%00", "control character in a parameter"},
 		{"etcd://h:1/p?lease=shared&lease=shared", `parameter "lease" given 2 times`},
 		{"etcd://h:1/p?lease=shared&lease=per-claim", "given 2 times"},
 		{"etcd://h:1/p?session=1s", `unknown parameter "session" (etcd:// takes only lease)`},
@@ -155,8 +164,12 @@ func TestParseRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := storeurl.Parse(tt.raw)
-		if !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), tt.says) || !strings.HasPrefix(err.Error(), "storeurl: ") {
-			t.Errorf("Parse(%q) = %v, want an ErrInvalid saying %q", tt.raw, err, tt.says)
+		var ue *storeurl.Error
+		if !errors.Is(err, backends.ErrInvalid) || !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.says) || !strings.HasPrefix(err.Error(), "storeurl: ") {
+			t.Errorf("Parse(%q) = %v, want a *storeurl.Error wrapping ErrInvalid saying %q", tt.raw, err, tt.says)
+		}
+		if err != nil && strings.HasSuffix(err.Error(), backends.ErrInvalid.Error()) {
+			t.Errorf("Parse(%q) = %v: ends with %q, which says nothing", tt.raw, err, backends.ErrInvalid.Error())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		s, err := storeurl.Open(ctx, tt.raw)
@@ -228,16 +241,29 @@ func TestOpenMem(t *testing.T) {
 	roundTrip(t, s)
 }
 
+// TestOpenFile: a file:// URL opens the store in the directory it names,
+// which must exist: a directory that does not is refused, by name, and not
+// made, unless the URL asks for it with create=true.
 func TestOpenFile(t *testing.T) {
-	dir := t.TempDir()
-	raw := (&url.URL{Scheme: "file", Path: filepath.Join(dir, "claims dir")}).String()
-	s, err := storeurl.Open(context.Background(), raw)
+	dir := filepath.Join(t.TempDir(), "claims dir", "sub")
+	raw := (&url.URL{Scheme: "file", Path: dir}).String()
+	if s, err := storeurl.Open(context.Background(), raw); err == nil {
+		s.Close()
+		t.Errorf("Open(%q) of a directory that does not exist succeeded", raw)
+	} else if !strings.Contains(err.Error(), dir) || !errors.Is(err, backends.ErrMissingResource) {
+		t.Errorf("Open(%q) = %v, want an error naming %s and wrapping ErrMissingResource", raw, err, dir)
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after a refused Open(%q), stat %s: %v; want it not to exist", raw, filepath.Dir(dir), err)
+	}
+
+	s, err := storeurl.Open(context.Background(), raw+"?create=true")
 	if err != nil {
-		t.Fatalf("Open(%q): %v", raw, err)
+		t.Fatalf("Open(%q): %v", raw+"?create=true", err)
 	}
 	roundTrip(t, s)
 	// The store lives in the directory the URL names: a second store
-	// opened on it sees the entry.
+	// opened on it, without create, sees the entry.
 	s2, err := storeurl.Open(context.Background(), raw)
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +271,75 @@ func TestOpenFile(t *testing.T) {
 	defer s2.Close()
 	if _, err := s2.Get(context.Background(), "k"); err != nil {
 		t.Errorf("second store: Get: %v", err)
+	}
+
+	// A program may ask for creation itself (a flag of its own), but only
+	// of a scheme that can create.
+	other := filepath.Join(t.TempDir(), "by-field")
+	loc, err := storeurl.Parse((&url.URL{Scheme: "file", Path: other}).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc.Create = true
+	if s, err := loc.Open(context.Background()); err != nil {
+		t.Errorf("Open with Location.Create of %s: %v", other, err)
+	} else {
+		s.Close()
+	}
+	loc, err = storeurl.Parse("etcd://127.0.0.1:1/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc.Create = true
+	if s, err := loc.Open(context.Background()); !errors.Is(err, backends.ErrInvalid) {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("Open of etcd with Location.Create = %v, want ErrInvalid", err)
+	}
+}
+
+// TestOpenEtcdUnreachable: opening an etcd store nobody serves ends by the
+// caller's deadline, with an error naming the endpoint and the refusal, not
+// only "context deadline exceeded".
+func TestOpenEtcdUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	raw := "etcd://" + addr + "/p"
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		s, err := storeurl.Open(ctx, raw)
+		if err == nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	var got error
+	select {
+	case got = <-done:
+	case <-time.After(time.Minute): // far past the 1 s deadline: a hang
+		t.Fatalf("Open(%q) with a 1 s deadline has not returned after a minute", raw)
+	}
+	if got == nil {
+		t.Fatalf("Open(%q) succeeded", raw)
+	}
+	for _, want := range []string{addr, "connection refused"} {
+		if !strings.Contains(got.Error(), want) {
+			t.Errorf("Open(%q) = %v; want it to say %q", raw, got, want)
+		}
+	}
+	if !errors.Is(got, context.DeadlineExceeded) || backends.Classify(got) != backends.ClassTransient {
+		t.Errorf("Open(%q) = %v; want a transient error wrapping context.DeadlineExceeded", raw, got)
+	}
+	if errors.Is(got, backends.ErrInvalid) {
+		t.Errorf("Open(%q) = %v: an unreachable store is not a bad URL", raw, got)
 	}
 }
 
@@ -444,10 +539,10 @@ func roundTrip(t *testing.T, s backends.Store) {
 	}
 }
 
-// TestImportBoundary: only this package and the backends import the etcd
-// and Kubernetes clients (and only the metrics package client_golang). A
-// program built on elector, filestore and the health handler pulls in none
-// of them.
+// TestImportBoundary: only the backends import the etcd and Kubernetes
+// clients (and only the metrics package client_golang). A program built on
+// elector, filestore and the health handler that opens its store by URL
+// pulls in none of them: storeurl imports no backend.
 func TestImportBoundary(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -455,6 +550,7 @@ func TestImportBoundary(t *testing.T) {
 	}
 	pkgs := []string{
 		"github.com/tenure-go/tenure/elector",
+		"github.com/tenure-go/tenure/storeurl",
 		"github.com/tenure-go/tenure/backends/filestore",
 		"github.com/tenure-go/tenure/backends/memstore",
 		"github.com/tenure-go/tenure/health",
@@ -468,10 +564,68 @@ func TestImportBoundary(t *testing.T) {
 		t.Fatalf("go list -deps listed only %q", deps)
 	}
 	for _, d := range deps {
-		for _, banned := range []string{"go.etcd.io/", "k8s.io/", "google.golang.org/grpc", "github.com/prometheus/", "github.com/tenure-go/tenure/storeurl"} {
+		for _, banned := range []string{"go.etcd.io/", "k8s.io/", "google.golang.org/grpc", "github.com/prometheus/", "github.com/tenure-go/tenure/backends/etcd", "github.com/tenure-go/tenure/backends/kube"} {
 			if strings.HasPrefix(d, banned) {
 				t.Errorf("%v depend on %s", pkgs, d)
 			}
+		}
+	}
+}
+
+// TestRegister: a scheme a package registers opens through Parse and Open
+// with its parameters checked; one registered twice, or incompletely, is
+// refused rather than opened by either registration.
+func TestRegister(t *testing.T) {
+	var got *url.URL
+	storeurl.Register(storeurl.Scheme{
+		Name:   "Regtest",
+		Form:   "regtest://HOST/NAME",
+		Params: []string{"mode"},
+		Parse: func(u *url.URL) (storeurl.Opener, error) {
+			if u.Path == "/bad" {
+				return nil, errors.New("bad name")
+			}
+			got = u
+			return func(context.Context, bool) (backends.Store, error) { return nil, errors.New("no store here") }, nil
+		},
+	})
+	loc, err := storeurl.Parse("REGTEST://h1,h2:1/n?mode=a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Host != "h1,h2:1" || got.Path != "/n" || got.Query().Get("mode") != "a" {
+		t.Errorf("the scheme's Parse got %+v", got)
+	}
+	if hosts, err := storeurl.Hosts(got, "7"); err != nil || strings.Join(hosts, " ") != "h1:7 h2:1" {
+		t.Errorf("Hosts(%q) = %v, %v", got.Host, hosts, err)
+	}
+	if _, err := loc.Open(context.Background()); err == nil || !strings.Contains(err.Error(), `storeurl: open "regtest://h1,h2:1/n?mode=a": no store here`) {
+		t.Errorf("Open = %v", err)
+	}
+	if !strings.Contains(storeurl.Forms(), "regtest://HOST/NAME") {
+		t.Errorf("Forms() = %q, want it to list regtest", storeurl.Forms())
+	}
+	for raw, says := range map[string]string{
+		"regtest://h/bad":        `storeurl: "regtest://h/bad": bad name`,
+		"regtest://h/n?other=1":  `unknown parameter "other" (regtest:// takes only mode)`,
+		"regtest://u:p@h/n":      "regtest:// takes no user or password",
+		"regtest://h/n?create=1": `unknown parameter "create"`,
+	} {
+		if _, err := storeurl.Parse(raw); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("Parse(%q) = %v, want it to say %q", raw, err, says)
+		}
+	}
+
+	ok := func(*url.URL) (storeurl.Opener, error) { return nil, nil }
+	storeurl.Register(storeurl.Scheme{Name: "regdup", Form: "regdup://", Parse: ok})
+	storeurl.Register(storeurl.Scheme{Name: "regdup", Form: "regdup://", Parse: ok})
+	storeurl.Register(storeurl.Scheme{Name: "regnoparse", Form: "regnoparse://"})
+	for raw, says := range map[string]string{
+		"regdup://":     "scheme regdup registered twice",
+		"regnoparse://": "registered without",
+	} {
+		if _, err := storeurl.Parse(raw); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), says) {
+			t.Errorf("Parse(%q) = %v, want it to say %q", raw, err, says)
 		}
 	}
 }

@@ -2,120 +2,196 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/storeurl"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
-// Scheme is the URL scheme OpenURL accepts.
+// Scheme is the URL scheme of an etcd store.
 const Scheme = "etcd"
 
-// DefaultPort is the port OpenURL uses for a host given without one.
+// DefaultPort is the port of a host an etcd URL gives without one.
 const DefaultPort = "2379"
 
-// dialTimeout bounds OpenURL's first connection to etcd.
-const dialTimeout = 5 * time.Second
+// The values of an etcd URL's lease parameter.
+const (
+	leaseShared   = "shared"
+	leasePerClaim = "per-claim"
+)
+
+// A program that imports this package opens etcd stores by URL with
+// storeurl.Open; see OpenURL for the form.
+func init() {
+	storeurl.Register(storeurl.Scheme{
+		Name:        Scheme,
+		Form:        "etcd://HOST[:PORT][,HOST[:PORT]...]/PREFIX[?lease=shared]",
+		Params:      []string{"lease"},
+		Credentials: true,
+		Parse: func(u *url.URL) (storeurl.Opener, error) {
+			c, err := parseURL(u)
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, _ bool) (backends.Store, error) { return c.open(ctx, nil) }, nil
+		},
+	})
+}
 
 // OpenURL opens a client for the etcd cluster named by u and returns a Store
-// over it; the Store owns the client and closes it on Close.
+// over it; the Store owns the client and closes it on Close. It reads u
+// exactly as storeurl.Open does (one parser, one set of rules); opts come
+// after the options the URL asks for.
 //
 // The URL's form is
 //
-//	etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PREFIX
+//	etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PREFIX[?lease=MODE]
 //
 // HOSTs are the cluster's client endpoints, reached over plain HTTP (port
 // 2379 when omitted); USER and PASSWORD, if given, authenticate with etcd's
 // auth. PREFIX is required, and every key of the store lives under
 // "PREFIX/": etcd://10.0.0.1:2379,10.0.0.2:2379/indexer/prod stores key k as
-// "indexer/prod/k". Query parameters and fragments are refused rather than
-// ignored. TLS endpoints are not supported by OpenURL: build a
-// *clientv3.Client with the TLS configuration and call New.
+// "indexer/prod/k". lease=shared opens the store WithSharedLease (its
+// default batch interval); lease=per-claim, the default, grants a lease
+// per write. Any other parameter, and a fragment, is refused rather than
+// ignored. TLS endpoints are not supported here: build a *clientv3.Client
+// with the TLS configuration and call New.
 //
-// A program that takes a --store flag parses it with url.Parse and calls
-// OpenURL(ctx, u) when u.Scheme is Scheme, with a ctx that bounds start-up.
+// ctx bounds every step of opening: the dial (which waits until one
+// endpoint answers) and the probe of the server's shortest lease. When it
+// ends first, the error names the endpoints and the last dial error (such
+// as "connection refused") and wraps backends.ErrUnavailable and ctx's
+// error. With a ctx that has no deadline, OpenURL waits for as long as no
+// endpoint answers.
 func OpenURL(ctx context.Context, u *url.URL, opts ...Option) (*Store, error) {
-	endpoints, prefix, err := parseURL(u)
-	if err != nil {
+	if u == nil {
+		return nil, fmt.Errorf("etcd: nil url: %w", backends.ErrInvalid)
+	}
+	if !strings.EqualFold(u.Scheme, Scheme) {
+		return nil, fmt.Errorf("etcd: url %q: scheme %q, want %q: %w", u.Redacted(), u.Scheme, Scheme, backends.ErrInvalid)
+	}
+	// storeurl's checks, then parseURL through the scheme registered above.
+	if _, err := storeurl.Parse(u.String()); err != nil {
 		return nil, err
 	}
-	cfg := clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: dialTimeout,
-		Logger:      zap.NewNop(),
+	c, err := parseURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: url %q: %w", u.Redacted(), err) // not reached: Parse ran parseURL
+	}
+	return c.open(ctx, opts)
+}
+
+// urlConfig is what an etcd URL asks for.
+type urlConfig struct {
+	endpoints      []string // host:port
+	prefix         string   // ends in "/"
+	user, password string
+	shared         bool
+}
+
+// parseURL checks the parts of an etcd URL that storeurl leaves to the
+// scheme. Its errors neither repeat the URL nor show the password.
+func parseURL(u *url.URL) (urlConfig, error) {
+	var c urlConfig
+	eps, err := storeurl.Hosts(u, DefaultPort)
+	if err != nil {
+		return c, fmt.Errorf("%v: want etcd://HOST:PORT[,HOST:PORT...]/PREFIX", err)
+	}
+	c.endpoints = eps
+	prefix := strings.Trim(u.Path, "/")
+	if prefix == "" {
+		return c, errors.New("no key prefix: want etcd://HOST:PORT/PREFIX")
+	}
+	c.prefix = prefix + "/"
+	if err := backends.ValidatePrefix(c.prefix); err != nil {
+		return c, fmt.Errorf("prefix: %v", err)
+	}
+	q := u.Query()
+	if q.Has("lease") {
+		switch v := q.Get("lease"); v {
+		case leaseShared:
+			c.shared = true
+		case leasePerClaim:
+		default:
+			return c, fmt.Errorf("lease %q: want lease=%s or lease=%s", v, leaseShared, leasePerClaim)
+		}
 	}
 	if u.User != nil {
-		cfg.Username = u.User.Username()
-		cfg.Password, _ = u.User.Password()
+		c.user = u.User.Username()
+		c.password, _ = u.User.Password()
 	}
-	cli, err := clientv3.New(cfg)
+	return c, nil
+}
+
+// open dials the endpoints and makes a Store that owns the client. ctx
+// bounds the dial and the probe; once open, the client no longer depends
+// on ctx.
+func (c urlConfig) open(ctx context.Context, opts []Option) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("etcd: open %s: %w", strings.Join(c.endpoints, ","), err)
+	}
+	// The client lives on after ctx, but its dial (and its auth) must end
+	// with ctx: cliCtx is cancelled if ctx ends before the store is open.
+	cliCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	eps := make([]string, len(c.endpoints))
+	for i, ep := range c.endpoints {
+		eps[i] = "http://" + ep
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: eps,
+		Context:   cliCtx,
+		Username:  c.user,
+		Password:  c.password,
+		Logger:    zap.NewNop(),
+		// Wait until an endpoint answers, and say why none did: without
+		// these the dial returns at once, and the first request waits for
+		// a connection and fails with ctx's error alone.
+		DialOptions: []grpc.DialOption{grpc.WithBlock(), grpc.WithReturnConnectionError()}, //nolint:staticcheck // clientv3 dials with grpc.DialContext, which honours them
+	})
 	if err != nil {
-		return nil, fmt.Errorf("etcd: open %s: %w", redacted(u), mapError(err))
+		cancel()
+		return nil, c.unreachable(ctx, err)
 	}
-	s, err := newStore(ctx, cli, true, prefix, opts)
+	if c.shared {
+		opts = append([]Option{WithSharedLease(0)}, opts...)
+	}
+	s, err := newStore(ctx, cli, true, c.prefix, opts)
 	if err != nil {
 		cli.Close()
-		return nil, err
+		cancel()
+		return nil, fmt.Errorf("etcd: open %s: %w", strings.Join(c.endpoints, ","), err)
+	}
+	if !stop() {
+		// ctx ended as the store opened, and took the client with it.
+		s.Close()
+		cancel()
+		return nil, fmt.Errorf("etcd: open %s: %w", strings.Join(c.endpoints, ","), ctx.Err())
 	}
 	return s, nil
 }
 
-// parseURL splits an etcd:// URL into client endpoints and a key prefix.
-func parseURL(u *url.URL) (endpoints []string, prefix string, err error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("etcd: url %s: %s: %w", redacted(u), fmt.Sprintf(format, args...), backends.ErrInvalid)
+// unreachable is the error of a dial that failed: it names the endpoints
+// and the last dial error, without the context error gRPC puts before it
+// (ctx's own error comes last).
+func (c urlConfig) unreachable(ctx context.Context, err error) error {
+	eps := strings.Join(c.endpoints, ",")
+	if ctx.Err() == nil {
+		return fmt.Errorf("etcd: open %s: %w", eps, mapError(err))
 	}
-	switch {
-	case u == nil:
-		return nil, "", fmt.Errorf("etcd: nil url: %w", backends.ErrInvalid)
-	case u.Scheme != Scheme:
-		return nil, "", bad("scheme %q, want %q", u.Scheme, Scheme)
-	case u.Opaque != "":
-		return nil, "", bad("want %s://HOST:PORT/PREFIX", Scheme)
-	case u.RawQuery != "" || u.ForceQuery:
-		return nil, "", bad("query parameters are not supported")
-	case u.Fragment != "":
-		return nil, "", bad("fragments are not supported")
-	case u.Host == "":
-		return nil, "", bad("no host")
+	msg := err.Error()
+	for _, e := range []error{context.Canceled, context.DeadlineExceeded} {
+		msg = strings.TrimPrefix(msg, e.Error())
 	}
-	for _, h := range strings.Split(u.Host, ",") {
-		if h == "" {
-			return nil, "", bad("empty host in %q", u.Host)
-		}
-		host, port, err := net.SplitHostPort(h)
-		if err != nil {
-			host, port = h, DefaultPort
-			if strings.Contains(h, ":") && !strings.HasPrefix(h, "[") {
-				return nil, "", bad("host %q: %v", h, err)
-			}
-			host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-		}
-		if host == "" || port == "" {
-			return nil, "", bad("host %q needs a name and a port", h)
-		}
-		endpoints = append(endpoints, "http://"+net.JoinHostPort(host, port))
+	msg = strings.TrimPrefix(msg, ": ")
+	if msg == "" {
+		return fmt.Errorf("etcd: cannot reach %s: %w: %w", eps, backends.ErrUnavailable, ctx.Err())
 	}
-	prefix = strings.Trim(u.Path, "/")
-	if prefix == "" {
-		return nil, "", bad("no key prefix: want %s://HOST:PORT/PREFIX", Scheme)
-	}
-	prefix += "/"
-	if err := backends.ValidatePrefix(prefix); err != nil {
-		return nil, "", fmt.Errorf("etcd: url %s: prefix: %w", redacted(u), err)
-	}
-	return endpoints, prefix, nil
-}
-
-// redacted prints u without its password.
-func redacted(u *url.URL) string {
-	if u == nil {
-		return "<nil>"
-	}
-	return u.Redacted()
+	return fmt.Errorf("etcd: cannot reach %s (%s): %w: %w", eps, msg, backends.ErrUnavailable, ctx.Err())
 }

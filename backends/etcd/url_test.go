@@ -1,61 +1,120 @@
 package etcd
 
 import (
+	"context"
 	"errors"
-	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/storeurl"
 )
 
+// TestParseURL: what an etcd URL asks for, as the registered scheme (and
+// OpenURL) reads it.
 func TestParseURL(t *testing.T) {
 	tests := []struct {
 		url       string
-		endpoints []string
+		endpoints string
 		prefix    string
+		shared    bool
+		user      string
 	}{
-		{"etcd://127.0.0.1:2379/indexer", []string{"http://127.0.0.1:2379"}, "indexer/"},
-		{"etcd://h1:1,h2:2/a/b/", []string{"http://h1:1", "http://h2:2"}, "a/b/"},
-		{"etcd://h1/p", []string{"http://h1:2379"}, "p/"},
-		{"etcd://[::1]:2380/p", []string{"http://[::1]:2380"}, "p/"},
-		{"etcd://[::1]/p", []string{"http://[::1]:2379"}, "p/"},
-		{"etcd://user:secret@h1:1/p", []string{"http://h1:1"}, "p/"},
+		{"etcd://127.0.0.1:2379/indexer", "127.0.0.1:2379", "indexer/", false, ""},
+		{"etcd://h1:1,h2:2/a/b/", "h1:1 h2:2", "a/b/", false, ""},
+		{"etcd://h1,h2:2380/a/b/", "h1:2379 h2:2380", "a/b/", false, ""},
+		{"etcd://h1/p", "h1:2379", "p/", false, ""},
+		{"etcd://[::1]:2380/p", "[::1]:2380", "p/", false, ""},
+		{"etcd://[::1]/p", "[::1]:2379", "p/", false, ""},
+		{"etcd://user:secret@h1:1/p", "h1:1", "p/", false, "user"},
+		{"etcd://h/p?lease=shared", "h:2379", "p/", true, ""},
+		{"etcd://h/p?lease=per-claim", "h:2379", "p/", false, ""},
 	}
 	for _, tt := range tests {
 		u, err := url.Parse(tt.url)
 		if err != nil {
 			t.Fatalf("url.Parse(%q): %v", tt.url, err)
 		}
-		eps, prefix, err := parseURL(u)
-		if err != nil || fmt.Sprint(eps) != fmt.Sprint(tt.endpoints) || prefix != tt.prefix {
-			t.Errorf("parseURL(%q) = %v, %q, %v; want %v, %q", tt.url, eps, prefix, err, tt.endpoints, tt.prefix)
+		c, err := parseURL(u)
+		if err != nil || strings.Join(c.endpoints, " ") != tt.endpoints || c.prefix != tt.prefix || c.shared != tt.shared || c.user != tt.user {
+			t.Errorf("parseURL(%q) = %+v, %v; want endpoints %s, prefix %q, shared %v, user %q", tt.url, c, err, tt.endpoints, tt.prefix, tt.shared, tt.user)
+		}
+		if _, err := storeurl.Parse(tt.url); err != nil {
+			t.Errorf("storeurl.Parse(%q): %v", tt.url, err)
 		}
 	}
+}
 
+// TestOpenURLOneParser: OpenURL refuses what storeurl refuses, with the
+// same rules: before, it had a looser parser of its own (an empty host
+// name, a port of 0 or a query were its to judge).
+func TestOpenURLOneParser(t *testing.T) {
 	bad := []string{
-		"http://h1:2379/p",   // scheme
-		"etcd://h1:2379",     // no prefix
-		"etcd://h1:2379/",    // no prefix
-		"etcd:///p",          // no host
-		"etcd://h1,,h2/p",    // empty host
-		"etcd://h1:1/p?x=1",  // query
-		"etcd://h1:1/p#frag", // fragment
-		"etcd:h1",            // opaque
-		"etcd://h1:1/p\x00q", // NUL in prefix (refused by url.Parse or by us)
+		"http://h1:2379/p",         // scheme
+		"etcd://h1:2379",           // no prefix
+		"etcd://h1:2379/",          // no prefix
+		"etcd:///p",                // no host
+		"etcd://h1:0/p",            // bad port (the old parser took it)
+		"etcd://h1:1/p?x=1",        // unknown parameter
+		"etcd://h1:1/p?lease=wild", // unknown lease mode
+		"etcd://h1:1/p#frag",       // fragment
+		"etcd:h1",                  // opaque
+		"etcd://u:secret@h1:1/p?create=true",
 	}
 	for _, s := range bad {
 		u, err := url.Parse(s)
 		if err != nil {
-			continue
+			t.Fatalf("url.Parse(%q): %v", s, err)
 		}
-		if _, _, err := parseURL(u); !errors.Is(err, backends.ErrInvalid) {
-			t.Errorf("parseURL(%q) = %v, want ErrInvalid", s, err)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := OpenURL(ctx, u)
+		cancel()
+		if err == nil {
+			st.Close()
+		}
+		if !errors.Is(err, backends.ErrInvalid) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("OpenURL(%q) = %v, want ErrInvalid without the password", s, err)
 		}
 	}
-	u, _ := url.Parse("http://user:secret@h1/p")
-	if _, _, err := parseURL(u); err == nil || strings.Contains(err.Error(), "secret") {
-		t.Errorf("parseURL error %v must not show the password", err)
+}
+
+// TestOpenURLUnreachable: OpenURL over a port nobody listens on ends by
+// ctx's deadline, naming the endpoint and the refusal.
+func TestOpenURLUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	u := &url.URL{Scheme: Scheme, Host: addr, Path: "/p"}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	s, err := OpenURL(ctx, u)
+	if err == nil {
+		s.Close()
+		t.Fatalf("OpenURL(%s) succeeded", u)
+	}
+	if !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "connection refused") ||
+		!errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, backends.ErrUnavailable) {
+		t.Errorf("OpenURL(%s) = %v; want the endpoint, the refusal, ErrUnavailable and the deadline", u, err)
+	}
+
+	// A ctx that has no deadline but is cancelled ends the dial as well.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		s, err := OpenURL(ctx2, u)
+		if err == nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	cancel2()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("OpenURL with a cancelled ctx = %v, want context.Canceled", err)
 	}
 }

@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 	clk := newFakeClock()
 	open := func(t *testing.T, dir string) backends.Store {
 		t.Helper()
-		s, err := Open(dir, WithClock(testBoot, clk))
+		s, err := Open(dir, WithClock(testBoot, clk), WithCreate())
 		if err != nil {
 			t.Fatalf("Open(%s): %v", dir, err)
 		}

@@ -31,7 +31,7 @@ const (
 //	delete <key> <rev>    -> "deleted"
 //	incr <key> <n>        -> "incremented" after n successful CAS increments
 func childRacer() error {
-	s, err := Open(os.Getenv(envDir))
+	s, err := Open(os.Getenv(envDir), WithCreate())
 	if err != nil {
 		return err
 	}

@@ -182,4 +182,13 @@
 // with a given string, so that tests move expiry with a fake clock and
 // simulate a reboot by reopening with another boot id. The holders' clock
 // must be that same clock, as on a real host.
+//
+// # Opening
+//
+// [Open] opens a store in a directory that exists, and refuses one that
+// does not (naming it), so that a mistyped path never gives a process a
+// store of its own beside the one its peers share; [WithCreate] makes the
+// directory. A program that imports this package opens the same store by
+// URL with package storeurl: file:///DIR, or file:///DIR?create=true to
+// make DIR. An empty directory that exists becomes a store when opened.
 package filestore

@@ -72,7 +72,7 @@ func TestProcessesRaceForOneKey(t *testing.T) {
 // compare-and-set at once: no increment is lost.
 func TestProcessesIncrementOneCounter(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir)
+	s, err := Open(dir, WithCreate())
 	if err != nil {
 		t.Fatal(err)
 	}

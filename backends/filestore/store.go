@@ -52,8 +52,15 @@ var (
 type Option func(*options)
 
 type options struct {
-	judge *judge
+	judge  *judge
+	create bool
 }
+
+// WithCreate makes Open create the store's directory (and its missing
+// parents, mode 0755 before umask) when it does not exist. Without it,
+// Open refuses a directory that does not exist, so that a mistyped path
+// never gives a process a store of its own.
+func WithCreate() Option { return func(o *options) { o.create = true } }
 
 // WithClock makes c stand in for the host's CLOCK_MONOTONIC and bootID (1 to
 // 64 bytes of [A-Za-z0-9._-]) for its boot id when the store judges expiry.
@@ -69,11 +76,15 @@ func WithClock(bootID string, c clock.Clock) Option {
 	}
 }
 
-// Open opens the store kept in dir, creating dir (mode 0755 before umask) if
-// it does not exist. It removes temp files that writers which died mid-write
-// left behind.
+// Open opens the store kept in dir. It removes temp files that writers
+// which died mid-write left behind.
 //
-// dir must not be empty (an error wrapping backends.ErrInvalid). A relative
+// dir must exist, unless WithCreate is given: a directory that does not
+// exist is refused with an error that names it and wraps
+// backends.ErrMissingResource (fatal), so that a mistyped path never gives
+// a process a private store beside the one its peers share. An existing
+// empty directory becomes a store. dir must not be empty (an error
+// wrapping backends.ErrInvalid). A relative
 // dir is resolved against the working directory once, here: the store stays
 // in that directory whatever the process does to its working directory
 // later, and [Store.Dir] reports it. Two processes share a store only if
@@ -110,6 +121,9 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	}
 	fi, err := os.Stat(abs)
 	if errors.Is(err, fs.ErrNotExist) {
+		if !o.create {
+			return nil, fmt.Errorf("filestore: open %s: no such directory (create it, or open with WithCreate): %w", abs, backends.ErrMissingResource)
+		}
 		if err = os.MkdirAll(abs, 0o755); err == nil {
 			fi, err = os.Stat(abs)
 		}

@@ -44,7 +44,7 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) open() *Store {
 	e.t.Helper()
-	s, err := Open(e.dir, WithClock(e.boot, e.clk))
+	s, err := Open(e.dir, WithClock(e.boot, e.clk), WithCreate())
 	if err != nil {
 		e.t.Fatalf("Open(%s): %v", e.dir, err)
 	}
@@ -623,7 +623,7 @@ func TestOpenEmptyPath(t *testing.T) {
 func TestOpenRelativePath(t *testing.T) {
 	first, second := t.TempDir(), t.TempDir()
 	t.Chdir(first)
-	s, err := Open(filepath.Join("claims", "store"), WithClock(testBoot, newFakeClock()))
+	s, err := Open(filepath.Join("claims", "store"), WithClock(testBoot, newFakeClock()), WithCreate())
 	if err != nil {
 		t.Fatal(err)
 	}

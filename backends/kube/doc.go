@@ -250,4 +250,16 @@
 //     objects to follow these rules; out-of-band edits (kubectl delete of a
 //     claim, a forged session) can break exclusion in either mode, though
 //     tokens still never repeat.
+//
+// # Opening by URL
+//
+// A program that imports this package opens a store with package storeurl
+// from kube://NAMESPACE[?kubeconfig=PATH&session=DURATION]: credentials
+// from the kubeconfig file PATH (percent-encoded), or from the pod's
+// service account without one; session=DURATION (positive) opens it
+// [WithSession]. Its client has no client-side rate limit, so that a
+// process renewing many claims is throttled only by the API server's flow
+// control. Opening lists the namespace's Leases once, bounded by the
+// caller's ctx, so that a server that cannot be reached, or that refuses
+// the credentials, fails the open with an error naming it.
 package kube

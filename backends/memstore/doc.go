@@ -53,4 +53,7 @@
 // armed on the clock (an AfterFunc at the earliest expiry); with a fake clock
 // that timer counts among the clock's waiters. With no watch open it arms no
 // timer at all.
+//
+// A program that imports this package opens a new, empty store by URL with
+// package storeurl: mem://.
 package memstore

@@ -3,22 +3,41 @@ package main
 import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/storeurl"
+
+	// The stores tenure opens by URL: each makes its scheme known to
+	// storeurl when linked in.
+	_ "github.com/tenure-go/tenure/backends/etcd"
+	_ "github.com/tenure-go/tenure/backends/filestore"
+	_ "github.com/tenure-go/tenure/backends/kube"
+	_ "github.com/tenure-go/tenure/backends/memstore" // to say why mem:// will not do
 )
 
 // parseStore checks a --store URL before anything is opened; a URL that
-// cannot name a shared store is a usage error.
+// cannot name a shared store is a usage error. A store that does not exist
+// is refused when opened, unless the URL asks for create=true.
 func parseStore(raw string) (*storeurl.Location, error) {
 	if raw == "" {
-		return nil, usagef("--store is required (%s)", storeurl.Forms)
+		return nil, usagef("--store is required (%s)", storeurl.Forms())
 	}
 	loc, err := storeurl.Parse(raw)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	if loc.Scheme == storeurl.SchemeMem {
+	if loc.Scheme == "mem" {
 		return nil, usagef("--store %s: a memory store lives in one process; tenure needs one shared with others", loc)
 	}
 	return loc, nil
+}
+
+// parseExistingStore is parseStore for a command that only reads a store
+// (holders, watch): such a command never makes one, so a URL asking for
+// create=true is a usage error.
+func parseExistingStore(raw string) (*storeurl.Location, error) {
+	loc, err := parseStore(raw)
+	if err == nil && loc.Create {
+		return nil, usagef("--store %s: this command only reads a store and never creates one: drop create=true", loc)
+	}
+	return loc, err
 }
 
 // checkKey checks a --key value; a missing or invalid key is a usage error.

@@ -175,7 +175,7 @@ func (d *demo) run(ctx context.Context) error {
 func (d *demo) spawn(id, jpath string) error {
 	c := &child{id: id, stderr: new(bytes.Buffer)}
 	c.cmd = exec.Command(d.exe, "serve",
-		"--store", "file://"+filepath.Join(d.dir, "store"),
+		"--store", "file://"+filepath.Join(d.dir, "store")+"?create=true",
 		"--group", d.group, "--id", id, "--http", "127.0.0.1:0",
 		"--ttl", d.ttl.String(), "--journal", jpath)
 	c.cmd.Stdout = io.Discard

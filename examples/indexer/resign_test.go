@@ -160,7 +160,7 @@ func (b *lockedBuffer) String() string {
 func TestMalformedRecordEndsTheTerm(t *testing.T) {
 	dir := t.TempDir()
 	storeDir := filepath.Join(dir, "store")
-	store, err := filestore.Open(storeDir)
+	store, err := filestore.Open(storeDir, filestore.WithCreate())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,17 @@ import (
 	"github.com/tenure-go/tenure/lifecycle"
 	"github.com/tenure-go/tenure/slots"
 	"github.com/tenure-go/tenure/storeurl"
+
+	// The stores serve opens by URL. The etcd and Kubernetes stores would
+	// work the same; they are left out so that the demo builds without
+	// their clients (the tests link them in).
+	_ "github.com/tenure-go/tenure/backends/filestore"
+	_ "github.com/tenure-go/tenure/backends/memstore"
 )
+
+// openTimeout bounds opening the store: an unreachable server fails serve
+// with an error that names it instead of hanging.
+const openTimeout = 30 * time.Second
 
 // serveConfig is the command line of serve.
 type serveConfig struct {
@@ -38,7 +48,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
 	fs := flag.NewFlagSet("indexer serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.store, "store", "", "store URL: "+storeurl.Forms)
+	fs.StringVar(&c.store, "store", "", "store URL: "+storeurl.Forms())
 	fs.StringVar(&c.group, "group", "indexers", "the group the indexers share")
 	fs.StringVar(&c.id, "id", "", "this indexer's identity (may contain spaces)")
 	fs.StringVar(&c.http, "http", "127.0.0.1:0", "address for GET /status")
@@ -110,7 +120,9 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 // released after the serving work has returned, so another indexer takes
 // over at once.
 func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
-	store, err := storeurl.Open(ctx, cfg.store)
+	openCtx, cancel := context.WithTimeout(ctx, openTimeout)
+	store, err := storeurl.Open(openCtx, cfg.store)
+	cancel()
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,10 @@ import (
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"github.com/tenure-go/tenure/backends/kube/kubetest"
 	"github.com/tenure-go/tenure/storeurl"
+
+	// The stores serve links in only for its tests.
+	_ "github.com/tenure-go/tenure/backends/etcd"
+	_ "github.com/tenure-go/tenure/backends/kube"
 )
 
 // serveAll runs one indexer per id over storeURL until one of them serves,
