@@ -16,10 +16,10 @@ const (
 	CapKeepAlive
 	CapWatch
 	CapTxn
-)
 
-// CapClaims is what the generic Locker needs from a store.
-const CapClaims = CapCreateIfAbsent | CapCompareAndDelete | CapKeepAlive
+	// CapClaims is what the generic Locker needs from a store.
+	CapClaims = CapCreateIfAbsent | CapCompareAndDelete | CapKeepAlive
+)
 
 var capNames = []struct {
 	c    Capability
@@ -51,7 +51,9 @@ func (c Capability) String() string {
 	return strings.Join(parts, "|")
 }
 
-// Scope is where a store's guarantees hold.
+// Scope is where a store's guarantees hold. Scopes are ordered, narrowest
+// first: a caller that needs guarantees among hosts checks
+// s.Capabilities().Scope >= ScopeDistributed.
 type Scope int
 
 const (
@@ -128,18 +130,6 @@ func Require(s Store, need Capability) error {
 		if _, ok := s.(Txner); !ok {
 			return fmt.Errorf("backends: store %T declares txn but has no Txn method: %w", s, ErrUnsupported)
 		}
-	}
-	return nil
-}
-
-// RequireScope returns an error wrapping ErrUnsupported unless s's
-// guarantees hold at least as widely as min.
-func RequireScope(s Store, min Scope) error {
-	if s == nil {
-		return fmt.Errorf("backends: require scope %s of a nil store: %w", min, ErrInvalid)
-	}
-	if got := s.Capabilities().Scope; got < min {
-		return fmt.Errorf("backends: store %T is safe within one %s, %s needed: %w", s, got, min, ErrUnsupported)
 	}
 	return nil
 }

@@ -135,9 +135,10 @@ func (c Class) String() string {
 	return fmt.Sprintf("class(%d)", int(c))
 }
 
-// Classifier lets an error state its class directly. Classify honours the
-// first Classifier in the error's chain before looking at sentinels.
-type Classifier interface {
+// classifier lets an error state its class directly: Classify honours the
+// first error in the chain with an ErrorClass() Class method (as
+// *ClassError has) before looking at sentinels.
+type classifier interface {
 	ErrorClass() Class
 }
 
@@ -154,7 +155,7 @@ func Classify(err error) Class {
 	if err == nil {
 		return ClassNone
 	}
-	var c Classifier
+	var c classifier
 	if errors.As(err, &c) {
 		return c.ErrorClass()
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/check"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -293,7 +294,7 @@ func opctx(ctx context.Context) context.Context { return clientv3.WithRequireLea
 // a longer TTL than asked is safe for the holder, whose deadline comes from
 // the TTL it asked for; a shorter one never happens.
 func ttlSeconds(op, key string, ttl time.Duration) (int64, error) {
-	if err := backends.ValidateTTL(ttl); err != nil {
+	if err := check.TTL(ttl); err != nil {
 		return 0, fmt.Errorf("etcd: %s %q: %w", op, key, err)
 	}
 	if ttl > MaxTTL {
@@ -452,7 +453,7 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 }
 
 func (s *Store) put(ctx context.Context, op, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
-	if err := backends.ValidateWrite(key, rev, value, ttl); err != nil {
+	if err := check.Write(key, rev, value, ttl); err != nil {
 		return backends.Entry{}, fmt.Errorf("etcd: %s: %w", op, err)
 	}
 	secs, err := ttlSeconds(op, key, ttl)
@@ -556,7 +557,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 	if err := backends.ValidateKey(key); err != nil {
 		return fmt.Errorf("etcd: delete: %w", err)
 	}
-	if err := backends.ValidateRevision(rev, true); err != nil {
+	if err := check.Revision(rev, true); err != nil {
 		return fmt.Errorf("etcd: delete %q: %w", key, err)
 	}
 	if err := s.checkOpen("delete", key); err != nil {
@@ -690,7 +691,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if err := backends.ValidateKey(key); err != nil {
 		return backends.Entry{}, fmt.Errorf("etcd: keepalive: %w", err)
 	}
-	if err := backends.ValidateRevision(rev, true); err != nil {
+	if err := check.Revision(rev, true); err != nil {
 		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: %w", key, err)
 	}
 	if ttl <= 0 {

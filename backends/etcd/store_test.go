@@ -25,8 +25,8 @@ func TestCapabilities(t *testing.T) {
 	if err := backends.Require(f.store, backends.CapClaims|backends.CapCompareAndSet|backends.CapWatch|backends.CapTxn); err != nil {
 		t.Errorf("Require(every capability) = %v, want nil", err)
 	}
-	if err := backends.RequireScope(f.store, backends.ScopeDistributed); err != nil {
-		t.Errorf("RequireScope(distributed) = %v, want nil", err)
+	if got := f.store.Capabilities().Scope; got != backends.ScopeDistributed {
+		t.Errorf("Scope = %v, want distributed", got)
 	}
 	if caps.TTLGranularity != time.Second {
 		t.Errorf("TTLGranularity = %v, want 1s", caps.TTLGranularity)

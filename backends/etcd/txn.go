@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/check"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -20,7 +21,7 @@ import (
 // --max-txn-ops (128 by default) compares or operations; that is an error
 // wrapping ErrInvalid.
 func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
-	if err := backends.ValidateTxn(conds, ops); err != nil {
+	if err := check.Txn(conds, ops); err != nil {
 		return backends.TxnResult{}, fmt.Errorf("etcd: txn: %w", err)
 	}
 	secs := make([]int64, len(ops))

@@ -19,12 +19,12 @@ import (
 // A fault child runs a list of checks and reports each on stdout as
 // "ok <name>", "fail <name>: <why>" or, if the environment cannot host the
 // test at all, "skip <why>".
-type check struct {
+type faultCheck struct {
 	name string
 	run  func() error
 }
 
-func runChecks(checks []check) error {
+func runChecks(checks []faultCheck) error {
 	for _, c := range checks {
 		if err := c.run(); err != nil {
 			fmt.Printf("fail %s: %v\n", c.name, err)
@@ -158,7 +158,7 @@ func childNoSpace() error {
 	}
 	filler := filepath.Join(mnt, "filler")
 	big := make([]byte, 8<<10)
-	return runChecks([]check{
+	return runChecks([]faultCheck{
 		{"fill the disk", func() error {
 			f, err := os.Create(filler)
 			if err != nil {
@@ -269,7 +269,7 @@ func childReadOnly() error {
 		}
 		return nil
 	}
-	return runChecks([]check{
+	return runChecks([]faultCheck{
 		{"remount read-only", func() error { return remount(unix.MS_RDONLY) }},
 		{"writes are fatal", func() error {
 			_, err := s.CompareAndSet(ctx, "k", 1, []byte("new"), 0)
@@ -426,7 +426,7 @@ func childPermission() error {
 		}
 		return err
 	}
-	return runChecks([]check{
+	return runChecks([]faultCheck{
 		{"writes to a read-only directory", func() error {
 			return chmod(dir, 0o555, func() error {
 				_, err := s.CompareAndSet(ctx, "k", 1, []byte("new"), 0)

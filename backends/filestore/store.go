@@ -18,6 +18,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/check"
 	"golang.org/x/sys/unix"
 )
 
@@ -307,7 +308,7 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 	if rev == 0 {
 		return s.create(ctx, "cas", key, value, ttl)
 	}
-	if err := backends.ValidateWrite(key, rev, value, ttl); err != nil {
+	if err := check.Write(key, rev, value, ttl); err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: cas: %w", err)
 	}
 	return s.update(ctx, "cas", key, func(cur state) (record, error) {
@@ -321,7 +322,7 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 }
 
 func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
-	if err := backends.ValidateWrite(key, 0, value, ttl); err != nil {
+	if err := check.Write(key, 0, value, ttl); err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: %s: %w", op, err)
 	}
 	return s.update(ctx, op, key, func(cur state) (record, error) {
@@ -341,7 +342,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 	if err := backends.ValidateKey(key); err != nil {
 		return fmt.Errorf("filestore: delete: %w", err)
 	}
-	if err := backends.ValidateRevision(rev, true); err != nil {
+	if err := check.Revision(rev, true); err != nil {
 		return fmt.Errorf("filestore: delete %q: %w", key, err)
 	}
 	_, err := s.update(ctx, "delete", key, func(cur state) (record, error) {
@@ -359,7 +360,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if err := backends.ValidateKey(key); err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: keepalive: %w", err)
 	}
-	if err := backends.ValidateRevision(rev, true); err != nil {
+	if err := check.Revision(rev, true); err != nil {
 		return backends.Entry{}, fmt.Errorf("filestore: keepalive %q: %w", key, err)
 	}
 	if ttl <= 0 {

@@ -560,11 +560,8 @@ func TestCapabilities(t *testing.T) {
 	if _, ok := any(s).(backends.Txner); ok {
 		t.Errorf("Store has a Txn method it does not declare")
 	}
-	if err := backends.RequireScope(s, backends.ScopeHost); err != nil {
-		t.Errorf("RequireScope(host) = %v", err)
-	}
-	if err := backends.RequireScope(s, backends.ScopeDistributed); !errors.Is(err, backends.ErrUnsupported) {
-		t.Errorf("RequireScope(distributed) = %v, want ErrUnsupported", err)
+	if got := s.Capabilities().Scope; got != backends.ScopeHost {
+		t.Errorf("Scope = %v, want host", got)
 	}
 }
 

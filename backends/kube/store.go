@@ -12,6 +12,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/check"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -593,7 +594,7 @@ func (s *Store) put(ctx context.Context, op, key, name string, v view, found boo
 // CreateIfAbsent implements backends.Store. An object that is absent,
 // cleared by a delete, or expired by local observation is written over.
 func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
-	if err := backends.ValidateWrite(key, 0, value, ttl); err != nil {
+	if err := check.Write(key, 0, value, ttl); err != nil {
 		return backends.Entry{}, err
 	}
 	return s.create(ctx, "create", key, value, ttl)
@@ -611,7 +612,7 @@ func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl ti
 // CompareAndSet implements backends.Store. The entry keeps its
 // CreateRevision; its Revision becomes the resourceVersion of this write.
 func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
-	if err := backends.ValidateWrite(key, rev, value, ttl); err != nil {
+	if err := check.Write(key, rev, value, ttl); err != nil {
 		return backends.Entry{}, err
 	}
 	if rev == 0 {
@@ -632,7 +633,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 	if err := backends.ValidateKey(key); err != nil {
 		return err
 	}
-	if err := backends.ValidateRevision(rev, true); err != nil {
+	if err := check.Revision(rev, true); err != nil {
 		return err
 	}
 	_, err := s.mutate(ctx, "delete", key, func(v view, found bool) (write, error) {
@@ -652,7 +653,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if err := backends.ValidateKey(key); err != nil {
 		return backends.Entry{}, err
 	}
-	if err := backends.ValidateRevision(rev, true); err != nil {
+	if err := check.Revision(rev, true); err != nil {
 		return backends.Entry{}, err
 	}
 	if ttl <= 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/check"
 )
 
 // defaultWatchBuffer is the number of events a watch channel buffers before
@@ -163,7 +164,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 
 // CreateIfAbsent implements backends.Store.
 func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
-	if err := checkCall(ctx, backends.ValidateWrite(key, 0, value, ttl)); err != nil {
+	if err := checkCall(ctx, check.Write(key, 0, value, ttl)); err != nil {
 		return backends.Entry{}, opErr("create", key, err)
 	}
 	s.mu.Lock()
@@ -180,7 +181,7 @@ func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, tt
 
 // CompareAndSet implements backends.Store. rev 0 means create-only.
 func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
-	if err := checkCall(ctx, backends.ValidateWrite(key, rev, value, ttl)); err != nil {
+	if err := checkCall(ctx, check.Write(key, rev, value, ttl)); err != nil {
 		return backends.Entry{}, opErr("cas", key, err)
 	}
 	s.mu.Lock()
@@ -200,7 +201,7 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) error {
 	err := backends.ValidateKey(key)
 	if err == nil {
-		err = backends.ValidateRevision(rev, true)
+		err = check.Revision(rev, true)
 	}
 	if err := checkCall(ctx, err); err != nil {
 		return opErr("delete", key, err)
@@ -226,7 +227,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
 	err := backends.ValidateKey(key)
 	if err == nil {
-		err = backends.ValidateRevision(rev, true)
+		err = check.Revision(rev, true)
 	}
 	if err == nil && ttl <= 0 {
 		err = fmt.Errorf("ttl %v must be positive: %w", ttl, backends.ErrInvalid)
@@ -251,7 +252,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 
 // Txn implements backends.Txner. All the operations share one new revision.
 func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
-	if err := checkCall(ctx, backends.ValidateTxn(conds, ops)); err != nil {
+	if err := checkCall(ctx, check.Txn(conds, ops)); err != nil {
 		return backends.TxnResult{}, opErr("txn", "", err)
 	}
 	s.mu.Lock()
