@@ -123,7 +123,7 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	fi, err := os.Stat(abs)
 	if errors.Is(err, fs.ErrNotExist) {
 		if !o.create {
-			return nil, fmt.Errorf("filestore: open %s: no such directory (create it, or open with WithCreate): %w", abs, backends.ErrMissingResource)
+			return nil, fmt.Errorf("filestore: open %s: no such directory (make it, or ask for it: WithCreate, or create=true in a file:// URL): %w", abs, backends.ErrMissingResource)
 		}
 		if err = os.MkdirAll(abs, 0o755); err == nil {
 			fi, err = os.Stat(abs)

@@ -14,7 +14,12 @@
 // "state" is "leader" exactly when "is_leader" is true.
 //
 //	indexer demo
-//	indexer serve --store file:///DIR --group G --id ID --http 127.0.0.1:PORT [--slots N] [--ttl D]
+//	indexer serve --store file:///DIR[?create=true] --group G --id ID --http 127.0.0.1:PORT [--slots N] [--ttl D]
+//
+// serve opens file:// and mem:// stores: the example links only those
+// stores, so that it builds without the etcd and Kubernetes clients (its
+// tests link those too, and serve runs over them there). A store
+// directory must exist unless the URL asks for it with create=true.
 //
 // demo starts three indexers over a filestore in a fresh temporary directory,
 // kills the serving one, stops the next gracefully, and checks that no two
@@ -64,7 +69,9 @@ func usage(w io.Writer) {
       one is killed, the next is stopped gracefully; prints what happened and
       checks that never two served at once.
   indexer serve --store URL --group G --id ID --http ADDR [--slots N] [--ttl D]
-      one indexer. URL is mem://, file:///DIR, etcd://HOST:PORT/PREFIX or
-      kube://NAMESPACE?kubeconfig=PATH. GET /status answers JSON.
+      one indexer. URL is file:///DIR (DIR must exist; file:///DIR?create=true
+      makes it) or mem://; the etcd and Kubernetes stores are left out of
+      this example's build (see serve.go to link them in). GET /status
+      answers JSON.
 `)
 }
