@@ -156,6 +156,7 @@ func (c urlConfig) open(ctx context.Context, opts []Option) (*Store, error) {
 		DialOptions: []grpc.DialOption{grpc.WithBlock(), grpc.WithReturnConnectionError()}, //nolint:staticcheck // clientv3 dials with grpc.DialContext, which honours them
 	})
 	if err != nil {
+		stop()
 		cancel()
 		return nil, c.unreachable(ctx, err)
 	}
@@ -164,6 +165,7 @@ func (c urlConfig) open(ctx context.Context, opts []Option) (*Store, error) {
 	}
 	s, err := newStore(ctx, cli, true, c.prefix, opts)
 	if err != nil {
+		stop()
 		cli.Close()
 		cancel()
 		return nil, fmt.Errorf("etcd: open %s: %w", strings.Join(c.endpoints, ","), err)
