@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/tenure-go/tenure/backends"
@@ -180,8 +181,9 @@ func (c urlConfig) open(ctx context.Context, opts []Option) (*Store, error) {
 }
 
 // unreachable is the error of a dial that failed: it names the endpoints
-// and the last dial error, without the context error gRPC puts before it
-// (ctx's own error comes last).
+// and the last dial error ("dial tcp 127.0.0.1:1: connect: connection
+// refused"), without the context error and the wrapping gRPC puts around
+// it (ctx's own error comes last).
 func (c urlConfig) unreachable(ctx context.Context, err error) error {
 	eps := strings.Join(c.endpoints, ",")
 	if ctx.Err() == nil {
@@ -192,6 +194,12 @@ func (c urlConfig) unreachable(ctx context.Context, err error) error {
 		msg = strings.TrimPrefix(msg, e.Error())
 	}
 	msg = strings.TrimPrefix(msg, ": ")
+	// gRPC: connection error: desc = "transport: Error while dialing: ..."
+	if _, desc, ok := strings.Cut(msg, "desc = "); ok {
+		if d, err := strconv.Unquote(desc); err == nil {
+			msg = strings.TrimPrefix(strings.TrimPrefix(d, "transport: "), "Error while dialing: ")
+		}
+	}
 	if msg == "" {
 		return fmt.Errorf("etcd: cannot reach %s: %w: %w", eps, backends.ErrUnavailable, ctx.Err())
 	}
