@@ -2,8 +2,12 @@ package main
 
 import (
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParseStore: --store URLs are checked before anything is opened; a
@@ -42,5 +46,40 @@ func TestParseStore(t *testing.T) {
 		case err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.says):
 			t.Errorf("parse(%q) (existing %v) = %v, want a usage error saying %q", tt.raw, tt.existing, err, tt.says)
 		}
+	}
+}
+
+// TestNoStoreByTypo: run, holders and watch given a file:// URL whose
+// directory does not exist exit 69, say which directory, and leave it
+// unmade; run makes it when the URL asks with create=true. (Before, each
+// made the directory, and run led alone in a store of its own.)
+func TestNoStoreByTypo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo", "claims")
+	url := "file://" + dir
+	for _, args := range [][]string{
+		runArgs(url, "k", "a", "--once"),
+		{"holders", "--store", url, "--key", "k"},
+		{"watch", "--store", url, "--key", "k"},
+	} {
+		p := startTenure(t, args[0], filepath.Join(t.TempDir(), "journal"), []string{envHold + "=1ms"}, args...)
+		if code := p.wait(20 * time.Second); code != exitStore {
+			t.Errorf("tenure %s over %s exited %d, want %d", args[0], url, code, exitStore)
+		}
+		if !p.logged(dir) {
+			b, _ := os.ReadFile(p.log)
+			t.Errorf("tenure %s: stderr does not name %s:\n%s", args[0], dir, b)
+		}
+		if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("after tenure %s, stat %s = %v; want it not to exist", args[0], filepath.Dir(dir), err)
+		}
+	}
+
+	p := startTenure(t, "run", filepath.Join(t.TempDir(), "journal"), []string{envHold + "=1ms"}, runArgs(url+"?create=true", "k", "a", "--once")...)
+	if code := p.wait(20 * time.Second); code != 0 {
+		b, _ := os.ReadFile(p.log)
+		t.Errorf("tenure run over %s?create=true exited %d, want 0:\n%s", url, code, b)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Errorf("after tenure run with create=true, stat %s = %v", dir, err)
 	}
 }
