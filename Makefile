@@ -9,6 +9,8 @@
 #   make chaos    the randomized fault campaign: RUNS runs of DURATION on each
 #                 of BACKENDS (comma-separated); defaults 20, 60s, every backend
 #   make chaos-smoke  one short run per backend, and the broken workers caught
+#   make kill-loop    tenure run with a process tree, SIGKILLed 50 times over a
+#                 filestore with two competing instances (KILLS to change)
 
 GO        ?= go
 PKGS      ?= ./...
@@ -70,3 +72,9 @@ chaos-smoke:
 	@bin=$$($(APISERVER_BUILD)) || { echo "make chaos-smoke: building the test kube-apiserver failed" >&2; exit 1; }; \
 	bin=$$(printf '%s\n' "$$bin" | tail -n 1); \
 	TENURE_KUBE_APISERVER="$$bin" $(GO) test -race -count=1 -run 'TestSmoke|TestBrokenWorkersAreCaught' ./chaos
+
+KILLS ?= 50
+
+.PHONY: kill-loop
+kill-loop:
+	$(GO) test -race -count=1 -run '^TestRunKillLoop$$' -v ./cmd/tenure -args -kill-loop=$(KILLS)

@@ -1,77 +1,110 @@
 package main
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
 
-// child is the command run under a term.
+// child is the command run under a term, with the supervisor process
+// that holds its tree (see supervise).
 type child struct {
-	proc *os.Process
+	sup *os.Process // the supervisor
+	pid int         // COMMAND's pid, for the log
 
-	mu     sync.Mutex
-	reaped bool // guarded by mu: the child was waited for, its group killed
-	// done receives the child's exit status once it has been reaped.
+	mu  sync.Mutex
+	ctl *os.File // guarded by mu: the control pipe; nil once the supervisor was reaped
+	// done receives COMMAND's exit status once the supervisor has killed
+	// and reaped the whole tree and exited.
 	done chan int
 }
 
-// startChild starts argv with env, the standard streams of tenure, and a
-// parent-death signal of SIGKILL: if tenure dies, even by SIGKILL, the
-// kernel kills the child.
-//
-// The parent-death signal fires when the thread that forked the child
-// exits, not the process, and the Go runtime may retire threads (Go issue
-// 27505). The child is therefore forked from a goroutine locked to its
-// thread, which stays locked until the child has been reaped.
+// startChild starts argv with env and the standard streams of tenure,
+// under a supervisor: tenure's own binary, run as "tenure
+// __tenure-supervise COMMAND...". The supervisor is a child subreaper: it
+// kills COMMAND's whole tree, double-forked daemons included, when COMMAND
+// exits, when tenure asks, and when tenure dies (its control pipe reads
+// EOF), and exits only once no process of the tree is left.
 func startChild(argv, env []string) (*child, error) {
-	c := &child{done: make(chan int, 1)}
-	started := make(chan error, 1)
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		return nil, err
+	}
+	defer repR.Close()
+	// /proc/self/exe is this very binary, even if its file was replaced
+	// or removed since tenure started.
+	cmd := exec.Command("/proc/self/exe", append([]string{superviseArg}, argv...)...)
+	cmd.Args[0] = os.Args[0]
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.ExtraFiles = []*os.File{ctlR, repW} // fdControl, fdReport
+	err = cmd.Start()
+	ctlR.Close()
+	repW.Close()
+	if err != nil {
+		ctlW.Close()
+		return nil, fmt.Errorf("start supervisor: %w", err)
+	}
+	c := &child{sup: cmd.Process, ctl: ctlW, done: make(chan int, 1)}
 	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = env
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		// A process group of its own, so that the end of a term reaches
-		// every process the command started (a shell's children), not
-		// only the command.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		c.proc = cmd.Process
-		started <- nil
 		_ = cmd.Wait() // the status is read from ProcessState
-		// What the command started and left behind in its group is killed
-		// with it: the claim is released after this, and no work of the
-		// term may run on. The group's id stays in use while any member
-		// lives, so it names no other process here.
 		c.mu.Lock()
-		_ = syscall.Kill(-c.proc.Pid, syscall.SIGKILL)
-		c.reaped = true
+		c.ctl.Close()
+		c.ctl = nil
 		c.mu.Unlock()
 		c.done <- status(cmd.ProcessState)
 	}()
-	if err := <-started; err != nil {
-		return nil, err
+
+	line, _ := bufio.NewReader(repR).ReadString('\n')
+	var pid int
+	if _, err := fmt.Sscanf(line, "started %d", &pid); err == nil {
+		c.pid = pid
+		return c, nil
 	}
-	return c, nil
+	code := <-c.done
+	var n int
+	var msg string
+	if f := strings.SplitN(strings.TrimSpace(line), " ", 3); len(f) == 3 && f[0] == "failed" {
+		n, _ = strconv.Atoi(f[1])
+		msg = f[2]
+	} else {
+		n, msg = exitNoExec, fmt.Sprintf("supervisor exited with status %d", code)
+	}
+	return nil, &startError{code: n, msg: msg}
 }
 
-// signal sends sig to the child's process group: the child and every
-// process it started that stayed in the group.
-// Once the child is reaped and its group killed, nothing is signalled:
-// the id may name another process by then.
+// startError is a COMMAND the supervisor could not start.
+type startError struct {
+	code int // 126 or 127
+	msg  string
+}
+
+func (e *startError) Error() string { return e.msg }
+
+// signal asks the supervisor to send sig to every process of the tree:
+// SIGTERM once, SIGKILL until none is left. Once the supervisor has been
+// reaped, nothing of the tree is left to signal.
 func (c *child) signal(sig syscall.Signal) {
+	req := reqTerm
+	if sig == syscall.SIGKILL {
+		req = reqKill
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.reaped {
-		_ = syscall.Kill(-c.proc.Pid, sig)
+	if c.ctl != nil {
+		_, _ = c.ctl.Write([]byte{req})
 	}
 }
 
@@ -87,6 +120,10 @@ func status(ps *os.ProcessState) int {
 // startStatus is the exit status for a command that could not be started,
 // as a shell reports it: 127 if it was not found, 126 otherwise.
 func startStatus(err error) int {
+	var se *startError
+	if errors.As(err, &se) {
+		return se.code
+	}
 	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 		return exitNotFound
 	}

@@ -39,11 +39,27 @@
 //     store cannot grant the claim to another holder. --kill-grace is at
 //     most a third of --ttl (default a fifth), so a renewal answered in time
 //     never sets it off.
-//   - If tenure dies, even by SIGKILL, the kernel kills COMMAND: it is
-//     started with a parent-death signal (SIGKILL) from a goroutine locked to
-//     its OS thread until COMMAND has been reaped, since the signal follows
-//     the thread that forked, not the process (Go issue 27505). The claim
-//     then expires after its TTL and another tenure takes over.
+//   - COMMAND's whole tree ends with the term. COMMAND runs under a
+//     supervisor: tenure's own binary, re-executed as a hidden subcommand,
+//     which is a child subreaper (Linux's PR_SET_CHILD_SUBREAPER). Every
+//     process COMMAND starts stays below it, even one that double-forks and
+//     calls setsid to become a daemon, since the kernel hands an orphan to
+//     its nearest subreaper ancestor rather than to init. The supervisor
+//     signals every process below it (found in /proc), not a process group,
+//     and exits only when it has no child left, so once tenure has reaped
+//     it no process of the tree is left.
+//   - If tenure dies, even by SIGKILL, the supervisor kills the whole tree
+//     with SIGKILL at once: it reads EOF on a pipe from tenure, which the
+//     kernel closes when tenure dies, whatever killed it (no parent-death
+//     signal is involved, so no thread of tenure's matters). The claim
+//     then expires after its TTL and another tenure takes over. On a
+//     loaded 2-core machine the last process of the tree was gone tens of
+//     milliseconds after the SIGKILL, far inside the local deadline.
+//   - When COMMAND exits, whatever it left behind (background jobs,
+//     daemons) is killed before the claim is released.
+//   - If the elector ends with an error while COMMAND still runs (its
+//     drain timeout passed), the tree gets SIGTERM, then SIGKILL
+//     --kill-grace later, and tenure exits only once it is gone.
 //   - A SIGTERM or SIGINT while tenure waits for the claim, or opens the
 //     store, ends tenure at once; it releases nothing, since it holds
 //     nothing.
@@ -57,11 +73,12 @@
 // itself is paused (SIGSTOP, a stopped VM, a host suspended) past the
 // local deadline, and meanwhile another tenure may have taken the claim and
 // started its own COMMAND; tenure kills its COMMAND when it runs again, too
-// late. The parent-death signal is Linux's, and reaches COMMAND only, not
-// the processes it started: when tenure is killed those outlive it unless
-// COMMAND is the program itself (in a shell wrapper, exec the program).
-// Processes that leave COMMAND's process group (setsid, daemons) are not
-// reached at all. Make every write COMMAND sends to a shared resource carry
+// late. The supervisor is Linux's (a subreaper needs Linux 3.4). A
+// process of the tree escapes it only by having a process outside the
+// tree start work for it (a service manager, at, a container runtime), or
+// when the supervisor itself is SIGKILLed alone: COMMAND then still dies
+// (it has a parent-death signal from the supervisor), but not its
+// children. Make every write COMMAND sends to a shared resource carry
 // TENURE_TOKEN, and have the resource reject tokens lower than the highest
 // it has seen: that is what keeps a late writer out (see package elector).
 //
@@ -71,12 +88,9 @@
 // collectors. Each term's elector is traced under the same key, so the
 // counters add up across terms.
 //
-// COMMAND runs in a process group of its own, and tenure signals the
-// group: the end of a term reaches every process COMMAND started (a
-// shell's children), and when COMMAND has exited whatever it left in its
-// group is killed before the claim is released. So COMMAND is not in a
-// terminal's foreground: a Ctrl-C reaches it through tenure (as SIGTERM),
-// and a COMMAND that reads the terminal is stopped.
+// COMMAND runs in a process group of its own, as a shell's job: it is
+// not in a terminal's foreground, a Ctrl-C reaches it through tenure (as
+// SIGTERM), and a COMMAND that reads the terminal is stopped.
 //
 // Exit status:
 //

@@ -27,12 +27,20 @@ const (
 	envHold  = "TENURE_TEST_CHILD_HOLD"  // how long the child runs; empty: until SIGTERM
 	envExit  = "TENURE_TEST_CHILD_EXIT"  // the child's exit status
 	envSlots = "TENURE_TEST_CHILD_SLOTS" // how many children may run at once; empty: 1
+	// envDaemon set: the child first starts a daemon that double-forks
+	// (see daemonMain) and outlives it.
+	envDaemon = "TENURE_TEST_CHILD_DAEMON"
+	// envDaemonStage is set by the child for the two forks of the daemon.
+	envDaemonStage = "TENURE_TEST_DAEMON_STAGE"
 )
 
 // tenureBin is the tenure binary the tests run, built by TestMain.
 var tenureBin string
 
 func TestMain(m *testing.M) {
+	if stage := os.Getenv(envDaemonStage); stage != "" {
+		os.Exit(daemonMain(stage))
+	}
 	if path := os.Getenv(envChild); path != "" {
 		os.Exit(childMain(path))
 	}
@@ -84,6 +92,12 @@ func childMain(path string) int {
 	slot, _ := strconv.Atoi(os.Getenv("TENURE_SLOT"))
 	slots, _ := strconv.Atoi(os.Getenv(envSlots))
 	slots = max(slots, 1)
+	if os.Getenv(envDaemon) != "" {
+		if err := daemonize(); err != nil {
+			fmt.Fprintln(os.Stderr, "child: daemon:", err)
+			return 4
+		}
+	}
 	pid := os.Getpid()
 	ok := true
 	journal(path, func(lines []string) []string {
@@ -129,6 +143,42 @@ func childMain(path string) int {
 	})
 	code, _ := strconv.Atoi(os.Getenv(envExit))
 	return code
+}
+
+// daemonize starts a daemon the way a Unix daemon detaches: a first fork
+// (stage "mid") that calls setsid and forks again (stage "daemon"), then
+// exits, so that the daemon is an orphan in a session of its own. It
+// returns once the first fork has exited.
+func daemonize() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), envDaemonStage+"=mid")
+	return cmd.Run()
+}
+
+// daemonMain is the daemon's two processes: "mid" starts "daemon" in a
+// new session and exits at once; "daemon" runs until it is killed.
+func daemonMain(stage string) int {
+	if stage == "mid" {
+		self, err := os.Executable()
+		if err != nil {
+			return 4
+		}
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), envDaemonStage+"=daemon")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			return 4
+		}
+		return 0 // without waiting: the daemon is orphaned
+	}
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	for {
+		clock.New().Sleep(time.Hour)
+	}
 }
 
 // journal locks the journal, hands its lines to f and appends what f

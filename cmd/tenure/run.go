@@ -47,11 +47,12 @@ fencing token of the term), TENURE_SLOT and TENURE_KEY in its environment.
 When the term ends (the claim is lost, or tenure gets SIGTERM or SIGINT) the
 command gets SIGTERM, then SIGKILL --kill-grace later. When renewals keep
 failing, SIGTERM comes --kill-grace before the local deadline and SIGKILL at
-the deadline at the latest; the signals go to the command's process group,
-which is killed once the command has exited. The claim is released only
-after that. If tenure itself dies, even by SIGKILL, the kernel kills the
-command (a parent-death signal; in a shell wrapper, exec the program, so
-that it is the command).
+the deadline at the latest. The signals go to every process the command
+started, also those that left its process group (daemons): the command runs
+under a supervisor (tenure itself, a child subreaper) that holds its whole
+tree. When the command exits, what it left running is killed. The claim is
+released only after that. If tenure itself dies, even by SIGKILL, the
+supervisor kills the whole tree at once.
 
 After the command exits, or its term is lost, tenure releases the claim and
 campaigns again, --ttl/6 later; with --once it exits instead.
@@ -296,7 +297,8 @@ func (r *runner) cancelLead() time.Duration {
 // command has been reaped, then stops it (releasing the claim).
 func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 	done := make(chan outcome, 1)
-	e, err := elector.New(locker, r.electorConfig(done))
+	h := &termHooks{done: done, abort: make(chan struct{})}
+	e, err := elector.New(locker, r.electorConfig(h))
 	if err != nil {
 		r.log.Error("elector", "err", err)
 		return outcome{kind: outcomeFatal}
@@ -321,6 +323,14 @@ func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 		default:
 		}
 		r.log.Error("store failing", "key", r.rc.key, "err", e.Err())
+		if h.leading.Load() {
+			// The elector gave up waiting for the command (its drain
+			// timeout) and ended: the command still runs. It gets what the
+			// end of any term gives it, SIGTERM then SIGKILL a grace
+			// later, and tenure exits only once its tree is gone.
+			close(h.abort)
+			<-done
+		}
 		return outcome{kind: outcomeFatal}
 	case <-ctx.Done():
 		// Stop cancels a running term's context, waits for OnElected
@@ -339,8 +349,15 @@ func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 	}
 }
 
+// termHooks link a term to its command.
+type termHooks struct {
+	done    chan<- outcome // the outcome of the term's command
+	leading atomic.Bool    // the command was started, or is being
+	abort   chan struct{}  // closed: end the command as at the end of a term
+}
+
 // lead runs the command for one term and returns once it has been reaped.
-func (r *runner) lead(lctx context.Context, t elector.Term) outcome {
+func (r *runner) lead(lctx context.Context, t elector.Term, abort <-chan struct{}) outcome {
 	log := r.log.With("key", t.Key, "slot", t.Slot, "token", t.Token)
 	env := append(os.Environ(),
 		"TENURE_TOKEN="+strconv.FormatInt(t.Token, 10),
@@ -352,7 +369,7 @@ func (r *runner) lead(lctx context.Context, t elector.Term) outcome {
 		log.Error("start command", "command", r.rc.argv[0], "err", err)
 		return outcome{kind: outcomeStartFailed, code: startStatus(err)}
 	}
-	log.Info("command started", "pid", c.proc.Pid)
+	log.Info("command started", "pid", c.pid)
 
 	// localDeadline is the term's local deadline as it stands now:
 	// renewals move the leader's context's deadline forward.
@@ -377,7 +394,7 @@ func (r *runner) lead(lctx context.Context, t elector.Term) outcome {
 		if _, sig := r.signalled(); !sig {
 			ended = true
 		}
-		log.Info("terminating command", "why", why, "pid", c.proc.Pid, "kill_in", r.clock.Until(at).String())
+		log.Info("terminating command", "why", why, "pid", c.pid, "kill_in", r.clock.Until(at).String())
 		c.signal(syscall.SIGTERM)
 		kill = r.clock.Timer(r.clock.Until(at))
 		killC = kill.C
@@ -397,6 +414,9 @@ func (r *runner) lead(lctx context.Context, t elector.Term) outcome {
 		case <-lctxDone:
 			lctxDone = nil
 			terminate("term ended")
+		case <-abort:
+			abort = nil
+			terminate("elector ended")
 		case <-early.C:
 			// Renewals have not moved the deadline on: the grace must end
 			// by the local deadline.
@@ -406,17 +426,16 @@ func (r *runner) lead(lctx context.Context, t elector.Term) outcome {
 				early.Reset(left - grace)
 			}
 		case <-killC:
-			log.Warn("killing command", "pid", c.proc.Pid)
+			log.Warn("killing command", "pid", c.pid)
 			c.signal(syscall.SIGKILL)
 			killC = nil
 		}
 	}
 }
 
-// electorConfig is the Config of each term's Elector; done receives the
-// outcome of its first term (nil: for validation only).
-func (r *runner) electorConfig(done chan<- outcome) elector.Config {
-	var led atomic.Bool
+// electorConfig is the Config of each term's Elector; h.done receives the
+// outcome of its first term (h nil: for validation only).
+func (r *runner) electorConfig(h *termHooks) elector.Config {
 	return elector.Config{
 		Key:        r.rc.key,
 		Identity:   r.rc.id,
@@ -432,10 +451,10 @@ func (r *runner) electorConfig(done chan<- outcome) elector.Config {
 		Logger:       r.log,
 		Trace:        r.metrics.trace(r.rc.key),
 		OnElected: func(lctx context.Context, t elector.Term) {
-			if !led.CompareAndSwap(false, true) {
+			if !h.leading.CompareAndSwap(false, true) {
 				return // a later term of this Elector: it is being stopped
 			}
-			done <- r.lead(lctx, t)
+			h.done <- r.lead(lctx, t, h.abort)
 		},
 	}
 }
