@@ -15,6 +15,15 @@
 // has a lease of its own. Every subcommand has --help with
 // examples; logs go to stderr (--log-level).
 //
+// Every subcommand logs (at info) the store it opens, its URL without a
+// password, and gives up opening it after --timeout (default 10s): it then
+// prints one line, "tenure SUBCOMMAND: open store URL: ERROR", and exits
+// with status 69. The bound holds whatever the backend does with the
+// context; a backend that returns its own error within a moment of the
+// timeout has that error in the line (the endpoint, the dial error).
+// Usage errors are one line in the same form, ending "(see tenure
+// SUBCOMMAND --help)", with status 2.
+//
 // # tenure run
 //
 // Run campaigns for KEY with an elector.Elector, over the claim KEY or, with
@@ -98,9 +107,10 @@
 //	            or after a signal to tenure while it ran
 //	2           bad usage: an unknown flag, a malformed store URL, a missing
 //	            --key or COMMAND; one line on stderr
-//	69          the store cannot be opened, or fails with fatal errors until
-//	            the elector gives up (an unreachable store is retried, not
-//	            fatal: tenure waits for it)
+//	69          the store cannot be opened within --timeout, or fails with
+//	            fatal errors until the elector gives up (a store that
+//	            becomes unreachable once open is retried, not fatal: tenure
+//	            waits for it)
 //	75          --once: the term ended (lost, expired) before COMMAND exited
 //	126, 127    COMMAND cannot be executed, or is not found
 //	128+N       tenure got signal N while no COMMAND ran

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,9 +14,6 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/storeurl"
 )
-
-// holdersTimeout bounds opening the store and reading the holders.
-const holdersTimeout = 30 * time.Second
 
 func newHoldersCmd(o *options) *cobra.Command {
 	var store, key string
@@ -31,7 +29,7 @@ was read (a hint, never a safety bound). For a slot group (tenure run
 array instead.
 
 Exit status: 0, also when nobody holds the claim; 2 for bad usage; 69 if the
-store cannot be read.`),
+store cannot be opened within --timeout (default 10s) or read.`),
 		Example: strings.TrimSpace(`
   tenure holders --store file:///var/lib/tenure --key indexer
   tenure holders --store etcd://10.0.0.1:2379/tenure --key workers --json | jq '.[].token'`),
@@ -48,12 +46,9 @@ store cannot be read.`),
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), holdersTimeout)
-			defer cancel()
-			claims, err := readHolders(ctx, loc, key)
+			claims, err := readHolders(context.Background(), log, loc, key, o.timeout)
 			if err != nil {
-				log.Error("holders", "store", loc.String(), "key", key, "err", err)
-				return exitCode(exitStore)
+				return storeError{err}
 			}
 			if asJSON {
 				err = printJSON(o, claims)
@@ -75,18 +70,25 @@ store cannot be read.`),
 }
 
 // readHolders lists the live holders of key; the generic Locker lists a
-// slot group's slot holders as well as a single claim's holder.
-func readHolders(ctx context.Context, loc *storeurl.Location, key string) ([]backends.Claim, error) {
-	s, err := loc.Open(ctx)
+// slot group's slot holders as well as a single claim's holder. Opening
+// the store, and then reading it, may each take up to timeout.
+func readHolders(ctx context.Context, log *slog.Logger, loc *storeurl.Location, key string, timeout time.Duration) ([]backends.Claim, error) {
+	s, err := openStore(ctx, log, loc, timeout)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	l, err := backends.NewLocker(s)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
-	return l.Holders(ctx, key)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	claims, err := l.Holders(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read holders of %q in %s: %w", key, loc, err)
+	}
+	return claims, nil
 }
 
 func printTable(o *options, claims []backends.Claim) error {

@@ -56,14 +56,19 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &code):
 		return int(code)
 	}
-	// Every other error cobra returns is about the command line: an unknown
-	// flag or subcommand, a bad value, a missing argument.
 	name := "tenure"
 	if cmd != nil {
 		name = cmd.CommandPath()
 	}
 	// One line, even for joined errors.
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	var se storeError
+	if errors.As(err, &se) {
+		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
+		return exitStore
+	}
+	// Every other error cobra returns is about the command line: an unknown
+	// flag or subcommand, a bad value, a missing argument.
 	fmt.Fprintf(stderr, "%s: %s (see %s --help)\n", name, msg, name)
 	return exitUsage
 }
@@ -71,12 +76,17 @@ func execute(args []string, stdout, stderr io.Writer) int {
 // options are the flags every subcommand shares.
 type options struct {
 	logLevel string
-	stdout   io.Writer
-	stderr   io.Writer
+	storeFlags
+	stdout io.Writer
+	stderr io.Writer
 }
 
-// logger returns the stderr logger at the level --log-level names.
+// logger returns the stderr logger at the level --log-level names, once
+// the flags every subcommand shares are checked.
 func (o *options) logger() (*slog.Logger, error) {
+	if o.timeout <= 0 {
+		return nil, usagef("--timeout %v: want a positive duration", o.timeout)
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return nil, usagef("--log-level %q: want debug, info, warn or error", o.logLevel)
@@ -96,11 +106,16 @@ holds a claim. Stores are named by URL: file:///DIR (one host),
 etcd://HOST:PORT[,HOST:PORT]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH].
 etcd:// takes ?lease=shared (one etcd lease per process, renewed in
 batches) and kube:// takes session=DURATION (one session Lease per process,
-renewed once per DURATION); both default to a lease per claim.`),
+renewed once per DURATION); both default to a lease per claim.
+
+Every command logs the store it opens (without its password) and gives up
+opening it after --timeout (default 10s): it then prints one line naming
+the store and the error, and exits with status 69.`),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&o.logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	o.storeFlags.register(root)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

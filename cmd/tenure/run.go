@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -30,6 +31,7 @@ type runConfig struct {
 	killGrace time.Duration
 	once      bool
 	metrics   string
+	timeout   time.Duration // bounds opening the store
 	argv      []string
 }
 
@@ -63,7 +65,7 @@ a shared resource carry TENURE_TOKEN, and have the resource reject tokens
 lower than the highest it has seen.
 
 Exit status: the command's (128+N if it died of signal N); 2 for bad usage;
-69 if the store cannot be opened or keeps failing fatally; 75 with --once
+69 if the store cannot be opened (within --timeout) or keeps failing fatally; 75 with --once
 when the term ended before the command exited; 126/127 if the command cannot
 be started; 128+N if tenure got signal N while no command ran; 1 if the
 --metrics address cannot be listened on.`),
@@ -99,7 +101,12 @@ be started; 128+N if tenure got signal N while no command ran; 1 if the
 			if err != nil {
 				return err
 			}
-			return exitCode(runTenure(rc, log))
+			rc.timeout = o.timeout
+			code, err := runTenure(rc, log)
+			if err != nil {
+				return err
+			}
+			return exitCode(code)
 		},
 	}
 	f := cmd.Flags()
@@ -175,8 +182,9 @@ func onSignal(f func(syscall.Signal)) (stop func()) {
 	}
 }
 
-// runTenure runs rc until it is done and returns the exit status.
-func runTenure(rc runConfig, log *slog.Logger) int {
+// runTenure runs rc until it is done and returns the exit status, or a
+// storeError if the store cannot be opened.
+func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 	r := &runner{rc: rc, log: log, clock: clock.New()}
 
 	// Signals are caught from the start, so that one arriving while the
@@ -193,19 +201,18 @@ func runTenure(rc runConfig, log *slog.Logger) int {
 		ms, err := serveMetrics(rc.metrics, log)
 		if err != nil {
 			log.Error("metrics", "addr", rc.metrics, "err", err)
-			return exitInternal
+			return exitInternal, nil
 		}
 		defer ms.close()
 		r.metrics = ms
 	}
 
-	store, err := rc.store.Open(ctx)
+	store, err := openStore(ctx, log, rc.store, rc.timeout)
 	if err != nil {
 		if code, ok := r.signalled(); ok {
-			return code
+			return code, nil
 		}
-		log.Error("open store", "store", rc.store.String(), "err", err)
-		return exitStore
+		return 0, storeError{err}
 	}
 	defer store.Close()
 	var locker backends.Locker
@@ -215,23 +222,22 @@ func runTenure(rc runConfig, log *slog.Logger) int {
 		locker, err = backends.NewLocker(store)
 	}
 	if err != nil {
-		log.Error("store", "store", rc.store.String(), "err", err)
-		return exitStore
+		return 0, storeError{fmt.Errorf("store %s: %w", rc.store, err)}
 	}
 
 	for {
 		o := r.term(ctx, locker)
 		switch {
 		case o.kind == outcomeFatal:
-			return exitStore
+			return exitStore, nil
 		case o.kind == outcomeStartFailed:
-			return o.code
+			return o.code, nil
 		case o.kind == outcomeSignal:
-			return o.code
+			return o.code, nil
 		case rc.once && o.kind == outcomeLost:
-			return exitLost
+			return exitLost, nil
 		case rc.once:
-			return o.code
+			return o.code, nil
 		}
 		// A pause before campaigning again bounds the store traffic of a
 		// command that exits at once (one acquisition and one release
@@ -243,7 +249,7 @@ func runTenure(rc runConfig, log *slog.Logger) int {
 		case <-ctx.Done():
 			t.Stop()
 			code, _ := r.signalled()
-			return code
+			return code, nil
 		}
 	}
 }

@@ -34,7 +34,7 @@ store shows when it reads: a holder that came and went between two reads
 is not shown. --json prints one JSON object per line.
 
 Exit status: 0 after SIGINT or SIGTERM; 2 for bad usage; 69 if the store
-cannot be opened.`),
+cannot be opened within --timeout (default 10s).`),
 		Example: strings.TrimSpace(`
   tenure watch --store file:///var/lib/tenure --key indexer
   tenure watch --store etcd://10.0.0.1:2379/tenure --key workers --json | jq -c 'select(.event == "held")'`),
@@ -55,7 +55,11 @@ cannot be opened.`),
 				return err
 			}
 			w := &watcher{o: o, log: log, key: key, json: asJSON, interval: interval, clock: clock.New()}
-			return exitCode(w.run(loc))
+			code, err := w.run(loc)
+			if err != nil {
+				return err
+			}
+			return exitCode(code)
 		},
 	}
 	f := cmd.Flags()
@@ -94,24 +98,24 @@ type changeJSON struct {
 	Token  int64     `json:"token"`
 }
 
-func (w *watcher) run(loc *storeurl.Location) int {
+// run follows the key until a signal, and returns the exit status, or a
+// storeError if the store cannot be opened.
+func (w *watcher) run(loc *storeurl.Location) (int, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer onSignal(func(syscall.Signal) { cancel() })()
 
-	store, err := loc.Open(ctx)
+	store, err := openStore(ctx, w.log, loc, w.o.timeout)
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0
+			return 0, nil
 		}
-		w.log.Error("open store", "store", loc.String(), "err", err)
-		return exitStore
+		return 0, storeError{err}
 	}
 	defer store.Close()
 	l, err := backends.NewLocker(store)
 	if err != nil {
-		w.log.Error("store", "store", loc.String(), "err", err)
-		return exitStore
+		return 0, storeError{fmt.Errorf("store %s: %w", loc, err)}
 	}
 
 	seen := map[seat]bool{}
@@ -136,7 +140,7 @@ func (w *watcher) run(loc *storeurl.Location) int {
 		}
 		select {
 		case <-ctx.Done():
-			return 0
+			return 0, nil
 		case _, ok := <-changes:
 			if !ok {
 				changes = nil
