@@ -26,9 +26,11 @@
 //	tenure_duplicate_identities_total{key}           counter: other holders seen with this Elector's identity
 //	tenure_panics_total{key,where}                   counter: panics the elector recovered
 //
-// The counters of every known label value start at zero as soon as Trace
-// is called for a key, so rate() and absent-series alerts work from the
-// first scrape. tenure_deadline_remaining_seconds is computed at each
+// Every series but tenure_deadline_remaining_seconds is present as soon as
+// Trace is called for a key: the counters of every known label value (each
+// error class, demotion reason, lifecycle transition, and place the elector
+// recovers panics in) start at zero, so rate() and absent-series alerts
+// work from the first scrape. tenure_deadline_remaining_seconds is computed at each
 // scrape from the deadline the last renewal set, so it falls between
 // renewals and goes negative if a leader's own view is stuck past its
 // deadline; it is absent while the key is not led.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/fsm"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
@@ -146,10 +147,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// classes and reasons are the label values set to zero up front.
+// classes, reasons and wheres are the label values set to zero up front;
+// the transitions are the lifecycle's table.
 var (
 	classes = []backends.Class{backends.ClassLost, backends.ClassTransient, backends.ClassFatal}
 	reasons = []elector.Reason{elector.ReasonStopped, elector.ReasonLost, elector.ReasonExpired, elector.ReasonFatal, elector.ReasonPanic}
+	// wheres are the places the elector recovers panics in
+	// (elector.PanicError.Where); one it adds later starts at its first
+	// panic until it is listed here.
+	wheres = []string{"loop", "deadline timer", "Release", "OnElected", "OnDemoted", "OnNewLeader"}
 )
 
 // Trace returns the hooks that feed key's series; set them as the Config.Trace
@@ -170,6 +176,14 @@ func (m *Metrics) Trace(key string) elector.Trace {
 	}
 	for _, r := range reasons {
 		m.demotions.WithLabelValues(key, r.String())
+	}
+	for _, w := range wheres {
+		m.panics.WithLabelValues(key, w)
+	}
+	for _, tr := range fsm.Table() {
+		for _, from := range tr.From {
+			m.transitions.WithLabelValues(key, from.String(), tr.To.String())
+		}
 	}
 	setDeadline := func(d time.Time) {
 		m.mu.Lock()

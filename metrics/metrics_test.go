@@ -360,3 +360,49 @@ func TestDuplicateIdentity(t *testing.T) {
 		t.Errorf("leader = %v, want 1", got)
 	}
 }
+
+// TestSeriesFromStart checks that every documented series but the
+// deadline gauge is in the first scrape after Trace, at zero, for every
+// label value known up front.
+func TestSeriesFromStart(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Trace("jobs")
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			labels := []string{}
+			for _, lp := range mt.GetLabel() {
+				labels = append(labels, lp.GetName()+"="+lp.GetValue())
+			}
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = true
+			if c := mt.GetCounter(); c != nil && c.GetValue() != 0 {
+				t.Errorf("%s %v = %v at the start, want 0", mf.GetName(), labels, c.GetValue())
+			}
+		}
+	}
+	for _, want := range []string{
+		"tenure_leader{key=jobs}",
+		"tenure_elections_won_total{key=jobs}",
+		"tenure_elections_lost_total{class=fatal,key=jobs}",
+		"tenure_renew_duration_seconds{key=jobs}",
+		"tenure_renew_failures_total{class=transient,key=jobs}",
+		"tenure_demotions_total{key=jobs,reason=panic}",
+		"tenure_duplicate_identities_total{key=jobs}",
+		"tenure_panics_total{key=jobs,where=OnElected}",
+		"tenure_panics_total{key=jobs,where=loop}",
+		"tenure_state_transitions_total{from=follower,key=jobs,to=acquiring}",
+		"tenure_state_transitions_total{from=demoting,key=jobs,to=stopped}",
+	} {
+		if !got[want] {
+			t.Errorf("first scrape lacks %s; it has %d series", want, len(got))
+		}
+	}
+}
