@@ -12,6 +12,8 @@
 // The handler answers 200 when healthy and 503 when not, with a JSON body
 // (Report) saying why: the state, the key, this holder, the leader it last
 // saw, the token and the time left to the local deadline while it leads.
+// Holders are given as their configured identity and their nonce, in two
+// fields each (holder, holder_nonce; leader, leader_nonce).
 //
 // # Which probe
 //

@@ -41,13 +41,17 @@ type Report struct {
 	Status  string `json:"status"` // "ok", or why not
 	Key     string `json:"key,omitempty"`
 	State   string `json:"state"`
-	Holder  string `json:"holder"` // this Elector's holder
-	Leading bool   `json:"leading"`
-	// Leader is the holder this Elector last saw leading (maybe itself),
-	// with its Token and Slot; a hint, not a guarantee.
-	Leader string `json:"leader,omitempty"`
-	Token  int64  `json:"token,omitempty"`
-	Slot   int    `json:"slot,omitempty"`
+	// Holder and HolderNonce are this Elector's holder: its identity, as
+	// configured, and its per-instance nonce.
+	Holder      string `json:"holder"`
+	HolderNonce string `json:"holder_nonce"`
+	Leading     bool   `json:"leading"`
+	// Leader and LeaderNonce are the holder this Elector last saw leading
+	// (maybe itself), with its Token and Slot; a hint, not a guarantee.
+	Leader      string `json:"leader,omitempty"`
+	LeaderNonce string `json:"leader_nonce,omitempty"`
+	Token       int64  `json:"token,omitempty"`
+	Slot        int    `json:"slot,omitempty"`
 	// DeadlineLeft is the time, in seconds, to this holder's local
 	// deadline while it leads.
 	DeadlineLeft *float64 `json:"deadline_left_seconds,omitempty"`
@@ -111,15 +115,16 @@ func (h *Handler) Check() Report {
 	now := h.cfg.Clock.Now()
 
 	rep := Report{
-		Healthy: true,
-		Status:  "ok",
-		Key:     h.cfg.Key,
-		State:   state.String(),
-		Holder:  e.Holder().String(),
-		Leading: leading,
+		Healthy:     true,
+		Status:      "ok",
+		Key:         h.cfg.Key,
+		State:       state.String(),
+		Holder:      e.Holder().ID,
+		HolderNonce: e.Holder().Nonce,
+		Leading:     leading,
 	}
 	if seen {
-		rep.Leader, rep.Token, rep.Slot = leader.Holder.String(), leader.Token, leader.Slot
+		rep.Leader, rep.LeaderNonce, rep.Token, rep.Slot = leader.Holder.ID, leader.Holder.Nonce, leader.Token, leader.Slot
 	}
 	if leading {
 		left := term.Deadline.Sub(now).Seconds()

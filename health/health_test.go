@@ -81,6 +81,10 @@ func probe(t *testing.T, h http.Handler) (int, health.Report) {
 	if (rec.Code == http.StatusOK) != rep.Healthy {
 		t.Errorf("status %d with healthy=%v", rec.Code, rep.Healthy)
 	}
+	// Identities are values of their own, not quoted inside a value.
+	if strings.ContainsAny(rep.Holder+rep.Leader, `"#`) {
+		t.Errorf("body %s: holder %q, leader %q, want identities as configured", rec.Body, rep.Holder, rep.Leader)
+	}
 	return rec.Code, rep
 }
 
@@ -108,11 +112,12 @@ func TestLeaderAndFollower(t *testing.T) {
 
 	code, rep := probe(t, health.New(a, health.Config{Key: "jobs", Clock: clk}))
 	if code != http.StatusOK || !rep.Leading || rep.State != "leader" || rep.Key != "jobs" || rep.Token != 1 ||
-		rep.Leader != a.Holder().String() || rep.Holder != a.Holder().String() || rep.DeadlineLeft == nil || *rep.DeadlineLeft != 9.9 {
+		rep.Leader != "a" || rep.LeaderNonce != a.Holder().Nonce || rep.Holder != "a" || rep.HolderNonce != a.Holder().Nonce ||
+		rep.DeadlineLeft == nil || *rep.DeadlineLeft != 9.9 {
 		t.Errorf("leader: %d %+v", code, rep)
 	}
 	code, rep = probe(t, health.New(b, health.Config{Key: "jobs", Clock: clk}))
-	if code != http.StatusOK || rep.Leading || rep.State != "follower" || rep.Leader != a.Holder().String() || rep.DeadlineLeft != nil {
+	if code != http.StatusOK || rep.Leading || rep.State != "follower" || rep.Leader != "a" || rep.Holder != "b" || rep.DeadlineLeft != nil {
 		t.Errorf("follower, liveness: %d %+v", code, rep)
 	}
 	code, rep = probe(t, health.New(b, health.Config{Key: "jobs", Clock: clk, RequireLeader: true}))
