@@ -2,9 +2,9 @@
 // a claim. It is the elector and slot packages for programs that were not
 // written against them, in the manner of consul lock and etcdctl elect.
 //
-//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] [--metrics ADDR] -- COMMAND [ARG...]
-//	tenure holders --store URL --key KEY [--json]
-//	tenure watch --store URL --key KEY [--json] [--interval D]
+//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] [--metrics ADDR] [--timeout D] -- COMMAND [ARG...]
+//	tenure holders --store URL --key KEY [--json] [--timeout D]
+//	tenure watch --store URL --key KEY [--json] [--interval D] [--timeout D]
 //
 // Stores are named by URL, as package storeurl reads them: file:///DIR
 // (processes of one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX or
@@ -91,11 +91,18 @@
 // TENURE_TOKEN, and have the resource reject tokens lower than the highest
 // it has seen: that is what keeps a late writer out (see package elector).
 //
-// With --metrics ADDR, tenure serves http://ADDR/metrics: the elector's
-// series of package metrics (tenure_leader, elections, renewals, time to
-// the local deadline, demotions by reason) for KEY, and the Go and process
-// collectors. Each term's elector is traced under the same key, so the
-// counters add up across terms.
+// With --metrics ADDR (HOST:PORT; anything else is a usage error), tenure
+// serves http://ADDR/metrics: the elector's series of package metrics
+// (tenure_leader, elections, renewals, time to the local deadline,
+// demotions by reason, panics) for KEY, every one present from the first
+// scrape, and the Go and process collectors. Each term's elector is traced
+// under the same key, so the counters add up across terms. The same
+// listener serves package health's handlers for the current term's
+// elector: /healthz, liveness, which never fails a healthy follower (it
+// fails when the elector is stuck leading past its deadline or demoting,
+// or has ended on errors), and /readyz, readiness, 200 only while this
+// tenure leads or holds a slot. Before the first term /healthz answers 200
+// and /readyz 503.
 //
 // COMMAND runs in a process group of its own, as a shell's job: it is
 // not in a terminal's foreground, a Ctrl-C reaches it through tenure (as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -59,6 +60,11 @@ supervisor kills the whole tree at once.
 After the command exits, or its term is lost, tenure releases the claim and
 campaigns again, --ttl/6 later; with --once it exits instead.
 
+With --metrics HOST:PORT, tenure serves /metrics (Prometheus), /healthz
+(liveness: fails only when the elector is stuck or has ended on errors,
+never for a healthy follower) and /readyz (200 only while it leads or holds
+a slot).
+
 No wrapper can stop a command that goes on writing after its deadline when
 tenure itself is paused (a stopped VM, SIGSTOP) past it: make every write to
 a shared resource carry TENURE_TOKEN, and have the resource reject tokens
@@ -76,7 +82,7 @@ be started; 128+N if tenure got signal N while no command ran; 1 if the
   # Three workers at most, on the hosts sharing /var/lib/tenure:
   tenure run --store file:///var/lib/tenure --key workers --slots 3 -- ./worker
 
-  # Serve Prometheus metrics (tenure_leader, renewals, demotions...) while it runs:
+  # Serve Prometheus metrics (tenure_leader, renewals, demotions...), /healthz and /readyz:
   tenure run --store file:///var/lib/tenure --key indexer --metrics 127.0.0.1:9090 -- ./indexer
 
   # A one-off job that runs on one host only, then exits with its status:
@@ -119,7 +125,7 @@ be started; 128+N if tenure got signal N while no command ran; 1 if the
 	f.DurationVar(&rc.ttl, "ttl", elector.DefaultTTL, "lease asked of the store; a lost tenure's claim frees this long after its last renewal")
 	f.DurationVar(&rc.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL to the command, at most ttl/3 (default ttl/5)")
 	f.BoolVar(&rc.once, "once", false, "exit after the first term instead of campaigning again")
-	f.StringVar(&rc.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9090)")
+	f.StringVar(&rc.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, liveness at /healthz and readiness (leading, or holding a slot) at /readyz (e.g. 127.0.0.1:9090)")
 	return cmd
 }
 
@@ -139,6 +145,11 @@ func (rc *runConfig) validate() error {
 	}
 	if rc.killGrace == 0 {
 		rc.killGrace = rc.ttl / 5
+	}
+	if rc.metrics != "" {
+		if _, _, err := net.SplitHostPort(rc.metrics); err != nil {
+			return usagef("--metrics %q: want HOST:PORT, such as 127.0.0.1:9090 (%v)", rc.metrics, err)
+		}
 	}
 	if rc.id == "" {
 		host, err := os.Hostname()
@@ -304,11 +315,13 @@ func (r *runner) cancelLead() time.Duration {
 func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 	done := make(chan outcome, 1)
 	h := &termHooks{done: done, abort: make(chan struct{})}
-	e, err := elector.New(locker, r.electorConfig(h))
+	cfg := r.electorConfig(h)
+	e, err := elector.New(locker, cfg)
 	if err != nil {
 		r.log.Error("elector", "err", err)
 		return outcome{kind: outcomeFatal}
 	}
+	r.metrics.follow(e, cfg)
 	if err := e.Start(context.Background()); err != nil {
 		r.log.Error("elector", "err", err)
 		return outcome{kind: outcomeFatal}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,19 +14,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/health"
 	"github.com/tenure-go/tenure/metrics"
 )
 
 // metricsServer serves /metrics for tenure run --metrics: the elector's
 // series (package metrics) and the Go and process collectors, from a
-// registry of its own.
+// registry of its own; and /healthz and /readyz, package health's handlers
+// for the elector of the current term.
 type metricsServer struct {
 	m    *metrics.Metrics
 	srv  *http.Server
 	done chan struct{}
+
+	mu    sync.Mutex
+	live  *health.Handler // guarded by mu: liveness of the current term's elector; nil before the first
+	ready *health.Handler // guarded by mu: readiness (leading, or holding a slot) of the same
 }
 
-// serveMetrics listens on addr and serves /metrics until close.
+// serveMetrics listens on addr and serves /metrics, /healthz and /readyz
+// until close.
 func serveMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
@@ -42,12 +51,14 @@ func serveMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s := &metricsServer{
 		m:    m,
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 		done: make(chan struct{}),
 	}
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { s.probe(w, r, false) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { s.probe(w, r, true) })
 	log.Info("serving metrics", "addr", ln.Addr().String())
 	go func() {
 		defer close(s.done)
@@ -56,6 +67,54 @@ func serveMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 		}
 	}()
 	return s, nil
+}
+
+// follow makes /healthz and /readyz report on e, the elector of a new
+// term, with cfg its Config; a nil server does nothing. Between terms
+// they go on reporting the last elector, stopped: live, not ready.
+func (s *metricsServer) follow(e *elector.Elector, cfg elector.Config) {
+	if s == nil {
+		return
+	}
+	// A healthy demotion lasts up to the drain and the release; the
+	// tolerance stays well above that.
+	hc := health.Config{Key: cfg.Key, Clock: cfg.Clock, Tolerance: health.DefaultTolerance + cfg.DrainTimeout + cfg.TTL}
+	live := health.New(e, hc)
+	hc.RequireLeader = true
+	ready := health.New(e, hc)
+	s.mu.Lock()
+	s.live, s.ready = live, ready
+	s.mu.Unlock()
+}
+
+// probe answers /healthz (ready false) or /readyz (ready true). Before
+// the first term's elector, tenure is live (it opens the store, or waits
+// to campaign) and not ready.
+func (s *metricsServer) probe(w http.ResponseWriter, r *http.Request, ready bool) {
+	s.mu.Lock()
+	h := s.live
+	if ready {
+		h = s.ready
+	}
+	s.mu.Unlock()
+	if h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	rep := health.Report{Healthy: !ready, Status: "ok", State: "starting"}
+	if ready {
+		rep.Status = "not leading"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if rep.Healthy {
+		w.WriteHeader(http.StatusOK)
+	} else {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	if r.Method != http.MethodHead {
+		_ = json.NewEncoder(w).Encode(rep)
+	}
 }
 
 // trace returns the hooks for key; a nil server traces nothing.
