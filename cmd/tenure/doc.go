@@ -138,13 +138,17 @@
 //
 // # tenure watch
 //
-// Watch prints the holders of KEY, then one line each time a holder
-// appears ("held") or goes ("gone": released or expired), until SIGINT or
-// SIGTERM (exit status 0). The store's watch tells it of changes; it also
-// reads the holders every --interval (default 1s), which is what notices
+// Watch prints the state it starts from, the holders of KEY or "free" if
+// nobody holds it, then one line each time a holder appears ("held") or
+// goes ("gone": released or expired), until SIGINT or SIGTERM (exit status
+// 0). Changes seen in one read are printed in the order they can have
+// happened: what went before what came, so a takeover is "gone" the old
+// holder, then "held" the new one. The store's watch tells it of
+// changes; it also reads the holders every --interval (default 1s), which
+// is what notices
 // an expiry on a store whose watch does not report one, and what carries
 // it over a broken watch until a new one is set up. It shows what each
 // read of the store shows: a holding that came and went between two reads
-// is not shown. --json prints one object per line (time, event, holder,
-// nonce, slot, token).
+// is not shown. --json prints one object per line (time, event, key,
+// holder, nonce, slot, token).
 package main

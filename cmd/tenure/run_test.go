@@ -451,8 +451,30 @@ func TestHolders(t *testing.T) {
 	}
 }
 
-// TestWatch follows a claim held by one tenure, then by another: watch
-// prints each holder as it comes and as it goes, in order.
+// watchEvents waits for watch w to print n JSON lines and returns them.
+func watchEvents(t *testing.T, w *proc, n int) []changeJSON {
+	t.Helper()
+	var events []changeJSON
+	waitUntil(t, 10*time.Second, fmt.Sprintf("watch printed %d lines", n), func() bool {
+		b, _ := os.ReadFile(w.log)
+		events = nil
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "{") {
+				var e changeJSON
+				if err := json.Unmarshal([]byte(l), &e); err != nil {
+					t.Fatalf("watch line %q: %v", l, err)
+				}
+				events = append(events, e)
+			}
+		}
+		return len(events) >= n
+	})
+	return events
+}
+
+// TestWatch follows a claim nobody holds, then held by one tenure, then
+// by another: watch prints that it is free, then each holder as it comes
+// and as it goes, in order.
 func TestWatch(t *testing.T) {
 	url := stores[0].url(t)
 	j := filepath.Join(t.TempDir(), "journal")
@@ -465,26 +487,12 @@ func TestWatch(t *testing.T) {
 			t.Fatalf("%s exited %d, want 0", id, code)
 		}
 	}
-	var events []changeJSON
-	waitUntil(t, 10*time.Second, "watch printed 4 changes", func() bool {
-		b, _ := os.ReadFile(w.log)
-		events = nil
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "{") {
-				var e changeJSON
-				if err := json.Unmarshal([]byte(l), &e); err != nil {
-					t.Fatalf("watch line %q: %v", l, err)
-				}
-				events = append(events, e)
-			}
-		}
-		return len(events) >= 4
-	})
+	events := watchEvents(t, w, 5)
 	tokens := starts(readJournal(t, j))
 	want := []struct {
 		event, holder string
 		token         int64
-	}{{"held", "a", tokens[0].token}, {"gone", "a", tokens[0].token}, {"held", "b", tokens[1].token}, {"gone", "b", tokens[1].token}}
+	}{{"free", "", 0}, {"held", "a", tokens[0].token}, {"gone", "a", tokens[0].token}, {"held", "b", tokens[1].token}, {"gone", "b", tokens[1].token}}
 	if len(events) != len(want) {
 		t.Fatalf("watch printed %+v, want %+v", events, want)
 	}

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,8 +27,11 @@ func newWatchCmd(o *options) *cobra.Command {
 		Short: "Follow a claim and print every change of holder",
 		Long: strings.TrimSpace(`
 Watch prints the holders of KEY (a claim, or every slot of a slot group),
-then one line each time a holder appears ("held") or goes ("gone": released
-or expired), with the time it saw the change, until SIGINT or SIGTERM.
+or "free" if nobody holds it, then one line each time a holder appears
+("held") or goes ("gone": released or expired), with the time it saw the
+change, until SIGINT or SIGTERM. Changes seen in one read are printed in
+the order they happened: what went before what came (on a takeover, "gone"
+the old holder, then "held" the new one).
 It is told of changes by the store's watch, and reads the holders again
 every --interval as well, which is what notices an expiry on a store whose
 watch does not report expiries, or a watch that broke. It sees what the
@@ -91,7 +96,8 @@ type seat struct {
 // changeJSON is one line of watch --json.
 type changeJSON struct {
 	Time   time.Time `json:"time"`
-	Event  string    `json:"event"`
+	Event  string    `json:"event"` // held, gone; free: nobody held the key when watch started
+	Key    string    `json:"key"`
 	Holder string    `json:"holder"`
 	Nonce  string    `json:"nonce"`
 	Slot   int       `json:"slot"`
@@ -119,6 +125,7 @@ func (w *watcher) run(loc *storeurl.Location) (int, error) {
 	}
 
 	seen := map[seat]bool{}
+	started := false            // a read succeeded and printed the state it starts from
 	var changes <-chan struct{} // nil while no watch runs
 	tick := w.clock.Ticker(w.interval)
 	defer tick.Stop()
@@ -132,7 +139,9 @@ func (w *watcher) run(loc *storeurl.Location) (int, error) {
 		}
 		// The watch is set up before the read, so no change after the
 		// read goes unsignalled.
-		if err := w.read(ctx, l, seen); err != nil && ctx.Err() == nil {
+		if err := w.read(ctx, l, seen, !started); err == nil {
+			started = true
+		} else if ctx.Err() == nil {
 			w.log.Warn("holders", "key", w.key, "err", err)
 		}
 		if first {
@@ -151,37 +160,56 @@ func (w *watcher) run(loc *storeurl.Location) (int, error) {
 }
 
 // read lists the holders and prints what changed since seen, which it
-// updates.
-func (w *watcher) read(ctx context.Context, l backends.Locker, seen map[seat]bool) error {
+// updates: first the holdings that went, then those that came, each in
+// slot order, since a holding can only come after the one before it in
+// its slot went. The first read (first) prints the state it starts from:
+// a line per holder, or "free" when nobody holds the key.
+func (w *watcher) read(ctx context.Context, l backends.Locker, seen map[seat]bool, first bool) error {
 	claims, err := l.Holders(ctx, w.key)
 	if err != nil {
 		return err
 	}
 	now := w.clock.Now()
 	current := map[seat]bool{}
+	var came []seat
 	for _, c := range claims {
 		s := seat{slot: c.Slot, holder: c.Holder, token: c.Token}
 		current[s] = true
 		if !seen[s] {
-			w.print(now, "held", s)
+			came = append(came, s)
 		}
 	}
+	var went []seat
 	for s := range seen {
 		if !current[s] {
-			w.print(now, "gone", s)
-			delete(seen, s)
+			went = append(went, s)
 		}
 	}
-	for s := range current {
+	bySlot := func(a, b seat) int { return cmp.Or(cmp.Compare(a.slot, b.slot), cmp.Compare(a.token, b.token)) }
+	slices.SortFunc(went, bySlot)
+	slices.SortFunc(came, bySlot)
+	for _, s := range went {
+		w.print(now, "gone", s)
+		delete(seen, s)
+	}
+	for _, s := range came {
+		w.print(now, "held", s)
 		seen[s] = true
+	}
+	if first && len(claims) == 0 {
+		w.print(now, "free", seat{})
 	}
 	return nil
 }
 
 func (w *watcher) print(now time.Time, event string, s seat) {
 	if w.json {
-		b, _ := json.Marshal(changeJSON{Time: now.UTC(), Event: event, Holder: s.holder.ID, Nonce: s.holder.Nonce, Slot: s.slot, Token: s.token})
+		b, _ := json.Marshal(changeJSON{Time: now.UTC(), Event: event, Key: w.key, Holder: s.holder.ID, Nonce: s.holder.Nonce, Slot: s.slot, Token: s.token})
 		fmt.Fprintf(w.o.stdout, "%s\n", b)
+		return
+	}
+	if event == "free" {
+		fmt.Fprintf(w.o.stdout, "%s %s key=%q\n", now.UTC().Format(time.RFC3339Nano), event, w.key)
 		return
 	}
 	fmt.Fprintf(w.o.stdout, "%s %s holder=%q slot=%d token=%d\n", now.UTC().Format(time.RFC3339Nano), event, s.holder.ID, s.slot, s.token)
