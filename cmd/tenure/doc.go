@@ -13,7 +13,12 @@
 // takes session=DURATION, such as ?session=1s (the process's claims live
 // in one session Lease, renewed once per DURATION); without them each claim
 // has a lease of its own. Every subcommand has --help with
-// examples; logs go to stderr (--log-level).
+// examples; logs go to stderr (--log-level). tenure --version prints the
+// module version it was built at ("(devel)" when built from a checkout),
+// the VCS revision when the build recorded one, and the Go version.
+//
+// Until the module is published, build it from a checkout: go build
+// ./cmd/tenure (or go install ./cmd/tenure) at the repository's root.
 //
 // Every subcommand logs (at info) the store it opens, its URL without a
 // password, and gives up opening it after --timeout (default 10s): it then

@@ -111,6 +111,7 @@ renewed once per DURATION); both default to a lease per claim.
 Every command logs the store it opens (without its password) and gives up
 opening it after --timeout (default 10s): it then prints one line naming
 the store and the error, and exits with status 69.`),
+		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -68,3 +68,15 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestVersion checks --version: the build's module version and Go version.
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"--version"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("tenure --version exited %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.HasPrefix(out, "tenure version ") || !strings.Contains(out, "go1.") || strings.Count(out, "\n") != 1 {
+		t.Errorf("tenure --version printed %q, want one line \"tenure version VERSION ... goX\"", out)
+	}
+}
