@@ -81,7 +81,11 @@
 //     and, a sixth of --ttl later, campaigns again with a fresh elector;
 //     with --once it exits. The pause bounds the store traffic of a
 //     COMMAND that exits at once, and lets tenures that were waiting take
-//     the claim first.
+//     the claim first. A COMMAND that keeps exiting within --ttl of its
+//     start is rerun with a backoff, as the elector backs off after
+//     errors: the pause doubles after each such run, up to --ttl (plus up
+//     to 15% of jitter), and falls back to a sixth of --ttl once a run
+//     lasts longer or a term is lost.
 //
 // What no wrapper can promise: a COMMAND goes on running while tenure
 // itself is paused (SIGSTOP, a stopped VM, a host suspended) past the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/signal"
@@ -58,7 +59,10 @@ released only after that. If tenure itself dies, even by SIGKILL, the
 supervisor kills the whole tree at once.
 
 After the command exits, or its term is lost, tenure releases the claim and
-campaigns again, --ttl/6 later; with --once it exits instead.
+campaigns again, --ttl/6 later; with --once it exits instead. A command
+that keeps exiting within --ttl of its start is rerun with a backoff, as
+the elector backs off after errors: the pause doubles after each such run,
+up to --ttl, and falls back to --ttl/6 once a run lasts longer.
 
 With --metrics HOST:PORT, tenure serves /metrics (Prometheus), /healthz
 (liveness: fails only when the elector is stuck or has ended on errors,
@@ -236,8 +240,14 @@ func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 		return 0, storeError{fmt.Errorf("store %s: %w", rc.store, err)}
 	}
 
+	quick := 0 // terms in a row whose command exited on its own within a TTL
 	for {
 		o := r.term(ctx, locker)
+		if o.kind == outcomeExited && o.ran < rc.ttl {
+			quick++
+		} else {
+			quick = 0
+		}
 		switch {
 		case o.kind == outcomeFatal:
 			return exitStore, nil
@@ -254,7 +264,11 @@ func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 		// command that exits at once (one acquisition and one release
 		// per pause), and lets the tenures that watched the release take
 		// the claim first.
-		t := r.clock.Timer(r.repause())
+		pause := r.repause(quick)
+		if quick > 1 {
+			log.Warn("command keeps exiting; backing off", "key", rc.key, "status", o.code, "runs", quick, "retry_in", pause.String())
+		}
+		t := r.clock.Timer(pause)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -265,10 +279,19 @@ func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 	}
 }
 
-// repause is the pause between the end of a term and the next campaign:
-// the elector's default RetryPeriod, a sixth of the TTL.
-func (r *runner) repause() time.Duration {
-	return r.rc.ttl / 6
+// repause is the pause between the end of a term and the next campaign,
+// after quick terms in a row whose command exited within a TTL of its
+// start: the elector's default RetryPeriod, a sixth of the TTL, doubled
+// for each quick term after the first, up to the TTL, as the elector backs
+// off after errors; plus up to 15% of jitter, never less, so that tenures
+// that restarted together drift apart.
+func (r *runner) repause(quick int) time.Duration {
+	d := r.rc.ttl / 6
+	for i := 1; i < quick && d < r.rc.ttl; i++ {
+		d *= 2
+	}
+	d = min(d, r.rc.ttl)
+	return d + time.Duration(rand.Float64()*0.15*float64(d))
 }
 
 // runner runs terms one after the other.
@@ -301,6 +324,7 @@ const (
 type outcome struct {
 	kind outcomeKind
 	code int
+	ran  time.Duration // how long the command ran
 }
 
 // cancelLead is the elector's CancelLead: the leader's context is done this
@@ -388,6 +412,7 @@ func (r *runner) lead(lctx context.Context, t elector.Term, abort <-chan struct{
 		log.Error("start command", "command", r.rc.argv[0], "err", err)
 		return outcome{kind: outcomeStartFailed, code: startStatus(err)}
 	}
+	started := r.clock.Now()
 	log.Info("command started", "pid", c.pid)
 
 	// localDeadline is the term's local deadline as it stands now:
@@ -426,10 +451,11 @@ func (r *runner) lead(lctx context.Context, t elector.Term, abort <-chan struct{
 				kill.Stop()
 			}
 			log.Info("command exited", "status", code)
+			ran := r.clock.Since(started)
 			if ended {
-				return outcome{kind: outcomeLost, code: code}
+				return outcome{kind: outcomeLost, code: code, ran: ran}
 			}
-			return outcome{kind: outcomeExited, code: code}
+			return outcome{kind: outcomeExited, code: code, ran: ran}
 		case <-lctxDone:
 			lctxDone = nil
 			terminate("term ended")

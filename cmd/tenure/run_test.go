@@ -652,3 +652,32 @@ func TestRunSlotsNoOverlap(t *testing.T) {
 		})
 	}
 }
+
+// TestRunRerunBackoff runs a command that exits at once: tenure reruns it
+// after ttl/6, then after a pause that doubles each time, up to the ttl.
+// Only lower bounds are checked: a loaded machine lengthens gaps, never
+// shortens them.
+func TestRunRerunBackoff(t *testing.T) {
+	url := stores[0].url(t)
+	j := filepath.Join(t.TempDir(), "journal")
+	a := startTenure(t, "a", j, []string{envHold + "=1ms"}, runArgs(url, "job", "a")...)
+	waitUntil(t, 30*time.Second, "5 children ran", func() bool { return count(readJournal(t, j), "end") >= 5 })
+	a.signal(syscall.SIGTERM)
+	a.wait(10 * time.Second)
+	recs := readJournal(t, j)
+	checkJournal(t, recs)
+	st := starts(recs)
+	var gaps []time.Duration
+	for i := 1; i < len(st) && i <= 4; i++ {
+		gap := time.Duration(st[i].mono - st[i-1].mono)
+		gaps = append(gaps, gap)
+		want := min(testTTL/6<<(i-1), testTTL)
+		if gap < want {
+			t.Errorf("children %d and %d started %v apart, want at least %v", i-1, i, gap, want)
+		}
+	}
+	t.Logf("gaps between runs: %v (ttl %v)", gaps, testTTL)
+	if !a.logged("command keeps exiting; backing off") {
+		t.Errorf("a did not log that it backs off")
+	}
+}
