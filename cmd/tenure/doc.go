@@ -5,6 +5,7 @@
 //	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] [--metrics ADDR] [--timeout D] -- COMMAND [ARG...]
 //	tenure holders --store URL --key KEY [--json] [--timeout D]
 //	tenure watch --store URL --key KEY [--json] [--interval D] [--timeout D]
+//	tenure resize --store URL --key KEY --slots N [--timeout D]
 //
 // Stores are named by URL, as package storeurl reads them: file:///DIR
 // (processes of one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX or
@@ -144,6 +145,18 @@
 // array of objects with holder, nonce, slot, token and remaining_seconds.
 // Exit status 0 (also with no holder), 2 for bad usage, 69 if the store
 // cannot be read.
+//
+// # tenure resize
+//
+// Resize sets the size of the slot group KEY to N (package slots' Resize).
+// A group's size is kept in the store: the first tenure run --slots N
+// records N, and later ones use the stored size whatever their --slots; a
+// tenure run whose --slots differs logs a warning that names the resize
+// command to run. Once resize has returned, no slot at or above N is taken
+// or renewed: lowering N ends the terms of those slots' holders at their
+// next renewal. It refuses a key that is not a slot group. Exit status 0,
+// 2 for bad usage, 69 if the store cannot be opened, read or written, 1 if
+// KEY is not a slot group.
 //
 // # tenure watch
 //

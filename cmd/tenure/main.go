@@ -67,6 +67,11 @@ func execute(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
 		return exitStore
 	}
+	var fe failError
+	if errors.As(err, &fe) {
+		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
+		return exitInternal
+	}
 	// Every other error cobra returns is about the command line: an unknown
 	// flag or subcommand, a bad value, a missing argument.
 	fmt.Fprintf(stderr, "%s: %s (see %s --help)\n", name, msg, name)
@@ -120,7 +125,7 @@ the store and the error, and exits with status 69.`),
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRunCmd(o), newHoldersCmd(o), newWatchCmd(o))
+	root.AddCommand(newRunCmd(o), newHoldersCmd(o), newWatchCmd(o), newResizeCmd(o))
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

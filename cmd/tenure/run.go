@@ -232,6 +232,7 @@ func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 	defer store.Close()
 	var locker backends.Locker
 	if rc.slots > 1 {
+		r.noteSize(ctx, store)
 		locker, err = slots.New(store, slots.Config{Size: rc.slots, Logger: log})
 	} else {
 		locker, err = backends.NewLocker(store)
@@ -276,6 +277,21 @@ func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 			code, _ := r.signalled()
 			return code, nil
 		}
+	}
+}
+
+// noteSize warns when the slot group already has a size in the store
+// other than --slots: the stored size applies, and says how to change it.
+func (r *runner) noteSize(ctx context.Context, store backends.Store) {
+	ctx, cancel := context.WithTimeout(ctx, r.rc.timeout)
+	defer cancel()
+	e, err := store.Get(ctx, slots.SizeKey(r.rc.key))
+	if err != nil {
+		return // no group yet, or the campaign will report the store's error
+	}
+	if n, err := strconv.Atoi(string(e.Value)); err == nil && n != r.rc.slots {
+		r.log.Warn(fmt.Sprintf("group %q has %d slots in the store, not --slots %d; the stored size applies: to change it, run tenure resize --store %s --key %s --slots %d",
+			r.rc.key, n, r.rc.slots, r.rc.store, r.rc.key, r.rc.slots), "key", r.rc.key, "stored", n, "slots", r.rc.slots)
 	}
 }
 

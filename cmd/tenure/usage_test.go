@@ -58,7 +58,7 @@ func TestUsage(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"holders", "--help"}, {"watch", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"holders", "--help"}, {"watch", "--help"}, {"resize", "--help"}} {
 		var stdout, stderr bytes.Buffer
 		if code := execute(args, &stdout, &stderr); code != 0 {
 			t.Errorf("tenure %q exited %d, want 0", args, code)
