@@ -220,3 +220,21 @@ func TestRunKillLoop(t *testing.T) {
 		procs[n].wait(10 * time.Second)
 	}
 }
+
+// TestRunExitKillsLeftovers runs a command that leaves a daemon behind (a
+// double fork into a session of its own) and exits: tenure --once exits
+// with the command's status only once nothing of the tree is left.
+func TestRunExitKillsLeftovers(t *testing.T) {
+	url := stores[0].url(t)
+	marker := treeMarker(t, "a")
+	t.Cleanup(func() { reap(treeProcs(marker, nil)) })
+	a := startTenure(t, "a", filepath.Join(t.TempDir(), "journal"), []string{envTree + "=" + marker},
+		"run", "--store", url, "--key", "job", "--ttl", testTTL.String(), "--once",
+		"--", "sh", "-c", `(setsid sleep 3172 &); exit 3`)
+	if code := a.wait(20 * time.Second); code != 3 {
+		t.Errorf("tenure exited %d, want the command's 3", code)
+	}
+	if left := treeProcs(marker, map[int]bool{a.cmd.Process.Pid: true}); len(left) > 0 {
+		t.Errorf("after tenure exited, its tree runs on:%s", reap(left))
+	}
+}

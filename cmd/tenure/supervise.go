@@ -120,6 +120,7 @@ func supervise(argv []string) int {
 		return s.failed(report, err)
 	}
 	s.cmd = proc.Pid
+	cmdPid := proc.Pid
 	s.mu.Unlock()
 	fmt.Fprintf(report, "started %d\n", proc.Pid)
 	report.Close()
@@ -136,7 +137,7 @@ func supervise(argv []string) int {
 			// ECHILD: no child, so no process of the tree is left.
 			break
 		}
-		if pid == s.cmd {
+		if pid == cmdPid {
 			code = waitStatus(ws)
 			s.kill()
 		}
@@ -223,9 +224,22 @@ func (s *supervisor) isKilling() bool {
 	}
 }
 
-// signalTree sends sig to every descendant of the supervisor.
+// signalTree sends sig to every descendant of the supervisor. Without a
+// readable /proc it falls back to COMMAND's process group, which misses
+// what left the group; the group's id names no other group while one of
+// its members lives, and COMMAND is reaped only here.
 func (s *supervisor) signalTree(sig syscall.Signal) {
-	for _, pid := range descendants(s.self) {
+	pids, err := descendants(s.self)
+	if err != nil {
+		s.mu.Lock()
+		pgid := s.cmd
+		s.mu.Unlock()
+		if pgid > 0 {
+			_ = syscall.Kill(-pgid, sig)
+		}
+		return
+	}
+	for _, pid := range pids {
 		_ = syscall.Kill(pid, sig)
 	}
 }
@@ -235,10 +249,10 @@ func (s *supervisor) signalTree(sig syscall.Signal) {
 // pid reused between the read and the signal would be signalled in error;
 // below a subreaper, a pid is reused only after its parent, a process of
 // the tree, reaped it.
-func descendants(root int) []int {
+func descendants(root int) ([]int, error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	children := map[int][]int{}
 	for _, e := range ents {
@@ -262,7 +276,7 @@ func descendants(root int) []int {
 			queue = append(queue, c)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // parentOf reads pid's parent from /proc/PID/stat.
