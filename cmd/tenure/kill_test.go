@@ -238,3 +238,67 @@ func TestRunExitKillsLeftovers(t *testing.T) {
 		t.Errorf("after tenure exited, its tree runs on:%s", reap(left))
 	}
 }
+
+// TestRunDrainTimeout takes a term down the drain-timeout path: the
+// supervisor is stopped (SIGSTOP), so the command's tree cannot end when
+// told, and the claim's file is corrupted, so the renewal fails fatally.
+// The command is sent SIGTERM, then SIGKILL a grace later; the elector's
+// drain times out, it leaves the claim to expire, and does not campaign
+// again while the command runs. tenure must not exit then, leaving the
+// tree behind: once the supervisor runs again the tree dies, and tenure
+// --once exits 75 with nothing of the tree left.
+func TestRunDrainTimeout(t *testing.T) {
+	dir := t.TempDir()
+	marker := treeMarker(t, "a")
+	t.Cleanup(func() { reap(treeProcs(marker, nil)) })
+	j := filepath.Join(t.TempDir(), "journal")
+	a := startTenure(t, "a", j, []string{envTree + "=" + marker}, treeArgs("file://"+dir, "job", "a", "--once")...)
+	waitUntil(t, 20*time.Second, "a's child started", func() bool { return count(readJournal(t, j), "start") == 1 })
+	var sup int
+	waitUntil(t, 5*time.Second, "a's supervisor found", func() bool {
+		for _, pid := range treeProcs(marker, nil) {
+			if cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); bytes.Contains(cl, []byte("\x00"+superviseArg+"\x00")) {
+				sup = pid
+			}
+		}
+		return sup != 0
+	})
+	if err := syscall.Kill(sup, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(sup, syscall.SIGCONT)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupted := 0
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "k-") {
+			if err := os.WriteFile(filepath.Join(dir, e.Name()), []byte("not a claim\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			corrupted++
+		}
+	}
+	if corrupted != 1 {
+		t.Fatalf("corrupted %d claim files in %v, want 1", corrupted, ents)
+	}
+	waitUntil(t, 20*time.Second, "a's drain timed out", func() bool { return a.logged(`did not return within the drain timeout`) })
+	select {
+	case <-a.done:
+		t.Fatalf("tenure exited %d after its drain timed out, with its tree still there", a.code)
+	case <-clock.New().After(testTTL):
+	}
+	if !a.logged(`why="term ended"`) || !a.logged(`msg="killing command"`) {
+		t.Errorf("a did not send SIGTERM, then SIGKILL, to its command")
+	}
+	if err := syscall.Kill(sup, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if code := a.wait(30 * time.Second); code != exitLost {
+		t.Errorf("tenure --once exited %d, want %d (the term ended first)", code, exitLost)
+	}
+	if left := treeProcs(marker, map[int]bool{a.cmd.Process.Pid: true}); len(left) > 0 {
+		t.Errorf("after tenure exited, its tree runs on:%s", reap(left))
+	}
+}

@@ -383,10 +383,11 @@ func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 		}
 		r.log.Error("store failing", "key", r.rc.key, "err", e.Err())
 		if h.leading.Load() {
-			// The elector gave up waiting for the command (its drain
-			// timeout) and ended: the command still runs. It gets what the
-			// end of any term gives it, SIGTERM then SIGKILL a grace
-			// later, and tenure exits only once its tree is gone.
+			// The elector does not campaign again, and so cannot give up,
+			// while an OnElected whose drain timed out still runs; should
+			// it end anyway, the command gets what the end of any term
+			// gives it, SIGTERM then SIGKILL a grace later, and tenure
+			// exits only once its tree is gone.
 			close(h.abort)
 			<-done
 		}
