@@ -302,3 +302,16 @@ func TestRunDrainTimeout(t *testing.T) {
 		t.Errorf("after tenure exited, its tree runs on:%s", reap(left))
 	}
 }
+
+// TestRunCommandFds checks that the command gets the standard streams
+// only: none of the supervisor's pipes to tenure.
+func TestRunCommandFds(t *testing.T) {
+	url := stores[0].url(t)
+	a := startTenure(t, "a", filepath.Join(t.TempDir(), "journal"), nil,
+		"run", "--store", url, "--key", "job", "--ttl", testTTL.String(), "--once",
+		"--", "sh", "-c", `ls /proc/$$/fd; test ! -e /proc/$$/fd/3 && test ! -e /proc/$$/fd/4`)
+	if code := a.wait(20 * time.Second); code != 0 {
+		b, _ := os.ReadFile(a.log)
+		t.Errorf("tenure exited %d, want 0: the command has more than its standard streams:\n%s", code, b)
+	}
+}

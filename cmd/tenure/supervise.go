@@ -69,6 +69,9 @@ func supervise(argv []string) int {
 		fmt.Fprintln(os.Stderr, "tenure: "+superviseArg+" is started by tenure run only")
 		return exitUsage
 	}
+	// Inherited descriptors are not closed on exec: COMMAND gets neither.
+	syscall.CloseOnExec(fdControl)
+	syscall.CloseOnExec(fdReport)
 	// Signals from a terminal reach the supervisor with tenure (they share
 	// a process group): tenure relays what COMMAND should get, so the
 	// supervisor only catches them, to outlive its tree. Caught, not
