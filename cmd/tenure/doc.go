@@ -104,7 +104,8 @@
 // tree start work for it (a service manager, at, a container runtime), or
 // when the supervisor itself is SIGKILLed alone: COMMAND then still dies
 // (it has a parent-death signal from the supervisor), but not its
-// children. Make every write COMMAND sends to a shared resource carry
+// children. A process stuck in uninterruptible I/O (a hung NFS mount)
+// dies only when the I/O returns, whatever signal it gets. Make every write COMMAND sends to a shared resource carry
 // TENURE_TOKEN, and have the resource reject tokens lower than the highest
 // it has seen: that is what keeps a late writer out (see package elector).
 //

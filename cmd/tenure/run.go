@@ -64,6 +64,10 @@ that keeps exiting within --ttl of its start is rerun with a backoff, as
 the elector backs off after errors: the pause doubles after each such run,
 up to --ttl, and falls back to --ttl/6 once a run lasts longer.
 
+A process the command started that is stuck in uninterruptible I/O dies
+only when the I/O returns; anything else of the tree is gone within
+moments of its SIGKILL.
+
 With --metrics HOST:PORT, tenure serves /metrics (Prometheus), /healthz
 (liveness: fails only when the elector is stuck or has ended on errors,
 never for a healthy follower) and /readyz (200 only while it leads or holds
@@ -75,10 +79,10 @@ a shared resource carry TENURE_TOKEN, and have the resource reject tokens
 lower than the highest it has seen.
 
 Exit status: the command's (128+N if it died of signal N); 2 for bad usage;
-69 if the store cannot be opened (within --timeout) or keeps failing fatally; 75 with --once
-when the term ended before the command exited; 126/127 if the command cannot
-be started; 128+N if tenure got signal N while no command ran; 1 if the
---metrics address cannot be listened on.`),
+69 if the store cannot be opened within --timeout or keeps failing fatally;
+75 with --once when the term ended before the command exited; 126/127 if the
+command cannot be started; 128+N if tenure got signal N while no command
+ran; 1 if the --metrics address cannot be listened on.`),
 		Example: strings.TrimSpace(`
   # Run the indexer on one host of many sharing an etcd cluster:
   tenure run --store etcd://10.0.0.1:2379,10.0.0.2:2379/tenure --key indexer -- ./indexer --serve
