@@ -97,7 +97,10 @@
 //     never prevents it.
 //     Otherwise, and when no watch runs, they time the next attempt to the
 //     expiry the backend reported (plus a little jitter), not to a fixed
-//     poll. Every retry wait is jittered; renewal waits are jittered, then
+//     poll. A backoff after an error, though, is waited out whatever the
+//     watch signals meanwhile: other holders' writes, and the Elector's own
+//     failed attempts, do not turn it into a spin against a failing
+//     backend. Every retry wait is jittered; renewal waits are jittered, then
 //     moved to the grid of their Identity (see Config.RenewPeriod).
 //   - All time comes from Config.Clock.
 //

@@ -39,6 +39,9 @@ type loop struct {
 
 	// wait is how long to wait before the next attempt.
 	wait time.Duration
+	// hold: wait is a backoff after an error (see backOff), which a change
+	// the claim watch signals does not cut short.
+	hold bool
 	// onWatch: the next attempt waits for the claim watch (or for it to
 	// end), because the watch was open during the last attempt and signals
 	// the holder's expiry; wait is then only the backstop (see
@@ -140,14 +143,15 @@ func (l *loop) settle(ctx context.Context) {
 		}
 	}
 	if panicked != nil && t == nil { // finishTerm set the backoff otherwise
-		l.wait = l.bo.NextBackOff()
+		l.backOff()
 	}
 }
 
 // waitTurn waits until the next attempt is due: a term's OnElected has
 // returned, the claim changed (watch), or the wait computed by the last
-// attempt passed (when the watch does not signal expiry). It reports false
-// if ctx ended first.
+// attempt passed (when the watch does not signal expiry). A backoff after
+// an error is waited out whatever the watch signals (see backOff). It
+// reports false if ctx ended first.
 func (l *loop) waitTurn(ctx context.Context) bool {
 	if l.pendingElected != nil {
 		select {
@@ -158,8 +162,11 @@ func (l *loop) waitTurn(ctx context.Context) bool {
 		}
 	}
 	l.ensureWatch(ctx)
-	wait, onWatch := l.wait, l.onWatch && l.watch != nil
-	l.wait, l.onWatch = 0, false
+	wait, onWatch, hold := l.wait, l.onWatch && l.watch != nil, l.hold
+	l.wait, l.onWatch, l.hold = 0, false, false
+	if hold && wait > 0 {
+		return l.holdBackoff(ctx, wait)
+	}
 	if onWatch {
 		backstop := l.e.clock.Timer(wait)
 		defer backstop.Stop()
@@ -252,6 +259,47 @@ func (l *loop) stopWatch() {
 	}
 }
 
+// backOff sets the wait before the next attempt to the follower's next
+// backoff, and holds it: the attempt after an error (or a panic, or a term
+// that ended on a fatal error) waits out its backoff even if the claim
+// watch signals meanwhile. A signal then is most often another holder's
+// write, or this Elector's own attempt, and waking on it would turn the
+// backoff into a spin against a failing backend.
+func (l *loop) backOff() {
+	l.wait, l.hold = l.bo.NextBackOff(), true
+}
+
+// holdBackoff waits out a backoff of wait: only the end of ctx cuts it
+// short. It keeps reading the claim watch, so that the watch's buffer does
+// not hold a stale signal and a watch that ends is noticed, but a signal
+// does not end the wait. It reports false if ctx ended first.
+func (l *loop) holdBackoff(ctx context.Context, wait time.Duration) bool {
+	e := l.e
+	timer := e.clock.Timer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			select { // the attempt is now; a pending signal is answered by it
+			case _, ok := <-l.watch:
+				if !ok {
+					l.watchEnded()
+				}
+			default:
+			}
+			return true
+		case _, ok := <-l.watch:
+			if !ok {
+				l.watchEnded() // l.watch is nil now: this case blocks for good
+				continue
+			}
+			e.log.Debug("elector: the claim changed during a backoff; the attempt waits for the backoff", "backoff", wait.String())
+		}
+	}
+}
+
 // campaign makes one attempt and, if it wins, leads until the term ends.
 func (l *loop) campaign(ctx context.Context) {
 	e := l.e
@@ -286,7 +334,7 @@ func (l *loop) campaign(ctx context.Context) {
 		if h := e.cfg.Trace.ElectionLost; h != nil {
 			e.hook("ElectionLost", func() { h(backends.ClassTransient, latency) })
 		}
-		l.wait = l.bo.NextBackOff()
+		l.backOff()
 		return
 	}
 
@@ -372,7 +420,7 @@ func (l *loop) rejected(ctx context.Context, err error, latency time.Duration) {
 				// deadline is unknown, so it cannot be led: give it back.
 				e.log.Warn("elector: releasing a claim taken by a timed-out attempt", "token", h.Token, "rev", h.Revision)
 				e.release(ctx, h)
-				l.wait = l.bo.NextBackOff()
+				l.backOff()
 				return
 			}
 		}
@@ -402,7 +450,7 @@ func (l *loop) rejected(ctx context.Context, err error, latency time.Duration) {
 		l.fatal(err)
 		return
 	}
-	l.wait = l.bo.NextBackOff()
+	l.backOff()
 	e.log.Warn("elector: acquire failed", "class", class.String(), "err", err, "retry_in", l.wait.String())
 }
 
@@ -418,7 +466,7 @@ func (l *loop) fatal(err error) {
 		e.end(fmt.Errorf("elector: campaign %q: %d attempts failed with a fatal error, with no answer from the backend in between: %w", e.cfg.Key, l.fatals, err))
 		return
 	}
-	l.wait = l.bo.NextBackOff()
+	l.backOff()
 	e.log.Error("elector: fatal error; retrying with backoff", "attempt", l.fatals, "of", fatalAttempts, "err", err, "retry_in", l.wait.String())
 }
 
@@ -635,7 +683,7 @@ func (l *loop) finishTerm(ctx context.Context, t *term, fallback Cause) {
 			l.fatal(cause.Err)
 		}
 	case ReasonPanic:
-		l.wait = l.bo.NextBackOff()
+		l.backOff()
 	default:
 		l.wait = 0
 	}
