@@ -53,8 +53,12 @@
 // a claim and a group on the same K would
 // each lead with token 1, so each refuses a key the other kind uses, with
 // an error wrapping [ErrInvalid]: [StoreLocker.TryAcquire] refuses K once
-// the group's size entry exists (it is never deleted), and a group refuses
-// K while a claim is live at K. Each kind writes its own key before reading
+// the group's size entry exists, and a group refuses K while a claim is
+// live at K. The size entry is never deleted, so the claim's refusal also
+// wraps [ErrUsage]: no retry can succeed, and an elector stops at once
+// with a usage error. A claim at K can end (a single claim's deployment
+// replaced by a group's), so the group's refusal is a plain ErrInvalid,
+// which an elector retries with backoff. Each kind writes its own key before reading
 // the other's, so two processes starting at once, one of each kind, never
 // both lead. [StoreLocker.Holders] on a group's key lists the group's slot
 // holders, and [StoreLocker.WatchClaim] on it signals their changes.
@@ -65,5 +69,7 @@
 // with [errors.As]. [Classify] sorts any error into the three classes the
 // elector acts on: [ClassLost] (someone else holds the claim), [ClassTransient]
 // (the outcome is unknown; retry until the deadline) and [ClassFatal]
-// (retrying will not help; stop and report).
+// (retrying will not help; stop and report). Among fatal errors,
+// [ErrUsage] marks a misuse the store answered plainly: one to fix in the
+// program or its configuration, not in the backend.
 package backends

@@ -23,6 +23,11 @@ var (
 	// ErrInvalid: the arguments are not acceptable (empty key, negative TTL,
 	// an oversized value, ...).
 	ErrInvalid = errors.New("invalid argument")
+	// ErrUsage: the store answered that the request misuses the key in a
+	// way no retry can fix, however long one waits: a single claim asked on
+	// a key that is a slot group. It wraps ErrInvalid (class fatal); an
+	// elector stops at the first one and reports it as a usage error.
+	ErrUsage = fmt.Errorf("usage error: %w", ErrInvalid)
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
 

@@ -146,8 +146,9 @@ func NewLocker(s Store) (*StoreLocker, error) {
 }
 
 // TryAcquire implements Locker. A key that is a slot group (its size entry
-// wire.SizeKey(key) exists) is refused with an error wrapping ErrInvalid: a
-// single claim and a slot group never share a key.
+// wire.SizeKey(key) exists) is refused with an error wrapping ErrUsage (and
+// so ErrInvalid): a single claim and a slot group never share a key, and
+// the size entry is never deleted, so no retry can succeed.
 //
 // The claim is taken first and the size entry read after, and a slot group
 // checks for a live claim only after its size entry exists (package
@@ -169,8 +170,7 @@ func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder,
 	case errors.Is(err, ErrNotFound):
 		return lease, nil
 	case err == nil:
-		err = fmt.Errorf("backends: acquire %q: the key is a slot group (size %q in %q); a single claim cannot share its key: %w",
-			key, size.Value, wire.SizeKey(key), ErrInvalid)
+		err = slotGroupKey(key, size)
 	default:
 		err = fmt.Errorf("backends: acquire %q: check for a slot group: %w", key, err)
 	}
@@ -179,6 +179,13 @@ func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder,
 		return Claim{}, fmt.Errorf("%w (and the claim was not released, it will expire: %v)", err, rerr)
 	}
 	return Claim{}, err
+}
+
+// slotGroupKey is the error of a single claim asked on key, a slot group
+// whose size entry is size.
+func slotGroupKey(key string, size Entry) error {
+	return fmt.Errorf("backends: acquire %q: the key is a slot group (size %q in %q); a single claim cannot share its key: %w",
+		key, size.Value, wire.SizeKey(key), ErrUsage)
 }
 
 // Renew implements Locker. A claim is renewed by its revision at the store

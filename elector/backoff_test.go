@@ -2,6 +2,7 @@ package elector_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,8 +12,11 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/slots"
 )
 
 // failingLocker fails every acquisition with err and records when each was
@@ -142,3 +146,60 @@ func TestBackoffHoldsWhateverTheWatchSays(t *testing.T) {
 		})
 	}
 }
+
+// A single claim on a key that is a slot group is a usage error the store
+// answers plainly: the Elector ends at its first attempt, and Err names the
+// problem and wraps backends.ErrUsage, rather than ending after repeated
+// attempts as if the backend were failing without an answer.
+func TestSingleClaimOnASlotGroupIsAUsageError(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	store := memstore.New(memstore.WithClock(clk))
+	t.Cleanup(func() { store.Close() })
+	g, err := slots.New(store, slots.Config{Size: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker, err := backends.NewHolder("worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.TryAcquire(ctx, key, worker, ttl); err != nil {
+		t.Fatal(err)
+	}
+	sl, err := backends.NewLocker(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := electortest.Wrap(sl)
+	cfg, _, _, logs := loggedConfig(t, clk, "a")
+	e := startElector(t, fl.Watching(electortest.WatchExpiry), cfg)
+
+	ended := func() bool {
+		select {
+		case <-e.Done():
+			return true
+		default:
+			return false
+		}
+	}
+	retrying := func() bool { return strings.Contains(logs.String(), "retry_in") }
+	eventually(t, ctx, "the Elector ends or backs off", func() bool {
+		return ended() || retrying() || fl.Count(electortest.Acquire) > 1
+	}, fl, logs, doneSource{e})
+	if n := fl.Count(electortest.Acquire); n != 1 || !ended() || retrying() {
+		t.Fatalf("after %d attempts: ended %v, backing off to retry %v; want it ended at the first attempt\n%s", n, ended(), retrying(), logs)
+	}
+	err = e.Err()
+	if !errors.Is(err, backends.ErrUsage) || !strings.Contains(err.Error(), "slot group") || strings.Contains(err.Error(), "no answer") {
+		t.Errorf("Err() = %v; want a usage error (backends.ErrUsage) naming the slot group", err)
+	}
+	if hs, err := store.Get(ctx, key); err == nil {
+		t.Errorf("the refused claim is in the store: %+v", hs)
+	}
+}
+
+// doneSource is an electortest.Source that changes when the Elector ends.
+type doneSource struct{ e *elector.Elector }
+
+func (d doneSource) Changed() <-chan struct{} { return d.e.Done() }

@@ -74,6 +74,10 @@
 //     stopped, Done is closed, Err returns the last error (wrapped, naming
 //     the key), Run returns it, Start returns ErrStopped, and a term it led
 //     has had its OnDemoted.
+//   - A usage error the backend answers plainly (backends.ErrUsage: a
+//     single claim asked on a key that is a slot group) is not retried:
+//     the Elector ends at the first one, as above, and Err wraps
+//     backends.ErrUsage and names the problem.
 //   - Every goroutine is panic-safe. A panic in the Elector's loop (for
 //     example in a Locker) demotes, releases where that is safe, reports,
 //     and campaigns again; a panic in a callback is recovered and demotes the

@@ -204,8 +204,9 @@ func (e *Elector) Run(ctx context.Context) error {
 }
 
 // Err returns nil while the Elector runs and after Stop. Once the Elector
-// has ended on its own because the backend kept failing with fatal errors
-// (see the package documentation), it returns that error, wrapping the
+// has ended on its own because the backend kept failing with fatal errors,
+// or refused the claim as a usage error (backends.ErrUsage), as the
+// package documentation describes, it returns that error, wrapping the
 // backend's last one and naming the key; it is set before Done is closed.
 func (e *Elector) Err() error {
 	e.mu.Lock()

@@ -446,6 +446,13 @@ func (l *loop) rejected(ctx context.Context, err error, latency time.Duration) {
 	if h := e.cfg.Trace.ElectionLost; h != nil {
 		e.hook("ElectionLost", func() { h(class, latency) })
 	}
+	if errors.Is(err, backends.ErrUsage) {
+		// The backend answered, plainly: this claim cannot be taken on
+		// this key, now or later. Retrying would only delay the report.
+		e.log.Error("elector: the store refused the claim as a usage error; stopping", "err", err)
+		e.end(fmt.Errorf("elector: campaign %q: %w", e.cfg.Key, err))
+		return
+	}
 	if class == backends.ClassFatal {
 		l.fatal(err)
 		return

@@ -45,6 +45,10 @@ func TestClaimAndGroupDoNotShareAKey(t *testing.T) {
 		}
 		_, err := l.TryAcquire(ctx, "job", holder(t, "c"), time.Minute)
 		wantKindRefused(t, "single claim on a group's key", err)
+		// The group's size entry is never deleted: no retry can succeed.
+		if !errors.Is(err, backends.ErrUsage) {
+			t.Errorf("single claim on a group's key = %v, want a usage error (ErrUsage)", err)
+		}
 		if _, err := s.Get(ctx, "job"); !errors.Is(err, backends.ErrNotFound) {
 			t.Errorf("the refused claim is still in the store: %v", err)
 		}
@@ -54,6 +58,11 @@ func TestClaimAndGroupDoNotShareAKey(t *testing.T) {
 		}
 		_, err = g.TryAcquire(ctx, "task", holder(t, "g"), time.Minute)
 		wantKindRefused(t, "slot group on a single claim's key", err)
+		// The claim can end (a single claim's deployment being replaced by
+		// a group's): fatal, retried with backoff, not a usage error.
+		if errors.Is(err, backends.ErrUsage) {
+			t.Errorf("slot group on a single claim's key = %v, want no usage error: the claim may end", err)
+		}
 		if got := slotEntries(t, s, "task"); len(got) != 0 {
 			t.Errorf("slots of the refused group = %v, want none", got)
 		}
