@@ -145,6 +145,10 @@ func NewLocker(s Store) (*StoreLocker, error) {
 	return &StoreLocker{store: s}, nil
 }
 
+// Store returns the store l runs over. An elector aligns the renewals of
+// every claim over one store on one grid (see package elector).
+func (l *StoreLocker) Store() Store { return l.store }
+
 // TryAcquire implements Locker. A key that is a slot group (its size entry
 // wire.SizeKey(key) exists) is refused with an error wrapping ErrUsage (and
 // so ErrInvalid): a single claim and a slot group never share a key, and

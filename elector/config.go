@@ -42,15 +42,19 @@ type Config struct {
 	// the term (the acquisition or a renewal) to sending the next renewal.
 	// Each wait is jittered downward by up to Jitter of it, never upward,
 	// and then moved to the nearest instant of a grid shared by every
-	// Elector of the same Identity and RenewPeriod (one instant every
-	// Jitter × RenewPeriod, at a phase taken from the Identity), so that the
-	// renewals of one process's many claims go out together. A renewal still
+	// Elector over the same Store with the same RenewPeriod and Jitter (one
+	// instant every Jitter × RenewPeriod, at a phase drawn from the Store's
+	// identity and a seed drawn once per process), so that the renewals of
+	// one process's many claims go out together, whatever their Identity
+	// and through whichever Locker over that Store (backends.StoreLocker,
+	// slots.Group). A Locker that does not tell its Store (a Store method)
+	// has a grid of its own. A renewal still
 	// goes out at the latest RenewPeriod after the send time its deadline
 	// counts from, and, when Jitter is at most 0.5, no earlier than
 	// RenewPeriod × (1 − 1.5 × Jitter) after it. Once a term's renewals are
 	// on the grid their waits take grid values only: with the default
 	// Jitter every wait is 0.9 × RenewPeriod, and what keeps the holders of
-	// different processes apart is the grid's phase, not chance.
+	// different processes (or Stores) apart is their grids' random phases.
 	//
 	// Default TTL/3. Must be below TTL, and RenewPeriod + RenewTimeout +
 	// SafetyMargin + CancelLead must be below TTL (see Validate).

@@ -50,7 +50,8 @@
 //     released under running work, and the Elector does not campaign again
 //     until OnElected has returned: one process never runs two terms' work.
 //   - Each renewal goes out Config.RenewPeriod (jittered only earlier, and
-//     aligned with the renewals of the other Electors of its Identity)
+//     aligned with the renewals of the other Electors over its Store,
+//     whatever their Identity)
 //     after the send time of the request the deadline counts from, and
 //     Config.Validate requires RenewPeriod + RenewTimeout + SafetyMargin +
 //     CancelLead < TTL: a renewal answered within RenewTimeout always
@@ -105,7 +106,7 @@
 //     watch signals meanwhile: other holders' writes, and the Elector's own
 //     failed attempts, do not turn it into a spin against a failing
 //     backend. Every retry wait is jittered; renewal waits are jittered, then
-//     moved to the grid of their Identity (see Config.RenewPeriod).
+//     moved to the grid of their Store (see Config.RenewPeriod).
 //   - All time comes from Config.Clock.
 //
 // # What it does not promise

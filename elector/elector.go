@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -96,9 +97,7 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 		done:    make(chan struct{}),
 	}
 	if g := e.gridStep(); g > 0 {
-		id := fnv.New64a()
-		id.Write([]byte(cfg.Identity))
-		e.phase = int64(id.Sum64() % uint64(g))
+		e.phase = int64(gridPhase(locker) % uint64(g))
 	}
 	if w, ok := locker.(backends.ClaimWatcher); ok {
 		e.watcher = w
@@ -526,17 +525,53 @@ func (e *Elector) jitterDown(d time.Duration) time.Duration {
 	return d - time.Duration(rand.Float64()*e.cfg.Jitter*float64(d))
 }
 
+// gridSeed is drawn once per process, so that the renewal grids of
+// different processes have unrelated phases: it spreads their renewals as
+// the jitter does, with nothing to configure.
+var gridSeed = maphash.MakeSeed()
+
+// storeOf is what a Locker implements to tell the Store it runs over
+// (backends.StoreLocker, slots.Group).
+type storeOf interface{ Store() backends.Store }
+
+// gridPhase is where the renewal grid of an Elector over locker starts, as
+// a hash of this process's seed and the identity of the Store behind the
+// Locker (the Locker itself when it tells none, or its Store is not a
+// pointer): every Elector over one Store has the same phase, whatever its
+// Identity, key or Locker.
+func gridPhase(locker backends.Locker) uint64 {
+	var who any = locker
+	if so, ok := locker.(storeOf); ok {
+		if s := so.Store(); s != nil && isPointer(s) {
+			who = s
+		}
+	}
+	var h maphash.Hash
+	h.SetSeed(gridSeed)
+	if isPointer(who) {
+		maphash.WriteComparable(&h, reflect.ValueOf(who).Pointer())
+	}
+	return h.Sum64()
+}
+
+// isPointer reports whether v is a pointer, whose address names the value
+// for as long as it lives (Go's heap does not move).
+func isPointer(v any) bool {
+	return v != nil && reflect.TypeOf(v).Kind() == reflect.Pointer
+}
+
 // renewAt is when the renewal of a term whose deadline counts from a
 // request sent at sent goes out: RenewPeriod after sent, jittered earlier
 // by up to Jitter of it, then moved to the nearest instant of the
 // Elector's renewal grid that is not later than RenewPeriod after sent.
 //
 // The grid has one instant every Jitter × RenewPeriod, at a phase taken
-// from a hash of the Identity, so every Elector of one Identity and one
-// RenewPeriod (the many claims of one process) renews on the same
-// instants, and a backend that shares a connection between them sends
-// their renewals together instead of one at a time. Holders of different
-// identities (other processes) have other phases and stay apart.
+// from the Store the Locker runs over (see gridPhase), so every Elector
+// over one Store with one RenewPeriod and Jitter (the many claims of one
+// process, however their Electors are named) renews on the same instants,
+// and a backend that shares a connection between them sends their
+// renewals together instead of one at a time. Other processes have
+// unrelated phases and stay apart.
 //
 // A renewal moved to the grid goes out at most RenewPeriod after sent, as
 // the rule Config.Validate checks assumes, and never earlier than half of

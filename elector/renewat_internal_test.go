@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/slots"
 )
 
 // renewAt keeps every renewal at most RenewPeriod after the send, and no
@@ -60,5 +64,40 @@ func TestRenewAtOnTheGridDefaultJitter(t *testing.T) {
 			t.Fatalf("renewal %d on the grid: %v after the send, want %v", i, d, period*9/10)
 		}
 		sent = next
+	}
+}
+
+// The grid's phase follows the Store behind the Locker: StoreLockers and a
+// slot group over one Store share it; another Store has its own.
+func TestGridPhaseFollowsTheStore(t *testing.T) {
+	s1, s2 := memstore.New(), memstore.New()
+	defer s1.Close()
+	defer s2.Close()
+	l1, err := backends.NewLocker(s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l1b, err := backends.NewLocker(s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1, err := slots.New(s1, slots.Config{Size: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := backends.NewLocker(s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := gridPhase(l1)
+	for name, l := range map[string]backends.Locker{
+		"another StoreLocker": l1b, "a slot group": g1,
+	} {
+		if got := gridPhase(l); got != want {
+			t.Errorf("phase over the same store through %s = %d, want %d", name, got, want)
+		}
+	}
+	if gridPhase(l2) == want {
+		t.Errorf("phase over another store = %d, the same as the first's", want)
 	}
 }

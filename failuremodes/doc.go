@@ -134,12 +134,13 @@
 //     contention on the backend.
 //   - Tenure: every renewal and every retry wait is jittered (renewals only
 //     ever earlier), so attempts spread out. Renewals then move to a grid
-//     whose phase comes from the holder's Identity: the many claims of one
-//     process renew together, so a backend can send them as one burst,
-//     while holders of different identities (different processes) stay
-//     apart, by the phase of their grids rather than by chance.
-//   - Test: TestFM09Jitter (holders of ten identities);
-//     TestRenewalsOfOneIdentityAlign in package elector.
+//     whose phase comes from the Store the holder's Locker runs over (and
+//     a seed drawn once per process): the many claims of one process renew
+//     together, however their Electors are named, so a backend can send
+//     them as one burst, while holders over different Stores (different
+//     processes) stay apart, by the random phases of their grids.
+//   - Test: TestFM09Jitter (holders over ten Stores);
+//     TestRenewalsOverOneStoreAlign in package elector.
 //
 // # FM-10 Stale read lets an acquire steal a live claim
 //

@@ -96,6 +96,10 @@ func New(store backends.Store, cfg Config) (*Group, error) {
 	return gr, nil
 }
 
+// Store returns the store g runs over. An elector aligns the renewals of
+// every claim over one store on one grid (see package elector).
+func (g *Group) Store() backends.Store { return g.store }
+
 // SlotKey is the store key of slot i of group.
 func SlotKey(group string, i int) string { return wire.SlotKey(group, i) }
 

@@ -75,6 +75,16 @@ func Wrap(inner backends.Locker) *Locker {
 // Inner returns the wrapped Locker.
 func (l *Locker) Inner() backends.Locker { return l.inner }
 
+// Store returns the store of the inner Locker when it tells one (nil
+// otherwise), so that an Elector over l renews on the grid of the store,
+// as one over the inner Locker would.
+func (l *Locker) Store() backends.Store {
+	if so, ok := l.inner.(interface{ Store() backends.Store }); ok {
+		return so.Store()
+	}
+	return nil
+}
+
 // Set makes f act on the calls of op from now on; nil removes it.
 func (l *Locker) Set(op Op, f *Fault) {
 	l.mu.Lock()
