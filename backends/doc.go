@@ -50,18 +50,20 @@
 // A single claim on key K ([NewLocker]) is the store key K; a slot group on
 // K (package slots) is the store keys K + "/size" (its N) and
 // K + "/slot-<i>" (slots.SizeKey and slots.SlotKey name them). Left alone,
-// a claim and a group on the same K would
-// each lead with token 1, so each refuses a key the other kind uses, with
-// an error wrapping [ErrInvalid]: [StoreLocker.TryAcquire] refuses K once
-// the group's size entry exists, and a group refuses K while a claim is
-// live at K. The size entry is never deleted, so the claim's refusal also
-// wraps [ErrUsage]: no retry can succeed, and an elector stops at once
-// with a usage error. A claim at K can end (a single claim's deployment
-// replaced by a group's), so the group's refusal is a plain ErrInvalid,
-// which an elector retries with backoff. Each kind writes its own key before reading
-// the other's, so two processes starting at once, one of each kind, never
-// both lead. [StoreLocker.Holders] on a group's key lists the group's slot
-// holders, and [StoreLocker.WatchClaim] on it signals their changes.
+// a claim and a group on the same K would each lead with token 1, so each
+// refuses a key the other kind uses, with an error wrapping [ErrInvalid]:
+// [StoreLocker.TryAcquire] refuses K once the group's size entry exists,
+// and a group refuses K while a claim is live at K. The size entry is
+// never deleted, so the claim's refusal also wraps [ErrUsage]: no retry can
+// succeed, and an elector stops at once with a usage error. A claim at K
+// can end (a single claim's deployment replaced by a group's), so the
+// group's refusal is a plain ErrInvalid, which an elector retries with
+// backoff. Each kind writes its own key before reading the other's, so two
+// processes starting at once, one of each kind, never both lead; on a
+// store that declares CapTxn, a single claim's create and its check of the
+// size entry are one transaction, one request. [StoreLocker.Holders] on a
+// group's key lists the group's slot holders, and [StoreLocker.WatchClaim]
+// on it signals their changes.
 //
 // # Errors
 //

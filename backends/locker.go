@@ -128,6 +128,7 @@ type ClaimWatcher interface {
 // StoreLocker is the Locker over any Store, one key per claim.
 type StoreLocker struct {
 	store Store
+	txn   Txner // nil unless the store declares CapTxn
 }
 
 var (
@@ -142,7 +143,11 @@ func NewLocker(s Store) (*StoreLocker, error) {
 	if err := Require(s, CapClaims); err != nil {
 		return nil, fmt.Errorf("backends: locker: %w", err)
 	}
-	return &StoreLocker{store: s}, nil
+	l := &StoreLocker{store: s}
+	if Require(s, CapTxn) == nil {
+		l.txn, _ = s.(Txner)
+	}
+	return l, nil
 }
 
 // Store returns the store l runs over. An elector aligns the renewals of
@@ -154,20 +159,27 @@ func (l *StoreLocker) Store() Store { return l.store }
 // so ErrInvalid): a single claim and a slot group never share a key, and
 // the size entry is never deleted, so no retry can succeed.
 //
-// The claim is taken first and the size entry read after, and a slot group
-// checks for a live claim only after its size entry exists (package
-// slots), so of a claim and a group started at once on one key at most
-// one leads, on every store. A claim refused that way is released at once;
-// until then a reader may see it, and its holder never gets a lease for it.
-// The check costs one read after each successful acquisition; if that read
-// fails, the claim is released and the read's error returned.
+// On a store that declares CapTxn the claim is taken by one transaction
+// that also requires the size entry to be absent: one request, and the
+// check is atomic with the create. On other stores the claim is taken
+// first and the size entry read after, and a slot group checks for a live
+// claim only after its size entry exists (package slots), so of a claim
+// and a group started at once on one key at most one leads, on every
+// store. A claim refused that way is released at once; until then a
+// reader may see it, and its holder never gets a lease for it. That check
+// costs one read after each successful acquisition; if that read fails,
+// the claim is released and the read's error returned.
 func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Claim, error) {
+	if err := ValidateKey(wire.SizeKey(key)); err != nil {
+		// Too long to be a group's key: no group can exist.
+		return acquireKey(ctx, l.store, key, holder, ttl)
+	}
+	if l.txn != nil {
+		return l.acquireTxn(ctx, key, holder, ttl)
+	}
 	lease, err := acquireKey(ctx, l.store, key, holder, ttl)
 	if err != nil {
 		return Claim{}, err
-	}
-	if err := ValidateKey(wire.SizeKey(key)); err != nil {
-		return lease, nil // too long to be a group's key: no group can exist
 	}
 	size, err := l.store.Get(ctx, wire.SizeKey(key))
 	switch {
@@ -183,6 +195,41 @@ func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder,
 		return Claim{}, fmt.Errorf("%w (and the claim was not released, it will expire: %v)", err, rerr)
 	}
 	return Claim{}, err
+}
+
+// acquireTxn takes key for holder in one transaction: create key if it is
+// absent and the slot group's size entry is absent too. If key is held,
+// the error is a *HeldError listing its holder.
+func (l *StoreLocker) acquireTxn(ctx context.Context, key string, holder Holder, ttl time.Duration) (Claim, error) {
+	if err := validateHolder(holder.ID); err != nil {
+		return Claim{}, err
+	}
+	if ttl <= 0 {
+		return Claim{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", key, ttl, ErrInvalid)
+	}
+	sizeKey := wire.SizeKey(key)
+	res, err := l.txn.Txn(ctx,
+		[]Cond{{Key: key}, {Key: sizeKey}},
+		[]Op{{Kind: OpPut, Key: key, Value: encodeClaim(holder), TTL: ttl}})
+	var ce *ConflictError
+	switch {
+	case err == nil:
+	case errors.As(err, &ce) && ce.Found && ce.Key == key:
+		cur, derr := claimOf(key, 0, ce.Current)
+		if derr != nil {
+			return Claim{}, derr
+		}
+		return Claim{}, &HeldError{Key: key, Holders: []Claim{cur}}
+	case errors.As(err, &ce) && ce.Found && ce.Key == sizeKey:
+		return Claim{}, slotGroupKey(key, ce.Current)
+	default:
+		return Claim{}, fmt.Errorf("backends: acquire %q: %w", key, err)
+	}
+	if len(res.Entries) != 1 {
+		return Claim{}, fmt.Errorf("backends: acquire %q: the transaction reported %d entries for one write: %w", key, len(res.Entries), ErrCorrupt)
+	}
+	e := res.Entries[0]
+	return Claim{Key: key, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
 }
 
 // slotGroupKey is the error of a single claim asked on key, a slot group

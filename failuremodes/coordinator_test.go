@@ -179,7 +179,7 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 		// find its claim and release it before Stop returns.
 		w := newWorld(t)
 		a := w.newNode("a")
-		gate := a.f.Pause(faults.OpCreate, faults.AfterCall, 1)
+		gate := a.f.Pause(opAcquire, faults.AfterCall, 1)
 		a.start()
 		if _, err := gate.Next(w.ctx); err != nil {
 			t.Fatal(err)
@@ -200,7 +200,7 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 	t.Run("naive leaves the claim held", func(t *testing.T) {
 		w := newWorld(t)
 		s := w.naiveStore()
-		gate := s.Pause(faults.OpCreate, faults.AfterCall, 1)
+		gate := s.Pause(opAcquire, faults.AfterCall, 1)
 		n := w.newNaive("n", &epochLocker{store: s, key: key, ttl: ttl, wall: w.clk})
 		n.betweenReadAndCancel = func() {
 			c, err := gate.Next(w.ctx)
@@ -239,7 +239,7 @@ func TestFM04DoubleStart(t *testing.T) {
 		if got := w.clk.Waiters(); got != 0 {
 			t.Errorf("armed timers after Stop = %d, want 0: a loop is still running", got)
 		}
-		if got := a.f.Calls(faults.OpCreate); got != 1 {
+		if got := a.f.Calls(opAcquire); got != 1 {
 			t.Errorf("acquire attempts = %d, want 1 (one loop)", got)
 		}
 	})

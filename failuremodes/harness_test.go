@@ -46,6 +46,11 @@ const (
 	key          = "fm/claim"
 )
 
+// opAcquire is the store operation of an acquisition: a create, or on a
+// store with transactions (memstore) a transaction that creates the claim
+// and checks the key is no slot group (backends.StoreLocker.TryAcquire).
+const opAcquire = faults.OpCreate | faults.OpTxn
+
 // Armed timers of one elector on the fake clock, at rest.
 const (
 	leaderTimers   = 2 // the renew timer and the deadline timer

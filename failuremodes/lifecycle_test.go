@@ -173,7 +173,7 @@ func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 		w.step(leaderTimers+followerTimers, renewPeriod) // fatal: demoted at 3s
 		a.await(electortest.Demoted, 1)
 		w.step(2, drainTimeout) // the drain timer and b's wait: 5s, drain gave up
-		creates := a.f.Calls(faults.OpCreate)
+		creates := a.f.Calls(opAcquire)
 		for w.elapsed() < ttl {
 			w.step(followerTimers, time.Second)
 			if hs := w.holders(); w.elapsed() < ttl && (len(hs) != 1 || hs[0].Holder != a.e.Holder()) {
@@ -182,12 +182,12 @@ func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 		}
 		w.step(followerTimers, time.Millisecond) // 10.001s
 		b.await(electortest.Elected, 1)
-		if got := a.f.Calls(faults.OpCreate); got != creates {
+		if got := a.f.Calls(opAcquire); got != creates {
 			t.Errorf("a campaigned %d times while its work still ran", got-creates)
 		}
 		close(finish)
 		a.await(electortest.OnDemoted, 1)
-		w.stepUntil(followerTimers+leaderTimers, 100*time.Millisecond, func() bool { return a.f.Calls(faults.OpCreate) > creates })
+		w.stepUntil(followerTimers+leaderTimers, 100*time.Millisecond, func() bool { return a.f.Calls(opAcquire) > creates })
 	})
 	t.Run("naive: released under running work", func(t *testing.T) {
 		w := newWorld(t)
@@ -378,7 +378,7 @@ func TestFM25LateAcquireDoesNotLead(t *testing.T) {
 	t.Run("naive", func(t *testing.T) {
 		w := newWorld(t)
 		sa := w.naiveStore()
-		slow := sa.DelayResponse(faults.OpCreate, 14*time.Second) // created at 0s, answered at 14s
+		slow := sa.DelayResponse(opAcquire, 14*time.Second) // created at 0s, answered at 14s
 		na := w.newNaive("a", &epochLocker{store: sa, key: key, ttl: ttl, wall: w.clk})
 		nb := w.newNaive("b", &epochLocker{store: w.naiveStore(), key: key, ttl: ttl, wall: w.clk})
 		overlap := make(chan bool, 1)
@@ -408,7 +408,7 @@ func TestFM26UnknownOutcome(t *testing.T) {
 	t.Run("tenure: acquire", func(t *testing.T) {
 		w := newWorld(t)
 		a := w.newNode("a")
-		a.f.DropResponse(faults.OpCreate, 1)
+		a.f.DropResponse(opAcquire, 1)
 		a.start()
 		if ev := a.await(electortest.Lost, 1); ev.Class != backends.ClassTransient {
 			t.Errorf("lost answer classified %v, want transient", ev.Class)
@@ -440,7 +440,7 @@ func TestFM26UnknownOutcome(t *testing.T) {
 	t.Run("naive waits out its own claim", func(t *testing.T) {
 		w := newWorld(t)
 		s := w.naiveStore()
-		s.DropResponse(faults.OpCreate, 1)
+		s.DropResponse(opAcquire, 1)
 		l, err := backends.NewLocker(s)
 		if err != nil {
 			t.Fatal(err)

@@ -137,7 +137,7 @@ func TestFM08SlowRenewResponse(t *testing.T) {
 			t.Fatalf("at a's deadline %v with its renewal unanswered: IsLeader = true", w.elapsed())
 		}
 		a.await(electortest.WorkDone, 1)
-		a.f.Fail(faults.OpCreate, 0, backends.ErrUnavailable) // keep a from re-campaigning
+		a.f.Fail(opAcquire, 0, backends.ErrUnavailable) // keep a from re-campaigning
 		close(answer)
 		if ev := a.await(electortest.OnDemoted, 1); ev.Cause.Reason != elector.ReasonExpired {
 			t.Errorf("a's term ended with %v, want expired", ev.Cause)
@@ -197,7 +197,7 @@ func TestFM09Jitter(t *testing.T) {
 				c.DisableJitter = false // the default jitter, 15%
 			})).start())
 			f := w.newNode(fmt.Sprintf("f%d", i), withConfig(func(c *elector.Config) { c.DisableJitter = false }))
-			f.f.Fail(faults.OpCreate, 0, backends.ErrUnavailable)
+			f.f.Fail(opAcquire, 0, backends.ErrUnavailable)
 			followers = append(followers, f.start())
 		}
 		for _, l := range leadersOnOwnKeys {

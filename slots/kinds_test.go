@@ -75,11 +75,12 @@ func TestClaimAndGroupStartingAtOnce(t *testing.T) {
 	// The claim is written and, before it reads the group's size entry, the
 	// group starts: the group sees the claim and refuses; the claim then
 	// sees the size entry and refuses too. Once the claim is gone the group
-	// starts.
+	// starts. (On a store without transactions: with one, the claim's
+	// write and its check are one step, see "claim in one transaction".)
 	t.Run("claim first", func(t *testing.T) {
 		eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
 			ctx := bound(t)
-			f := faults.Wrap(s, clk)
+			f := faults.Wrap(faults.Hide(s, backends.CapTxn), clk)
 			l, g := newLocker(t, f), newGroup(t, s, 1)
 			gate := f.Pause(faults.OpGet, faults.BeforeCall, 1)
 			done := make(chan error, 1)
@@ -97,6 +98,42 @@ func TestClaimAndGroupStartingAtOnce(t *testing.T) {
 			wantKindRefused(t, "claim that finds a group started", <-done)
 			if _, err := g.TryAcquire(ctx, "job", holder(t, "g"), time.Minute); err != nil {
 				t.Errorf("group once the refused claim is gone: %v", err)
+			}
+		})
+	})
+	// On a store with transactions the claim is one transaction that also
+	// requires the size entry absent. Held before it is sent, while the
+	// group starts and takes a slot, it is refused as a usage error, and
+	// nothing of it is written.
+	t.Run("claim in one transaction", func(t *testing.T) {
+		eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
+			if backends.Require(s, backends.CapTxn) != nil {
+				t.Skip("the store has no transactions")
+			}
+			ctx := bound(t)
+			f := faults.Wrap(s, clk)
+			l, g := newLocker(t, f), newGroup(t, s, 1)
+			gate := f.Pause(faults.OpTxn, faults.BeforeCall, 1)
+			done := make(chan error, 1)
+			go func() {
+				_, err := l.TryAcquire(ctx, "job", holder(t, "c"), time.Minute)
+				done <- err
+			}()
+			call := nextCall(t, ctx, gate, done)
+			if _, err := g.TryAcquire(ctx, "job", holder(t, "g"), time.Minute); err != nil {
+				t.Fatalf("group starting while a claim is sent: %v", err)
+			}
+			call.Release()
+			err := <-done
+			wantKindRefused(t, "claim that finds a group started", err)
+			if !errors.Is(err, backends.ErrUsage) {
+				t.Errorf("claim that finds a group started = %v, want a usage error", err)
+			}
+			if _, err := s.Get(ctx, "job"); !errors.Is(err, backends.ErrNotFound) {
+				t.Errorf("the refused claim is in the store: %v", err)
+			}
+			if got := f.Calls(faults.OpGet | faults.OpCreate | faults.OpCompareAndDelete); got != 0 {
+				t.Errorf("the claim made %d calls besides its transaction, want none", got)
 			}
 		})
 	})
