@@ -31,20 +31,31 @@ const competeWindow = 6 * time.Second
 // lease per claim and with one shared lease per process, and Election with
 // a session per candidate and with one session per process.
 //
+// Tenure runs with its electors named two ways: names=per-process, one
+// Identity per process, and names=per-claim, each claim's elector named on
+// its own (as a program may well do); the cost must not depend on it.
+//
 // Metrics: req/s, the requests the three clients send (a gRPC client
 // interceptor: one per unary call, one per message sent on a stream);
 // cpu-ms/s, the CPU time of the whole test process (server included) per
 // second; terms, the elections won during the window (0 for a steady
 // leader); req/renewal, for tenure, the requests per renewal its electors
 // made in the window. Run with -benchtime=1x.
+//
+// Then, on the same server, graceful handover (as BenchmarkHandover
+// measures it, competeHandovers rounds) for tenure in both lease modes and
+// for Election: p50-ms and max-ms from the moment the leader stopped
+// acting to the moment the next one learns it leads.
 func BenchmarkCompetingClaims(b *testing.B) {
 	srv := etcdtest.Start(b, etcdtest.DefaultTimings())
 	impls := []struct {
 		name  string
 		start func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) (stop func())
 	}{
-		{"tenure=per-claim-lease", competeTenure()},
-		{"tenure=shared-lease", competeTenure(etcd.WithSharedLease(0))},
+		{"tenure=per-claim-lease/names=per-process", competeTenure(false)},
+		{"tenure=per-claim-lease/names=per-claim", competeTenure(true)},
+		{"tenure=shared-lease/names=per-process", competeTenure(false, etcd.WithSharedLease(0))},
+		{"tenure=shared-lease/names=per-claim", competeTenure(true, etcd.WithSharedLease(0))},
 		{"etcd-election=session-each", competeElections(false)},
 		{"etcd-election=session-per-process", competeElections(true)},
 	}
@@ -78,7 +89,18 @@ func BenchmarkCompetingClaims(b *testing.B) {
 			})
 		}
 	}
+	for _, impl := range campaignImpls() {
+		b.Run("handover/"+impl.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				measureHandover(b, srv, impl, competeHandovers)
+			}
+		})
+	}
 }
+
+// competeHandovers is how many graceful handovers BenchmarkCompetingClaims
+// measures per implementation.
+const competeHandovers = 15
 
 // competeCounts is what the candidates of one run report: the elections
 // won, and (tenure only) the renewals that extended a term.
@@ -96,8 +118,10 @@ func cpuTime(b testing.TB) time.Duration {
 }
 
 // competeTenure runs, in each process (client), a store and one elector per
-// claim, and waits until every claim has a leader.
-func competeTenure(opts ...etcd.Option) func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) func() {
+// claim, and waits until every claim has a leader. With namePerClaim each
+// claim's elector has an Identity of its own; otherwise every elector of a
+// process has the process's.
+func competeTenure(namePerClaim bool, opts ...etcd.Option) func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) func() {
 	return func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) func() {
 		var led sync.Map // claim → struct{}
 		var leading sync.WaitGroup
@@ -111,9 +135,13 @@ func competeTenure(opts ...etcd.Option) func(b *testing.B, clis []*clientv3.Clie
 			}
 			for i := 0; i < n; i++ {
 				claim := fmt.Sprintf("claims/%04d", i)
+				id := fmt.Sprintf("process-%d", p)
+				if namePerClaim {
+					id = fmt.Sprintf("process-%d/%s", p, claim)
+				}
 				el, err := elector.New(locker, elector.Config{
 					Key:         claim,
-					Identity:    fmt.Sprintf("process-%d", p),
+					Identity:    id,
 					TTL:         benchTTL,
 					RenewPeriod: electRenew,
 					RetryPeriod: electRenew,

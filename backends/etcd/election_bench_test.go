@@ -67,41 +67,48 @@ func BenchmarkHandover(b *testing.B) {
 	for _, impl := range campaignImpls() {
 		b.Run(impl.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				c := impl.start(b, srv)
-				var gaps []time.Duration
-				overlaps, stale := 0, 0
-				cur, err := c.next(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for r := 0; r < handoverRounds; r++ {
-					if err := c.resign(ctx, cur.cand, &cur); err != nil {
-						b.Fatal(err)
-					}
-					nxt, err := c.next(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					gaps = append(gaps, nxt.elected.Sub(cur.ended))
-					if nxt.elected.Before(cur.released) && impl.releaseIsLeadership {
-						overlaps++
-					}
-					if nxt.elected.Before(cur.ended) || nxt.stillLeader {
-						overlaps++
-						stale++
-					}
-					cur = nxt
-				}
-				c.close()
-				cancel()
-				reportDurations(b, gaps)
-				b.ReportMetric(float64(overlaps), "overlaps")
-				b.Logf("%s: handover p50 %v, max %v, overlaps %d (old leader still leading %d) in %d rounds",
-					impl.name, percentile(gaps, 50), percentile(gaps, 100), overlaps, stale, len(gaps))
+				measureHandover(b, srv, impl, handoverRounds)
 			}
 		})
 	}
+}
+
+// measureHandover starts impl's candidates on srv, hands the leadership over
+// gracefully rounds times, and reports the gaps (p50-ms, max-ms) and the
+// overlaps.
+func measureHandover(b *testing.B, srv *etcdtest.Server, impl campaignImpl, rounds int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := impl.start(b, srv)
+	var gaps []time.Duration
+	overlaps, stale := 0, 0
+	cur, err := c.next(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for r := 0; r < rounds; r++ {
+		if err := c.resign(ctx, cur.cand, &cur); err != nil {
+			b.Fatal(err)
+		}
+		nxt, err := c.next(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		gaps = append(gaps, nxt.elected.Sub(cur.ended))
+		if nxt.elected.Before(cur.released) && impl.releaseIsLeadership {
+			overlaps++
+		}
+		if nxt.elected.Before(cur.ended) || nxt.stillLeader {
+			overlaps++
+			stale++
+		}
+		cur = nxt
+	}
+	c.close()
+	reportDurations(b, gaps)
+	b.ReportMetric(float64(overlaps), "overlaps")
+	b.Logf("%s: handover p50 %v, max %v, overlaps %d (old leader still leading %d) in %d rounds",
+		impl.name, percentile(gaps, 50), percentile(gaps, 100), overlaps, stale, len(gaps))
 }
 
 // BenchmarkFailover measures crash failover: the leader's client is closed
