@@ -61,7 +61,8 @@
 // backoff. Each kind writes its own key before reading the other's, so two
 // processes starting at once, one of each kind, never both lead; on a
 // store that declares CapTxn, a single claim's create and its check of the
-// size entry are one transaction, one request. [StoreLocker.Holders] on a
+// size entry are one transaction (see [StoreLocker.TryAcquire] for what
+// an attempt costs). [StoreLocker.Holders] on a
 // group's key lists the group's slot holders, and [StoreLocker.WatchClaim]
 // on it signals their changes.
 //

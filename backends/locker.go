@@ -161,7 +161,11 @@ func (l *StoreLocker) Store() Store { return l.store }
 //
 // On a store that declares CapTxn the claim is taken by one transaction
 // that also requires the size entry to be absent: one request, and the
-// check is atomic with the create. On other stores the claim is taken
+// check is atomic with the create. On such a store of distributed scope
+// the conditions are first checked alone, by a transaction with no write,
+// so that an attempt that meets a held claim costs one request and no
+// write (on etcd a write with a TTL costs a lease grant, and a refused one
+// a revoke too): two requests for an attempt that wins. On other stores the claim is taken
 // first and the size entry read after, and a slot group checks for a live
 // claim only after its size entry exists (package slots), so of a claim
 // and a group started at once on one key at most one leads, on every
@@ -208,28 +212,47 @@ func (l *StoreLocker) acquireTxn(ctx context.Context, key string, holder Holder,
 		return Claim{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", key, ttl, ErrInvalid)
 	}
 	sizeKey := wire.SizeKey(key)
-	res, err := l.txn.Txn(ctx,
-		[]Cond{{Key: key}, {Key: sizeKey}},
-		[]Op{{Kind: OpPut, Key: key, Value: encodeClaim(holder), TTL: ttl}})
-	var ce *ConflictError
-	switch {
-	case err == nil:
-	case errors.As(err, &ce) && ce.Found && ce.Key == key:
-		cur, derr := claimOf(key, 0, ce.Current)
-		if derr != nil {
-			return Claim{}, derr
+	conds := []Cond{{Key: key}, {Key: sizeKey}}
+	if l.store.Capabilities().Scope == ScopeDistributed {
+		// Most attempts of a follower meet a held claim, and on a
+		// distributed store a refused write can cost far more than a
+		// check: on etcd, a lease granted for the write and revoked after
+		// it, each a consensus round with a disk sync, which under load
+		// slowed the holders' renewals enough to cost them their terms.
+		// The conditions alone, a transaction with no write, answer such
+		// an attempt in one request; they only time the attempt, the
+		// transaction that writes decides.
+		if _, err := l.txn.Txn(ctx, conds, nil); err != nil {
+			return Claim{}, l.refused(key, err)
 		}
-		return Claim{}, &HeldError{Key: key, Holders: []Claim{cur}}
-	case errors.As(err, &ce) && ce.Found && ce.Key == sizeKey:
-		return Claim{}, slotGroupKey(key, ce.Current)
-	default:
-		return Claim{}, fmt.Errorf("backends: acquire %q: %w", key, err)
+	}
+	res, err := l.txn.Txn(ctx, conds,
+		[]Op{{Kind: OpPut, Key: key, Value: encodeClaim(holder), TTL: ttl}})
+	if err != nil {
+		return Claim{}, l.refused(key, err)
 	}
 	if len(res.Entries) != 1 {
 		return Claim{}, fmt.Errorf("backends: acquire %q: the transaction reported %d entries for one write: %w", key, len(res.Entries), ErrCorrupt)
 	}
 	e := res.Entries[0]
 	return Claim{Key: key, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+}
+
+// refused is the error of an acquisition of key whose transaction failed
+// with err: a *HeldError if key is held, ErrUsage if it is a slot group.
+func (l *StoreLocker) refused(key string, err error) error {
+	var ce *ConflictError
+	switch {
+	case errors.As(err, &ce) && ce.Found && ce.Key == key:
+		cur, derr := claimOf(key, 0, ce.Current)
+		if derr != nil {
+			return derr
+		}
+		return &HeldError{Key: key, Holders: []Claim{cur}}
+	case errors.As(err, &ce) && ce.Found && ce.Key == wire.SizeKey(key):
+		return slotGroupKey(key, ce.Current)
+	}
+	return fmt.Errorf("backends: acquire %q: %w", key, err)
 }
 
 // slotGroupKey is the error of a single claim asked on key, a slot group
