@@ -139,13 +139,34 @@ func (r *recorder) Watch(ctx context.Context, prefix string) (<-chan backends.Ev
 	return w.Watch(ctx, prefix)
 }
 
-// Txn passes the transaction on. A transaction that writes a claim key is
-// journaled as "txn" only, without its effect: the linearizability check
-// leaves such a key out (see lin.go).
+// Txn passes the transaction on. A single claim's create
+// (backends.StoreLocker.TryAcquire on a store with transactions: one put
+// of a claim key conditioned on its absence, and on the absence of keys
+// that are not journaled, its slot group's size entry) is journaled as the
+// create it is. Any other transaction that writes a claim key is journaled
+// as "txn" only, without its effect: the linearizability check leaves such
+// a key out (see lin.go).
 func (r *recorder) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
 	t, ok := r.Store.(backends.Txner)
 	if !ok {
 		return backends.TxnResult{}, fmt.Errorf("chaos: txn: %w", backends.ErrUnsupported)
+	}
+	if key, ok := r.claimCreate(conds, ops); ok {
+		o := r.call(opRec{Kind: "create", Key: key, TTL: int64(ops[0].TTL), Value: string(ops[0].Value)})
+		res, err := t.Txn(ctx, conds, ops)
+		var ce *backends.ConflictError
+		switch {
+		case err == nil && len(res.Entries) == 1:
+			r.ret(o, res.Entries[0], nil)
+		case errors.As(err, &ce) && ce.Key != key:
+			// Refused on another key's condition: the claim key was not
+			// written, and this call read nothing of it. Journaled as an
+			// outcome unknown, which the check may take as not applied.
+			r.ret(o, backends.Entry{}, fmt.Errorf("chaos: txn refused on %q", ce.Key))
+		default:
+			r.ret(o, backends.Entry{}, err)
+		}
+		return res, err
 	}
 	for _, op := range ops {
 		if r.watched(op.Key) {
@@ -153,4 +174,22 @@ func (r *recorder) Txn(ctx context.Context, conds []backends.Cond, ops []backend
 		}
 	}
 	return t.Txn(ctx, conds, ops)
+}
+
+// claimCreate reports whether conds and ops are a single claim's create of
+// a journaled key, and which.
+func (r *recorder) claimCreate(conds []backends.Cond, ops []backends.Op) (string, bool) {
+	if len(ops) != 1 || ops[0].Kind != backends.OpPut || !r.watched(ops[0].Key) {
+		return "", false
+	}
+	key, absent := ops[0].Key, false
+	for _, c := range conds {
+		switch {
+		case c.Key == key && c.Revision == 0:
+			absent = true
+		case r.watched(c.Key) || c.Revision != 0:
+			return "", false
+		}
+	}
+	return key, absent
 }
