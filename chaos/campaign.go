@@ -27,6 +27,7 @@ type campaignConfig struct {
 	slots    int
 	out      string
 	keep     bool
+	svg      bool
 	broken   string
 	kinds    []string // fault kinds to draw from; empty: all the backend has
 	exe      string
@@ -49,6 +50,7 @@ func campaignFlags(args []string) (campaignConfig, error) {
 	fs.IntVar(&c.slots, "slots", 0, "compete for a slot group of this size instead of one claim")
 	fs.StringVar(&c.out, "out", filepath.Join(os.TempDir(), "tenure-chaos"), "where run histories are written")
 	fs.BoolVar(&c.keep, "keep", false, "keep the history of runs that passed too")
+	fs.BoolVar(&c.svg, "svg", false, "write the SVG timeline of runs that passed too (a failing run's is always written)")
 	fs.StringVar(&c.broken, "broken", "", "make the workers misbehave (late, notoken, release): the campaign must fail")
 	ks := fs.String("kinds", "", "comma-separated fault kinds to draw from (default: all the backend supports)")
 	if err := fs.Parse(args); err != nil {
@@ -119,7 +121,11 @@ func runCampaign(args []string, out io.Writer) (ok bool, err error) {
 			}
 			t.add(res)
 			total++
-			fmt.Fprintf(out, "run %d/%d %s seed=%d %s\n", i+1, c.runs, b, seed, res.line())
+			line := res.line()
+			if len(res.Violations) > 0 || c.svg {
+				line += " timeline=" + filepath.Join(dir, timelineFile)
+			}
+			fmt.Fprintf(out, "run %d/%d %s seed=%d %s\n", i+1, c.runs, b, seed, line)
 			printViolations(out, res.Violations)
 			if len(res.Violations) > 0 {
 				fmt.Fprintf(out, "    history kept in %s (replay: -seed %d -runs 1 -backends %s -duration %v -ttl %v -workers %d -slots %d)\n",
@@ -242,6 +248,7 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 		return res, dir, err
 	}
 	start := time.Now()
+	j.write(record{Ev: evBegin})
 	for i := range c.workers {
 		if err := r.startWorker(i); err != nil {
 			r.stopWorkers()
@@ -260,6 +267,7 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 	r.stopWorkers()
 	be.close()
 	_ = f.Close()
+	j.write(record{Ev: evEnd})
 
 	recs, err := readJournal(filepath.Join(dir, "journal.jsonl"))
 	if err != nil {
@@ -267,10 +275,35 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 	}
 	res = check(recs, c.ttl, c.slots)
 	checkLinearizable(recs, &res)
-	if len(res.Violations) == 0 && !c.keep {
-		return res, dir, os.RemoveAll(dir)
+	failed := len(res.Violations) > 0
+	if failed || c.svg {
+		if err := writeTimeline(filepath.Join(dir, timelineFile), recs, r.spec, res); err != nil {
+			return res, dir, err
+		}
 	}
-	return res, dir, nil
+	switch {
+	case failed || c.keep:
+		return res, dir, nil
+	case c.svg:
+		return res, dir, keepOnly(dir, timelineFile)
+	}
+	return res, dir, os.RemoveAll(dir)
+}
+
+// keepOnly removes everything in dir but the file name.
+func keepOnly(dir, name string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.Name() != name {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func startBackend(c campaignConfig, api *toxiproxy.ApiServer, b, dir string, seed uint64) (backend, error) {

@@ -29,6 +29,8 @@ const (
 	evFault   = "fault"   // the driver began a fault: Kind, Target
 	evHeal    = "heal"    // the driver ended a fault
 	evOp      = "op"      // a store operation, for the linearizability check
+	evBegin   = "begin"   // the driver began the run, before it started any process
+	evEnd     = "end"     // the driver ended the run, after every process stopped
 )
 
 // record is one journal line. Which fields are set depends on Ev.
