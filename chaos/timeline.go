@@ -79,13 +79,21 @@ type tlLane struct {
 	bands   int
 }
 
+// tlOverlap is a span in which terms acted at once that must not: two on
+// one slot, or more than the slots there are.
+type tlOverlap struct {
+	from, to int64
+	what     string
+}
+
 // timeline is a run's journal arranged for drawing.
 type timeline struct {
-	spec    runSpec
-	res     result
-	t0, t1  int64 // the run's begin and end
-	lanes   []*tlLane
-	skipped []*tlFault
+	spec     runSpec
+	res      result
+	t0, t1   int64 // the run's begin and end
+	lanes    []*tlLane
+	skipped  []*tlFault
+	overlaps []tlOverlap
 }
 
 // buildTimeline arranges recs, the journal of the run spec describes, for
@@ -278,6 +286,7 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 		l.bands = max(1, len(ends))
 		tl.lanes = append(tl.lanes, l)
 	}
+	tl.overlaps = overlaps(tl.lanes, max(spec.Slots, 1))
 	slices.SortFunc(tl.lanes, func(a, b *tlLane) int {
 		if a.server != b.server {
 			if a.server {
@@ -289,6 +298,63 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 		return cmp.Or(cmp.Compare(len(a.name), len(b.name)), strings.Compare(a.name, b.name))
 	})
 	return tl
+}
+
+// overlaps finds where terms acted at once, by the spans between their
+// first and last acts, as the checker judges them: two terms of one slot,
+// or, where that does not already say it, more than n terms.
+func overlaps(lanes []*tlLane, n int) []tlOverlap {
+	var acted []*tlTerm
+	for _, l := range lanes {
+		for _, t := range l.terms {
+			if len(t.acts) > 0 {
+				acted = append(acted, t)
+			}
+		}
+	}
+	slices.SortFunc(acted, func(a, b *tlTerm) int { return cmp.Compare(a.firstAct, b.firstAct) })
+	name := func(t *tlTerm) string { return fmt.Sprintf("%s (pid %d, token %d)", t.worker, t.pid, t.tok) }
+	var out []tlOverlap
+	covered := func(from, to int64) bool {
+		for _, o := range out {
+			if o.from <= from && to <= o.to {
+				return true
+			}
+		}
+		return false
+	}
+	for i, a := range acted {
+		for _, b := range acted[i+1:] {
+			from, to := max(a.firstAct, b.firstAct), min(a.lastAct, b.lastAct)
+			if a.slot == b.slot && from <= to {
+				out = append(out, tlOverlap{from, to, fmt.Sprintf("slot %d: %s and %s acted at once", a.slot, name(a), name(b))})
+			}
+		}
+	}
+	type edge struct {
+		t     int64
+		delta int
+	}
+	var edges []edge
+	for _, t := range acted {
+		edges = append(edges, edge{t.firstAct, 1}, edge{t.lastAct, -1})
+	}
+	// A term that begins where another ends overlaps it, as the
+	// checker counts.
+	slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(b.delta, a.delta)) })
+	count, peak, from := 0, 0, int64(0)
+	for _, e := range edges {
+		count += e.delta
+		switch {
+		case e.delta > 0 && count == n+1:
+			from, peak = e.t, count
+		case e.delta > 0 && count > n:
+			peak = max(peak, count)
+		case e.delta < 0 && count == n && !covered(from, e.t):
+			out = append(out, tlOverlap{from, e.t, fmt.Sprintf("%d terms acted at once (at most %d)", peak, n)})
+		}
+	}
+	return out
 }
 
 // writeTimeline writes the timeline of a run to path.
@@ -498,6 +564,12 @@ rect.never{fill:#fcc;stroke:#c00;stroke-dasharray:4 2}
 	for i, l := range tl.lanes {
 		tl.drawLane(s, l, laneY[i])
 	}
+	// Overlaps on top of everything: they are what a reader looks for.
+	for _, o := range tl.overlaps {
+		x1, x2 := tl.x(o.from), tl.x(o.to)
+		s.printf(`<g class="overlap"><title>%s from %s to %s</title><rect x="%s" y="%d" width="%s" height="%d" fill="#f00" fill-opacity=".12" stroke="#c00" stroke-opacity=".5"/><rect x="%s" y="%d" width="%s" height="5" fill="#c00"/></g>`+"\n",
+			esc(o.what), tl.rel(o.from), tl.rel(o.to), px(x1), lanesY, px(max(x2-x1, 3)), y-lanesY, px(x1), lanesY-6, px(max(x2-x1, 3)))
+	}
 	tl.drawLegend(s, legend, legendY)
 	s.printf("</svg>\n")
 	return s.err
@@ -688,6 +760,11 @@ func (tl *timeline) legend() [][]legendItem {
 		items = append(items, legendItem{func(x, y float64) string {
 			return fmt.Sprintf(`<rect class="fault" x="%s" y="%s" width="30" height="12" fill="%s"/>`, px(x), px(y-6), color)
 		}, "fault: " + k})
+	}
+	if len(tl.overlaps) > 0 {
+		items = append(items, legendItem{func(x, y float64) string {
+			return fmt.Sprintf(`<rect x="%s" y="%s" width="30" height="12" fill="#f00" fill-opacity=".12" stroke="#c00"/>`, px(x), px(y-6))
+		}, "terms acting at once: a violation"})
 	}
 	if len(tl.skipped) > 0 {
 		items = append(items, legendItem{func(x, y float64) string {

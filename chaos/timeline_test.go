@@ -293,3 +293,56 @@ func TestTimelineLanes(t *testing.T) {
 		t.Errorf("run from %d to %d; want the begin and end records' instants", tl.t0, tl.t1)
 	}
 }
+
+// TestTimelineShowsOverlaps draws a journal in which a term acts on after
+// the next one began, which the checker reports: the picture marks the
+// span once, and nothing else; and more terms acting at once than there
+// are slots, each on a slot of its own.
+func TestTimelineShowsOverlaps(t *testing.T) {
+	h := clean()
+	// w0 acts inside w1's term; the fence rejects its write.
+	h.add(record{Ev: evAct, T: 3200 * ms, Worker: "w0", PID: 10, Tok: 1})
+	h.add(record{Ev: evReject, T: 3250 * ms, Worker: "w0", PID: 10, Tok: 1, Act: 3200 * ms})
+	res := check(h.recs, time.Second, 0)
+	if checks(res) != "overlap" {
+		t.Fatalf("checker found %q; want overlap", checks(res))
+	}
+	var buf bytes.Buffer
+	if err := buildTimeline(h.recs, runSpec{}, res).writeSVG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	doc := parseTimeline(t, buf.Bytes())
+	checkTimeline(t, doc, h.recs)
+	var got []string
+	for _, ti := range doc.titles {
+		if strings.Contains(ti, "at once") {
+			got = append(got, ti)
+		}
+	}
+	want := []string{"slot 0: w0 (pid 10, token 1) and w1 (pid 11, token 5) acted at once from +3.000s to +3.200s"}
+	if !slices.Equal(got, want) {
+		t.Errorf("overlap titles = %q, want %q", got, want)
+	}
+
+	// Three terms on three slots of a group of two.
+	g := &history{}
+	for i := range 3 {
+		w := "w" + strconv.Itoa(i)
+		g.add(record{Ev: evElected, T: int64(i) * ms, Worker: w, PID: 10 + i, Tok: int64(1 + i), Slot: i})
+		g.add(record{Ev: evAct, T: int64(i) * ms, Worker: w, PID: 10 + i, Tok: int64(1 + i), Slot: i})
+		g.add(record{Ev: evAct, T: 100*ms - int64(i)*ms, Worker: w, PID: 10 + i, Tok: int64(1 + i), Slot: i})
+	}
+	tl := buildTimeline(g.recs, runSpec{Slots: 2}, result{})
+	if want := []tlOverlap{{2 * ms, 98 * ms, "3 terms acted at once (at most 2)"}}; !slices.Equal(tl.overlaps, want) {
+		t.Errorf("three terms on a group of two: overlaps %+v, want %+v", tl.overlaps, want)
+	}
+
+	// Without the late act, nothing overlaps.
+	var clean2 bytes.Buffer
+	if err := buildTimeline(clean().recs, runSpec{}, result{}).writeSVG(&clean2); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(clean2.String(), "at once") {
+		t.Errorf("a clean handover is drawn with an overlap:\n%s", clean2.String())
+	}
+}
