@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -51,6 +52,7 @@ func TestBrokenWorkersAreCaught(t *testing.T) {
 			if m := lastLine.FindStringSubmatch(out); m == nil || m[2] == "0" {
 				t.Errorf("last line of the output does not report violations: %q", out[strings.LastIndex(strings.TrimSuffix(out, "\n"), "\n")+1:])
 			}
+			checkRunTimeline(t, out)
 		})
 	}
 }
@@ -68,14 +70,44 @@ func TestSmoke(t *testing.T) {
 				}
 				t.Skipf("%s is not set; make test builds the kube-apiserver", envAPIServer)
 			}
-			ok, out := campaign(t, "-runs", "1", "-duration", "12s", "-backends", b)
+			ok, out := campaign(t, "-runs", "1", "-duration", "12s", "-backends", b, "-svg", "-keep")
 			if !ok {
 				t.Errorf("smoke run on %s failed:\n%s", b, out)
 			}
 			if m := lastLine.FindStringSubmatch(out); m == nil || m[1] != "1" || m[2] != "0" {
 				t.Errorf("last line is not \"chaos: runs=1 violations=0 worst-recovery=...\":\n%s", out)
 			}
+			checkRunTimeline(t, out)
 		})
+	}
+}
+
+var timelineOf = regexp.MustCompile(`(?m)^run 1/1 .* timeline=(\S+)$`)
+
+// checkRunTimeline reads the timeline that the run's line in out names,
+// parses it, and checks it draws every term and fault of the journal kept
+// beside it.
+func checkRunTimeline(t *testing.T, out string) {
+	t.Helper()
+	m := timelineOf.FindStringSubmatch(out)
+	if m == nil {
+		t.Errorf("the run's line names no timeline:\n%s", out)
+		return
+	}
+	b, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Errorf("the timeline the run's line names: %v", err)
+		return
+	}
+	recs, err := readJournal(filepath.Join(filepath.Dir(m[1]), "journal.jsonl"))
+	if err != nil {
+		t.Errorf("the journal beside the timeline: %v", err)
+		return
+	}
+	doc := parseTimeline(t, b)
+	checkTimeline(t, doc, recs)
+	if len(doc.terms) == 0 {
+		t.Errorf("timeline %s draws no term", m[1])
 	}
 }
 

@@ -8,13 +8,27 @@
 //
 // Usage:
 //
-//	go run ./chaos [-runs N] [-duration D] [-backends filestore,etcd,etcd3,kube,...] [-seed S] ...
+//	go run ./chaos [-runs N] [-duration D] [-backends filestore,etcd,etcd3,kube,...] [-seed S] [-svg] ...
 //
 // Each run prints one line; the campaign ends with a table per backend and
 // the line "chaos: runs=R violations=V worst-recovery=D", and exits with
 // status 1 if any run broke a property. The history of a failing run (every
 // journal line, the schedule and the seed) is kept in its directory under
 // -out; "-seed S -runs 1 -backends B" replays its schedule.
+//
+// A failing run's directory also holds timeline.svg, a picture of the run
+// drawn from its journal (with -svg, every run's is written, and a passing
+// run keeps only that file); the run's line ends with its path,
+// "timeline=PATH". It has one lane per worker: its terms as bars from
+// OnElected to OnDemoted, labelled by token and slot, darker while it
+// acted; its acts as ticks above them and the fenced resource's accepts
+// below; each rejected write as a cross, dashed back to the act it came
+// from; its processes, a cross where a kill ended one; the faults that hit
+// it as shaded spans. The servers a fault paused, killed or isolated have
+// lanes of their own, terms that acted at once when they must not are
+// boxed in red, and a failing run's violations head the picture. Every
+// term and fault is an element with data- attributes and a <title> shown
+// on hover.
 //
 // The subcommands "worker" and "server" are the processes the campaign
 // starts; they are not meant to be run by hand.
