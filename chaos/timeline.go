@@ -62,11 +62,12 @@ type tlFault struct {
 }
 
 // tlProc is one worker process, from its start to its last record, or to
-// the kill that ended it.
+// the SIGKILL or SIGTERM that ended it.
 type tlProc struct {
 	pid      int
 	from, to int64
-	killed   bool
+	killed   bool // by SIGKILL, at to
+	termed   bool // told to stop by SIGTERM at to; it exited soon after
 }
 
 type tlLane struct {
@@ -185,7 +186,9 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 			faults[r.Fault] = f
 			l := lane(r.Target, true)
 			l.faults = append(l.faults, f)
-			if r.Kind == fKill && !l.server {
+			// A process hit by SIGKILL or SIGTERM lived until then, though
+			// a follower may have journaled nothing for a while before.
+			if (r.Kind == fKill || r.Kind == fTerm) && !l.server {
 				var hit *tlProc
 				for _, p := range l.procs {
 					if p.from <= r.T {
@@ -193,7 +196,8 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 					}
 				}
 				if hit != nil {
-					hit.to, hit.killed = max(hit.to, r.T), true
+					hit.to = max(hit.to, r.T)
+					hit.killed, hit.termed = r.Kind == fKill, r.Kind == fTerm
 				}
 			}
 		case evHeal:
@@ -203,7 +207,7 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 		}
 	}
 	for _, l := range lanes {
-		if n := len(l.procs); n > 0 && !l.procs[n-1].killed {
+		if n := len(l.procs); n > 0 && !l.procs[n-1].killed && !l.procs[n-1].termed {
 			l.procs[n-1].to = tl.t1
 		}
 	}
@@ -439,7 +443,10 @@ func clip(s string, n int) string {
 func px(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
 // fits reports whether a label of s at about 6 px a character fits in w.
-func fits(s string, w float64) bool { return float64(utf8.RuneCountInString(s))*6+6 <= w }
+func fits(s string, w float64) bool { return fitsAt(s, w, 6) }
+
+// fitsAt is fits for a font whose characters are about cw px wide.
+func fitsAt(s string, w, cw float64) bool { return float64(utf8.RuneCountInString(s))*cw+6 <= w }
 
 func (tl *timeline) x(t int64) float64 {
 	t = min(max(t, tl.t0), tl.t1)
@@ -608,7 +615,7 @@ func (tl *timeline) drawLane(s *svgw, l *tlLane, top int) {
 		s.printf(`<g class="fault" data-fault="%d" data-kind="%s" data-target="%s"><title>fault %d: %s on %s at %s, %s (%s)</title>`,
 			f.n, esc(f.kind), esc(f.target), f.n, esc(f.kind), esc(f.target), tl.rel(f.from), end, dur(f.to-f.from))
 		s.printf(`<rect class="fault" x="%s" y="%d" width="%s" height="%d" fill="%s"/>`, px(x1), top, px(max(x2-x1, 2)), h, color)
-		if fits(f.kind, x2-x1) {
+		if fitsAt(f.kind, x2-x1, 5.2) {
 			s.printf(`<text class="fl" x="%s" y="%d">%s</text>`, px(x1+3), bottom-4, esc(f.kind))
 		}
 		s.printf("</g>\n")
@@ -622,6 +629,8 @@ func (tl *timeline) drawLane(s *svgw, l *tlLane, top int) {
 		switch {
 		case p.killed:
 			how = "until killed at " + tl.rel(p.to)
+		case p.termed:
+			how = "until told to stop (SIGTERM) at " + tl.rel(p.to)
 		case p.to < tl.t1:
 			how = "until " + tl.rel(p.to)
 		}

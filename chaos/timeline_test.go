@@ -287,11 +287,35 @@ func TestTimelineLanes(t *testing.T) {
 	}
 	w0 := tl.lanes[0]
 	if len(w0.procs) != 2 || !w0.procs[0].killed || w0.procs[1].killed || w0.procs[1].to != tl.t1 {
-		t.Errorf("w0's processes: want the first killed and the second running to the end; got %+v", w0.procs)
+		t.Errorf("w0's processes: want the first killed and the second running to the end; got %s", procsOf(w0.procs))
 	}
 	if tl.t0 != 100*int64(time.Second) || tl.t1 != 115*int64(time.Second) {
 		t.Errorf("run from %d to %d; want the begin and end records' instants", tl.t0, tl.t1)
 	}
+
+	// A follower journals nothing while it waits: its process lived until
+	// the SIGTERM, not only until its last record.
+	sec := int64(time.Second)
+	tl = buildTimeline([]record{
+		{Ev: evBegin, T: 0},
+		{Ev: evStart, T: 1 * sec, Worker: "w0", PID: 1},
+		{Ev: evFault, T: 5 * sec, Kind: fTerm, Target: "w0", Fault: 1},
+		{Ev: evHeal, T: 6 * sec, Kind: fTerm, Target: "w0", Fault: 1},
+		{Ev: evStart, T: 6 * sec, Worker: "w0", PID: 2},
+		{Ev: evEnd, T: 9 * sec},
+	}, runSpec{}, result{})
+	ps := tl.lanes[0].procs
+	if len(ps) != 2 || ps[0].to != 5*sec || !ps[0].termed || ps[0].killed || ps[1].to != 9*sec {
+		t.Errorf("w0's processes: want the first until the SIGTERM at 5s, the second until the end at 9s; got %s", procsOf(ps))
+	}
+}
+
+func procsOf(ps []*tlProc) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%+v", *p))
+	}
+	return strings.Join(out, " ")
 }
 
 // TestTimelineShowsOverlaps draws a journal in which a term acts on after
