@@ -101,27 +101,20 @@ type timeline struct {
 // drawing; res is what the checker found in it.
 func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 	tl := &timeline{spec: spec, res: res}
-	var begun, ended bool
+	// The run spans its records; the driver's begin and end records, in a
+	// journal that has them, bound it exactly.
 	for i, r := range recs {
-		switch {
-		case r.Ev == evBegin:
-			tl.t0, begun = r.T, true
-		case r.Ev == evEnd:
-			tl.t1, ended = r.T, true
-		}
 		if i == 0 {
-			if !begun {
-				tl.t0 = r.T
-			}
-			if !ended {
-				tl.t1 = r.T
-			}
+			tl.t0, tl.t1 = r.T, r.T
 		}
-		if !begun {
-			tl.t0 = min(tl.t0, r.T)
-		}
-		if !ended {
-			tl.t1 = max(tl.t1, r.T)
+		tl.t0, tl.t1 = min(tl.t0, r.T), max(tl.t1, r.T)
+	}
+	for _, r := range recs {
+		switch r.Ev {
+		case evBegin:
+			tl.t0 = r.T
+		case evEnd:
+			tl.t1 = r.T
 		}
 	}
 	if tl.t1 <= tl.t0 {
@@ -165,11 +158,11 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 		p.from, p.to = min(p.from, r.T), max(p.to, r.T)
 	}
 	for _, l := range lanes {
-		slices.SortFunc(l.procs, func(a, b *tlProc) int { return cmp.Compare(a.from, b.from) })
+		slices.SortStableFunc(l.procs, func(a, b *tlProc) int { return cmp.Compare(a.from, b.from) })
 	}
 
-	// Faults: a kill ends the process it hit; the last process of a
-	// worker that was not killed ran until the end of the run.
+	// Faults: a SIGKILL or SIGTERM ends the process it hit; the last
+	// process of a worker that neither ended ran until the end of the run.
 	faults := map[int]*tlFault{}
 	for _, r := range recs {
 		switch r.Ev {
@@ -271,7 +264,7 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 	// Terms of one lane that overlap (a broken worker, or a worker on
 	// several slots) go on bands of their own.
 	for _, l := range lanes {
-		slices.SortFunc(l.terms, func(a, b *tlTerm) int { return cmp.Compare(a.from, b.from) })
+		slices.SortStableFunc(l.terms, func(a, b *tlTerm) int { return cmp.Compare(a.from, b.from) })
 		var ends []int64 // band -> where its last term's drawing ends
 		for _, t := range l.terms {
 			t.band = -1
@@ -290,7 +283,6 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 		l.bands = max(1, len(ends))
 		tl.lanes = append(tl.lanes, l)
 	}
-	tl.overlaps = overlaps(tl.lanes, max(spec.Slots, 1))
 	slices.SortFunc(tl.lanes, func(a, b *tlLane) int {
 		if a.server != b.server {
 			if a.server {
@@ -301,6 +293,7 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 		// w2 before w10.
 		return cmp.Or(cmp.Compare(len(a.name), len(b.name)), strings.Compare(a.name, b.name))
 	})
+	tl.overlaps = overlaps(tl.lanes, max(spec.Slots, 1))
 	return tl
 }
 
@@ -316,7 +309,7 @@ func overlaps(lanes []*tlLane, n int) []tlOverlap {
 			}
 		}
 	}
-	slices.SortFunc(acted, func(a, b *tlTerm) int { return cmp.Compare(a.firstAct, b.firstAct) })
+	slices.SortStableFunc(acted, func(a, b *tlTerm) int { return cmp.Compare(a.firstAct, b.firstAct) })
 	name := func(t *tlTerm) string { return fmt.Sprintf("%s (pid %d, token %d)", t.worker, t.pid, t.tok) }
 	var out []tlOverlap
 	covered := func(from, to int64) bool {
