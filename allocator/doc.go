@@ -121,14 +121,14 @@
 // where many processes share a Prefix, let one or a few collect (GCInterval
 // negative elsewhere).
 //
-// Measured on a shared 2-core machine (Go 1.26, make bench; ranges over
-// runs under load):
+// Measured by the benchmarks below (figures in docs/performance.md, "ID
+// allocator" and "ID allocator on etcd"):
 //
-//	Allocate, key used locally        11-15 ns, 0 requests, 0 allocations
-//	Allocate, key known from cache    2 writes, 0 reads (memstore: ~3 us with its Release)
+//	Allocate, key used locally        0 requests, 0 allocations (BenchmarkAllocateLocal)
+//	Allocate, key known from cache    2 writes, 0 reads (BenchmarkAllocateCached)
 //	Release, last local use           1 write
-//	new IDs/s, 8 concurrent allocators  memstore 10 800-15 900; filestore 250-560;
-//	                                  etcd (embedded, one member) 650-1 500
-//	GC pass, 10 000 referenced IDs    3 listings; memstore 17-37 ms; etcd ~1 s
-//	                                  (its List looks up each reference's lease)
+//	new IDs/s, 8 concurrent allocators  BenchmarkNewIDs; on etcd BenchmarkNewIDsEtcd
+//	GC pass, 10 000 referenced IDs    3 listings (BenchmarkGCPass10000; on etcd
+//	                                  BenchmarkGCPass10000Etcd, whose List looks up
+//	                                  each reference's lease)
 package allocator

@@ -92,10 +92,9 @@
 //
 //   - Speed. The mock sleeps 1 ms of real time at the end of every move of
 //     its time and after every timer or tick it fires, inside the
-//     dependency, and Add moves it once per deadline it fires. On the 2-core
-//     machines tenure is developed on (BenchmarkAdd*): an Add that fires
-//     nothing takes 1.1 ms, one that fires a timer 3.3 ms, one that fires
-//     ten ticks 23 ms. Advancing an hour past a 1 s ticker costs about 8 s. Advance in steps the code
+//     dependency, and Add moves it once per deadline it fires, so advancing
+//     far past a short ticker costs real seconds (BenchmarkAdd*; figures in
+//     docs/performance.md, "Fake clock"). Advance in steps the code
 //     under test cares about, and prefer long ticker periods in tests. The
 //     sleeps are no synchronisation either; use BlockUntil.
 //   - When an AfterFunc's f runs. Add starts it in a new goroutine and does

@@ -53,9 +53,9 @@
 // alone every TTL/6. On a store that cannot watch, it reads the group whole
 // every TTL/6. Each owned shard costs what its elector costs: on etcd with
 // etcd.WithSharedLease, a member's renewals are answered in batches of one
-// keep-alive whatever the number of its shards: four members holding 256
-// shards made 1.6 to 2.7 requests a second together, at the elector's
-// default timings and the default batch interval.
+// keep-alive whatever the number of its shards (BenchmarkEtcdSteady in
+// shards/servertest counts the requests of four members holding 256 shards;
+// its figures are in docs/performance.md, "Shards on etcd").
 //
 // # Guarantees
 //
@@ -98,8 +98,7 @@
 //     keeps failing) stays unowned: only a member's departure moves its
 //     shards.
 //   - Balance holds once the membership is stable; movement on one join or
-//     leave is close to the minimum but not always at it: measured at S =
-//     256 over 2000 random sets of member names per member count, up to
-//     1.42 × the minimum with up to six members and up to 1.68 × with seven
-//     to nine, 1.47 × for 99 % of changes (see Place).
+//     leave is close to the minimum but not always at it (see Place;
+//     BenchmarkPlace's figures are in docs/performance.md, "Shard
+//     placement").
 package shards

@@ -74,11 +74,11 @@ func weight(memberHash uint64, shard int) uint64 {
 // the shards they pushed on to their next choice, change too; a shard
 // pushed on before may return to the member that weighs it most, or one
 // kept before may be pushed on. Those extra moves grow with M, as more
-// members fill up. Measured at S = 256 over 2000 random sets of member
-// names for each member count (BenchmarkPlace), one join or leave moved at
-// most 1.42 × the minimum (the joiner's ⌈S/M⌉, or what the leaver had) up
-// to six members, and at most 1.68 × with seven to nine; 99 % of them moved
-// at most 1.30 × and 1.47 × the minimum. Place cannot remember the previous
+// members fill up. BenchmarkPlace measures it at S = 256 over 2000 random
+// sets of member names for each member count: the worst and the 99th
+// percentile of the shards one join or leave moved over the minimum (the
+// joiner's ⌈S/M⌉, or what the leaver had); its figures are in
+// docs/performance.md ("Shard placement"). Place cannot remember the previous
 // placement to do better, since it is a pure function of the membership,
 // and its answers are promised not to change between releases.
 func Place(count int, members []string) []string {

@@ -135,14 +135,12 @@
 // or a caller gives up on it), not a stream each: opening one costs the
 // client and the server far more than the message.
 //
-// Measured with BenchmarkCompetingClaims (100 claims, three candidates
-// each, one store per process, TTL 2 s, renewals every 500 ms jittered down
-// by the elector, etcd's default timings with fsync, a loaded 2-core
-// machine): 217 to 220 requests a second with a lease per claim, one
-// keep-alive per renewal of each leader, against 300 for etcd's
-// concurrency.Election with a session per candidate; 6.5 to 6.7 with the
-// shared lease, against 2.8 to 3.0 for Election with one session per
-// process.
+// BenchmarkCompetingClaims measures it (100 claims, three candidates each,
+// one store per process, TTL 2 s, renewals every 500 ms jittered down by
+// the elector, etcd's default timings with fsync) beside etcd's
+// concurrency.Election, with a lease per claim (one keep-alive per renewal
+// of each leader) and with the shared lease; its figures are in
+// docs/performance.md ("Competing claims on etcd").
 //
 // With a shared lease, a write with a TTL goes out at once when the store
 // kept its lease alive less than half a TTL ago (a refused write then costs

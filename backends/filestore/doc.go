@@ -36,9 +36,8 @@
 // no turn: a Store runs one at a time, and each serves every write whose
 // rename was done when it began, so a write whose new state is already
 // visible is not held back behind the temp files of the writes queued after
-// it. In bursts of 64 writes from one Store (BenchmarkBurst), that brought
-// the median acknowledgement from 23 to 14 ms (medians of five interleaved
-// runs, 15–24 ms before and 11–15 after).
+// it. BenchmarkBurst measures bursts of 64 writes from one Store; its
+// figures are in docs/performance.md ("filestore operations").
 //
 // So the lock covers two reads of one small file, a comparison and a rename:
 // microseconds, never an fsync. Renames happen only under the lock and only
@@ -170,8 +169,8 @@
 //     each Watch uses one. A watch reads every key file that is replaced
 //     under its prefix, keep-alives included, to learn whether the key
 //     changed: with 256 claims renewed every 500 ms that is about 560 small
-//     reads a second for each watching process, each a few microseconds of
-//     CPU (BenchmarkGet, BenchmarkDecode).
+//     reads a second for each watching process, each costing what
+//     BenchmarkGet and BenchmarkDecode measure (docs/performance.md).
 //   - Writes to the store directory by anything but this package (editing,
 //     removing or renaming key files, rolling back a backup) void the
 //     revision guarantee; the store detects what it can and fails closed.
