@@ -11,6 +11,8 @@
 #   make chaos-smoke  one short run per backend, and the broken workers caught
 #   make kill-loop    tenure run with a process tree, SIGKILLed 50 times over a
 #                 filestore with two competing instances (KILLS to change)
+#   make bench-report rerun the benchmarks the docs quote and rewrite
+#                 docs/performance.md from their output
 
 GO        ?= go
 PKGS      ?= ./...
@@ -22,7 +24,7 @@ BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 1
 # version and the hash of its tools module (see backends/kube/kubetest).
 APISERVER_BUILD := backends/kube/kubetest/apiserver/build.sh
 
-.PHONY: test lint bench steady demo kube-apiserver
+.PHONY: test lint bench steady demo kube-apiserver bench-report
 
 test:
 	@bin=$$($(APISERVER_BUILD)) || { echo "make test: building the test kube-apiserver failed" >&2; exit 1; }; \
@@ -52,6 +54,18 @@ steady:
 
 demo:
 	$(GO) run ./examples/indexer demo
+
+# docs/performance.md is generated (internal/benchreport): every figure the
+# docs quote, with the machine, Go version and date, from the benchmarks'
+# own output. A full run takes about twenty minutes on 2 cores, the first
+# build of the kube-apiserver aside.
+# BENCHREPORT_FLAGS=-short for a quick indicative run, -count 5 for
+# repetitions, -only REGEXP for some sections. The test kube-apiserver is
+# built (or taken from its cache) only when a selected section needs it.
+BENCHREPORT_FLAGS ?=
+
+bench-report:
+	$(GO) run ./internal/benchreport -o docs/performance.md $(BENCHREPORT_FLAGS)
 
 # The fault campaign (package chaos). Each run's line, a table per backend and
 # "chaos: runs=R violations=V worst-recovery=D" last; a failing run's history
