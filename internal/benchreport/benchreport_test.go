@@ -76,7 +76,10 @@ func TestParseRepetitions(t *testing.T) {
 }
 
 // A server's log line between a benchmark's name and its results, a
-// benchmark's own log, and a skipped benchmark.
+// benchmark's own log, and a skipped benchmark. Unlike the other testdata,
+// which is captured as go test printed it, this file is put together in
+// the shape go test prints when a benchmark's process writes to its output
+// while the benchmark runs.
 func TestParseInterleaved(t *testing.T) {
 	r := parseFile(t, "interleaved.txt")
 	if len(r.Results) != 2 {
