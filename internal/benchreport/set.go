@@ -74,7 +74,7 @@ var Sections = []Section{
 	},
 	{
 		Title:     "Session mode on Kubernetes",
-		About:     "One real kube-apiserver over an embedded etcd; per-claim mode (the default) beside session mode (WithSession). claims=1000: one process renews 1000 claims every 2 s (TTL 6 s); req/s is what it sends, failed/s the renewals that timed out. elections=100: 100 elections of three candidates, one per process, TTL 2 s, renewal and retry every 500 ms, beside client-go's leaderelection; req/s of all three processes. handover: the leader stops gracefully; crash: its connection to the API server is cut; both until another candidate leads.",
+		About:     "One real kube-apiserver over an embedded etcd; per-claim mode (the default) beside session mode (WithSession). claims=1000: one process renews 1000 claims every 2 s (TTL 6 s); req/s is what it sends, failed/s the renewals that timed out. elections=100: 100 elections of three candidates, one per process, TTL 2 s, renewal and retry every 500 ms, beside client-go's leaderelection; req/s of all three processes, and moves, the times leadership changed hands in the steady state (0 unless renewals were answered too late: an overloaded machine). handover: the leader stops gracefully; crash: its connection to the API server is cut; both until another candidate leads.",
 		Pkg:       "./backends/kube",
 		Bench:     "^BenchmarkSession$",
 		Benchtime: "1x", Short: "1x",
