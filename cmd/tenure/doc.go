@@ -131,7 +131,8 @@
 //	COMMAND's   COMMAND exited (128+N if it died of signal N), with --once,
 //	            or after a signal to tenure while it ran
 //	2           bad usage: an unknown flag, a malformed store URL, a missing
-//	            --key or COMMAND; one line on stderr
+//	            --key or COMMAND, or a key that is a slot group run without
+//	            --slots; one line on stderr
 //	69          the store cannot be opened within --timeout, or fails with
 //	            fatal errors until the elector gives up (a store that
 //	            becomes unreachable once open is retried, not fatal: tenure

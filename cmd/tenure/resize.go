@@ -41,7 +41,7 @@ group.`),
   tenure resize --store file:///var/lib/tenure --key workers --slots 5`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			loc, err := parseStore(store)
+			loc, err := parseExistingStore(store)
 			if err != nil {
 				return err
 			}

@@ -75,3 +75,27 @@ func tenure(t *testing.T, args ...string) (string, int, string) {
 	}
 	return stdout.String(), cmd.ProcessState.ExitCode(), strings.Join(lines, "")
 }
+
+// TestRunSingleClaimOnGroup runs a single claim (no --slots) on a key that
+// is a slot group: the store answers plainly that the key is a group, so
+// tenure ends at once with the usage status, where it used to retry and
+// report the store as failing.
+func TestRunSingleClaimOnGroup(t *testing.T) {
+	url := stores[0].url(t)
+	j := filepath.Join(t.TempDir(), "journal")
+	a := startTenure(t, "a", j, []string{envSlots + "=2"}, runArgs(url, "workers", "a", "--slots", "2")...)
+	waitUntil(t, 20*time.Second, "a's child started", func() bool { return count(readJournal(t, j), "start") == 1 })
+
+	cmd := exec.Command(tenureBin, runArgs(url, "workers", "b", "--once")...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatal(err)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitUsage || !strings.Contains(stderr.String(), "slot group") {
+		t.Errorf("tenure run --key workers without --slots on a group: status %d, want %d with the slot group named; stderr:\n%s", code, exitUsage, stderr.String())
+	}
+	a.signal(syscall.SIGTERM)
+	a.wait(10 * time.Second)
+}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -78,7 +80,8 @@ tenure itself is paused (a stopped VM, SIGSTOP) past it: make every write to
 a shared resource carry TENURE_TOKEN, and have the resource reject tokens
 lower than the highest it has seen.
 
-Exit status: the command's (128+N if it died of signal N); 2 for bad usage;
+Exit status: the command's (128+N if it died of signal N); 2 for bad usage
+(a key that is a slot group, run without --slots, is one);
 69 if the store cannot be opened within --timeout or keeps failing fatally;
 75 with --once when the term ended before the command exited; 126/127 if the
 command cannot be started; 128+N if tenure got signal N while no command
@@ -255,7 +258,7 @@ func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 		}
 		switch {
 		case o.kind == outcomeFatal:
-			return exitStore, nil
+			return cmp.Or(o.code, exitStore), nil
 		case o.kind == outcomeStartFailed:
 			return o.code, nil
 		case o.kind == outcomeSignal:
@@ -385,7 +388,15 @@ func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 			return o
 		default:
 		}
-		r.log.Error("store failing", "key", r.rc.key, "err", e.Err())
+		// A misuse the store answered plainly (a single claim on a slot
+		// group's key) is the caller's to fix, not the store failing.
+		fatal := outcome{kind: outcomeFatal, code: exitStore}
+		if err := e.Err(); errors.Is(err, backends.ErrUsage) {
+			fatal.code = exitUsage
+			r.log.Error("usage", "key", r.rc.key, "err", err)
+		} else {
+			r.log.Error("store failing", "key", r.rc.key, "err", err)
+		}
 		if h.leading.Load() {
 			// The elector does not campaign again, and so cannot give up,
 			// while an OnElected whose drain timed out still runs; should
@@ -395,7 +406,7 @@ func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 			close(h.abort)
 			<-done
 		}
-		return outcome{kind: outcomeFatal}
+		return fatal
 	case <-ctx.Done():
 		// Stop cancels a running term's context, waits for OnElected
 		// (the command's exit) and only then releases.

@@ -30,7 +30,7 @@ func parseStore(raw string) (*storeurl.Location, error) {
 }
 
 // parseExistingStore is parseStore for a command that only reads a store
-// (holders, watch): such a command never makes one, so a URL asking for
+// (holders, watch) or changes one that exists (resize): such a command never makes one, so a URL asking for
 // create=true is a usage error.
 func parseExistingStore(raw string) (*storeurl.Location, error) {
 	loc, err := parseStore(raw)
