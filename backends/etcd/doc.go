@@ -100,7 +100,12 @@
 // for, so it also replays what happened before). When the watch shows an
 // entry's key changed after the revision the store knows, by anyone, the
 // store withdraws its word for that entry: its next KeepAlive reads, and
-// fails (a lost claim, or a conflict carrying the current entry). A renewal
+// fails (a lost claim, or a conflict carrying the current entry). The
+// watch delivers each change once, and may deliver one before the write
+// it follows is registered (the store's own write committed, and another
+// client changed the key before the writer recorded its entry): the store
+// keeps the last change its watch saw of every key it is writing, and
+// never vouches for an entry written below a change already seen. A renewal
 // sent between the change and the watch's delivery of it (a millisecond on
 // a healthy cluster; longer while the watch is cut off, after which it
 // resumes where it stopped) may still succeed: that, and only that, is

@@ -87,12 +87,19 @@ func (s *Store) sentinel(from int64) {
 // changed withdraws the store's word for the entry of k if the sentinel saw
 // k change after the revision the store knows. A change the store made
 // itself is either already in the registry (rev is the entry's) or is a
-// write in flight, which withdraws nothing that the write does not replace.
+// write in flight. While a write of ours on k is in flight, the change is
+// also kept in seenWriting: the write may have committed below rev and not
+// be registered yet, and wrote then refuses to vouch for it. The watch
+// delivers each change once, so a change it delivers before the entry it
+// concerns is registered must not be lost.
 func (s *Store) changed(k string, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h := s.held[k]; h != nil && rev > h.rev {
 		h.vouched = false
+	}
+	if s.inflight[k] > 0 && rev > s.seenWriting[k] {
+		s.seenWriting[k] = rev
 	}
 	if rev > s.seen {
 		s.seen = rev

@@ -67,6 +67,13 @@ type Store struct {
 	watchFrom    int64 // guarded by mu
 	seen         int64 // guarded by mu
 	watchCreated bool  // guarded by mu; for tests: the watch is established
+	// seenWriting holds, for each key with a write of ours in flight,
+	// the last revision the sentinel saw that key change at meanwhile: a
+	// write it delivers before the writer registers its entry would
+	// otherwise be missed (changed finds no entry of that write to
+	// withdraw). It is dropped with the key's last write in flight, so it
+	// never holds more keys than there are writes in flight.
+	seenWriting map[string]int64 // guarded by mu; by etcd key
 }
 
 var (
@@ -189,17 +196,18 @@ func newStore(ctx context.Context, cli *clientv3.Client, owns bool, prefix strin
 		o.batch = DefaultSharedBatch
 	}
 	s := &Store{
-		cli:        cli,
-		ownsClient: owns,
-		prefix:     prefix,
-		clock:      o.clock,
-		log:        o.log,
-		held:       make(map[string]*heldEntry),
-		unknown:    make(map[string]writeLease),
-		inflight:   make(map[string]int),
-		groups:     make(map[int64]*leaseGroup),
-		abandoned:  make(map[clientv3.LeaseID]time.Time),
-		pruneAt:    64,
+		cli:         cli,
+		ownsClient:  owns,
+		prefix:      prefix,
+		clock:       o.clock,
+		log:         o.log,
+		held:        make(map[string]*heldEntry),
+		unknown:     make(map[string]writeLease),
+		inflight:    make(map[string]int),
+		seenWriting: make(map[string]int64),
+		groups:      make(map[int64]*leaseGroup),
+		abandoned:   make(map[clientv3.LeaseID]time.Time),
+		pruneAt:     64,
 	}
 	minTTL, err := s.probeMinTTL(ctx)
 	if err != nil {
@@ -969,6 +977,7 @@ func (s *Store) endWrite(k string) {
 	defer s.mu.Unlock()
 	if s.inflight[k]--; s.inflight[k] <= 0 {
 		delete(s.inflight, k)
+		delete(s.seenWriting, k)
 	}
 }
 
@@ -998,8 +1007,10 @@ func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time
 	s.held[k] = &heldEntry{
 		rev: e.Revision, createRev: e.CreateRevision, value: e.Value,
 		lease: wl.id, granted: wl.granted, shared: wl.shared, renewed: start, keptAt: wl.sent,
-		// Once the sentinel runs, it covers only revisions from watchFrom.
-		vouched: own && (s.watchFrom == 0 || e.Revision >= s.watchFrom),
+		// Once the sentinel runs, it covers only revisions from watchFrom,
+		// and a change of k it delivered while this write was in flight
+		// withdrew nothing: it is compared here.
+		vouched: own && (s.watchFrom == 0 || e.Revision >= s.watchFrom) && s.seenWriting[k] <= e.Revision,
 		own:     own,
 	}
 	s.pruneLocked()

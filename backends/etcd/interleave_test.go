@@ -1,0 +1,165 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/etcd"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+// hook is a step of a test run inside a store's request; it returns
+// whether it fired (it ran its step for this request).
+type hook func(method string, req any) bool
+
+// hookClient is a client of a store under test that runs a step of the
+// test at a chosen point of the store's requests: after etcd answered a
+// unary request and before the store sees the answer (after), or just
+// before a lease keep-alive message goes out (send). A hook that fired is
+// removed, so each runs once; it runs on one request at a time.
+type hookClient struct {
+	mu    sync.Mutex
+	after hook // guarded by mu
+	send  hook // guarded by mu
+}
+
+func (hc *hookClient) onAfter(h hook) { hc.arm(&hc.after, h) }
+func (hc *hookClient) onSend(h hook)  { hc.arm(&hc.send, h) }
+
+func (hc *hookClient) arm(slot *hook, h hook) {
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	*slot = h
+}
+
+// run takes the hook in slot, runs it, and puts it back unless it fired
+// or another was armed meanwhile.
+func (hc *hookClient) run(slot *hook, method string, req any) {
+	hc.mu.Lock()
+	h := *slot
+	*slot = nil
+	hc.mu.Unlock()
+	if h == nil || h(method, req) {
+		return
+	}
+	hc.mu.Lock()
+	if *slot == nil {
+		*slot = h
+	}
+	hc.mu.Unlock()
+}
+
+func (hc *hookClient) client(t *testing.T, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				err := invoker(ctx, method, req, reply, cc, opts...)
+				if err == nil {
+					hc.run(&hc.after, method, req)
+				}
+				return err
+			}),
+			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				cs, err := streamer(ctx, desc, cc, method, opts...)
+				if err != nil || !strings.HasSuffix(method, "/LeaseKeepAlive") {
+					return cs, err
+				}
+				return &hookedKeepAlive{ClientStream: cs, hc: hc, method: method}, nil
+			}),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+type hookedKeepAlive struct {
+	grpc.ClientStream
+	hc     *hookClient
+	method string
+}
+
+func (s *hookedKeepAlive) SendMsg(m any) error {
+	s.hc.run(&s.hc.send, s.method, m)
+	return s.ClientStream.SendMsg(m)
+}
+
+// putsKey reports whether req is a transaction whose success branch puts
+// key: a store's CreateIfAbsent or CompareAndSet of it.
+func putsKey(req any, key string) bool {
+	txn, ok := req.(*pb.TxnRequest)
+	if !ok {
+		return false
+	}
+	for _, op := range txn.Success {
+		if p := op.GetRequestPut(); p != nil && string(p.Key) == key {
+			return true
+		}
+	}
+	return false
+}
+
+// TestForeignChangeSeenBeforeOwnWriteIsRegistered: a change of a key by
+// another client that the store's watch delivers after the store's own
+// write of the key committed, but before the writer registered its entry,
+// must withdraw the store's word for that entry (issue 29, hole 1). A
+// client interceptor runs the step there: once etcd answered the create's
+// transaction, another client deletes the key, and the step waits until
+// the store's watch has delivered the delete. Before, the watch's handler
+// found no entry to withdraw, the write then registered its entry as
+// vouched for, and every renewal was one keep-alive of a live lease that
+// reported the deleted key held.
+func TestForeignChangeSeenBeforeOwnWriteIsRegistered(t *testing.T) {
+	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+		f := newFixture(t)
+		hc := &hookClient{}
+		s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
+		ctx := testContext(t)
+		// An earlier renewal started the store's watch of its prefix.
+		renewOnce(t, s, mustCreate(t, s, "other", "v", 2*time.Second))
+
+		var deleted int64
+		hc.onAfter(func(method string, req any) bool {
+			if !putsKey(req, f.prefix+"k") {
+				return false
+			}
+			del, err := f.raw.Delete(ctx, f.prefix+"k")
+			if err != nil || del.Deleted != 1 {
+				t.Errorf("delete behind the store's back: %v, %+v", err, del)
+				return true
+			}
+			deleted = del.Header.Revision
+			waitFor(t, 10*time.Second, "the store's watch delivers the delete", func(context.Context) bool {
+				return s.Seen() >= deleted
+			})
+			return true
+		})
+		e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 2*time.Second)
+		if err != nil {
+			t.Fatalf("CreateIfAbsent: %v", err)
+		}
+		if deleted == 0 {
+			t.Fatal("the step did not run after the create's transaction")
+		}
+		if s.Vouched("k", e.Revision) {
+			t.Errorf("the store vouches for k at %d, deleted at %d before the write was registered", e.Revision, deleted)
+		}
+		for i := range 2 {
+			if _, err := s.KeepAlive(ctx, "k", e.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+				t.Errorf("renewal %d of k at %d, deleted at %d: %v; want lost (ErrNotFound)", i, e.Revision, deleted, err)
+			}
+		}
+	})
+}
