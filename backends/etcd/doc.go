@@ -115,9 +115,19 @@
 //
 // The store never vouches for an entry it did not write (a peer's, or its
 // own from before a restart): its writer may change it without this store
-// knowing, within the rule. KeepAlive of such an entry reads the key first,
-// then keeps its lease alive, and refuses (ErrUnsupported) a lease that
-// carries other keys.
+// knowing, within the rule (a holder releasing its claim deletes it). Nor
+// does it for an entry of its own that a write with an unknown outcome may
+// still change, or one written below its watch's start. KeepAlive of such
+// an entry keeps its lease alive first and reads the key after: a read
+// after the send that finds the key at rev proves, as above, that it was
+// at rev at the send; one that does not find it reports the claim lost
+// (or a conflict carrying the current entry). A read before the send
+// would prove nothing: the writer may delete the key between that read
+// and the keep-alive, whose lease lives on. The first renewal of an entry
+// on a lease the store does not know also reads the key before, to learn
+// its lease, and asks etcd which keys that lease carries: it refuses
+// (ErrUnsupported) a lease that carries other keys, and reports the claim
+// lost if the lease no longer carries the key.
 //
 // # What it costs
 //
@@ -130,9 +140,10 @@
 // A conflict reports the current entry without asking etcd for its lease:
 // its TTL is the lease's when the store wrote it, else the server's
 // minimum, and its Remaining is 0 (unknown); Get reports both. KeepAlive of
-// an entry the store vouches for, one (a keep-alive); of another, two (the
-// read, then a keep-alive), and a third (the lease's attached keys) for an
-// entry on a lease the store did not grant. The store's watch of its
+// an entry the store vouches for, one (a keep-alive); of another, two (a
+// keep-alive, then the read), and two more before them (a read for the
+// lease, then the lease's attached keys) for the first renewal of an entry
+// on a lease the store neither granted nor renewed. The store's watch of its
 // prefix costs one request when a renewal first starts it. Get, two for an
 // entry with a TTL (the key, then its lease); List, one plus one per
 // distinct lease; Watch, one read plus the stream. Lease keep-alives are

@@ -14,6 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // hook is a step of a test run inside a store's request; it returns
@@ -26,13 +28,18 @@ type hook func(method string, req any) bool
 // before a lease keep-alive message goes out (send). A hook that fired is
 // removed, so each runs once; it runs on one request at a time.
 type hookClient struct {
-	mu    sync.Mutex
-	after hook // guarded by mu
-	send  hook // guarded by mu
+	mu      sync.Mutex
+	after   hook // guarded by mu
+	send    hook // guarded by mu
+	instead hook // guarded by mu
 }
 
 func (hc *hookClient) onAfter(h hook) { hc.arm(&hc.after, h) }
 func (hc *hookClient) onSend(h hook)  { hc.arm(&hc.send, h) }
+
+// dropOnce makes the first unary request h fires on fail as unavailable
+// without reaching etcd: to the store, a write with an unknown outcome.
+func (hc *hookClient) dropOnce(h hook) { hc.arm(&hc.instead, h) }
 
 func (hc *hookClient) arm(slot *hook, h hook) {
 	hc.mu.Lock()
@@ -41,20 +48,24 @@ func (hc *hookClient) arm(slot *hook, h hook) {
 }
 
 // run takes the hook in slot, runs it, and puts it back unless it fired
-// or another was armed meanwhile.
-func (hc *hookClient) run(slot *hook, method string, req any) {
+// or another was armed meanwhile. It reports whether the hook fired.
+func (hc *hookClient) run(slot *hook, method string, req any) bool {
 	hc.mu.Lock()
 	h := *slot
 	*slot = nil
 	hc.mu.Unlock()
-	if h == nil || h(method, req) {
-		return
+	if h == nil {
+		return false
+	}
+	if h(method, req) {
+		return true
 	}
 	hc.mu.Lock()
 	if *slot == nil {
 		*slot = h
 	}
 	hc.mu.Unlock()
+	return false
 }
 
 func (hc *hookClient) client(t *testing.T, endpoints []string) *clientv3.Client {
@@ -63,6 +74,9 @@ func (hc *hookClient) client(t *testing.T, endpoints []string) *clientv3.Client 
 		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{
 			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if hc.run(&hc.instead, method, req) {
+					return status.Error(codes.Unavailable, "dropped by the test")
+				}
 				err := invoker(ctx, method, req, reply, cc, opts...)
 				if err == nil {
 					hc.run(&hc.after, method, req)
@@ -162,4 +176,143 @@ func TestForeignChangeSeenBeforeOwnWriteIsRegistered(t *testing.T) {
 			}
 		}
 	})
+}
+
+// deletesKey reports whether req is a transaction that deletes key: a
+// store's CompareAndDelete of it.
+func deletesKey(req any, key string) bool {
+	txn, ok := req.(*pb.TxnRequest)
+	if !ok {
+		return false
+	}
+	for _, op := range txn.Success {
+		if d := op.GetRequestDeleteRange(); d != nil && string(d.Key) == key {
+			return true
+		}
+	}
+	return false
+}
+
+// readsKey reports whether req is a read of key alone.
+func readsKey(req any, key string) bool {
+	r, ok := req.(*pb.RangeRequest)
+	return ok && string(r.Key) == key && len(r.RangeEnd) == 0
+}
+
+// TestRenewalAfterUnknownDeleteReadsAfterItsKeepAlive: an entry of the
+// store's own that a delete with an unknown outcome may still remove is no
+// longer vouched for, and its renewal is verified by a read; that read
+// must come after the keep-alive's send (issue 29, hole 2). Here the
+// delete is applied late, just before the keep-alive goes out (a client
+// interceptor runs it there). Before, the renewal read the key first,
+// found it, then sent the keep-alive, which the lease, still alive,
+// answered: the renewal reported the deleted entry held, in both lease
+// modes.
+func TestRenewalAfterUnknownDeleteReadsAfterItsKeepAlive(t *testing.T) {
+	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+		f := newFixture(t)
+		hc := &hookClient{}
+		s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
+		ctx := testContext(t)
+		e := mustCreate(t, s, "k", "v", 2*time.Second)
+		renewOnce(t, s, e)
+
+		hc.dropOnce(func(_ string, req any) bool { return deletesKey(req, f.prefix+"k") })
+		if err := s.CompareAndDelete(ctx, "k", e.Revision); backends.Classify(err) != backends.ClassTransient {
+			t.Fatalf("CompareAndDelete whose request is dropped = %v, want a transient error (outcome unknown)", err)
+		}
+		if s.Vouched("k", e.Revision) {
+			t.Fatal("the store still vouches for an entry a delete with an unknown outcome may remove")
+		}
+		var applied bool
+		hc.onSend(func(string, any) bool {
+			// The delete with the unknown outcome is applied now.
+			resp, err := f.raw.Txn(ctx).
+				If(clientv3.Compare(clientv3.ModRevision(f.prefix+"k"), "=", e.Revision)).
+				Then(clientv3.OpDelete(f.prefix + "k")).Commit()
+			applied = err == nil && resp.Succeeded
+			return true
+		})
+		_, err := s.KeepAlive(ctx, "k", e.Revision, 2*time.Second)
+		if !applied {
+			t.Fatal("the late delete did not run before the keep-alive's send")
+		}
+		if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+			t.Errorf("renewal whose keep-alive was sent after its entry's delete = %v, want lost (ErrNotFound)", err)
+		}
+	})
+}
+
+// TestRenewalOfPeersEntryReadsAfterItsKeepAlive: a store never vouches for
+// a peer's entry, and the peer may release it at any time (within the
+// rule). A release just before the renewal's keep-alive goes out (a client
+// interceptor runs it there) makes the renewal lost, on the first renewal
+// (which reads the key first, to learn its lease) and on a later one.
+// Before, the renewal read the key, then sent the keep-alive, which the
+// lease, still alive after the release, answered: the renewal reported the
+// released entry held, with a full TTL.
+func TestRenewalOfPeersEntryReadsAfterItsKeepAlive(t *testing.T) {
+	for _, first := range []bool{true, false} {
+		name := map[bool]string{true: "first", false: "later"}[first]
+		t.Run(name, func(t *testing.T) {
+			leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+				f := newFixture(t)
+				hc := &hookClient{}
+				s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
+				writer := f.peer(t)
+				ctx := testContext(t)
+				// 5 s: a first renewal of a peer's entry needs more than
+				// its guard left (TestFirstKeepAliveOfAPeersEntry).
+				e := mustCreate(t, writer, "k", "v", 5*time.Second)
+				if !first {
+					if _, err := s.KeepAlive(ctx, "k", e.Revision, 5*time.Second); err != nil {
+						t.Fatalf("renewal of the peer's entry: %v", err)
+					}
+				}
+				var released bool
+				hc.onSend(func(string, any) bool {
+					released = writer.CompareAndDelete(ctx, "k", e.Revision) == nil
+					return true
+				})
+				_, err := s.KeepAlive(ctx, "k", e.Revision, 5*time.Second)
+				if !released {
+					t.Fatal("the peer's release did not run before the keep-alive's send")
+				}
+				if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+					t.Errorf("renewal whose keep-alive was sent after the peer released the entry = %v, want lost (ErrNotFound)", err)
+				}
+			})
+		})
+	}
+}
+
+// TestFirstRenewalOfReleasedEntryIsLost: the first renewal of a peer's
+// entry reads the key to learn its lease, then asks etcd which keys the
+// lease carries. If the peer released the entry in between (a client
+// interceptor runs the release right after the read was answered), the
+// lease carries no key: the claim is lost. Before, that answered
+// ErrUnsupported (fatal), as for a lease that carries other keys, and an
+// elector backed off as if the store were broken.
+func TestFirstRenewalOfReleasedEntryIsLost(t *testing.T) {
+	f := newFixture(t)
+	hc := &hookClient{}
+	s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix)
+	writer := f.peer(t)
+	ctx := testContext(t)
+	e := mustCreate(t, writer, "k", "v", 5*time.Second)
+	var released bool
+	hc.onAfter(func(_ string, req any) bool {
+		if !readsKey(req, f.prefix+"k") {
+			return false
+		}
+		released = writer.CompareAndDelete(ctx, "k", e.Revision) == nil
+		return true
+	})
+	_, err := s.KeepAlive(ctx, "k", e.Revision, 5*time.Second)
+	if !released {
+		t.Fatal("the peer's release did not run after the renewal's read")
+	}
+	if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+		t.Errorf("first renewal of an entry released after its read = %v, want lost (ErrNotFound)", err)
+	}
 }

@@ -222,15 +222,14 @@ func (sh *shared) round(reqs []*keepReq) {
 // serve keeps the shared leases of the callers' entries alive, one
 // keep-alive per lease, and answers each caller.
 //
-// An entry the store vouches for (vouchedLocked) needs nothing more. The
-// others are verified by one read of their keys before the keep-alive, as
-// they always were: an entry found at the caller's revision is kept alive,
-// one that changed is not, and a lease none of whose entries passed is not
-// kept alive at all. Either way, if a write of ours on a key began, or the
-// sentinel withdrew the store's word for a vouched entry, before the
-// keep-alive's answer, the key is read again after it: a read after the
-// send that finds the key at the caller's revision proves it was at it at
-// the send, since a key never comes back to a revision it left.
+// An entry the store vouches for (vouchedLocked) needs nothing more, unless
+// a write of ours on its key began, or the sentinel withdrew the store's
+// word for it, before the keep-alive's answer. Those, and the entries the
+// store does not vouch for, are verified by one read of their keys after
+// the keep-alive: a read after the send that finds the key at the caller's
+// revision proves it was at it at the send, since a key never comes back
+// to a revision it left. (A read before the send would prove nothing about
+// the send: a write with an unknown outcome may be applied in between.)
 func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 	s := sh.s
 	type word struct {
@@ -240,16 +239,12 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 	}
 	words := make([]word, len(reqs))
 	live := make([]bool, len(reqs)) // still to be kept alive and answered
-	var first []int                 // read before the keep-alive
 	s.mu.Lock()
 	for i, r := range reqs {
 		if h := s.held[r.k]; h != nil && h.shared && h.lease == r.lease && h.rev == r.rev {
 			words[i] = word{h, h.touched, s.vouchedLocked(r.k, h, r.rev)}
 		}
 		live[i] = words[i].h != nil
-		if live[i] && !words[i].vouched {
-			first = append(first, i)
-		}
 	}
 	s.mu.Unlock()
 	for i, r := range reqs {
@@ -260,9 +255,6 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			r.done <- keepResult{err: s.lost(r.key, r.rev)}
 		}
 	}
-	if len(first) > 0 {
-		sh.check(ctx, reqs, first, live)
-	}
 
 	byLease := make(map[clientv3.LeaseID][]int)
 	for i, r := range reqs {
@@ -270,7 +262,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			byLease[r.lease] = append(byLease[r.lease], i)
 		}
 	}
-	var again []int // read after the keep-alive
+	var again []int // read after the keep-alive: every entry not vouched for
 	for id, is := range byLease {
 		ttl, err := s.keepShared(ctx, id)
 		if errors.Is(err, errTooLate) {
@@ -304,7 +296,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 		for _, i := range is {
 			reqs[i].granted = granted
 			w := words[i]
-			if w.h != nil && s.unchanged(reqs[i].k, w.h, w.touched, w.vouched) {
+			if w.vouched && s.unchanged(reqs[i].k, w.h, w.touched, true) {
 				continue
 			}
 			again = append(again, i)

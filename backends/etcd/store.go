@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -680,12 +681,12 @@ func (s *Store) discardLease(ctx context.Context, wl writeLease) {
 // operation. For an entry the store wrote itself and vouches for, KeepAlive
 // is one keep-alive of its lease; the package documentation ("How a renewal
 // knows its entry") gives the rule of use that rests on and why it is
-// exact under it. For any other entry it reads the key, checks its
-// ModRevision, then keeps its lease alive: still linearizable at the read,
-// because a per-entry lease keeps nothing else alive (it is granted for one
-// write of one key), so if the key changed between the read and the
-// keep-alive, the refresh keeps alive no entry at all. KeepAlive refuses to
-// refresh a lease that carries other keys (ErrUnsupported). The new expiry
+// exact under it. For any other entry it keeps its lease alive, then reads
+// the key and checks its ModRevision: a read after the send that finds the
+// key at rev proves the key was at rev when the keep-alive was sent. (It
+// reads the key before as well the first time, to learn its lease.)
+// KeepAlive refuses to refresh a lease that carries other keys
+// (ErrUnsupported). The new expiry
 // counts from the keep-alive, which is later than the call's start, so a
 // holder that counts its deadline from before the call is on the safe side.
 //
@@ -722,42 +723,59 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if e, ok, err := s.keepVouched(ctx, k, key, rev, secs, start); ok {
 		return e, err
 	}
+	return s.keepChecked(ctx, k, key, rev, secs, ttl, start)
+}
 
-	resp, err := s.cli.Get(opctx(ctx), k)
-	if err != nil {
-		return backends.Entry{}, s.fail("keepalive", key, err)
-	}
-	if len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != rev {
-		ce := &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev}
-		if len(resp.Kvs) > 0 {
-			ce.Current, ce.Found = s.current(resp.Kvs[0]), true
-		}
-		return backends.Entry{}, fmt.Errorf("etcd: %w", ce)
-	}
-	kv := resp.Kvs[0]
-	id := clientv3.LeaseID(kv.Lease)
-	if id == clientv3.NoLease {
-		return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: the entry has no TTL, and etcd cannot give it one without rewriting it: %w", key, backends.ErrInvalid)
-	}
-	if s.shared != nil && s.isAbandoned(id) {
-		// Its lease is one the store abandoned close to its expiry, and
-		// will never keep alive again.
-		return backends.Entry{}, s.tooLate(key, rev)
-	}
-	if s.shared != nil && s.shared.owns(id) {
-		// An entry of ours on a shared lease that the registry lost track
-		// of (or never knew, after a write with an unknown outcome):
-		// register it and let the batch verify it.
-		s.adopt(k, kv, id, start)
-		e, _, err := s.shared.keepAlive(ctx, k, key, rev, secs, start)
-		return e, err
-	}
-
-	granted, keptAt, known := s.perEntryLease(k, rev, id)
+// keepChecked keeps alive an entry on a per-entry lease that the store
+// does not vouch for (a peer's, its own from before a restart, or its own
+// after a compaction, a write with an unknown outcome or a write below the
+// sentinel's start): it keeps the entry's lease alive, then reads the key.
+// A read after the send that finds the key at rev proves it was at rev at
+// the send, since a key never comes back to a revision it left; a read
+// before the send would prove nothing about the send, and the entry's
+// writer may delete it in between (a holder releasing what it holds).
+//
+// The lease comes from the registry when it knows k at rev (a key at a
+// revision has one lease, set by the write that made that revision).
+// Otherwise the store reads the key first, to learn its lease, and asks
+// etcd which keys that lease carries: a lease that carries other keys is
+// refused (ErrUnsupported), one that no longer carries k means k was
+// deleted or rewritten (lost).
+func (s *Store) keepChecked(ctx context.Context, k, key string, rev, secs int64, ttl time.Duration, start time.Time) (backends.Entry, error) {
+	id, granted, keptAt, known := s.perEntryLease(k, rev)
 	var until time.Time // the latest send of a keep-alive (keepUntil)
 	if known {
 		until = keepUntil(keptAt, granted)
 	} else {
+		resp, err := s.cli.Get(opctx(ctx), k)
+		if err != nil {
+			return backends.Entry{}, s.fail("keepalive", key, err)
+		}
+		if len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != rev {
+			ce := &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev}
+			if len(resp.Kvs) > 0 {
+				ce.Current, ce.Found = s.current(resp.Kvs[0]), true
+			}
+			return backends.Entry{}, fmt.Errorf("etcd: %w", ce)
+		}
+		kv := resp.Kvs[0]
+		id = clientv3.LeaseID(kv.Lease)
+		if id == clientv3.NoLease {
+			return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: the entry has no TTL, and etcd cannot give it one without rewriting it: %w", key, backends.ErrInvalid)
+		}
+		if s.shared != nil && s.isAbandoned(id) {
+			// Its lease is one the store abandoned close to its expiry, and
+			// will never keep alive again.
+			return backends.Entry{}, s.tooLate(key, rev)
+		}
+		if s.shared != nil && s.shared.owns(id) {
+			// An entry of ours on a shared lease that the registry lost track
+			// of (or never knew, after a write with an unknown outcome):
+			// register it and let the batch verify it.
+			s.adopt(k, kv, id, start)
+			e, _, err := s.shared.keepAlive(ctx, k, key, rev, secs, start)
+			return e, err
+		}
 		asked := s.clock.Now()
 		ttlResp, err := s.cli.TimeToLive(opctx(ctx), id, clientv3.WithAttachedKeys())
 		if err != nil && !isLeaseNotFound(err) {
@@ -766,7 +784,12 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 		if err != nil || ttlResp.TTL < 0 {
 			return backends.Entry{}, s.lost(key, rev)
 		}
-		if len(ttlResp.Keys) != 1 || string(ttlResp.Keys[0]) != k {
+		if !slices.ContainsFunc(ttlResp.Keys, func(b []byte) bool { return string(b) == k }) {
+			// The key left the lease since the read: deleted, or rewritten
+			// on another lease. The claim is lost.
+			return backends.Entry{}, s.lost(key, rev)
+		}
+		if len(ttlResp.Keys) != 1 {
 			return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: its lease %x carries %d keys; keeping it alive would keep the others alive too: %w",
 				key, int64(id), len(ttlResp.Keys), backends.ErrUnsupported)
 		}
@@ -785,7 +808,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	sent := s.clock.Now()
 	renewed, err := s.keepAliveOnce(ctx, id, until)
 	if errors.Is(err, errTooLate) {
-		return backends.Entry{}, s.tooLate(key, rev)
+		return backends.Entry{}, s.refusedLate(ctx, k, key, rev)
 	}
 	if isLeaseNotFound(err) {
 		s.forget(k, id)
@@ -794,11 +817,23 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if err != nil {
 		return backends.Entry{}, s.fail("keepalive", key, err)
 	}
+	resp, err := s.cli.Get(opctx(ctx), k)
+	if err != nil {
+		return backends.Entry{}, s.fail("keepalive", key, err)
+	}
+	readRev := resp.Header.Revision
+	var kv *mvccpb.KeyValue
+	if len(resp.Kvs) > 0 {
+		kv = resp.Kvs[0]
+	}
+	if kv == nil || kv.ModRevision != rev {
+		return backends.Entry{}, s.verify(ctx, k, key, rev, kv, readRev, false)
+	}
 	e := s.entry(kv)
 	e.TTL = seconds(renewed)
 	e.Remaining = e.TTL
 	s.wrote(k, e, writeLease{id: id, granted: e.TTL, sent: sent}, start, false)
-	s.revouch(k, rev, resp.Header.Revision)
+	s.revouch(k, rev, readRev)
 	return e, nil
 }
 
@@ -1092,17 +1127,17 @@ func (s *Store) forgetRev(k string, rev int64) {
 	}
 }
 
-// perEntryLease reports the granted TTL of id, and when it was last kept
-// alive (heldEntry.keptAt), if this store knows it as the lease of k at rev
-// alone.
-func (s *Store) perEntryLease(k string, rev int64, id clientv3.LeaseID) (granted time.Duration, keptAt time.Time, ok bool) {
+// perEntryLease reports the lease of k at rev, its granted TTL, and when it
+// was last kept alive (heldEntry.keptAt), if this store knows that lease
+// as a per-entry lease of k alone.
+func (s *Store) perEntryLease(k string, rev int64) (id clientv3.LeaseID, granted time.Duration, keptAt time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.held[k]
-	if h == nil || h.shared || h.lease != id || h.rev != rev {
-		return 0, time.Time{}, false
+	if h == nil || h.shared || h.rev != rev {
+		return clientv3.NoLease, 0, time.Time{}, false
 	}
-	return h.granted, h.keptAt, true
+	return h.lease, h.granted, h.keptAt, true
 }
 
 // pruneLocked drops per-entry records whose lease has certainly expired, so
