@@ -107,9 +107,15 @@
 // keeps the last change its watch saw of every key it is writing, and
 // never vouches for an entry written below a change already seen. A renewal
 // sent between the change and the watch's delivery of it (a millisecond on
-// a healthy cluster; longer while the watch is cut off, after which it
-// resumes where it stopped) may still succeed: that, and only that, is
-// what breaking the rule costs. If etcd compacted revisions the watch had
+// a healthy cluster) may still succeed: that, and only that, is what
+// breaking the rule costs. The watch requires a leader: when its member
+// loses the leader (cut off from its cluster), etcd ends it within a few
+// election timeouts, rather than leaving it silent while keep-alives may
+// reach the leader through another endpoint. From the moment the watch
+// ends until it is established again (it resumes where it stopped), the
+// store vouches for nothing: every renewal keeps its lease alive and reads
+// the key after, and a read that finds an entry unchanged once the watch
+// is back gives it the word back. If etcd compacted revisions the watch had
 // not delivered, the store withdraws its word for every entry, and a read
 // that finds an entry unchanged gives it back.
 //

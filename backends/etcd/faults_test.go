@@ -282,3 +282,66 @@ func TestFaultLeaderChange(t *testing.T) {
 		}
 	})
 }
+
+// TestFaultWatchEndsWithoutLeader: the store's watch of its prefix
+// requires a leader, so when the store's member is cut off from the rest
+// of the cluster etcd ends it, and the store vouches for nothing until it
+// is back. A key deleted meanwhile through another member is then caught
+// by the renewal's read once the member is back, and an untouched entry
+// gets the store's word back from that read once the watch is back.
+// Before, the watch stayed open and silent on the cut-off member, and the
+// store went on vouching for every entry for the whole partition: a
+// renewal that reached the leader another way was one keep-alive, whatever
+// happened to its key.
+func TestFaultWatchEndsWithoutLeader(t *testing.T) {
+	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+		c := newCluster(t)
+		prefix := newPrefix(t)
+		h := nonLeader(t, c)
+		o := nonLeader(t, c, h)
+		s := memberStore(t, c, h, prefix, opts...)
+		ctx := testContext(t)
+		// Long enough to outlive the partition: the renewals after it must
+		// meet the keys' leases alive, so that only the read can tell.
+		const ttl = 10 * time.Second
+		gone := mustCreate(t, s, "gone", "v", ttl)
+		kept := mustCreate(t, s, "kept", "v", ttl)
+		renewOnce(t, s, gone)
+		if !s.Vouched("gone", gone.Revision) || !s.Vouched("kept", kept.Revision) {
+			t.Fatal("the store does not vouch for the entries it wrote")
+		}
+
+		c.Partition(h)
+		waitFor(t, 10*time.Second, "the store stops vouching once its member has no leader", func(context.Context) bool {
+			return !s.Vouched("gone", gone.Revision) && !s.Vouched("kept", kept.Revision)
+		})
+		if _, err := c.Client(t, o).Delete(ctx, prefix+"gone"); err != nil {
+			t.Fatalf("delete through member %d: %v", o, err)
+		}
+		c.Heal(h)
+		if _, err := c.WaitLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		renew := func(key string, rev int64) error {
+			var err error
+			waitFor(t, 10*time.Second, "a renewal the healed member answers", func(ctx context.Context) bool {
+				rctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				_, err = s.KeepAlive(rctx, key, rev, ttl)
+				return backends.Classify(err) != backends.ClassTransient
+			})
+			return err
+		}
+		if err := renew("gone", gone.Revision); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+			t.Errorf("renewal of an entry deleted while the store's member had no leader = %v, want lost (ErrNotFound)", err)
+		}
+		waitFor(t, 10*time.Second, "the store's watch is established again", func(context.Context) bool { return s.Watching() })
+		if err := renew("kept", kept.Revision); err != nil {
+			t.Errorf("renewal of an untouched entry after the partition = %v, want success", err)
+		}
+		if !s.Vouched("kept", kept.Revision) {
+			t.Error("the store does not vouch again for an entry a read found unchanged once its watch is back")
+		}
+	})
+}

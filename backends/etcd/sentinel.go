@@ -48,11 +48,20 @@ func (s *Store) startSentinelLocked() {
 // its watch ends otherwise, it watches again from the revision after the
 // last it saw, so no event is skipped; if etcd compacted those revisions,
 // every entry loses the store's word (distrustAll).
+//
+// The watch requires a leader: a member cut off from its cluster ends it
+// (after a few election timeouts without a leader) instead of leaving it
+// silent while the rest of the cluster changes keys, and a keep-alive may
+// reach the leader through another endpoint. From the moment the watch
+// ends until it is established again, the store vouches for nothing
+// (watchDown): every entry loses its word, and a renewal verifies by a read
+// after its keep-alive, which gives the word back only once the watch is
+// established again (revouch).
 func (s *Store) sentinel(from int64) {
 	defer s.wg.Done()
 	for {
 		compacted := false
-		wch := s.cli.Watch(s.ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithCreatedNotify())
+		wch := s.cli.Watch(clientv3.WithRequireLeader(s.ctx), s.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithCreatedNotify())
 		for resp := range wch {
 			if resp.CompactRevision != 0 {
 				// Events between from and the compaction are gone: a
@@ -75,6 +84,7 @@ func (s *Store) sentinel(from int64) {
 		if compacted {
 			continue // from the compaction on, at once
 		}
+		s.watchEnded()
 		s.log.Warn("etcd: the store's watch of its entries ended; watching again", "rev", from)
 		select {
 		case <-s.ctx.Done():
@@ -119,8 +129,25 @@ func (s *Store) distrustAll(from int64) {
 	}
 }
 
+// watchUp records that the sentinel's watch is established: the store may
+// vouch again, for entries written from now on and for those a read gives
+// the word back to (revouch). Entries that lost it while the watch was down
+// do not get it back here: a change among the revisions the watch replays
+// may not be delivered yet.
 func (s *Store) watchUp() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.watchCreated = true
+	s.watchCreated, s.watchDown = true, false
+}
+
+// watchEnded records that the sentinel's watch ended (not by Close): until
+// it is established again, a change of any key would go unseen, so the
+// store withdraws its word for every entry and vouches for none.
+func (s *Store) watchEnded() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchCreated, s.watchDown = false, true
+	for _, h := range s.held {
+		h.vouched = false
+	}
 }

@@ -68,6 +68,9 @@ type Store struct {
 	watchFrom    int64 // guarded by mu
 	seen         int64 // guarded by mu
 	watchCreated bool  // guarded by mu; for tests: the watch is established
+	// watchDown: the sentinel's watch ended, and is not established again
+	// yet; the store vouches for nothing meanwhile (see watchEnded).
+	watchDown bool // guarded by mu
 	// seenWriting holds, for each key with a write of ours in flight,
 	// the last revision the sentinel saw that key change at meanwhile: a
 	// write it delivers before the writer registers its entry would
@@ -913,7 +916,7 @@ func (s *Store) keepVouched(ctx context.Context, k, key string, rev, secs int64,
 // keep-alive sent before that moment (the watch's delay, usually a
 // millisecond) may still succeed.
 func (s *Store) vouchedLocked(k string, h *heldEntry, rev int64) bool {
-	return h.rev == rev && h.vouched && s.inflight[k] == 0
+	return h.rev == rev && h.vouched && s.inflight[k] == 0 && !s.watchDown
 }
 
 // unchanged reports whether h is still the entry of k, with no write of
@@ -953,9 +956,10 @@ func (s *Store) verify(ctx context.Context, k, key string, rev int64, kv *mvccpb
 
 // revouch gives the store's word back to the entry of k at rev, which a
 // read at revision readRev found unchanged, if it lost it only because the
-// sentinel may have missed changes: the sentinel runs, has seen every change
-// from before readRev on, and has seen none after it (a change it saw
-// after the read would mean the read is already stale). An entry the store
+// sentinel may have missed changes: the sentinel's watch is established
+// (not down: see watchEnded), covers every change from before readRev on,
+// and has seen none after it (a change it saw after the read would mean
+// the read is already stale). An entry the store
 // did not write, or one a write of ours with an unknown outcome may still
 // change, never gets it back.
 func (s *Store) revouch(k string, rev, readRev int64) {
@@ -965,7 +969,7 @@ func (s *Store) revouch(k string, rev, readRev int64) {
 	if h == nil || h.rev != rev || !h.own || h.unsure || h.vouched {
 		return
 	}
-	if s.watchFrom != 0 && s.watchFrom <= readRev+1 && s.seen <= readRev {
+	if s.watchFrom != 0 && !s.watchDown && s.watchFrom <= readRev+1 && s.seen <= readRev {
 		h.vouched = true
 	}
 }
@@ -1045,7 +1049,7 @@ func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time
 		// Once the sentinel runs, it covers only revisions from watchFrom,
 		// and a change of k it delivered while this write was in flight
 		// withdrew nothing: it is compared here.
-		vouched: own && (s.watchFrom == 0 || e.Revision >= s.watchFrom) && s.seenWriting[k] <= e.Revision,
+		vouched: own && !s.watchDown && (s.watchFrom == 0 || e.Revision >= s.watchFrom) && s.seenWriting[k] <= e.Revision,
 		own:     own,
 	}
 	s.pruneLocked()
