@@ -153,9 +153,14 @@
 // prefix costs one request when a renewal first starts it. Get, two for an
 // entry with a TTL (the key, then its lease); List, one plus one per
 // distinct lease; Watch, one read plus the stream. Lease keep-alives are
-// messages on one stream per store, opened once (and again after it fails
-// or a caller gives up on it), not a stream each: opening one costs the
-// client and the server far more than the message.
+// messages on one stream per store, opened once (and again after it
+// fails), not a stream each: opening one costs the client and the server
+// far more than the message. One caller giving up never costs another its
+// renewal: a caller whose context ends, while its keep-alive is sent or
+// before its answer, leaves the stream open for the others. If the stream
+// answered nothing since that caller's request, it may be stuck: later
+// keep-alives go on a new stream, and the old one ends once every caller
+// still waiting on it has its answer or gives up.
 //
 // BenchmarkCompetingClaims measures it (100 claims, three candidates each,
 // one store per process, TTL 2 s, renewals every 500 ms jittered down by

@@ -19,31 +19,56 @@ import (
 // server answers a stream's requests one by one, in order, so each response
 // belongs to the oldest request still waiting.
 //
-// A caller whose context ends while it waits, with no answer on the stream
-// since it sent, gives the stream up: it may be stuck (a connection that
-// drops what it carries), and the next keep-alive opens a new one. Close
-// ends the stream through the store's context.
+// One caller giving up never costs another its renewal. A caller whose
+// context ends before its answer leaves its request behind (the answer,
+// when it comes, is dropped) and never ends the stream. If the stream
+// answered nothing since that caller's request was queued, it may be stuck
+// (a connection that drops what it carries): it is retired, so that the
+// next keep-alive opens a new stream, while the callers still waiting on
+// the retired one go on waiting for their answers, and it ends when the
+// last of them has its answer or gives up. A stream that is answering is
+// slow, not stuck, and stays. Requests are sent by the stream's own sender,
+// so a send blocked on a stuck connection holds no caller. Close ends every
+// stream through the store's context.
 type keeper struct {
 	s *Store
 
-	// sending is the right (capacity one) to open the stream and to send on
-	// it, so that waiting is in send order. Callers take it or give up
-	// with their context, as they do everywhere.
-	sending chan struct{}
+	// opening is the right (capacity one) to open a stream, so that
+	// callers that find none open one, not one each. Callers take it or
+	// give up with their context, as they do everywhere.
+	opening chan struct{}
 
-	mu      sync.Mutex
-	stream  pb.Lease_LeaseKeepAliveClient // guarded by mu; nil until a keep-alive needs one
-	cancel  context.CancelFunc            // guarded by mu; ends stream
-	waiting []keepWait                    // guarded by mu; requests sent on stream, oldest first
-	answers int64                         // guarded by mu; answers received on stream
+	mu  sync.Mutex
+	cur *keepStream // guarded by mu; where new requests go; nil until a keep-alive needs one, and after it ends or is retired
 }
 
-func newKeeper(s *Store) keeper { return keeper{s: s, sending: make(chan struct{}, 1)} }
+func newKeeper(s *Store) keeper { return keeper{s: s, opening: make(chan struct{}, 1)} }
 
+// keepStream is one keep-alive stream, with its sender and its receiver.
+// Its fields after ctx are guarded by the keeper's mu.
+type keepStream struct {
+	st     pb.Lease_LeaseKeepAliveClient
+	ctx    context.Context // ends the stream, its sender and its receiver
+	cancel context.CancelFunc
+	wake   chan struct{} // buffered: the sender has requests to send
+
+	queue   []*keepWait // queued, not sent yet, oldest first
+	waiting []*keepWait // sent, not answered yet, oldest first
+	answers int64       // answers received
+	callers int         // requests queued or sent whose callers still wait for their answer
+	retired bool        // no new request goes on it; it ends when callers is 0
+	ended   bool
+}
+
+// keepWait is one keep-alive request. Its flags are guarded by the
+// keeper's mu.
 type keepWait struct {
 	id      clientv3.LeaseID
-	done    chan keepAnswer // buffered: the receiver never blocks on a caller that left
-	answers int64           // the stream's answers when this request was queued
+	until   time.Time       // zero, or the latest time it may be sent (keepUntil)
+	done    chan keepAnswer // buffered: nobody ever blocks on a caller that left
+	answers int64           // the stream's answers when it was queued
+	gone    bool            // its caller stopped waiting
+	settled bool            // it was answered
 }
 
 type keepAnswer struct {
@@ -64,40 +89,32 @@ func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID, until ti
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	// The request is queued on the stream new requests go on. If that
+	// one ended or was retired between finding it and queueing, another
+	// is found; twice in a row means streams are failing as they open.
+	w := &keepWait{id: id, until: until, done: make(chan keepAnswer, 1)}
+	var ks *keepStream
+	for try := 0; ; try++ {
+		var err error
+		if ks, err = k.stream(ctx); err != nil {
+			return 0, err
+		}
+		k.mu.Lock()
+		if !ks.ended && !ks.retired {
+			w.answers = ks.answers
+			ks.queue = append(ks.queue, w)
+			ks.callers++
+			k.mu.Unlock()
+			break
+		}
+		k.mu.Unlock()
+		if try > 0 {
+			return 0, errStreamEnded
+		}
+	}
 	select {
-	case k.sending <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	st, err := k.current(ctx)
-	if err != nil {
-		<-k.sending
-		return 0, err
-	}
-	// The request is queued by value: a renewal allocates its answer's
-	// channel and nothing else of its own.
-	done := make(chan keepAnswer, 1)
-	k.mu.Lock()
-	if k.stream != st { // it failed in between: its waiters were answered
-		k.mu.Unlock()
-		<-k.sending
-		return 0, errStreamEnded
-	}
-	if !until.IsZero() && !s.clock.Now().Before(until) {
-		k.mu.Unlock()
-		<-k.sending
-		return 0, errTooLate
-	}
-	w := keepWait{id: id, done: done, answers: k.answers}
-	k.waiting = append(k.waiting, w)
-	k.mu.Unlock()
-	// A send blocked on a stuck connection ends with the caller's context.
-	stop := context.AfterFunc(ctx, func() { k.fail(st, errStreamEnded) })
-	err = st.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)})
-	stop()
-	<-k.sending
-	if err != nil {
-		k.fail(st, rpctypes.Error(err))
+	case ks.wake <- struct{}{}:
+	default: // the sender is already woken
 	}
 	select {
 	case a := <-w.done:
@@ -109,23 +126,43 @@ func (s *Store) keepAliveOnce(ctx context.Context, id clientv3.LeaseID, until ti
 		}
 		return a.ttl, nil
 	case <-ctx.Done():
-		k.giveUp(st, w.answers)
+		k.leave(ks, w)
 		return 0, ctx.Err()
 	}
 }
 
-// giveUp is called by a caller that stops waiting for the answer to its
-// request, queued when the stream had given answers answers. If the
-// stream has answered nothing since, it may be stuck (a connection that
-// drops what it carries): it is ended, and the next keep-alive opens a new
-// one. A stream that is answering is slow, not
-// stuck, and the other callers keep waiting on it.
-func (k *keeper) giveUp(st pb.Lease_LeaseKeepAliveClient, answers int64) {
+// leave is called by a caller that stops waiting for the answer to w on
+// ks. If ks answered nothing since w was queued, it may be stuck and is
+// retired (see keeper). A retired stream ends when no caller waits on it.
+func (k *keeper) leave(ks *keepStream, w *keepWait) {
 	k.mu.Lock()
-	stuck := k.stream == st && k.answers == answers
-	k.mu.Unlock()
-	if stuck {
-		k.fail(st, errStreamEnded)
+	defer k.mu.Unlock()
+	if w.settled || w.gone {
+		return
+	}
+	w.gone = true
+	ks.callers--
+	if ks.answers == w.answers {
+		k.retireLocked(ks)
+	}
+	k.endIfIdleLocked(ks)
+}
+
+// retireLocked makes new requests go on a new stream; the callers waiting
+// on ks keep waiting for their answers.
+func (k *keeper) retireLocked(ks *keepStream) {
+	ks.retired = true
+	if k.cur == ks {
+		k.cur = nil
+	}
+}
+
+// endIfIdleLocked ends ks if it is retired and nobody waits on it any more.
+func (k *keeper) endIfIdleLocked(ks *keepStream) {
+	if ks.retired && ks.callers == 0 && !ks.ended {
+		ks.ended = true
+		ks.queue, ks.waiting = nil, nil
+		ks.cancel()
 	}
 }
 
@@ -134,20 +171,32 @@ func (k *keeper) giveUp(st pb.Lease_LeaseKeepAliveClient, answers int64) {
 // renewal refused for it is lost (tooLate).
 var errTooLate = errors.New("the lease may be close to its expiry at the server, and was not kept alive")
 
-// errStreamEnded answers the keep-alives waiting on a stream that a caller
-// gave up, or that failed before their request was sent: transient, the
-// next call opens a new stream.
+// errStreamEnded answers a keep-alive that found the stream it was to go
+// on ended or retired twice in a row: transient, the next call opens a new
+// stream.
 var errStreamEnded = fmt.Errorf("keep-alive stream ended: %w", backends.ErrUnavailable)
 
-// current returns the open stream, opening one if there is none. Only the
-// holder of sending calls it. Opening ends with ctx, but the stream, once
-// open, lives until it fails or the store closes.
-func (k *keeper) current(ctx context.Context) (pb.Lease_LeaseKeepAliveClient, error) {
+// stream returns the stream new requests go on, opening one if there is
+// none. Opening ends with ctx, but the stream, once open, lives until it
+// fails, is retired and idle, or the store closes.
+func (k *keeper) stream(ctx context.Context) (*keepStream, error) {
 	k.mu.Lock()
-	st := k.stream
+	ks := k.cur
 	k.mu.Unlock()
-	if st != nil {
-		return st, nil
+	if ks != nil {
+		return ks, nil
+	}
+	select {
+	case k.opening <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-k.opening }()
+	k.mu.Lock()
+	ks = k.cur
+	k.mu.Unlock()
+	if ks != nil { // another caller opened it meanwhile
+		return ks, nil
 	}
 	sctx, cancel := context.WithCancel(opctx(k.s.ctx))
 	stopOpen := context.AfterFunc(ctx, cancel)
@@ -160,67 +209,121 @@ func (k *keeper) current(ctx context.Context) (pb.Lease_LeaseKeepAliveClient, er
 		cancel()
 		return nil, rpctypes.Error(err)
 	}
-	// The receiver joins the store's goroutines, unless Close has begun.
+	// The sender and the receiver join the store's goroutines, unless
+	// Close has begun.
 	k.s.mu.Lock()
 	closed := k.s.closed
 	if !closed {
-		k.s.wg.Add(1)
+		k.s.wg.Add(2)
 	}
 	k.s.mu.Unlock()
 	if closed {
 		cancel()
 		return nil, backends.ErrClosed
 	}
+	ks = &keepStream{st: st, ctx: sctx, cancel: cancel, wake: make(chan struct{}, 1)}
 	k.mu.Lock()
-	k.stream, k.cancel = st, cancel
+	k.cur = ks
 	k.mu.Unlock()
-	go k.receive(st)
-	return st, nil
+	go k.send(ks)
+	go k.receive(ks)
+	return ks, nil
 }
 
-// receive hands each response on st to the oldest waiting request, until st
-// fails.
-func (k *keeper) receive(st pb.Lease_LeaseKeepAliveClient) {
+// send sends the requests queued on ks, in order, until ks ends. A request
+// whose caller left before it was sent is dropped; one whose until has
+// passed is answered errTooLate and not sent.
+func (k *keeper) send(ks *keepStream) {
 	defer k.s.wg.Done()
 	for {
-		resp, err := st.Recv()
+		k.mu.Lock()
+		for len(ks.queue) > 0 && !ks.ended {
+			w := ks.queue[0]
+			ks.queue[0] = nil
+			ks.queue = ks.queue[1:]
+			if w.gone {
+				continue
+			}
+			if !w.until.IsZero() && !k.s.clock.Now().Before(w.until) {
+				k.settleLocked(ks, w, keepAnswer{err: errTooLate})
+				continue
+			}
+			ks.waiting = append(ks.waiting, w)
+			k.mu.Unlock()
+			if err := ks.st.Send(&pb.LeaseKeepAliveRequest{ID: int64(w.id)}); err != nil {
+				k.fail(ks, rpctypes.Error(err))
+				return
+			}
+			k.mu.Lock()
+		}
+		k.mu.Unlock()
+		select {
+		case <-ks.ctx.Done():
+			return
+		case <-ks.wake:
+		}
+	}
+}
+
+// settleLocked answers w, unless its caller left, and ends ks if that was
+// the last caller of a retired stream.
+func (k *keeper) settleLocked(ks *keepStream, w *keepWait, a keepAnswer) {
+	w.settled = true
+	if w.gone {
+		return
+	}
+	ks.callers--
+	w.done <- a
+	k.endIfIdleLocked(ks)
+}
+
+// receive hands each response on ks to the oldest request waiting on it,
+// until ks fails or ends.
+func (k *keeper) receive(ks *keepStream) {
+	defer k.s.wg.Done()
+	for {
+		resp, err := ks.st.Recv()
 		if err != nil {
-			k.fail(st, rpctypes.Error(err))
+			k.fail(ks, rpctypes.Error(err))
 			return
 		}
 		k.mu.Lock()
-		if k.stream != st {
+		if ks.ended {
 			k.mu.Unlock()
 			return
 		}
-		if len(k.waiting) == 0 || k.waiting[0].id != clientv3.LeaseID(resp.ID) {
+		if len(ks.waiting) == 0 || ks.waiting[0].id != clientv3.LeaseID(resp.ID) {
 			k.mu.Unlock()
-			k.fail(st, errors.New("etcd: keep-alive stream answered out of order"))
+			k.fail(ks, errors.New("etcd: keep-alive stream answered out of order"))
 			return
 		}
-		w := k.waiting[0]
-		k.waiting[0] = keepWait{}
-		k.waiting = k.waiting[1:]
-		k.answers++
+		w := ks.waiting[0]
+		ks.waiting[0] = nil
+		ks.waiting = ks.waiting[1:]
+		ks.answers++
+		k.settleLocked(ks, w, keepAnswer{ttl: resp.TTL})
 		k.mu.Unlock()
-		w.done <- keepAnswer{ttl: resp.TTL}
 	}
 }
 
-// fail ends st, if it is still the open stream, and answers every request
-// waiting on it with err.
-func (k *keeper) fail(st pb.Lease_LeaseKeepAliveClient, err error) {
+// fail ends ks, if it has not ended, and answers every request on it whose
+// caller still waits with err.
+func (k *keeper) fail(ks *keepStream, err error) {
 	k.mu.Lock()
-	if k.stream != st {
-		k.mu.Unlock()
+	defer k.mu.Unlock()
+	if ks.ended {
 		return
 	}
-	waiting := k.waiting
-	k.stream, k.waiting = nil, nil
-	cancel := k.cancel
-	k.mu.Unlock()
-	cancel()
-	for _, w := range waiting {
-		w.done <- keepAnswer{err: err}
+	if k.cur == ks {
+		k.cur = nil
 	}
+	ks.ended = true
+	for _, w := range append(ks.waiting, ks.queue...) {
+		w.settled = true
+		if !w.gone {
+			w.done <- keepAnswer{err: err}
+		}
+	}
+	ks.queue, ks.waiting, ks.callers = nil, nil, 0
+	ks.cancel()
 }
