@@ -1,7 +1,8 @@
 # tenure — build, test and benchmark targets.
 #
 #   make test     every test, with the race detector (builds the test
-#                 kube-apiserver first if it is not cached yet)
+#                 kube-apiserver and etcd v3.7 server first if they are not
+#                 cached yet)
 #   make lint     gofmt, go vet, and a go.mod/go.sum tidiness check
 #   make bench    the benchmarks, with allocations
 #   make steady   three etcd candidates on one claim for 30 s, no term change
@@ -23,16 +24,24 @@ BENCHFLAGS ?= -run '^$$' -bench . -benchmem -count 1
 # from the Go module proxy and cached outside the repository, keyed by its
 # version and the hash of its tools module (see backends/kube/kubetest).
 APISERVER_BUILD := backends/kube/kubetest/apiserver/build.sh
+# The etcd v3.7 server the etcd backend's tests also run against, as a
+# process, is built and cached the same way (see backends/etcd/etcdtest).
+ETCD_BUILD := backends/etcd/etcdtest/etcdserver/build.sh
 
-.PHONY: test lint bench steady demo kube-apiserver bench-report
+.PHONY: test lint bench steady demo kube-apiserver etcd-server bench-report
 
 test:
 	@bin=$$($(APISERVER_BUILD)) || { echo "make test: building the test kube-apiserver failed" >&2; exit 1; }; \
 	bin=$$(printf '%s\n' "$$bin" | tail -n 1); echo "kube-apiserver: $$bin"; \
-	TENURE_KUBE_APISERVER="$$bin" $(GO) test $(TESTFLAGS) $(PKGS)
+	etcd=$$($(ETCD_BUILD)) || { echo "make test: building the test etcd server failed" >&2; exit 1; }; \
+	etcd=$$(printf '%s\n' "$$etcd" | tail -n 1); echo "etcd server: $$etcd"; \
+	TENURE_KUBE_APISERVER="$$bin" TENURE_ETCD_SERVER="$$etcd" $(GO) test $(TESTFLAGS) $(PKGS)
 
 kube-apiserver:
 	$(APISERVER_BUILD)
+
+etcd-server:
+	$(ETCD_BUILD)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

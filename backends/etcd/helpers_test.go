@@ -183,9 +183,32 @@ func openStore(t testing.TB, cli *clientv3.Client, prefix string, opts ...etcd.O
 	return s
 }
 
+// server is an etcd the tests run against: the embedded one
+// (etcdtest.Server) or a separate process of another version
+// (etcdtest.Process).
+type server interface {
+	Endpoints() []string
+	Client(t testing.TB) *clientv3.Client
+	Restart(t testing.TB)
+}
+
+// servers runs fn against the embedded etcd (the version go.mod pins) and
+// against a real etcd v3.7 server process (etcdtest.ServerBinary: skipped
+// locally without one, failed in CI): start starts a server of that kind.
+// etcd from v3.7 answers keys-only reads from its index, without leases.
+func servers(t *testing.T, fn func(t *testing.T, start func(testing.TB) server)) {
+	t.Run("etcd=embedded", func(t *testing.T) {
+		fn(t, func(t testing.TB) server { return etcdtest.Start(t) })
+	})
+	t.Run("etcd=v3.7", func(t *testing.T) {
+		bin := etcdtest.ServerBinary(t)
+		fn(t, func(t testing.TB) server { return etcdtest.StartProcess(t, bin) })
+	})
+}
+
 // fixture is a server with one store on it.
 type fixture struct {
-	srv    *etcdtest.Server
+	srv    server
 	cli    *clientv3.Client // the store's client
 	raw    *clientv3.Client // another client, for looking behind the store's back
 	reqs   *counter         // the store client's requests
@@ -195,7 +218,13 @@ type fixture struct {
 
 func newFixture(t testing.TB, opts ...etcd.Option) *fixture {
 	t.Helper()
-	f := &fixture{srv: etcdtest.Start(t), reqs: newCounter(), prefix: newPrefix(t)}
+	return newFixtureOn(t, etcdtest.Start(t), opts...)
+}
+
+// newFixtureOn is newFixture on srv.
+func newFixtureOn(t testing.TB, srv server, opts ...etcd.Option) *fixture {
+	t.Helper()
+	f := &fixture{srv: srv, reqs: newCounter(), prefix: newPrefix(t)}
 	f.cli = newClient(t, f.srv.Endpoints(), f.reqs)
 	f.raw = f.srv.Client(t)
 	f.store = openStore(t, f.cli, f.prefix, opts...)

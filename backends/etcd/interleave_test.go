@@ -136,45 +136,47 @@ func putsKey(req any, key string) bool {
 // vouched for, and every renewal was one keep-alive of a live lease that
 // reported the deleted key held.
 func TestForeignChangeSeenBeforeOwnWriteIsRegistered(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		f := newFixture(t)
-		hc := &hookClient{}
-		s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
-		ctx := testContext(t)
-		// An earlier renewal started the store's watch of its prefix.
-		renewOnce(t, s, mustCreate(t, s, "other", "v", 2*time.Second))
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			f := newFixtureOn(t, start(t))
+			hc := &hookClient{}
+			s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
+			ctx := testContext(t)
+			// An earlier renewal started the store's watch of its prefix.
+			renewOnce(t, s, mustCreate(t, s, "other", "v", 2*time.Second))
 
-		var deleted int64
-		hc.onAfter(func(method string, req any) bool {
-			if !putsKey(req, f.prefix+"k") {
-				return false
-			}
-			del, err := f.raw.Delete(ctx, f.prefix+"k")
-			if err != nil || del.Deleted != 1 {
-				t.Errorf("delete behind the store's back: %v, %+v", err, del)
+			var deleted int64
+			hc.onAfter(func(method string, req any) bool {
+				if !putsKey(req, f.prefix+"k") {
+					return false
+				}
+				del, err := f.raw.Delete(ctx, f.prefix+"k")
+				if err != nil || del.Deleted != 1 {
+					t.Errorf("delete behind the store's back: %v, %+v", err, del)
+					return true
+				}
+				deleted = del.Header.Revision
+				waitFor(t, 10*time.Second, "the store's watch delivers the delete", func(context.Context) bool {
+					return s.Seen() >= deleted
+				})
 				return true
-			}
-			deleted = del.Header.Revision
-			waitFor(t, 10*time.Second, "the store's watch delivers the delete", func(context.Context) bool {
-				return s.Seen() >= deleted
 			})
-			return true
-		})
-		e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 2*time.Second)
-		if err != nil {
-			t.Fatalf("CreateIfAbsent: %v", err)
-		}
-		if deleted == 0 {
-			t.Fatal("the step did not run after the create's transaction")
-		}
-		if s.Vouched("k", e.Revision) {
-			t.Errorf("the store vouches for k at %d, deleted at %d before the write was registered", e.Revision, deleted)
-		}
-		for i := range 2 {
-			if _, err := s.KeepAlive(ctx, "k", e.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
-				t.Errorf("renewal %d of k at %d, deleted at %d: %v; want lost (ErrNotFound)", i, e.Revision, deleted, err)
+			e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 2*time.Second)
+			if err != nil {
+				t.Fatalf("CreateIfAbsent: %v", err)
 			}
-		}
+			if deleted == 0 {
+				t.Fatal("the step did not run after the create's transaction")
+			}
+			if s.Vouched("k", e.Revision) {
+				t.Errorf("the store vouches for k at %d, deleted at %d before the write was registered", e.Revision, deleted)
+			}
+			for i := range 2 {
+				if _, err := s.KeepAlive(ctx, "k", e.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+					t.Errorf("renewal %d of k at %d, deleted at %d: %v; want lost (ErrNotFound)", i, e.Revision, deleted, err)
+				}
+			}
+		})
 	})
 }
 
@@ -209,37 +211,39 @@ func readsKey(req any, key string) bool {
 // answered: the renewal reported the deleted entry held, in both lease
 // modes.
 func TestRenewalAfterUnknownDeleteReadsAfterItsKeepAlive(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		f := newFixture(t)
-		hc := &hookClient{}
-		s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
-		ctx := testContext(t)
-		e := mustCreate(t, s, "k", "v", 2*time.Second)
-		renewOnce(t, s, e)
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			f := newFixtureOn(t, start(t))
+			hc := &hookClient{}
+			s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
+			ctx := testContext(t)
+			e := mustCreate(t, s, "k", "v", 2*time.Second)
+			renewOnce(t, s, e)
 
-		hc.dropOnce(func(_ string, req any) bool { return deletesKey(req, f.prefix+"k") })
-		if err := s.CompareAndDelete(ctx, "k", e.Revision); backends.Classify(err) != backends.ClassTransient {
-			t.Fatalf("CompareAndDelete whose request is dropped = %v, want a transient error (outcome unknown)", err)
-		}
-		if s.Vouched("k", e.Revision) {
-			t.Fatal("the store still vouches for an entry a delete with an unknown outcome may remove")
-		}
-		var applied bool
-		hc.onSend(func(string, any) bool {
-			// The delete with the unknown outcome is applied now.
-			resp, err := f.raw.Txn(ctx).
-				If(clientv3.Compare(clientv3.ModRevision(f.prefix+"k"), "=", e.Revision)).
-				Then(clientv3.OpDelete(f.prefix + "k")).Commit()
-			applied = err == nil && resp.Succeeded
-			return true
+			hc.dropOnce(func(_ string, req any) bool { return deletesKey(req, f.prefix+"k") })
+			if err := s.CompareAndDelete(ctx, "k", e.Revision); backends.Classify(err) != backends.ClassTransient {
+				t.Fatalf("CompareAndDelete whose request is dropped = %v, want a transient error (outcome unknown)", err)
+			}
+			if s.Vouched("k", e.Revision) {
+				t.Fatal("the store still vouches for an entry a delete with an unknown outcome may remove")
+			}
+			var applied bool
+			hc.onSend(func(string, any) bool {
+				// The delete with the unknown outcome is applied now.
+				resp, err := f.raw.Txn(ctx).
+					If(clientv3.Compare(clientv3.ModRevision(f.prefix+"k"), "=", e.Revision)).
+					Then(clientv3.OpDelete(f.prefix + "k")).Commit()
+				applied = err == nil && resp.Succeeded
+				return true
+			})
+			_, err := s.KeepAlive(ctx, "k", e.Revision, 2*time.Second)
+			if !applied {
+				t.Fatal("the late delete did not run before the keep-alive's send")
+			}
+			if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+				t.Errorf("renewal whose keep-alive was sent after its entry's delete = %v, want lost (ErrNotFound)", err)
+			}
 		})
-		_, err := s.KeepAlive(ctx, "k", e.Revision, 2*time.Second)
-		if !applied {
-			t.Fatal("the late delete did not run before the keep-alive's send")
-		}
-		if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
-			t.Errorf("renewal whose keep-alive was sent after its entry's delete = %v, want lost (ErrNotFound)", err)
-		}
 	})
 }
 
@@ -252,38 +256,40 @@ func TestRenewalAfterUnknownDeleteReadsAfterItsKeepAlive(t *testing.T) {
 // lease, still alive after the release, answered: the renewal reported the
 // released entry held, with a full TTL.
 func TestRenewalOfPeersEntryReadsAfterItsKeepAlive(t *testing.T) {
-	for _, first := range []bool{true, false} {
-		name := map[bool]string{true: "first", false: "later"}[first]
-		t.Run(name, func(t *testing.T) {
-			leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-				f := newFixture(t)
-				hc := &hookClient{}
-				s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
-				writer := f.peer(t)
-				ctx := testContext(t)
-				// 5 s: a first renewal of a peer's entry needs more than
-				// its guard left (TestFirstKeepAliveOfAPeersEntry).
-				e := mustCreate(t, writer, "k", "v", 5*time.Second)
-				if !first {
-					if _, err := s.KeepAlive(ctx, "k", e.Revision, 5*time.Second); err != nil {
-						t.Fatalf("renewal of the peer's entry: %v", err)
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		for _, first := range []bool{true, false} {
+			name := map[bool]string{true: "first", false: "later"}[first]
+			t.Run(name, func(t *testing.T) {
+				leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+					f := newFixtureOn(t, start(t))
+					hc := &hookClient{}
+					s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
+					writer := f.peer(t)
+					ctx := testContext(t)
+					// 5 s: a first renewal of a peer's entry needs more than
+					// its guard left (TestFirstKeepAliveOfAPeersEntry).
+					e := mustCreate(t, writer, "k", "v", 5*time.Second)
+					if !first {
+						if _, err := s.KeepAlive(ctx, "k", e.Revision, 5*time.Second); err != nil {
+							t.Fatalf("renewal of the peer's entry: %v", err)
+						}
 					}
-				}
-				var released bool
-				hc.onSend(func(string, any) bool {
-					released = writer.CompareAndDelete(ctx, "k", e.Revision) == nil
-					return true
+					var released bool
+					hc.onSend(func(string, any) bool {
+						released = writer.CompareAndDelete(ctx, "k", e.Revision) == nil
+						return true
+					})
+					_, err := s.KeepAlive(ctx, "k", e.Revision, 5*time.Second)
+					if !released {
+						t.Fatal("the peer's release did not run before the keep-alive's send")
+					}
+					if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+						t.Errorf("renewal whose keep-alive was sent after the peer released the entry = %v, want lost (ErrNotFound)", err)
+					}
 				})
-				_, err := s.KeepAlive(ctx, "k", e.Revision, 5*time.Second)
-				if !released {
-					t.Fatal("the peer's release did not run before the keep-alive's send")
-				}
-				if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
-					t.Errorf("renewal whose keep-alive was sent after the peer released the entry = %v, want lost (ErrNotFound)", err)
-				}
 			})
-		})
-	}
+		}
+	})
 }
 
 // TestFirstRenewalOfReleasedEntryIsLost: the first renewal of a peer's
@@ -294,25 +300,27 @@ func TestRenewalOfPeersEntryReadsAfterItsKeepAlive(t *testing.T) {
 // ErrUnsupported (fatal), as for a lease that carries other keys, and an
 // elector backed off as if the store were broken.
 func TestFirstRenewalOfReleasedEntryIsLost(t *testing.T) {
-	f := newFixture(t)
-	hc := &hookClient{}
-	s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix)
-	writer := f.peer(t)
-	ctx := testContext(t)
-	e := mustCreate(t, writer, "k", "v", 5*time.Second)
-	var released bool
-	hc.onAfter(func(_ string, req any) bool {
-		if !readsKey(req, f.prefix+"k") {
-			return false
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		f := newFixtureOn(t, start(t))
+		hc := &hookClient{}
+		s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix)
+		writer := f.peer(t)
+		ctx := testContext(t)
+		e := mustCreate(t, writer, "k", "v", 5*time.Second)
+		var released bool
+		hc.onAfter(func(_ string, req any) bool {
+			if !readsKey(req, f.prefix+"k") {
+				return false
+			}
+			released = writer.CompareAndDelete(ctx, "k", e.Revision) == nil
+			return true
+		})
+		_, err := s.KeepAlive(ctx, "k", e.Revision, 5*time.Second)
+		if !released {
+			t.Fatal("the peer's release did not run after the renewal's read")
 		}
-		released = writer.CompareAndDelete(ctx, "k", e.Revision) == nil
-		return true
+		if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+			t.Errorf("first renewal of an entry released after its read = %v, want lost (ErrNotFound)", err)
+		}
 	})
-	_, err := s.KeepAlive(ctx, "k", e.Revision, 5*time.Second)
-	if !released {
-		t.Fatal("the peer's release did not run after the renewal's read")
-	}
-	if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
-		t.Errorf("first renewal of an entry released after its read = %v, want lost (ErrNotFound)", err)
-	}
 }

@@ -116,60 +116,62 @@ func (s *heldStream) RecvMsg(m any) error {
 // keep-alives: a renewal made while the answers are held goes on a new
 // stream and is answered.
 func TestKeepAliveCallerGivingUpCostsOthersNothing(t *testing.T) {
-	for _, when := range []string{"while sending", "before the first answer"} {
-		t.Run(when, func(t *testing.T) {
-			f := newFixture(t)
-			hs := newHeldStreams()
-			s := openStore(t, hs.client(t, f.srv.Endpoints()), f.prefix)
-			ctx := testContext(t)
-			a := mustCreate(t, s, "a", "v", 2*time.Second)
-			b := mustCreate(t, s, "b", "v", 2*time.Second)
-			c := mustCreate(t, s, "c", "v", 2*time.Second)
-			renewOnce(t, s, c) // opens the stream
-			for len(hs.sent) > 0 {
-				<-hs.sent
-			}
-			hs.holdOpen()
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		for _, when := range []string{"while sending", "before the first answer"} {
+			t.Run(when, func(t *testing.T) {
+				f := newFixtureOn(t, start(t))
+				hs := newHeldStreams()
+				s := openStore(t, hs.client(t, f.srv.Endpoints()), f.prefix)
+				ctx := testContext(t)
+				a := mustCreate(t, s, "a", "v", 2*time.Second)
+				b := mustCreate(t, s, "b", "v", 2*time.Second)
+				c := mustCreate(t, s, "c", "v", 2*time.Second)
+				renewOnce(t, s, c) // opens the stream
+				for len(hs.sent) > 0 {
+					<-hs.sent
+				}
+				hs.holdOpen()
 
-			other := make(chan error, 1)
-			go func() {
-				_, err := s.KeepAlive(ctx, "b", b.Revision, 2*time.Second)
-				other <- err
-			}()
-			<-hs.sent // b's keep-alive is out; its answer is held
+				other := make(chan error, 1)
+				go func() {
+					_, err := s.KeepAlive(ctx, "b", b.Revision, 2*time.Second)
+					other <- err
+				}()
+				<-hs.sent // b's keep-alive is out; its answer is held
 
-			actx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			if when == "while sending" {
-				hs.mu.Lock()
-				hs.onSend = cancel
-				hs.mu.Unlock()
-			}
-			gaveUp := make(chan error, 1)
-			go func() {
-				_, err := s.KeepAlive(actx, "a", a.Revision, 2*time.Second)
-				gaveUp <- err
-			}()
-			if when == "before the first answer" {
-				<-hs.sent // a's keep-alive is out too
-				cancel()
-			}
-			if err := <-gaveUp; !errors.Is(err, context.Canceled) || backends.Classify(err) != backends.ClassTransient {
-				t.Errorf("KeepAlive whose caller gave up = %v, want context.Canceled (transient)", err)
-			}
+				actx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				if when == "while sending" {
+					hs.mu.Lock()
+					hs.onSend = cancel
+					hs.mu.Unlock()
+				}
+				gaveUp := make(chan error, 1)
+				go func() {
+					_, err := s.KeepAlive(actx, "a", a.Revision, 2*time.Second)
+					gaveUp <- err
+				}()
+				if when == "before the first answer" {
+					<-hs.sent // a's keep-alive is out too
+					cancel()
+				}
+				if err := <-gaveUp; !errors.Is(err, context.Canceled) || backends.Classify(err) != backends.ClassTransient {
+					t.Errorf("KeepAlive whose caller gave up = %v, want context.Canceled (transient)", err)
+				}
 
-			// The held stream may be stuck: a renewal now opens another.
-			if _, err := s.KeepAlive(ctx, "c", c.Revision, 2*time.Second); err != nil {
-				t.Errorf("KeepAlive while the first stream holds its answers = %v, want success on a new stream", err)
-			}
-			if n := hs.opened(); n != 2 {
-				t.Errorf("%d keep-alive streams opened, want 2 (the held one, then a new one)", n)
-			}
+				// The held stream may be stuck: a renewal now opens another.
+				if _, err := s.KeepAlive(ctx, "c", c.Revision, 2*time.Second); err != nil {
+					t.Errorf("KeepAlive while the first stream holds its answers = %v, want success on a new stream", err)
+				}
+				if n := hs.opened(); n != 2 {
+					t.Errorf("%d keep-alive streams opened, want 2 (the held one, then a new one)", n)
+				}
 
-			close(hs.release)
-			if err := <-other; err != nil {
-				t.Errorf("KeepAlive of another caller on the same stream = %v, want success: one caller giving up must not cost it its renewal", err)
-			}
-		})
-	}
+				close(hs.release)
+				if err := <-other; err != nil {
+					t.Errorf("KeepAlive of another caller on the same stream = %v, want success: one caller giving up must not cost it its renewal", err)
+				}
+			})
+		}
+	})
 }

@@ -95,46 +95,48 @@ func TestSharedKeepAliveBatches(t *testing.T) {
 }
 
 func TestSharedKeepAliveVerifiesEachEntry(t *testing.T) {
-	f := newFixture(t, etcd.WithSharedLease(20*time.Millisecond))
-	ctx := testContext(t)
-	a := mustCreate(t, f.store, "a", "v", 2*time.Second)
-	b := mustCreate(t, f.store, "b", "v", 2*time.Second)
-	c := mustCreate(t, f.store, "c", "v", 2*time.Second)
-	renewOnce(t, f.store, c)
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		f := newFixtureOn(t, start(t), etcd.WithSharedLease(20*time.Millisecond))
+		ctx := testContext(t)
+		a := mustCreate(t, f.store, "a", "v", 2*time.Second)
+		b := mustCreate(t, f.store, "b", "v", 2*time.Second)
+		c := mustCreate(t, f.store, "c", "v", 2*time.Second)
+		renewOnce(t, f.store, c)
 
-	// Behind the store's back: a is rewritten (on the same lease), b deleted.
-	// That is outside the rule renewals rely on (only the writer and expiry
-	// change an entry); the store's watch catches it.
-	put, err := f.raw.Put(ctx, f.prefix+"a", "other", clientv3.WithLease(f.store.SharedLeaseOf(2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	del, err := f.raw.Delete(ctx, f.prefix+"b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the store's watch sees the changes", func(context.Context) bool {
-		return f.store.Seen() >= del.Header.Revision
+		// Behind the store's back: a is rewritten (on the same lease), b deleted.
+		// That is outside the rule renewals rely on (only the writer and expiry
+		// change an entry); the store's watch catches it.
+		put, err := f.raw.Put(ctx, f.prefix+"a", "other", clientv3.WithLease(f.store.SharedLeaseOf(2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		del, err := f.raw.Delete(ctx, f.prefix+"b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the store's watch sees the changes", func(context.Context) bool {
+			return f.store.Seen() >= del.Header.Revision
+		})
+
+		_, err = f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
+		if ce := conflict(t, "KeepAlive of a rewritten entry", err); !ce.Found || ce.Current.Revision != put.Header.Revision || string(ce.Current.Value) != "other" {
+			t.Errorf("KeepAlive of a rewritten entry: conflict %+v, want current revision %d, value other", ce, put.Header.Revision)
+		}
+		if _, err := f.store.KeepAlive(ctx, "b", b.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+			t.Errorf("KeepAlive of a deleted entry = %v, want lost (ErrNotFound)", err)
+		}
+		if _, err := f.store.KeepAlive(ctx, "c", c.Revision, 2*time.Second); err != nil {
+			t.Errorf("KeepAlive of an untouched entry = %v, want nil", err)
+		}
+		if _, err := f.store.KeepAlive(ctx, "c", c.Revision, 3*time.Second); !errors.Is(err, backends.ErrInvalid) {
+			t.Errorf("KeepAlive(ttl 3s) on the 2s shared lease = %v, want ErrInvalid", err)
+		}
+		// An entry of the shared lease the store does not know at that revision
+		// (a's rewrite) takes the direct path, and is adopted.
+		if got, err := f.store.KeepAlive(ctx, "a", put.Header.Revision, 2*time.Second); err != nil || got.Revision != put.Header.Revision || string(got.Value) != "other" {
+			t.Errorf("KeepAlive of the rewrite = %+v, %v; want revision %d, value other", got, err, put.Header.Revision)
+		}
 	})
-
-	_, err = f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
-	if ce := conflict(t, "KeepAlive of a rewritten entry", err); !ce.Found || ce.Current.Revision != put.Header.Revision || string(ce.Current.Value) != "other" {
-		t.Errorf("KeepAlive of a rewritten entry: conflict %+v, want current revision %d, value other", ce, put.Header.Revision)
-	}
-	if _, err := f.store.KeepAlive(ctx, "b", b.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
-		t.Errorf("KeepAlive of a deleted entry = %v, want lost (ErrNotFound)", err)
-	}
-	if _, err := f.store.KeepAlive(ctx, "c", c.Revision, 2*time.Second); err != nil {
-		t.Errorf("KeepAlive of an untouched entry = %v, want nil", err)
-	}
-	if _, err := f.store.KeepAlive(ctx, "c", c.Revision, 3*time.Second); !errors.Is(err, backends.ErrInvalid) {
-		t.Errorf("KeepAlive(ttl 3s) on the 2s shared lease = %v, want ErrInvalid", err)
-	}
-	// An entry of the shared lease the store does not know at that revision
-	// (a's rewrite) takes the direct path, and is adopted.
-	if got, err := f.store.KeepAlive(ctx, "a", put.Header.Revision, 2*time.Second); err != nil || got.Revision != put.Header.Revision || string(got.Value) != "other" {
-		t.Errorf("KeepAlive of the rewrite = %+v, %v; want revision %d, value other", got, err, put.Header.Revision)
-	}
 }
 
 // TestSharedLeaseRevoked: when the shared lease is gone, keep-alives report

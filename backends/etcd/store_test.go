@@ -277,26 +277,28 @@ func TestExpiryAndTakeover(t *testing.T) {
 // TestTokensAcrossRestart: tokens keep increasing across a restart of etcd,
 // and entries without TTL survive it.
 func TestTokensAcrossRestart(t *testing.T) {
-	f := newFixture(t)
-	ctx := testContext(t)
-	var last int64
-	for i := 0; i < 3; i++ {
-		e := mustCreate(t, f.store, "claim", "v", 0)
-		if e.CreateRevision <= last {
-			t.Fatalf("round %d: token %d, want > %d", i, e.CreateRevision, last)
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		f := newFixtureOn(t, start(t))
+		ctx := testContext(t)
+		var last int64
+		for i := 0; i < 3; i++ {
+			e := mustCreate(t, f.store, "claim", "v", 0)
+			if e.CreateRevision <= last {
+				t.Fatalf("round %d: token %d, want > %d", i, e.CreateRevision, last)
+			}
+			last = e.CreateRevision
+			if i == 1 {
+				f.srv.Restart(t)
+				waitFor(t, 10*time.Second, "store answers after restart", func(ctx context.Context) bool {
+					got, err := f.store.Get(ctx, "claim")
+					return err == nil && got.CreateRevision == last
+				})
+			}
+			if err := f.store.CompareAndDelete(ctx, "claim", e.Revision); err != nil {
+				t.Fatalf("round %d: delete: %v", i, err)
+			}
 		}
-		last = e.CreateRevision
-		if i == 1 {
-			f.srv.Restart(t)
-			waitFor(t, 10*time.Second, "store answers after restart", func(ctx context.Context) bool {
-				got, err := f.store.Get(ctx, "claim")
-				return err == nil && got.CreateRevision == last
-			})
-		}
-		if err := f.store.CompareAndDelete(ctx, "claim", e.Revision); err != nil {
-			t.Fatalf("round %d: delete: %v", i, err)
-		}
-	}
+	})
 }
 
 func TestList(t *testing.T) {

@@ -99,40 +99,42 @@ func TestSharedBatchIsOneKeepAlive(t *testing.T) {
 // then on the entry's renewals fail: a deleted one is lost, a rewritten one
 // a conflict that reports the rewrite.
 func TestKeepAliveCatchesForeignChange(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		f := newFixture(t, opts...)
-		ctx := testContext(t)
-		peer := f.peer(t)
-		a := mustCreate(t, f.store, "a", "v", 2*time.Second)
-		b := mustCreate(t, f.store, "b", "v", 2*time.Second)
-		renewOnce(t, f.store, a)
-		if !f.store.Vouched("a", a.Revision) || !f.store.Vouched("b", b.Revision) {
-			t.Fatal("the store does not vouch for the entries it wrote")
-		}
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			f := newFixtureOn(t, start(t), opts...)
+			ctx := testContext(t)
+			peer := f.peer(t)
+			a := mustCreate(t, f.store, "a", "v", 2*time.Second)
+			b := mustCreate(t, f.store, "b", "v", 2*time.Second)
+			renewOnce(t, f.store, a)
+			if !f.store.Vouched("a", a.Revision) || !f.store.Vouched("b", b.Revision) {
+				t.Fatal("the store does not vouch for the entries it wrote")
+			}
 
-		// Out of the rule: another store rewrites a, a client deletes b.
-		put, err := peer.CompareAndSet(ctx, "a", a.Revision, []byte("other"), 2*time.Second)
-		if err != nil {
-			t.Fatalf("peer CompareAndSet: %v", err)
-		}
-		del, err := f.raw.Delete(ctx, f.prefix+"b")
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, 10*time.Second, "the store's watch sees the changes", func(context.Context) bool {
-			return f.store.Seen() >= del.Header.Revision
+			// Out of the rule: another store rewrites a, a client deletes b.
+			put, err := peer.CompareAndSet(ctx, "a", a.Revision, []byte("other"), 2*time.Second)
+			if err != nil {
+				t.Fatalf("peer CompareAndSet: %v", err)
+			}
+			del, err := f.raw.Delete(ctx, f.prefix+"b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "the store's watch sees the changes", func(context.Context) bool {
+				return f.store.Seen() >= del.Header.Revision
+			})
+			if f.store.Vouched("a", a.Revision) || f.store.Vouched("b", b.Revision) {
+				t.Error("the store still vouches for entries changed behind its back")
+			}
+
+			_, err = f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
+			if ce := conflict(t, "KeepAlive of a rewritten entry", err); !ce.Found || ce.Current.Revision != put.Revision || string(ce.Current.Value) != "other" {
+				t.Errorf("KeepAlive of a rewritten entry: conflict %+v, want current revision %d, value other", ce, put.Revision)
+			}
+			if _, err := f.store.KeepAlive(ctx, "b", b.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+				t.Errorf("KeepAlive of a deleted entry = %v, want lost (ErrNotFound)", err)
+			}
 		})
-		if f.store.Vouched("a", a.Revision) || f.store.Vouched("b", b.Revision) {
-			t.Error("the store still vouches for entries changed behind its back")
-		}
-
-		_, err = f.store.KeepAlive(ctx, "a", a.Revision, 2*time.Second)
-		if ce := conflict(t, "KeepAlive of a rewritten entry", err); !ce.Found || ce.Current.Revision != put.Revision || string(ce.Current.Value) != "other" {
-			t.Errorf("KeepAlive of a rewritten entry: conflict %+v, want current revision %d, value other", ce, put.Revision)
-		}
-		if _, err := f.store.KeepAlive(ctx, "b", b.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
-			t.Errorf("KeepAlive of a deleted entry = %v, want lost (ErrNotFound)", err)
-		}
 	})
 }
 
@@ -141,25 +143,27 @@ func TestKeepAliveCatchesForeignChange(t *testing.T) {
 // it holds is within the rule). A peer renewing it right after the delete,
 // before any watch could tell it, finds it lost.
 func TestKeepAliveByPeerIsVerified(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		f := newFixture(t, opts...)
-		ctx := testContext(t)
-		peer := f.peer(t, opts...)
-		// 5 s: a peer's first renewal is guarded by the whole seconds
-		// etcd reports left (TestFirstKeepAliveOfAPeersEntry).
-		e := mustCreate(t, f.store, "k", "v", 5*time.Second)
-		if _, err := peer.KeepAlive(ctx, "k", e.Revision, 5*time.Second); err != nil {
-			t.Fatalf("peer KeepAlive: %v", err)
-		}
-		if peer.Vouched("k", e.Revision) {
-			t.Error("a peer vouches for an entry it did not write")
-		}
-		if err := f.store.CompareAndDelete(ctx, "k", e.Revision); err != nil {
-			t.Fatalf("CompareAndDelete: %v", err)
-		}
-		if _, err := peer.KeepAlive(ctx, "k", e.Revision, 5*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
-			t.Errorf("peer KeepAlive after the writer's delete = %v, want lost (ErrNotFound)", err)
-		}
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			f := newFixtureOn(t, start(t), opts...)
+			ctx := testContext(t)
+			peer := f.peer(t, opts...)
+			// 5 s: a peer's first renewal is guarded by the whole seconds
+			// etcd reports left (TestFirstKeepAliveOfAPeersEntry).
+			e := mustCreate(t, f.store, "k", "v", 5*time.Second)
+			if _, err := peer.KeepAlive(ctx, "k", e.Revision, 5*time.Second); err != nil {
+				t.Fatalf("peer KeepAlive: %v", err)
+			}
+			if peer.Vouched("k", e.Revision) {
+				t.Error("a peer vouches for an entry it did not write")
+			}
+			if err := f.store.CompareAndDelete(ctx, "k", e.Revision); err != nil {
+				t.Fatalf("CompareAndDelete: %v", err)
+			}
+			if _, err := peer.KeepAlive(ctx, "k", e.Revision, 5*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+				t.Errorf("peer KeepAlive after the writer's delete = %v, want lost (ErrNotFound)", err)
+			}
+		})
 	})
 }
 
@@ -170,33 +174,35 @@ func TestKeepAliveByPeerIsVerified(t *testing.T) {
 // interceptor runs it there), and its answer is held back until the
 // keep-alive returns.
 func TestKeepAliveDuringOwnDelete(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		f := newFixture(t)
-		rc := &raceClient{applied: make(chan struct{}), release: make(chan struct{})}
-		s := openStore(t, rc.client(t, f.srv.Endpoints()), f.prefix, opts...)
-		ctx := testContext(t)
-		e := mustCreate(t, s, "k", "v", 2*time.Second)
-		renewOnce(t, s, e)
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			f := newFixtureOn(t, start(t))
+			rc := &raceClient{applied: make(chan struct{}), release: make(chan struct{})}
+			s := openStore(t, rc.client(t, f.srv.Endpoints()), f.prefix, opts...)
+			ctx := testContext(t)
+			e := mustCreate(t, s, "k", "v", 2*time.Second)
+			renewOnce(t, s, e)
 
-		delErr := make(chan error, 1)
-		rc.onSend = func() {
-			rc.holdTxn.Store(true)
-			go func() { delErr <- s.CompareAndDelete(ctx, "k", e.Revision) }()
-			<-rc.applied
-		}
-		// The store's watch would see the delete too, perhaps before the
-		// keep-alive's answer: hold it back, so that the store knows of
-		// the delete only as its own write in flight.
-		rc.holdWatch.Store(true)
-		rc.armed.Store(true)
-		_, err := s.KeepAlive(ctx, "k", e.Revision, 2*time.Second)
-		close(rc.release)
-		if err := <-delErr; err != nil {
-			t.Fatalf("CompareAndDelete: %v", err)
-		}
-		if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
-			t.Errorf("KeepAlive sent after its entry's delete was applied = %v, want lost (ErrNotFound)", err)
-		}
+			delErr := make(chan error, 1)
+			rc.onSend = func() {
+				rc.holdTxn.Store(true)
+				go func() { delErr <- s.CompareAndDelete(ctx, "k", e.Revision) }()
+				<-rc.applied
+			}
+			// The store's watch would see the delete too, perhaps before the
+			// keep-alive's answer: hold it back, so that the store knows of
+			// the delete only as its own write in flight.
+			rc.holdWatch.Store(true)
+			rc.armed.Store(true)
+			_, err := s.KeepAlive(ctx, "k", e.Revision, 2*time.Second)
+			close(rc.release)
+			if err := <-delErr; err != nil {
+				t.Fatalf("CompareAndDelete: %v", err)
+			}
+			if !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+				t.Errorf("KeepAlive sent after its entry's delete was applied = %v, want lost (ErrNotFound)", err)
+			}
+		})
 	})
 }
 
@@ -280,39 +286,41 @@ func (s *heldWatch) RecvMsg(m any) error {
 // that finds an entry unchanged gives it back: the renewal after that read
 // is one keep-alive again.
 func TestKeepAliveAfterCompaction(t *testing.T) {
-	f := newFixture(t)
-	ctx := testContext(t)
-	e := mustCreate(t, f.store, "k", "v", 2*time.Second)
-	put, err := f.raw.Put(ctx, f.prefix+"other", "v")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.raw.Compact(ctx, put.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
-	}
-	// The first renewal starts the watch from e's revision, compacted.
-	if _, err := f.store.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil {
-		t.Fatalf("KeepAlive: %v", err)
-	}
-	waitFor(t, 10*time.Second, "the store withdraws its word after the compaction", func(context.Context) bool {
-		return !f.store.Vouched("k", e.Revision)
+	servers(t, func(t *testing.T, start func(testing.TB) server) {
+		f := newFixtureOn(t, start(t))
+		ctx := testContext(t)
+		e := mustCreate(t, f.store, "k", "v", 2*time.Second)
+		put, err := f.raw.Put(ctx, f.prefix+"other", "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.raw.Compact(ctx, put.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+			t.Fatal(err)
+		}
+		// The first renewal starts the watch from e's revision, compacted.
+		if _, err := f.store.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil {
+			t.Fatalf("KeepAlive: %v", err)
+		}
+		waitFor(t, 10*time.Second, "the store withdraws its word after the compaction", func(context.Context) bool {
+			return !f.store.Vouched("k", e.Revision)
+		})
+		waitFor(t, 10*time.Second, "the store's watch is established again", func(context.Context) bool { return f.store.Watching() })
+		f.reqs.reset()
+		if _, err := f.store.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil {
+			t.Fatalf("KeepAlive after the compaction: %v", err)
+		}
+		if got := f.reqs.of("Range"); got != 1 {
+			t.Errorf("renewal after the compaction read %d times (%s), want once", got, f.reqs)
+		}
+		if !f.store.Vouched("k", e.Revision) {
+			t.Fatal("the store does not vouch for an entry a read found unchanged after the compaction")
+		}
+		f.reqs.reset()
+		if _, err := f.store.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil {
+			t.Fatalf("KeepAlive: %v", err)
+		}
+		if got, ka := f.reqs.Load(), f.reqs.of("LeaseKeepAlive"); got != 1 || ka != 1 {
+			t.Errorf("renewal after the store vouches again cost %d requests (%s), want one keep-alive", got, f.reqs)
+		}
 	})
-	waitFor(t, 10*time.Second, "the store's watch is established again", func(context.Context) bool { return f.store.Watching() })
-	f.reqs.reset()
-	if _, err := f.store.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil {
-		t.Fatalf("KeepAlive after the compaction: %v", err)
-	}
-	if got := f.reqs.of("Range"); got != 1 {
-		t.Errorf("renewal after the compaction read %d times (%s), want once", got, f.reqs)
-	}
-	if !f.store.Vouched("k", e.Revision) {
-		t.Fatal("the store does not vouch for an entry a read found unchanged after the compaction")
-	}
-	f.reqs.reset()
-	if _, err := f.store.KeepAlive(ctx, "k", e.Revision, 2*time.Second); err != nil {
-		t.Fatalf("KeepAlive: %v", err)
-	}
-	if got, ka := f.reqs.Load(), f.reqs.of("LeaseKeepAlive"); got != 1 || ka != 1 {
-		t.Errorf("renewal after the store vouches again cost %d requests (%s), want one keep-alive", got, f.reqs)
-	}
 }

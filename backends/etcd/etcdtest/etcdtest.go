@@ -14,6 +14,12 @@
 // DefaultTimings runs etcd's own defaults instead (100 ms ticks, 1 s election
 // timeout, so a 2 s minimum lease, and fsync on), as a production server
 // would.
+//
+// A Process is the same single-member cluster run from an etcd binary as a
+// separate process, for running the tests against another etcd version
+// than the one embedded (the main module's go.mod holds one).
+// etcdserver/build.sh builds etcd v3.7 from the Go module proxy and caches
+// it; ServerBinary finds it through ServerEnv.
 package etcdtest
 
 import (

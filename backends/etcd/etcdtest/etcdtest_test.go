@@ -96,3 +96,19 @@ func TestCluster(t *testing.T) {
 		t.Errorf("get after restart = %v, %v; want k", resp, err)
 	}
 }
+
+func TestProcessStartRestart(t *testing.T) {
+	p := etcdtest.StartProcess(t, etcdtest.ServerBinary(t))
+	t.Logf("etcd %s", p.Version(t))
+	cli := p.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "k", "v1"); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	p.Restart(t)
+	resp, err := cli.Get(ctx, "k")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v1" {
+		t.Fatalf("get after restart: %v, %v; want v1", resp, err)
+	}
+}

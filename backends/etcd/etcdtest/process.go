@@ -1,0 +1,224 @@
+package etcdtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// ServerEnv names the environment variable that gives the path of an etcd
+// server binary for StartProcess: `make test` builds etcd v3.7 with
+// backends/etcd/etcdtest/etcdserver/build.sh and sets it.
+const ServerEnv = "TENURE_ETCD_SERVER"
+
+// ServerBinary returns the etcd binary named by ServerEnv. Without one it
+// fails the test when it runs in CI (CI set, as CI systems do), where `make test` must have
+// set it, and skips it otherwise, saying how to run it.
+func ServerBinary(t testing.TB) string {
+	t.Helper()
+	bin := os.Getenv(ServerEnv)
+	switch {
+	case bin != "":
+		return bin
+	case os.Getenv("CI") != "":
+		t.Fatalf("etcdtest: %s is not set: in CI the tests run against a real etcd v3.7 server; run them with `make test`, which builds it (backends/etcd/etcdtest/etcdserver/build.sh)", ServerEnv)
+	default:
+		t.Skipf("etcdtest: %s is not set: skipping the run against a real etcd server process; `make test` builds one and sets it", ServerEnv)
+	}
+	return ""
+}
+
+// Process is a single-member etcd running as a separate process from a
+// binary (another etcd version than the embedded one), on 127.0.0.1 ports,
+// with the fast timings of Start (10 ms ticks, 100 ms election timeout, so
+// a 1 s minimum lease, no fsync). Stop, Restart and StartProcess are called
+// from the test goroutine; Endpoints and Client are safe for concurrent
+// use. The process is killed at cleanup, and, should the test process die
+// first, by the kernel (Pdeathsig).
+type Process struct {
+	bin, dir, log string
+	client, peer  string // host:port
+
+	mu     sync.Mutex
+	exited chan error // nil while stopped; receives the process's end
+	kill   func() error
+}
+
+// StartProcess starts the etcd binary bin for the test, waits until it
+// serves, and stops it at cleanup.
+func StartProcess(t testing.TB, bin string) *Process {
+	t.Helper()
+	dir := t.TempDir()
+	var err error
+	for try := 0; try < startTries; try++ {
+		p := &Process{bin: bin, dir: filepath.Join(dir, fmt.Sprintf("data%d", try)), log: filepath.Join(dir, fmt.Sprintf("etcd%d.log", try))}
+		if p.client, err = freePort(); err != nil {
+			continue
+		}
+		if p.peer, err = freePort(); err != nil {
+			continue
+		}
+		if err = p.start(); err == nil {
+			t.Cleanup(p.Stop)
+			return p
+		}
+	}
+	t.Fatalf("etcdtest: %v", err)
+	return nil
+}
+
+// Endpoints are the client URLs of the process. They do not change across
+// Restart.
+func (p *Process) Endpoints() []string { return []string{"http://" + p.client} }
+
+// Client returns a new client of the process, closed at cleanup.
+func (p *Process) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: p.Endpoints(), DialTimeout: dialTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcdtest: client: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Version is what the process answers to a status request, like "3.7.3".
+func (p *Process) Version(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	resp, err := p.Client(t).Status(ctx, p.Endpoints()[0])
+	if err != nil {
+		t.Fatalf("etcdtest: status: %v", err)
+	}
+	return resp.Version
+}
+
+// Stop kills the process (SIGKILL: a crash) and waits until it has exited.
+// The data directory is kept for Restart. Stopping a stopped process does
+// nothing.
+func (p *Process) Stop() {
+	p.mu.Lock()
+	exited, kill := p.exited, p.kill
+	p.exited, p.kill = nil, nil
+	p.mu.Unlock()
+	if exited == nil {
+		return
+	}
+	_ = kill()
+	<-exited
+}
+
+// Restart stops the process if it runs and starts it again on the same
+// ports and data directory, then waits until it serves.
+func (p *Process) Restart(t testing.TB) {
+	t.Helper()
+	p.Stop()
+	if err := p.start(); err != nil {
+		t.Fatalf("etcdtest: restart: %v", err)
+	}
+}
+
+func (p *Process) start() error {
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("etcd log: %w", err)
+	}
+	client, peer := "http://"+p.client, "http://"+p.peer
+	cmd := exec.Command(p.bin,
+		"--name", "etcdtest",
+		"--data-dir", p.dir,
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "etcdtest="+peer,
+		"--heartbeat-interval", "10", "--election-timeout", "100",
+		"--unsafe-no-fsync",
+		"--log-level", "warn",
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Pdeathsig fires when the thread that started the child exits, and Go
+	// retires threads: start it from a goroutine that stays locked to its
+	// thread until the child has exited.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+		logf.Close()
+	}()
+	if err := <-started; err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", p.bin, err)
+	}
+	p.mu.Lock()
+	p.exited, p.kill = exited, cmd.Process.Kill
+	p.mu.Unlock()
+	if err := p.waitReady(exited); err != nil {
+		p.Stop()
+		return fmt.Errorf("%w\n%s", err, p.logTail())
+	}
+	return nil
+}
+
+// waitReady waits until the process answers a linearizable read, at most
+// readyTimeout; it fails at once if the process exits.
+func (p *Process) waitReady(exited chan error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: p.Endpoints(), DialTimeout: dialTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("etcd %s: client: %w", p.bin, err)
+	}
+	defer cli.Close()
+	tk := clock.New().Ticker(pollInterval)
+	defer tk.Stop()
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		_, err := cli.Get(rctx, "health")
+		rcancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case werr := <-exited:
+			exited <- werr // Stop waits for it
+			return fmt.Errorf("etcd %s exited before serving: %v", p.bin, werr)
+		case <-ctx.Done():
+			return fmt.Errorf("etcd %s not ready after %v: %w", p.bin, readyTimeout, errors.Join(err, ctx.Err()))
+		case <-tk.C:
+		}
+	}
+}
+
+// logTail is the end of the process's log, for a failure message.
+func (p *Process) logTail() string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return ""
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return "etcd log:\n" + strings.TrimSpace(string(bytes.Join(lines, []byte("\n"))))
+}
