@@ -147,39 +147,41 @@ func startElector(t *testing.T, c *etcdtest.Cluster, i int, prefix, who string, 
 // then, not later), the server expires its claim, the other elector takes
 // over with a higher token, and the two terms never overlap.
 func TestFaultElectorBlackholed(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		c := newCluster(t)
-		prefix := newPrefix(t)
-		h := nonLeader(t, c)
-		o := nonLeader(t, c, h)
-		ts := newTerms()
-		a := startElector(t, c, h, prefix, "a", ts, opts...)
-		if who := ts.next(t, 10*time.Second); who != "a" {
-			t.Fatalf("first leader %q, want a", who)
-		}
-		startElector(t, c, o, prefix, "b", ts, opts...)
+	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			c := start(t)
+			prefix := newPrefix(t)
+			h := nonLeader(t, c)
+			o := nonLeader(t, c, h)
+			ts := newTerms()
+			a := startElector(t, c, h, prefix, "a", ts, opts...)
+			if who := ts.next(t, 10*time.Second); who != "a" {
+				t.Fatalf("first leader %q, want a", who)
+			}
+			startElector(t, c, o, prefix, "b", ts, opts...)
 
-		c.Blackhole(h)
-		aEnded := ts.ended("a")
-		if who := ts.next(t, 10*time.Second); who != "b" {
-			t.Fatalf("leader after the blackhole %q, want b", who)
-		}
-		select {
-		case <-aEnded:
-		case <-testContext(t).Done():
-			t.Fatalf("a's term never ended")
-		}
-		if a.IsLeader() {
-			t.Errorf("a still reports leading after b was elected")
-		}
-		all := ts.check(t)
-		first := all[0]
-		// The leadership context ends at the deadline at the latest (a
-		// few milliseconds of timer scheduling aside).
-		if late := first.end.Sub(first.deadline); late > 50*time.Millisecond {
-			t.Errorf("a stopped acting %v after its local deadline", late)
-		}
-		c.Unblackhole(h)
+			c.Blackhole(h)
+			aEnded := ts.ended("a")
+			if who := ts.next(t, 10*time.Second); who != "b" {
+				t.Fatalf("leader after the blackhole %q, want b", who)
+			}
+			select {
+			case <-aEnded:
+			case <-testContext(t).Done():
+				t.Fatalf("a's term never ended")
+			}
+			if a.IsLeader() {
+				t.Errorf("a still reports leading after b was elected")
+			}
+			all := ts.check(t)
+			first := all[0]
+			// The leadership context ends at the deadline at the latest (a
+			// few milliseconds of timer scheduling aside).
+			if late := first.end.Sub(first.deadline); late > 50*time.Millisecond {
+				t.Errorf("a stopped acting %v after its local deadline", late)
+			}
+			c.Unblackhole(h)
+		})
 	})
 }
 

@@ -21,11 +21,28 @@ import (
 
 func newCluster(t *testing.T) *etcdtest.Cluster {
 	t.Helper()
-	c := etcdtest.StartCluster(t, 3)
+	return waitLeader(t, etcdtest.StartCluster(t, 3))
+}
+
+func waitLeader(t *testing.T, c *etcdtest.Cluster) *etcdtest.Cluster {
+	t.Helper()
 	if _, err := c.WaitLeader(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// clusters runs fn against a three-member cluster of embedded members and
+// one of etcd v3.7 server processes (etcdtest.ServerBinary: skipped locally
+// without one, failed in CI): start starts one of that kind, with a leader.
+// Process members cannot be partitioned; the partition tests run embedded
+// only.
+func clusters(t *testing.T, fn func(t *testing.T, start func(*testing.T) *etcdtest.Cluster)) {
+	t.Run("etcd=embedded", func(t *testing.T) { fn(t, newCluster) })
+	t.Run("etcd=v3.7", func(t *testing.T) {
+		bin := etcdtest.ServerBinary(t)
+		fn(t, func(t *testing.T) *etcdtest.Cluster { return waitLeader(t, etcdtest.StartProcessCluster(t, bin, 3)) })
+	})
 }
 
 // leaseModes runs fn once per lease mode: a lease per entry, and one
@@ -87,40 +104,42 @@ func takeOver(t *testing.T, s *etcd.Store, key string, ttl time.Duration, limit 
 // takes the claim over no sooner than the holder's own deadline, with a
 // higher token; and when the holder is heard again it learns it lost.
 func TestFaultBlackholedHolder(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		c := newCluster(t)
-		wall := clock.New()
-		prefix := newPrefix(t)
-		h := nonLeader(t, c)
-		o := nonLeader(t, c, h)
-		holder := memberStore(t, c, h, prefix, opts...)
-		other := memberStore(t, c, o, prefix, opts...)
-		ctx := testContext(t)
+	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			c := start(t)
+			wall := clock.New()
+			prefix := newPrefix(t)
+			h := nonLeader(t, c)
+			o := nonLeader(t, c, h)
+			holder := memberStore(t, c, h, prefix, opts...)
+			other := memberStore(t, c, o, prefix, opts...)
+			ctx := testContext(t)
 
-		sent := wall.Now()
-		e := mustCreate(t, holder, "claim", "holder", time.Second)
-		deadline := sent.Add(e.TTL) // the holder's deadline, without a safety margin
+			sent := wall.Now()
+			e := mustCreate(t, holder, "claim", "holder", time.Second)
+			deadline := sent.Add(e.TTL) // the holder's deadline, without a safety margin
 
-		c.Blackhole(h)
-		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
-		cancel()
-		if err == nil || backends.Classify(err) != backends.ClassTransient {
-			t.Errorf("KeepAlive through a blackholed member = %v, want a transient error", err)
-		}
+			c.Blackhole(h)
+			rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
+			cancel()
+			if err == nil || backends.Classify(err) != backends.ClassTransient {
+				t.Errorf("KeepAlive through a blackholed member = %v, want a transient error", err)
+			}
 
-		taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
-		if at.Before(deadline) {
-			t.Errorf("taken over %v before the holder's deadline: overlap", deadline.Sub(at))
-		}
-		if taken.CreateRevision <= e.CreateRevision {
-			t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
-		}
+			taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
+			if at.Before(deadline) {
+				t.Errorf("taken over %v before the holder's deadline: overlap", deadline.Sub(at))
+			}
+			if taken.CreateRevision <= e.CreateRevision {
+				t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
+			}
 
-		c.Unblackhole(h)
-		waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
-			_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
-			return backends.Classify(err) == backends.ClassLost
+			c.Unblackhole(h)
+			waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
+				_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
+				return backends.Classify(err) == backends.ClassLost
+			})
 		})
 	})
 }
@@ -190,39 +209,41 @@ func TestFaultPartitionedMember(t *testing.T) {
 // is down the holder cannot renew, the claim expires and another takes it;
 // after the restart the holder learns it lost, and tokens only grew.
 func TestFaultMemberRestart(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		c := newCluster(t)
-		wall := clock.New()
-		prefix := newPrefix(t)
-		h := nonLeader(t, c)
-		o := nonLeader(t, c, h)
-		holder := memberStore(t, c, h, prefix, opts...)
-		other := memberStore(t, c, o, prefix, opts...)
-		ctx := testContext(t)
+	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			c := start(t)
+			wall := clock.New()
+			prefix := newPrefix(t)
+			h := nonLeader(t, c)
+			o := nonLeader(t, c, h)
+			holder := memberStore(t, c, h, prefix, opts...)
+			other := memberStore(t, c, o, prefix, opts...)
+			ctx := testContext(t)
 
-		sent := wall.Now()
-		e := mustCreate(t, holder, "claim", "holder", time.Second)
-		c.Stop(h)
-		// The taker's claim must outlive the restart below.
-		taken, at := takeOver(t, other, "claim", 10*time.Second, 10*time.Second, wall)
-		if at.Before(sent.Add(e.TTL)) {
-			t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
-		}
-		c.Restart(t, h)
-		if _, err := c.WaitLeader(ctx); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
-			_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
-			return backends.Classify(err) == backends.ClassLost
+			sent := wall.Now()
+			e := mustCreate(t, holder, "claim", "holder", time.Second)
+			c.Stop(h)
+			// The taker's claim must outlive the restart below.
+			taken, at := takeOver(t, other, "claim", 10*time.Second, 10*time.Second, wall)
+			if at.Before(sent.Add(e.TTL)) {
+				t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
+			}
+			c.Restart(t, h)
+			if _, err := c.WaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
+				_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
+				return backends.Classify(err) == backends.ClassLost
+			})
+			if err := other.CompareAndDelete(ctx, "claim", taken.Revision); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			again := mustCreate(t, holder, "claim", "holder", time.Second)
+			if !(e.CreateRevision < taken.CreateRevision && taken.CreateRevision < again.CreateRevision) {
+				t.Errorf("tokens %d, %d, %d across the restart, want strictly increasing", e.CreateRevision, taken.CreateRevision, again.CreateRevision)
+			}
 		})
-		if err := other.CompareAndDelete(ctx, "claim", taken.Revision); err != nil {
-			t.Fatalf("release: %v", err)
-		}
-		again := mustCreate(t, holder, "claim", "holder", time.Second)
-		if !(e.CreateRevision < taken.CreateRevision && taken.CreateRevision < again.CreateRevision) {
-			t.Errorf("tokens %d, %d, %d across the restart, want strictly increasing", e.CreateRevision, taken.CreateRevision, again.CreateRevision)
-		}
 	})
 }
 
@@ -231,55 +252,57 @@ func TestFaultMemberRestart(t *testing.T) {
 // shortens them), and tokens issued before, during and after the change
 // strictly increase.
 func TestFaultLeaderChange(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		c := newCluster(t)
-		prefix := newPrefix(t)
-		lead := c.Leader()
-		h := nonLeader(t, c, lead)
-		holder := memberStore(t, c, h, prefix, opts...)
-		ctx := testContext(t)
+	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			c := start(t)
+			prefix := newPrefix(t)
+			lead := c.Leader()
+			h := nonLeader(t, c, lead)
+			holder := memberStore(t, c, h, prefix, opts...)
+			ctx := testContext(t)
 
-		var tokens []int64
-		claim := mustCreate(t, holder, "claim", "holder", 2*time.Second)
-		tokens = append(tokens, claim.CreateRevision)
-		before := mustCreate(t, holder, "other", "x", 0)
-		tokens = append(tokens, before.CreateRevision)
+			var tokens []int64
+			claim := mustCreate(t, holder, "claim", "holder", 2*time.Second)
+			tokens = append(tokens, claim.CreateRevision)
+			before := mustCreate(t, holder, "other", "x", 0)
+			tokens = append(tokens, before.CreateRevision)
 
-		c.Stop(lead)
-		if nl, err := c.WaitLeader(ctx); err != nil || nl == lead {
-			t.Fatalf("new leader = %d, %v; want one other than %d", nl, err, lead)
-		}
-		// The claim survived the change: renewals succeed (after, at most, a few
-		// transient errors while the cluster elects).
-		waitFor(t, 5*time.Second, "renew after the leader change", func(ctx context.Context) bool {
-			rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			defer cancel()
-			got, err := holder.KeepAlive(rctx, "claim", claim.Revision, 2*time.Second)
-			if err != nil && backends.Classify(err) != backends.ClassTransient {
-				t.Fatalf("KeepAlive across the leader change = %v, want success or transient", err)
+			c.Stop(lead)
+			if nl, err := c.WaitLeader(ctx); err != nil || nl == lead {
+				t.Fatalf("new leader = %d, %v; want one other than %d", nl, err, lead)
 			}
-			return err == nil && got.CreateRevision == claim.CreateRevision
+			// The claim survived the change: renewals succeed (after, at most, a few
+			// transient errors while the cluster elects).
+			waitFor(t, 5*time.Second, "renew after the leader change", func(ctx context.Context) bool {
+				rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				defer cancel()
+				got, err := holder.KeepAlive(rctx, "claim", claim.Revision, 2*time.Second)
+				if err != nil && backends.Classify(err) != backends.ClassTransient {
+					t.Fatalf("KeepAlive across the leader change = %v, want success or transient", err)
+				}
+				return err == nil && got.CreateRevision == claim.CreateRevision
+			})
+			if err := holder.CompareAndDelete(ctx, "claim", claim.Revision); err != nil {
+				t.Fatalf("release after the change: %v", err)
+			}
+			after := mustCreate(t, holder, "claim", "holder", 2*time.Second)
+			tokens = append(tokens, after.CreateRevision)
+
+			c.Restart(t, lead)
+			if _, err := c.WaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := holder.CompareAndDelete(ctx, "claim", after.Revision); err != nil {
+				t.Fatalf("release after the old leader came back: %v", err)
+			}
+			last := mustCreate(t, holder, "claim", "holder", 2*time.Second)
+			tokens = append(tokens, last.CreateRevision)
+			for i := 1; i < len(tokens); i++ {
+				if tokens[i] <= tokens[i-1] {
+					t.Errorf("tokens %v: not strictly increasing at %d", tokens, i)
+				}
+			}
 		})
-		if err := holder.CompareAndDelete(ctx, "claim", claim.Revision); err != nil {
-			t.Fatalf("release after the change: %v", err)
-		}
-		after := mustCreate(t, holder, "claim", "holder", 2*time.Second)
-		tokens = append(tokens, after.CreateRevision)
-
-		c.Restart(t, lead)
-		if _, err := c.WaitLeader(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := holder.CompareAndDelete(ctx, "claim", after.Revision); err != nil {
-			t.Fatalf("release after the old leader came back: %v", err)
-		}
-		last := mustCreate(t, holder, "claim", "holder", 2*time.Second)
-		tokens = append(tokens, last.CreateRevision)
-		for i := 1; i < len(tokens); i++ {
-			if tokens[i] <= tokens[i-1] {
-				t.Errorf("tokens %v: not strictly increasing at %d", tokens, i)
-			}
-		}
 	})
 }
 

@@ -33,6 +33,11 @@ const pollInterval = 10 * time.Millisecond
 //
 // Its methods are called from the test goroutine; Endpoints, Client and
 // Leader are also safe from others.
+//
+// StartProcessCluster runs the members from an etcd binary instead, as
+// separate processes (another etcd version than the embedded one); such a
+// cluster supports everything but Partition and Heal, which need the
+// embedded server's hooks.
 type Cluster struct {
 	members []*member
 }
@@ -45,9 +50,13 @@ type member struct {
 	peerBridge *bridge // what its peers dial: it forwards to peer
 	initial    string  // the --initial-cluster of every member
 	bridge     *bridge // what its clients dial: it forwards to client
+	bin        string  // the etcd binary of a process member; "" for an embedded one
+	log        string  // a process member's log file
 
-	mu   sync.Mutex
-	etcd *embed.Etcd // nil while stopped
+	mu     sync.Mutex
+	etcd   *embed.Etcd      // nil while stopped; an embedded member's server
+	proc   *running         // nil while stopped; a process member's process
+	status *clientv3.Client // a process member's client of its own URL, for Leader; closed by close
 }
 
 // StartCluster starts an n-member cluster, waits until it has a leader and
@@ -57,10 +66,26 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	if n < 1 {
 		t.Fatalf("etcdtest: cluster of %d members", n)
 	}
+	return startClusterTries(t, "", n)
+}
+
+// StartProcessCluster is StartCluster with members run from the etcd
+// binary bin as separate processes, killed at cleanup (and by Pdeathsig if
+// the test process dies). Partition and Heal are not supported.
+func StartProcessCluster(t testing.TB, bin string, n int) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("etcdtest: cluster of %d members", n)
+	}
+	return startClusterTries(t, bin, n)
+}
+
+func startClusterTries(t testing.TB, bin string, n int) *Cluster {
+	t.Helper()
 	var err error
 	for try := 0; try < startTries; try++ {
 		var c *Cluster
-		c, err = startCluster(t, n)
+		c, err = startCluster(t, bin, n)
 		if err == nil {
 			t.Cleanup(c.close)
 			return c
@@ -70,11 +95,12 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	return nil
 }
 
-func startCluster(t testing.TB, n int) (*Cluster, error) {
+func startCluster(t testing.TB, bin string, n int) (*Cluster, error) {
 	c := &Cluster{}
 	var initial []string
 	for i := 0; i < n; i++ {
-		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(t.TempDir(), "data")}
+		dir := t.TempDir()
+		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, "data"), bin: bin, log: filepath.Join(dir, "etcd.log")}
 		clientPort, err := freePort()
 		if err != nil {
 			return nil, err
@@ -133,6 +159,9 @@ func freePort() (string, error) {
 // start starts the member and waits until it serves (which needs a quorum:
 // the first start of a cluster starts every member at once).
 func (m *member) start(restart bool) error {
+	if m.bin != "" {
+		return m.startProcess(restart)
+	}
 	cfg := fastConfig(m.name, m.dir)
 	cfg.ListenClientUrls = []url.URL{m.client}
 	cfg.AdvertiseClientUrls = []url.URL{m.client}
@@ -153,18 +182,89 @@ func (m *member) start(restart bool) error {
 	return nil
 }
 
+// startProcess starts a process member: the same configuration as an
+// embedded one, as flags.
+func (m *member) startProcess(restart bool) error {
+	state := "new"
+	if restart {
+		state = "existing"
+	}
+	client := m.client.String()
+	r, err := run(m.bin, m.log, []string{
+		"--name", m.name,
+		"--data-dir", m.dir,
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", m.peer.String(),
+		"--initial-advertise-peer-urls", "http://" + m.peerBridge.addr(),
+		"--initial-cluster", m.initial,
+		"--initial-cluster-token", "etcdtest",
+		"--initial-cluster-state", state,
+	})
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.proc = &r
+	m.mu.Unlock()
+	if err := waitReady(m.bin, []string{client}, r.exited); err != nil {
+		m.stop()
+		return fmt.Errorf("member %s: %w\n%s", m.name, err, logTail(m.log))
+	}
+	return nil
+}
+
 // stop stops the member abruptly, like a crash: a leader does not hand its
 // leadership over first (which, when all members stop together, waits for a
-// transfer that cannot happen).
+// transfer that cannot happen). A process member is killed.
 func (m *member) stop() {
 	m.mu.Lock()
-	e := m.etcd
-	m.etcd = nil
+	e, p := m.etcd, m.proc
+	m.etcd, m.proc = nil, nil
 	m.mu.Unlock()
 	if e != nil {
 		e.Server.HardStop()
 		e.Close()
 	}
+	if p != nil {
+		_ = p.kill()
+		<-p.exited
+	}
+}
+
+// running reports whether the member runs.
+func (m *member) running() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.etcd != nil || m.proc != nil
+}
+
+// leaderOf returns the raft IDs of the member and of the leader it knows
+// (0 if none); ok is false if it is stopped or does not answer.
+func (m *member) leaderOf() (self, leader uint64, ok bool) {
+	if e := m.server(); e != nil {
+		return uint64(e.Server.MemberID()), uint64(e.Server.Leader()), true
+	}
+	if !m.running() {
+		return 0, 0, false
+	}
+	m.mu.Lock()
+	if m.status == nil {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.client.String()}, DialTimeout: dialTimeout, Logger: zap.NewNop()})
+		if err != nil {
+			m.mu.Unlock()
+			return 0, 0, false
+		}
+		m.status = cli
+	}
+	cli := m.status
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	resp, err := cli.Status(ctx, m.client.String())
+	if err != nil {
+		return 0, 0, false
+	}
+	return resp.Header.MemberId, resp.Leader, true
 }
 
 func (m *member) server() *embed.Etcd {
@@ -192,6 +292,13 @@ func (c *Cluster) close() {
 		go func() {
 			defer wg.Done()
 			m.stop()
+			m.mu.Lock()
+			cli := m.status
+			m.status = nil
+			m.mu.Unlock()
+			if cli != nil {
+				cli.Close()
+			}
 		}()
 	}
 	wg.Wait()
@@ -230,8 +337,7 @@ func (c *Cluster) Client(t testing.TB, i int) *clientv3.Client {
 // running members see it, or -1 if none is.
 func (c *Cluster) Leader() int {
 	for i, m := range c.members {
-		e := m.server()
-		if e != nil && e.Server.Leader() == e.Server.MemberID() {
+		if self, leader, ok := m.leaderOf(); ok && self == leader {
 			return i
 		}
 	}
@@ -256,9 +362,15 @@ func (c *Cluster) WaitLeader(ctx context.Context) (int, error) {
 }
 
 func (c *Cluster) agree(l int) bool {
-	id := c.members[l].server().Server.MemberID()
+	id, _, ok := c.members[l].leaderOf()
+	if !ok {
+		return false
+	}
 	for _, m := range c.members {
-		if e := m.server(); e != nil && e.Server.Leader() != id {
+		if !m.running() {
+			continue
+		}
+		if _, leader, ok := m.leaderOf(); !ok || leader != id {
 			return false
 		}
 	}
@@ -275,7 +387,9 @@ func (c *Cluster) Unblackhole(i int) { c.members[i].bridge.setBlackhole(false) }
 
 // Partition cuts member i off from every other member (its clients still
 // reach it): a minority member has no leader and refuses what needs one.
+// It needs embedded members (StartCluster).
 func (c *Cluster) Partition(i int) {
+	c.mustEmbed("Partition")
 	self := c.members[i].server()
 	for j, m := range c.members {
 		other := m.server()
@@ -287,8 +401,10 @@ func (c *Cluster) Partition(i int) {
 	}
 }
 
-// Heal restores member i's links to every other member.
+// Heal restores member i's links to every other member. It needs embedded
+// members (StartCluster).
 func (c *Cluster) Heal(i int) {
+	c.mustEmbed("Heal")
 	self := c.members[i].server()
 	for j, m := range c.members {
 		other := m.server()
@@ -297,6 +413,17 @@ func (c *Cluster) Heal(i int) {
 		}
 		self.Server.MendPeer(other.Server.MemberID())
 		other.Server.MendPeer(self.Server.MemberID())
+	}
+}
+
+// mustEmbed stops a test that asks a process cluster for what only
+// embedded members can do: a silent no-op would let a fault test pass
+// without its fault.
+func (c *Cluster) mustEmbed(op string) {
+	for _, m := range c.members {
+		if m.bin != "" {
+			panic("etcdtest: " + op + " needs a cluster of embedded members (StartCluster), not of processes")
+		}
 	}
 }
 

@@ -112,3 +112,30 @@ func TestProcessStartRestart(t *testing.T) {
 		t.Fatalf("get after restart: %v, %v; want v1", resp, err)
 	}
 }
+
+// TestProcessCluster: a cluster of etcd processes elects a leader, serves
+// through its bridges, survives its leader's crash, and a member restarted
+// on its data serves again.
+func TestProcessCluster(t *testing.T) {
+	c := etcdtest.StartProcessCluster(t, etcdtest.ServerBinary(t), 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lead, err := c.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := (lead + 1) % c.Size()
+	cli := c.Client(t, h)
+	if _, err := cli.Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("put through member %d: %v", h, err)
+	}
+	c.Stop(lead)
+	if nl, err := c.WaitLeader(ctx); err != nil || nl == lead {
+		t.Fatalf("leader after member %d's crash = %d, %v; want another", lead, nl, err)
+	}
+	c.Restart(t, lead)
+	resp, err := c.Client(t, lead).Get(ctx, "k")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Errorf("get from the restarted member = %v, %v; want k", resp, err)
+	}
+}

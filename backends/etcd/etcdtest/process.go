@@ -134,21 +134,46 @@ func (p *Process) Restart(t testing.TB) {
 }
 
 func (p *Process) start() error {
-	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("etcd log: %w", err)
-	}
 	client, peer := "http://"+p.client, "http://"+p.peer
-	cmd := exec.Command(p.bin,
+	r, err := run(p.bin, p.log, []string{
 		"--name", "etcdtest",
 		"--data-dir", p.dir,
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "etcdtest="+peer,
+		"--initial-cluster", "etcdtest=" + peer,
+	})
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.exited, p.kill = r.exited, r.kill
+	p.mu.Unlock()
+	if err := waitReady(p.bin, p.Endpoints(), r.exited); err != nil {
+		p.Stop()
+		return fmt.Errorf("%w\n%s", err, logTail(p.log))
+	}
+	return nil
+}
+
+// running is an etcd process: kill it, then receive from exited.
+type running struct {
+	exited chan error // receives the process's end, once
+	kill   func() error
+}
+
+// run starts the etcd binary bin with args and the fast test timings,
+// logging to the file logPath.
+func run(bin, logPath string, args []string) (running, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return running{}, fmt.Errorf("etcd log: %w", err)
+	}
+	args = append(args,
 		"--heartbeat-interval", "10", "--election-timeout", "100",
 		"--unsafe-no-fsync",
 		"--log-level", "warn",
 	)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Pdeathsig fires when the thread that started the child exits, and Go
 	// retires threads: start it from a goroutine that stays locked to its
@@ -168,26 +193,20 @@ func (p *Process) start() error {
 	}()
 	if err := <-started; err != nil {
 		logf.Close()
-		return fmt.Errorf("start %s: %w", p.bin, err)
+		return running{}, fmt.Errorf("start %s: %w", bin, err)
 	}
-	p.mu.Lock()
-	p.exited, p.kill = exited, cmd.Process.Kill
-	p.mu.Unlock()
-	if err := p.waitReady(exited); err != nil {
-		p.Stop()
-		return fmt.Errorf("%w\n%s", err, p.logTail())
-	}
-	return nil
+	return running{exited: exited, kill: cmd.Process.Kill}, nil
 }
 
-// waitReady waits until the process answers a linearizable read, at most
-// readyTimeout; it fails at once if the process exits.
-func (p *Process) waitReady(exited chan error) error {
+// waitReady waits until the etcd process bin at endpoints answers a
+// linearizable read, at most readyTimeout; it fails at once if the process
+// exits.
+func waitReady(bin string, endpoints []string, exited chan error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: p.Endpoints(), DialTimeout: dialTimeout, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: dialTimeout, Logger: zap.NewNop()})
 	if err != nil {
-		return fmt.Errorf("etcd %s: client: %w", p.bin, err)
+		return fmt.Errorf("etcd %s: client: %w", bin, err)
 	}
 	defer cli.Close()
 	tk := clock.New().Ticker(pollInterval)
@@ -202,17 +221,17 @@ func (p *Process) waitReady(exited chan error) error {
 		select {
 		case werr := <-exited:
 			exited <- werr // Stop waits for it
-			return fmt.Errorf("etcd %s exited before serving: %v", p.bin, werr)
+			return fmt.Errorf("etcd %s exited before serving: %v", bin, werr)
 		case <-ctx.Done():
-			return fmt.Errorf("etcd %s not ready after %v: %w", p.bin, readyTimeout, errors.Join(err, ctx.Err()))
+			return fmt.Errorf("etcd %s not ready after %v: %w", bin, readyTimeout, errors.Join(err, ctx.Err()))
 		case <-tk.C:
 		}
 	}
 }
 
-// logTail is the end of the process's log, for a failure message.
-func (p *Process) logTail() string {
-	b, err := os.ReadFile(p.log)
+// logTail is the end of an etcd process's log, for a failure message.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
