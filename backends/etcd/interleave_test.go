@@ -127,7 +127,8 @@ func putsKey(req any, key string) bool {
 
 // TestForeignChangeSeenBeforeOwnWriteIsRegistered: a change of a key by
 // another client that the store's watch delivers after the store's own
-// write of the key committed, but before the writer registered its entry,
+// write of the key (a create, or a compare-and-set of its own entry)
+// committed, but before the writer registered its entry,
 // must withdraw the store's word for that entry (issue 29, hole 1). A
 // client interceptor runs the step there: once etcd answered the create's
 // transaction, another client deletes the key, and the step waits until
@@ -138,43 +139,56 @@ func putsKey(req any, key string) bool {
 func TestForeignChangeSeenBeforeOwnWriteIsRegistered(t *testing.T) {
 	servers(t, func(t *testing.T, start func(testing.TB) server) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-			f := newFixtureOn(t, start(t))
-			hc := &hookClient{}
-			s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
-			ctx := testContext(t)
-			// An earlier renewal started the store's watch of its prefix.
-			renewOnce(t, s, mustCreate(t, s, "other", "v", 2*time.Second))
+			for _, op := range []string{"create", "cas"} {
+				t.Run(op, func(t *testing.T) {
+					f := newFixtureOn(t, start(t))
+					hc := &hookClient{}
+					s := openStore(t, hc.client(t, f.srv.Endpoints()), f.prefix, opts...)
+					ctx := testContext(t)
+					// An earlier renewal started the store's watch of its prefix.
+					renewOnce(t, s, mustCreate(t, s, "other", "v", 2*time.Second))
+					write := func() (backends.Entry, error) {
+						return s.CreateIfAbsent(ctx, "k", []byte("v"), 2*time.Second)
+					}
+					if op == "cas" {
+						prev := mustCreate(t, s, "k", "v0", 2*time.Second)
+						write = func() (backends.Entry, error) {
+							return s.CompareAndSet(ctx, "k", prev.Revision, []byte("v"), 2*time.Second)
+						}
+					}
 
-			var deleted int64
-			hc.onAfter(func(method string, req any) bool {
-				if !putsKey(req, f.prefix+"k") {
-					return false
-				}
-				del, err := f.raw.Delete(ctx, f.prefix+"k")
-				if err != nil || del.Deleted != 1 {
-					t.Errorf("delete behind the store's back: %v, %+v", err, del)
-					return true
-				}
-				deleted = del.Header.Revision
-				waitFor(t, 10*time.Second, "the store's watch delivers the delete", func(context.Context) bool {
-					return s.Seen() >= deleted
+					var deleted int64
+					hc.onAfter(func(method string, req any) bool {
+						if !putsKey(req, f.prefix+"k") {
+							return false
+						}
+						del, err := f.raw.Delete(ctx, f.prefix+"k")
+						if err != nil || del.Deleted != 1 {
+							t.Errorf("delete behind the store's back: %v, %+v", err, del)
+							return true
+						}
+						deleted = del.Header.Revision
+						waitFor(t, 10*time.Second, "the store's watch delivers the delete", func(context.Context) bool {
+							return s.Seen() >= deleted
+						})
+						return true
+					})
+					e, err := write()
+					if err != nil {
+						t.Fatalf("%s: %v", op, err)
+					}
+					if deleted == 0 {
+						t.Fatalf("the step did not run after the %s's transaction", op)
+					}
+					if s.Vouched("k", e.Revision) {
+						t.Errorf("the store vouches for k at %d, deleted at %d before the write was registered", e.Revision, deleted)
+					}
+					for i := range 2 {
+						if _, err := s.KeepAlive(ctx, "k", e.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+							t.Errorf("renewal %d of k at %d, deleted at %d: %v; want lost (ErrNotFound)", i, e.Revision, deleted, err)
+						}
+					}
 				})
-				return true
-			})
-			e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 2*time.Second)
-			if err != nil {
-				t.Fatalf("CreateIfAbsent: %v", err)
-			}
-			if deleted == 0 {
-				t.Fatal("the step did not run after the create's transaction")
-			}
-			if s.Vouched("k", e.Revision) {
-				t.Errorf("the store vouches for k at %d, deleted at %d before the write was registered", e.Revision, deleted)
-			}
-			for i := range 2 {
-				if _, err := s.KeepAlive(ctx, "k", e.Revision, 2*time.Second); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
-					t.Errorf("renewal %d of k at %d, deleted at %d: %v; want lost (ErrNotFound)", i, e.Revision, deleted, err)
-				}
 			}
 		})
 	})
