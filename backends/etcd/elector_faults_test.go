@@ -190,52 +190,54 @@ func TestFaultElectorBlackholed(t *testing.T) {
 // partitioned away. Whatever happens to who leads, terms never overlap and
 // tokens strictly increase.
 func TestFaultElectorLeaderChanges(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		c := newCluster(t)
-		prefix := newPrefix(t)
-		ts := newTerms()
-		els := make([]*elector.Elector, c.Size())
-		for i := range els {
-			els[i] = startElector(t, c, i, prefix, fmt.Sprintf("e%d", i), ts, opts...)
-		}
-		ts.next(t, 10*time.Second)
-		ctx := testContext(t)
-		someoneLeads := func(except int) func(context.Context) bool {
-			return func(context.Context) bool {
-				for i, el := range els {
-					if i != except && el.IsLeader() {
-						return true
+	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			c := start(t)
+			prefix := newPrefix(t)
+			ts := newTerms()
+			els := make([]*elector.Elector, c.Size())
+			for i := range els {
+				els[i] = startElector(t, c, i, prefix, fmt.Sprintf("e%d", i), ts, opts...)
+			}
+			ts.next(t, 10*time.Second)
+			ctx := testContext(t)
+			someoneLeads := func(except int) func(context.Context) bool {
+				return func(context.Context) bool {
+					for i, el := range els {
+						if i != except && el.IsLeader() {
+							return true
+						}
 					}
+					return false
 				}
-				return false
 			}
-		}
-		for round := 0; round < 2; round++ {
-			lead, err := c.WaitLeader(ctx)
-			if err != nil {
-				t.Fatal(err)
+			for round := 0; round < 2; round++ {
+				lead, err := c.WaitLeader(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Stop(lead)
+				if _, err := c.WaitLeader(ctx); err != nil {
+					t.Fatal(err)
+				}
+				// An elector on a running member leads, through the change.
+				waitFor(t, 10*time.Second, "a leader on a running member", someoneLeads(lead))
+				c.Restart(t, lead)
+				if _, err := c.WaitLeader(ctx); err != nil {
+					t.Fatal(err)
+				}
 			}
-			c.Stop(lead)
-			if _, err := c.WaitLeader(ctx); err != nil {
-				t.Fatal(err)
+			p := nonLeader(t, c)
+			c.Partition(p)
+			waitFor(t, 10*time.Second, "the partitioned member's elector does not lead", func(context.Context) bool { return !els[p].IsLeader() })
+			waitFor(t, 10*time.Second, "a leader in the majority", someoneLeads(p))
+			c.Heal(p)
+			all := ts.check(t)
+			if len(all) == 0 {
+				t.Fatalf("no terms recorded")
 			}
-			// An elector on a running member leads, through the change.
-			waitFor(t, 10*time.Second, "a leader on a running member", someoneLeads(lead))
-			c.Restart(t, lead)
-			if _, err := c.WaitLeader(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		p := nonLeader(t, c)
-		c.Partition(p)
-		waitFor(t, 10*time.Second, "the partitioned member's elector does not lead", func(context.Context) bool { return !els[p].IsLeader() })
-		waitFor(t, 10*time.Second, "a leader in the majority", someoneLeads(p))
-		c.Heal(p)
-		all := ts.check(t)
-		if len(all) == 0 {
-			t.Fatalf("no terms recorded")
-		}
-		t.Logf("%d terms; tokens %v", len(all), tokensOf(all))
+			t.Logf("%d terms; tokens %v", len(all), tokensOf(all))
+		})
 	})
 }
 

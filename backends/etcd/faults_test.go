@@ -35,8 +35,6 @@ func waitLeader(t *testing.T, c *etcdtest.Cluster) *etcdtest.Cluster {
 // clusters runs fn against a three-member cluster of embedded members and
 // one of etcd v3.7 server processes (etcdtest.ServerBinary: skipped locally
 // without one, failed in CI): start starts one of that kind, with a leader.
-// Process members cannot be partitioned; the partition tests run embedded
-// only.
 func clusters(t *testing.T, fn func(t *testing.T, start func(*testing.T) *etcdtest.Cluster)) {
 	t.Run("etcd=embedded", func(t *testing.T) { fn(t, newCluster) })
 	t.Run("etcd=v3.7", func(t *testing.T) {
@@ -148,60 +146,62 @@ func TestFaultBlackholedHolder(t *testing.T) {
 // of the cluster. Requiring a leader, its requests fail fast as
 // unavailable; the majority expires the lease and another takes over.
 func TestFaultPartitionedMember(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		c := newCluster(t)
-		wall := clock.New()
-		prefix := newPrefix(t)
-		h := nonLeader(t, c)
-		o := nonLeader(t, c, h)
-		holder := memberStore(t, c, h, prefix, opts...)
-		other := memberStore(t, c, o, prefix, opts...)
-		ctx := testContext(t)
+	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			c := start(t)
+			wall := clock.New()
+			prefix := newPrefix(t)
+			h := nonLeader(t, c)
+			o := nonLeader(t, c, h)
+			holder := memberStore(t, c, h, prefix, opts...)
+			other := memberStore(t, c, o, prefix, opts...)
+			ctx := testContext(t)
 
-		sent := wall.Now()
-		e := mustCreate(t, holder, "claim", "holder", time.Second)
-		c.Partition(h)
+			sent := wall.Now()
+			e := mustCreate(t, holder, "claim", "holder", time.Second)
+			c.Partition(h)
 
-		// Transactions fail at once with "no leader"; reads and lease requests
-		// are retried by the client until their deadline (with more endpoints it
-		// would fail over). Both are transient.
-		waitFor(t, 5*time.Second, "partitioned member refuses writes with ErrUnavailable", func(ctx context.Context) bool {
-			rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			defer cancel()
-			_, err := holder.CreateIfAbsent(rctx, "probe", []byte("x"), 0)
-			if err == nil {
-				t.Fatalf("CreateIfAbsent on a partitioned member succeeded")
+			// Transactions fail at once with "no leader"; reads and lease requests
+			// are retried by the client until their deadline (with more endpoints it
+			// would fail over). Both are transient.
+			waitFor(t, 5*time.Second, "partitioned member refuses writes with ErrUnavailable", func(ctx context.Context) bool {
+				rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				defer cancel()
+				_, err := holder.CreateIfAbsent(rctx, "probe", []byte("x"), 0)
+				if err == nil {
+					t.Fatalf("CreateIfAbsent on a partitioned member succeeded")
+				}
+				return errors.Is(err, backends.ErrUnavailable)
+			})
+			rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
+			cancel()
+			// A renewal of the store's own entry is a keep-alive alone; once
+			// its lease may be close to its expiry (half of a short lease
+			// after the create's grant, at the earliest), the store refuses to
+			// send it and reports the claim lost, in both lease modes, before
+			// the member could refuse it.
+			late := wall.Since(sent) >= e.TTL/2
+			if c := backends.Classify(err); c != backends.ClassTransient && (c != backends.ClassLost || !late) {
+				t.Errorf("KeepAlive on a partitioned member = %v, want a transient error", err)
 			}
-			return errors.Is(err, backends.ErrUnavailable)
-		})
-		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
-		cancel()
-		// A renewal of the store's own entry is a keep-alive alone; once
-		// its lease may be close to its expiry (half of a short lease
-		// after the create's grant, at the earliest), the store refuses to
-		// send it and reports the claim lost, in both lease modes, before
-		// the member could refuse it.
-		late := wall.Since(sent) >= e.TTL/2
-		if c := backends.Classify(err); c != backends.ClassTransient && (c != backends.ClassLost || !late) {
-			t.Errorf("KeepAlive on a partitioned member = %v, want a transient error", err)
-		}
 
-		taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
-		if at.Before(sent.Add(e.TTL)) {
-			t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
-		}
-		if taken.CreateRevision <= e.CreateRevision {
-			t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
-		}
-		c.Heal(h)
-		waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
-			_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
-			return backends.Classify(err) == backends.ClassLost
+			taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
+			if at.Before(sent.Add(e.TTL)) {
+				t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
+			}
+			if taken.CreateRevision <= e.CreateRevision {
+				t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
+			}
+			c.Heal(h)
+			waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
+				_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
+				return backends.Classify(err) == backends.ClassLost
+			})
+			if _, err := holder.CreateIfAbsent(ctx, "claim", []byte("again"), time.Second); !errors.Is(err, backends.ErrExists) {
+				t.Errorf("holder's create while the other holds = %v, want ErrExists", err)
+			}
 		})
-		if _, err := holder.CreateIfAbsent(ctx, "claim", []byte("again"), time.Second); !errors.Is(err, backends.ErrExists) {
-			t.Errorf("holder's create while the other holds = %v, want ErrExists", err)
-		}
 	})
 }
 
@@ -317,54 +317,56 @@ func TestFaultLeaderChange(t *testing.T) {
 // renewal that reached the leader another way was one keep-alive, whatever
 // happened to its key.
 func TestFaultWatchEndsWithoutLeader(t *testing.T) {
-	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-		c := newCluster(t)
-		prefix := newPrefix(t)
-		h := nonLeader(t, c)
-		o := nonLeader(t, c, h)
-		s := memberStore(t, c, h, prefix, opts...)
-		ctx := testContext(t)
-		// Long enough to outlive the partition: the renewals after it must
-		// meet the keys' leases alive, so that only the read can tell.
-		const ttl = 10 * time.Second
-		gone := mustCreate(t, s, "gone", "v", ttl)
-		kept := mustCreate(t, s, "kept", "v", ttl)
-		renewOnce(t, s, gone)
-		if !s.Vouched("gone", gone.Revision) || !s.Vouched("kept", kept.Revision) {
-			t.Fatal("the store does not vouch for the entries it wrote")
-		}
+	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
+		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
+			c := start(t)
+			prefix := newPrefix(t)
+			h := nonLeader(t, c)
+			o := nonLeader(t, c, h)
+			s := memberStore(t, c, h, prefix, opts...)
+			ctx := testContext(t)
+			// Long enough to outlive the partition: the renewals after it must
+			// meet the keys' leases alive, so that only the read can tell.
+			const ttl = 10 * time.Second
+			gone := mustCreate(t, s, "gone", "v", ttl)
+			kept := mustCreate(t, s, "kept", "v", ttl)
+			renewOnce(t, s, gone)
+			if !s.Vouched("gone", gone.Revision) || !s.Vouched("kept", kept.Revision) {
+				t.Fatal("the store does not vouch for the entries it wrote")
+			}
 
-		c.Partition(h)
-		waitFor(t, 10*time.Second, "the store stops vouching once its member has no leader", func(context.Context) bool {
-			return !s.Vouched("gone", gone.Revision) && !s.Vouched("kept", kept.Revision)
-		})
-		if _, err := c.Client(t, o).Delete(ctx, prefix+"gone"); err != nil {
-			t.Fatalf("delete through member %d: %v", o, err)
-		}
-		c.Heal(h)
-		if _, err := c.WaitLeader(ctx); err != nil {
-			t.Fatal(err)
-		}
-
-		renew := func(key string, rev int64) error {
-			var err error
-			waitFor(t, 10*time.Second, "a renewal the healed member answers", func(ctx context.Context) bool {
-				rctx, cancel := context.WithTimeout(ctx, time.Second)
-				defer cancel()
-				_, err = s.KeepAlive(rctx, key, rev, ttl)
-				return backends.Classify(err) != backends.ClassTransient
+			c.Partition(h)
+			waitFor(t, 10*time.Second, "the store stops vouching once its member has no leader", func(context.Context) bool {
+				return !s.Vouched("gone", gone.Revision) && !s.Vouched("kept", kept.Revision)
 			})
-			return err
-		}
-		if err := renew("gone", gone.Revision); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
-			t.Errorf("renewal of an entry deleted while the store's member had no leader = %v, want lost (ErrNotFound)", err)
-		}
-		waitFor(t, 10*time.Second, "the store's watch is established again", func(context.Context) bool { return s.Watching() })
-		if err := renew("kept", kept.Revision); err != nil {
-			t.Errorf("renewal of an untouched entry after the partition = %v, want success", err)
-		}
-		if !s.Vouched("kept", kept.Revision) {
-			t.Error("the store does not vouch again for an entry a read found unchanged once its watch is back")
-		}
+			if _, err := c.Client(t, o).Delete(ctx, prefix+"gone"); err != nil {
+				t.Fatalf("delete through member %d: %v", o, err)
+			}
+			c.Heal(h)
+			if _, err := c.WaitLeader(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			renew := func(key string, rev int64) error {
+				var err error
+				waitFor(t, 10*time.Second, "a renewal the healed member answers", func(ctx context.Context) bool {
+					rctx, cancel := context.WithTimeout(ctx, time.Second)
+					defer cancel()
+					_, err = s.KeepAlive(rctx, key, rev, ttl)
+					return backends.Classify(err) != backends.ClassTransient
+				})
+				return err
+			}
+			if err := renew("gone", gone.Revision); !errors.Is(err, backends.ErrNotFound) || backends.Classify(err) != backends.ClassLost {
+				t.Errorf("renewal of an entry deleted while the store's member had no leader = %v, want lost (ErrNotFound)", err)
+			}
+			waitFor(t, 10*time.Second, "the store's watch is established again", func(context.Context) bool { return s.Watching() })
+			if err := renew("kept", kept.Revision); err != nil {
+				t.Errorf("renewal of an untouched entry after the partition = %v, want success", err)
+			}
+			if !s.Vouched("kept", kept.Revision) {
+				t.Error("the store does not vouch again for an entry a read found unchanged once its watch is back")
+			}
+		})
 	})
 }

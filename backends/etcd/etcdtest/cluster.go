@@ -35,11 +35,14 @@ const pollInterval = 10 * time.Millisecond
 // Leader are also safe from others.
 //
 // StartProcessCluster runs the members from an etcd binary instead, as
-// separate processes (another etcd version than the embedded one); such a
-// cluster supports everything but Partition and Heal, which need the
-// embedded server's hooks.
+// separate processes (another etcd version than the embedded one). Their
+// partitions are made in the peer bridges, which tell the member that
+// dialed a connection by the process that owns its socket.
 type Cluster struct {
 	members []*member
+
+	mu  sync.Mutex
+	cut map[int]bool // guarded by mu; the partitioned members of a process cluster
 }
 
 type member struct {
@@ -121,8 +124,13 @@ func startCluster(t testing.TB, bin string, n int) (*Cluster, error) {
 		initial = append(initial, m.name+"=http://"+m.peerBridge.addr())
 		c.members = append(c.members, m)
 	}
-	for _, m := range c.members {
+	for j, m := range c.members {
 		m.initial = strings.Join(initial, ",")
+		if bin != "" {
+			m.peerBridge.mu.Lock()
+			m.peerBridge.admit = c.admitPeer(j)
+			m.peerBridge.mu.Unlock()
+		}
 	}
 	errs := make(chan error, n)
 	for _, m := range c.members {
@@ -229,6 +237,16 @@ func (m *member) stop() {
 		_ = p.kill()
 		<-p.exited
 	}
+}
+
+// pid is the process ID of a running process member, else 0.
+func (m *member) pid() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.proc == nil {
+		return 0
+	}
+	return m.proc.pid
 }
 
 // running reports whether the member runs.
@@ -387,9 +405,11 @@ func (c *Cluster) Unblackhole(i int) { c.members[i].bridge.setBlackhole(false) }
 
 // Partition cuts member i off from every other member (its clients still
 // reach it): a minority member has no leader and refuses what needs one.
-// It needs embedded members (StartCluster).
 func (c *Cluster) Partition(i int) {
-	c.mustEmbed("Partition")
+	if c.procs() {
+		c.partitionProcess(i, true)
+		return
+	}
 	self := c.members[i].server()
 	for j, m := range c.members {
 		other := m.server()
@@ -401,10 +421,12 @@ func (c *Cluster) Partition(i int) {
 	}
 }
 
-// Heal restores member i's links to every other member. It needs embedded
-// members (StartCluster).
+// Heal restores member i's links to every other member.
 func (c *Cluster) Heal(i int) {
-	c.mustEmbed("Heal")
+	if c.procs() {
+		c.partitionProcess(i, false)
+		return
+	}
 	self := c.members[i].server()
 	for j, m := range c.members {
 		other := m.server()
@@ -413,17 +435,6 @@ func (c *Cluster) Heal(i int) {
 		}
 		self.Server.MendPeer(other.Server.MemberID())
 		other.Server.MendPeer(self.Server.MemberID())
-	}
-}
-
-// mustEmbed stops a test that asks a process cluster for what only
-// embedded members can do: a silent no-op would let a fault test pass
-// without its fault.
-func (c *Cluster) mustEmbed(op string) {
-	for _, m := range c.members {
-		if m.bin != "" {
-			panic("etcdtest: " + op + " needs a cluster of embedded members (StartCluster), not of processes")
-		}
 	}
 }
 
@@ -465,6 +476,10 @@ type bridge struct {
 	refuse    bool                  // guarded by mu; close new connections at once
 	conns     map[net.Conn]struct{} // guarded by mu; both ends of every connection
 	closed    bool                  // guarded by mu
+	// admit, if set, tells the member whose process dialed an accepted
+	// connection, and whether it may pass (a process cluster's partitions).
+	admit  func(in net.Conn) (src int, ok bool) // guarded by mu
+	source map[net.Conn]int                     // guarded by mu; the dialing member of each admitted connection
 }
 
 func newBridge(target string) (*bridge, error) {
@@ -472,7 +487,7 @@ func newBridge(target string) (*bridge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bridge to %s: %w", target, err)
 	}
-	b := &bridge{target: target, ln: ln, conns: make(map[net.Conn]struct{})}
+	b := &bridge{target: target, ln: ln, conns: make(map[net.Conn]struct{}), source: make(map[net.Conn]int)}
 	b.wg.Add(1)
 	go b.accept()
 	return b, nil
@@ -521,6 +536,27 @@ func (b *bridge) untrack(cs ...net.Conn) {
 	defer b.mu.Unlock()
 	for _, c := range cs {
 		delete(b.conns, c)
+		delete(b.source, c)
+	}
+}
+
+// dropFrom closes every connection the bridge carries that member src
+// dialed, or every connection if src is negative.
+func (b *bridge) dropFrom(src int) {
+	if src < 0 {
+		b.drop()
+		return
+	}
+	b.mu.Lock()
+	var conns []net.Conn
+	for c, from := range b.source {
+		if from == src {
+			conns = append(conns, c)
+		}
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		c.Close() // its pipe closes the other end
 	}
 }
 
@@ -535,6 +571,17 @@ func (b *bridge) accept() {
 			in.Close()
 			continue
 		}
+		b.mu.Lock()
+		admit := b.admit
+		b.mu.Unlock()
+		src := -1
+		if admit != nil {
+			var ok bool
+			if src, ok = admit(in); !ok {
+				in.Close() // partitioned: the dialer sees its connection reset
+				continue
+			}
+		}
 		out, err := net.Dial("tcp", b.target)
 		if err != nil {
 			in.Close() // the member is down: the client sees a refused connection
@@ -544,6 +591,11 @@ func (b *bridge) accept() {
 			in.Close()
 			out.Close()
 			return
+		}
+		if src >= 0 {
+			b.mu.Lock()
+			b.source[in] = src
+			b.mu.Unlock()
 		}
 		b.wg.Add(2)
 		go b.pipe(out, in)

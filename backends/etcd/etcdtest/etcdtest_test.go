@@ -114,8 +114,9 @@ func TestProcessStartRestart(t *testing.T) {
 }
 
 // TestProcessCluster: a cluster of etcd processes elects a leader, serves
-// through its bridges, survives its leader's crash, and a member restarted
-// on its data serves again.
+// through its bridges, cuts a member off from the others and heals it,
+// survives its leader's crash, and a member restarted on its data serves
+// again.
 func TestProcessCluster(t *testing.T) {
 	c := etcdtest.StartProcessCluster(t, etcdtest.ServerBinary(t), 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -129,6 +130,25 @@ func TestProcessCluster(t *testing.T) {
 	if _, err := cli.Put(ctx, "k", "v"); err != nil {
 		t.Fatalf("put through member %d: %v", h, err)
 	}
+
+	// Partitioned: the member loses its leader and refuses linearizable
+	// reads; healed, it serves again.
+	c.Partition(h)
+	failed := false
+	for i := 0; i < 50 && !failed; i++ {
+		short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := cli.Get(short, "k")
+		cancelShort()
+		failed = err != nil
+	}
+	if !failed {
+		t.Errorf("linearizable gets on a partitioned member kept succeeding")
+	}
+	c.Heal(h)
+	if _, err := cli.Get(ctx, "k"); err != nil {
+		t.Errorf("get after heal: %v", err)
+	}
+
 	c.Stop(lead)
 	if nl, err := c.WaitLeader(ctx); err != nil || nl == lead {
 		t.Fatalf("leader after member %d's crash = %d, %v; want another", lead, nl, err)

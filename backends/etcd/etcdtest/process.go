@@ -157,6 +157,7 @@ func (p *Process) start() error {
 
 // running is an etcd process: kill it, then receive from exited.
 type running struct {
+	pid    int
 	exited chan error // receives the process's end, once
 	kill   func() error
 }
@@ -195,7 +196,7 @@ func run(bin, logPath string, args []string) (running, error) {
 		logf.Close()
 		return running{}, fmt.Errorf("start %s: %w", bin, err)
 	}
-	return running{exited: exited, kill: cmd.Process.Kill}, nil
+	return running{pid: cmd.Process.Pid, exited: exited, kill: cmd.Process.Kill}, nil
 }
 
 // waitReady waits until the etcd process bin at endpoints answers a
