@@ -30,7 +30,8 @@
 //     event. etcd cannot make a keep-alive conditional on a key's revision,
 //     and KeepAlive is one keep-alive of the entry's lease and nothing else
 //     when the store vouches for the revision itself; see "How a renewal
-//     knows its entry" below. Otherwise it verifies by a linearizable read.
+//     knows its entry" below. Otherwise it verifies by a linearizable read
+//     sent after the keep-alive.
 //     The new expiry counts from the keep-alive, which is sent after the
 //     call began, so a holder that counts its deadline from before the call
 //     is safe.
@@ -99,8 +100,9 @@
 // store, started by its first renewal, from the lowest revision it vouches
 // for, so it also replays what happened before). When the watch shows an
 // entry's key changed after the revision the store knows, by anyone, the
-// store withdraws its word for that entry: its next KeepAlive reads, and
-// fails (a lost claim, or a conflict carrying the current entry). The
+// store withdraws its word for that entry: its next KeepAlive reads the
+// key after its keep-alive, and fails (a lost claim, or a conflict
+// carrying the current entry). The
 // watch delivers each change once, and may deliver one before the write
 // it follows is registered (the store's own write committed, and another
 // client changed the key before the writer recorded its entry): the store
