@@ -1,0 +1,148 @@
+// Package nats is a tenure Store over a NATS JetStream key-value bucket,
+// for processes that already run NATS and want no other coordination
+// service.
+//
+// # Mapping
+//
+// Each key is one subject of the bucket's stream, $KV.<bucket>.<token>.
+// Keys are any UTF-8 while a subject token allows few bytes, so ASCII
+// letters, digits, '-', '_' and '/' stand for themselves and every other
+// byte becomes '=' and two upper-case hex digits ("a b" is "a=20b"): the
+// mapping is one to one and keeps prefixes, so List and Watch filter by
+// the encoded prefix. The value is the message body, untouched; what
+// tenure needs besides lives in headers: Tenure-TTL (the entry's TTL in
+// nanoseconds; a message without it was not written by tenure and reads
+// as corrupt, never as absent), Tenure-Revision and
+// Tenure-Create-Revision. The bucket keeps one message per key (History
+// 1).
+//
+// # Revisions and fencing tokens
+//
+// Every write is a publish conditioned on the key's last stream sequence
+// (Nats-Expected-Last-Subject-Sequence), decided on the sequence the store
+// has just read from the stream leader: the server refuses it if any
+// other message of the key landed in between. So writes are linearizable
+// per key, and every decision is taken by a compare-and-set, never by a
+// read alone.
+//
+// Stream sequences are per bucket and strictly increasing, whatever is
+// deleted or expires. A create's Revision and CreateRevision are the
+// sequence of its message; a CompareAndSet's Revision is its sequence and
+// it carries the CreateRevision on (Tenure-Create-Revision). The fencing
+// token, CreateRevision, is therefore above every revision the key had
+// before.
+//
+// JetStream renews nothing in place: its KV Update drops a key's TTL, and
+// a per-message TTL is set only when a message is written. So KeepAlive
+// writes a new message with the same value, carrying the unchanged
+// Revision and CreateRevision in Tenure-Revision and
+// Tenure-Create-Revision. The logical revision stays put (as the contract
+// demands), watchers see no event for it, and a CompareAndSet or
+// CompareAndDelete that finds the sequence moved by a keep-alive only
+// reads again and retries. CompareAndDelete writes a delete marker
+// (KV-Operation: DEL) carrying the revisions it removed; a create over a
+// marker, an expired entry or nothing at all is conditioned on the
+// sequence it read (0 for a key with no message), so a concurrent delete
+// or write makes it read again, never win twice.
+//
+// # Expiry: local observation, not the server's clock
+//
+// JetStream judges a message's TTL by the stream leader's wall clock (the
+// message's timestamp plus its TTL). A step of that clock forward would
+// expire every claim at once while each holder's deadline, on its own
+// monotonic clock, has not passed: two holders. etcd's lessor does not
+// have that weakness, and neither does this store, because it does not
+// let the server's TTL decide:
+//
+//   - An entry is expired only once this process has seen the same
+//     message of its key (same stream sequence) for the entry's full TTL
+//     on its own monotonic clock (WithClock), as package kube does.
+//     Reads, writes and watch events all count as sightings; a new
+//     sequence (a keep-alive, a write) starts the count again.
+//   - A holder's deadline is counted from before its request, and an
+//     observer counts only from after it saw the resulting message, so an
+//     observer never judges a claim expired before its holder's deadline,
+//     however far wall clocks disagree (clock rates must still agree
+//     within the elector's safety margin).
+//   - Taking over an expired entry is a create conditioned on the sequence
+//     that was judged: if the holder renewed meanwhile, it fails.
+//
+// The server's per-message TTL remains, for garbage collection only: it
+// is the entry's TTL rounded up to whole seconds plus a grace
+// (WithGCGrace, DefaultGCGrace: an hour). The operating requirement that
+// remains: the stream leader's wall clock must not step forward by more
+// than the grace while a claim is held; with the default, a step of an
+// hour. Capabilities().ExpiryJudge says so.
+//
+// Consequences: TTLs are exact (no granularity and no minimum beyond the
+// elector's own), but a process that has just started knows nothing about
+// how long a message has stood, so it waits a full TTL from its first
+// sighting before it takes over a claim, even one whose holder died long
+// ago (Entry.Remaining reports the wait); and a crashed holder's claim is
+// taken about one TTL after a follower last saw it renewed.
+//
+// # Server and bucket requirements
+//
+// New refuses, with an error wrapping backends.ErrUnsupported, a server
+// older than MinServerVersion (2.14.0: per-key TTLs recovered at a
+// server's start expire only from there; every server of a cluster must
+// be at least that), and a bucket without per-key TTLs (created without
+// LimitMarkerTTL), with a bucket-wide TTL (which the server would judge
+// by its wall clock), or that is a mirror. WithCreate creates a missing
+// bucket with per-key TTLs, History 1, file storage and the replicas
+// asked.
+//
+// Durability: by default JetStream syncs its files to disk every two
+// minutes, so a single server that loses power can lose acknowledged
+// writes and hand out stream sequences, and so tokens, again. Run the
+// servers with sync always (jetstream { sync_interval: always }), or the
+// bucket on three replicas (WithCreate(3), ?replicas=3 in a URL), or
+// both. The tests run their servers with sync always.
+//
+// Reads go to the stream leader through the JetStream API's message get,
+// not the direct get a follower of a replicated bucket may answer from a
+// stale copy. A leader that has lost its leadership and not yet noticed
+// can still answer a read stale; a write it accepts cannot land.
+//
+// # Watch
+//
+// Watch uses an ordered consumer per call, starting after the stream's
+// last sequence at the call. Events follow logical entries: a keep-alive
+// produces none, a delete produces EventDelete with the revisions it
+// removed. Expiry as this store judges it is not reported
+// (Capabilities.ExpiryEvents is false): a follower times its next attempt
+// from Entry.Remaining. A marker the server writes when it drops an entry
+// a grace after its TTL is reported as EventDelete.
+//
+// # Guarantees
+//
+//   - Create-if-absent, compare-and-set, compare-and-delete and keep-alive
+//     are atomic per key, enforced by the server's expected-last-sequence
+//     check. Scope: distributed, among every process that reaches the
+//     bucket.
+//   - Revisions and tokens of a key strictly increase across deletes,
+//     expiry, process restarts and server restarts (with the durability
+//     above).
+//   - Expiry is never judged early by a skewed or stepped wall clock,
+//     within the grace.
+//   - Errors are classified: a wrong last sequence is a conflict (lost);
+//     timeouts, no responders and disconnections are transient; a missing
+//     bucket, a permission violation and corrupt state are fatal.
+//
+// # Non-guarantees
+//
+//   - No transactions: the store has no atomic write of several keys (a
+//     key-value bucket's API has none; JetStream's atomic batch publish is
+//     not used here), so it does not declare CapTxn and backends.Require
+//     fails closed.
+//   - Deleting and recreating the bucket, or restoring it from a backup,
+//     restarts or rewinds the sequences: tokens can repeat.
+//   - Expiry costs a full TTL of observation after a process starts.
+//   - List costs one request for the bucket's subjects and one read per
+//     key under the prefix.
+//   - Each Store keeps the sequence it last saw of every key with a TTL it
+//     touched, for the life of the Store.
+//   - Out-of-band writes to the bucket (nats kv put) read as corrupt, and
+//     out-of-band deletes can break exclusion, though tokens still never
+//     repeat.
+package nats

@@ -1,0 +1,672 @@
+package nats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/check"
+)
+
+// MinServerVersion is the oldest nats-server the store runs on: per-key
+// TTLs recovered at a server's start expire only from v2.14.0.
+const MinServerVersion = "2.14.0"
+
+// DefaultGCGrace is how long after an entry's own TTL the server is asked
+// to drop it (see WithGCGrace).
+const DefaultGCGrace = time.Hour
+
+// DefaultTimeout bounds a request whose ctx has no deadline.
+const DefaultTimeout = 5 * time.Second
+
+// markerTTL is how long a bucket the store creates keeps the marker the
+// server writes when it drops an entry.
+const markerTTL = time.Hour
+
+var _ backends.Store = (*Store)(nil)
+var _ backends.Watcher = (*Store)(nil)
+
+// Store is a backends.Store over one JetStream key-value bucket. It is safe
+// for concurrent use; Close ends it and its watches.
+type Store struct {
+	nc      *nats.Conn
+	ownConn bool // Close closes nc
+	js      jetstream.JetStream
+	bucket  string
+	stream  string // "KV_" + bucket
+	subj    string // "$KV.<bucket>."
+	clk     clock.Clock
+	grace   time.Duration
+	timeout time.Duration
+
+	done    chan struct{} // closed by Close
+	watches sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool                // guarded by mu
+	seen   map[string]sighting // guarded by mu; by key
+}
+
+// sighting is when this process first saw a key's message seq.
+type sighting struct {
+	seq uint64
+	at  time.Time // on clk, monotonic
+}
+
+// Option configures a Store.
+type Option func(*config) error
+
+type config struct {
+	clk      clock.Clock
+	grace    time.Duration
+	timeout  time.Duration
+	create   bool
+	replicas int
+}
+
+// WithClock sets the clock expiry is judged on (default: the real clock).
+func WithClock(c clock.Clock) Option {
+	return func(cf *config) error {
+		if c == nil {
+			return fmt.Errorf("nats: nil clock: %w", backends.ErrInvalid)
+		}
+		cf.clk = c
+		return nil
+	}
+}
+
+// WithGCGrace sets how long after an entry's TTL the server drops an entry
+// nobody renewed (default DefaultGCGrace). The server judges that by its
+// stream leader's wall clock: a step of that clock forward by more than
+// the grace can drop a live claim. See the package doc.
+func WithGCGrace(d time.Duration) Option {
+	return func(cf *config) error {
+		if d < time.Second {
+			return fmt.Errorf("nats: gc grace %v below 1s: %w", d, backends.ErrInvalid)
+		}
+		cf.grace = d
+		return nil
+	}
+}
+
+// WithTimeout bounds each request whose ctx has no deadline (default
+// DefaultTimeout).
+func WithTimeout(d time.Duration) Option {
+	return func(cf *config) error {
+		if d <= 0 {
+			return fmt.Errorf("nats: timeout %v not positive: %w", d, backends.ErrInvalid)
+		}
+		cf.timeout = d
+		return nil
+	}
+}
+
+// WithCreate makes New create the bucket, with the given number of
+// replicas (1 to 5), if it does not exist. Without it a missing bucket is
+// an error wrapping backends.ErrMissingResource.
+func WithCreate(replicas int) Option {
+	return func(cf *config) error {
+		if replicas < 1 || replicas > 5 {
+			return fmt.Errorf("nats: %d replicas, want 1 to 5: %w", replicas, backends.ErrInvalid)
+		}
+		cf.create, cf.replicas = true, replicas
+		return nil
+	}
+}
+
+// New returns a Store over the key-value bucket named bucket, reached
+// through nc, which the caller keeps and closes after the Store. ctx bounds
+// the checks New makes: the server is at least MinServerVersion, and the
+// bucket keeps per-key TTLs (created with LimitMarkerTTL), has no
+// bucket-wide TTL and is no mirror. A bucket that fails them is refused
+// with an error wrapping backends.ErrUnsupported.
+func New(ctx context.Context, nc *nats.Conn, bucket string, opts ...Option) (*Store, error) {
+	return newStore(ctx, nc, false, bucket, opts)
+}
+
+func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts []Option) (*Store, error) {
+	cf := config{clk: clock.New(), grace: DefaultGCGrace, timeout: DefaultTimeout}
+	for _, o := range opts {
+		if err := o(&cf); err != nil {
+			return nil, err
+		}
+	}
+	if nc == nil {
+		return nil, fmt.Errorf("nats: nil connection: %w", backends.ErrInvalid)
+	}
+	if err := validBucket(bucket); err != nil {
+		return nil, err
+	}
+	if err := serverVersion(nc.ConnectedServerVersion()); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cf.timeout))
+	if err != nil {
+		return nil, fmt.Errorf("nats: jetstream: %w", err)
+	}
+	s := &Store{
+		nc: nc, ownConn: own, js: js, bucket: bucket,
+		stream: "KV_" + bucket, subj: "$KV." + bucket + ".",
+		clk: cf.clk, grace: cf.grace, timeout: cf.timeout,
+		done: make(chan struct{}), seen: map[string]sighting{},
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	info, err := s.info(ctx)
+	if errors.Is(err, backends.ErrMissingResource) && cf.create {
+		_, cerr := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:         bucket,
+			Description:    "tenure claims",
+			History:        1,
+			Storage:        jetstream.FileStorage,
+			Replicas:       cf.replicas,
+			LimitMarkerTTL: markerTTL,
+		})
+		if cerr != nil && !errors.Is(cerr, jetstream.ErrBucketExists) {
+			return nil, fmt.Errorf("nats: create bucket %q: %w", bucket, mapErr(cerr))
+		}
+		info, err = s.info(ctx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nats: open bucket %q: %w", bucket, err)
+	}
+	if err := checkBucket(bucket, info.Config); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// validBucket checks a bucket name as nats.go's KV layer does.
+func validBucket(b string) error {
+	if b == "" || len(b) > 255 {
+		return fmt.Errorf("nats: bucket name %q: want 1 to 255 characters: %w", b, backends.ErrInvalid)
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("nats: bucket name %q: want only letters, digits, '-' and '_': %w", b, backends.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// serverVersion refuses a server older than MinServerVersion.
+func serverVersion(v string) error {
+	if !versionAtLeast(v, MinServerVersion) {
+		return fmt.Errorf("nats: server version %q: per-key TTLs need nats-server %s or later: %w", v, MinServerVersion, backends.ErrUnsupported)
+	}
+	return nil
+}
+
+// versionAtLeast compares dotted versions ("2.15.2", "v2.14.0-beta"); an
+// unparsable one is too old.
+func versionAtLeast(v, min string) bool {
+	parse := func(s string) ([3]int, bool) {
+		var out [3]int
+		s = strings.TrimPrefix(s, "v")
+		if i := strings.IndexAny(s, "-+"); i >= 0 {
+			s = s[:i]
+		}
+		parts := strings.Split(s, ".")
+		if len(parts) != 3 {
+			return out, false
+		}
+		for i, p := range parts {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 0 {
+				return out, false
+			}
+			out[i] = n
+		}
+		return out, true
+	}
+	a, ok := parse(v)
+	b, _ := parse(min)
+	if !ok {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] > b[i]
+		}
+	}
+	return true
+}
+
+// checkBucket refuses a bucket whose entries the server would drop by its
+// own clock, or that cannot keep per-key TTLs.
+func checkBucket(bucket string, c jetstream.StreamConfig) error {
+	bad := func(why string) error {
+		return fmt.Errorf("nats: bucket %q %s: %w", bucket, why, backends.ErrUnsupported)
+	}
+	switch {
+	case !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL <= 0:
+		return bad("has no per-key TTLs (create it with LimitMarkerTTL)")
+	case c.MaxAge != 0:
+		return bad(fmt.Sprintf("has a bucket-wide TTL (%v), which the server judges by its wall clock", c.MaxAge))
+	case c.Mirror != nil || len(c.Sources) > 0:
+		return bad("is a mirror or has sources")
+	case len(c.Subjects) != 1 || c.Subjects[0] != "$KV."+bucket+".>":
+		return bad(fmt.Sprintf("has subjects %q, want [$KV.%s.>]", c.Subjects, bucket))
+	}
+	return nil
+}
+
+// Capabilities: single-key operations and watch; no Txn, because a
+// JetStream key-value bucket has no atomic write of several keys.
+func (s *Store) Capabilities() backends.Capabilities {
+	return backends.Capabilities{
+		Atomic: backends.CapCreateIfAbsent | backends.CapCompareAndSet | backends.CapCompareAndDelete |
+			backends.CapKeepAlive | backends.CapWatch,
+		Scope:       backends.ScopeDistributed,
+		ExpiryJudge: "local observation: an entry seen unchanged for its TTL on this process's monotonic clock (the server's wall clock only drops entries a grace after that)",
+	}
+}
+
+// Bucket is the name of the bucket the store works on.
+func (s *Store) Bucket() string { return s.bucket }
+
+// Close ends the store's watches and, when the store opened its own
+// connection (OpenURL), closes it. It does not delete entries.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.done)
+	s.watches.Wait()
+	if s.ownConn {
+		s.nc.Close()
+	}
+	return nil
+}
+
+func (s *Store) checkOpen(op, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("nats: %s %q: %w", op, key, backends.ErrClosed)
+	}
+	return nil
+}
+
+// bound gives ctx the store's timeout if it has no deadline.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+func (s *Store) info(ctx context.Context) (*jetstream.StreamInfo, error) {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return st.CachedInfo(), nil
+}
+
+// Get returns the live entry for key.
+func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
+	if err := backends.ValidateKey(key); err != nil {
+		return backends.Entry{}, fmt.Errorf("nats: get: %w", err)
+	}
+	if err := s.checkOpen("get", key); err != nil {
+		return backends.Entry{}, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	r, err := s.read(ctx, key)
+	if err != nil {
+		return backends.Entry{}, fmt.Errorf("nats: get %q: %w", key, err)
+	}
+	e, live := s.judge(r)
+	if !live {
+		return backends.Entry{}, fmt.Errorf("nats: get %q: %w", key, backends.ErrNotFound)
+	}
+	return e, nil
+}
+
+// List returns the live entries under prefix in key order. It costs one
+// request for the bucket's subjects and one read per key under prefix.
+func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
+	if err := backends.ValidatePrefix(prefix); err != nil {
+		return nil, fmt.Errorf("nats: list: %w", err)
+	}
+	if err := s.checkOpen("list", prefix); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, fmt.Errorf("nats: list %q: %w", prefix, mapErr(err))
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(s.subj+">"))
+	if err != nil {
+		return nil, fmt.Errorf("nats: list %q: %w", prefix, mapErr(err))
+	}
+	enc := s.subj + encodeKey(prefix)
+	var keys []string
+	for subj := range info.State.Subjects {
+		if !strings.HasPrefix(subj, enc) {
+			continue
+		}
+		if k, ok := decodeKey(strings.TrimPrefix(subj, s.subj)); ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]backends.Entry, 0, len(keys))
+	for _, k := range keys {
+		r, err := s.read(ctx, k)
+		if err != nil {
+			return nil, fmt.Errorf("nats: list %q: %w", prefix, err)
+		}
+		if e, live := s.judge(r); live {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// CreateIfAbsent writes key if no live entry holds it. The write is
+// conditioned on the sequence of the key's last message, so it lands only
+// over exactly the state judged absent.
+func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	if err := check.Write(key, 0, value, ttl); err != nil {
+		return backends.Entry{}, fmt.Errorf("nats: create: %w", err)
+	}
+	if err := s.checkOpen("create", key); err != nil {
+		return backends.Entry{}, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return s.create(ctx, "create", key, value, ttl)
+}
+
+func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	for {
+		r, err := s.read(ctx, key)
+		if err != nil {
+			return backends.Entry{}, fmt.Errorf("nats: %s %q: %w", op, key, err)
+		}
+		if cur, live := s.judge(r); live {
+			return backends.Entry{}, fmt.Errorf("nats: %w", &backends.ConflictError{Op: op, Key: key, Current: cur, Found: true})
+		}
+		seq, err := s.publish(ctx, key, header(ttl, 0, 0), value, r.seq, ttl)
+		if errors.Is(err, errWrongSeq) {
+			continue // the key moved since the read: judge again
+		}
+		if err != nil {
+			return backends.Entry{}, fmt.Errorf("nats: %s %q: %w", op, key, err)
+		}
+		return written(key, value, int64(seq), int64(seq), ttl), nil
+	}
+}
+
+// CompareAndSet writes key if its live entry's Revision is rev (rev 0:
+// create-only). A keep-alive that moved the key's stream sequence since
+// the read does not fail it: the store reads again and retries.
+func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
+	if err := check.Write(key, rev, value, ttl); err != nil {
+		return backends.Entry{}, fmt.Errorf("nats: cas: %w", err)
+	}
+	if err := s.checkOpen("cas", key); err != nil {
+		return backends.Entry{}, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if rev == 0 {
+		return s.create(ctx, "cas", key, value, ttl)
+	}
+	for {
+		r, cur, err := s.current(ctx, "cas", key, rev)
+		if err != nil {
+			return backends.Entry{}, err
+		}
+		seq, err := s.publish(ctx, key, header(ttl, 0, cur.CreateRevision), value, r.seq, ttl)
+		if errors.Is(err, errWrongSeq) {
+			continue
+		}
+		if err != nil {
+			return backends.Entry{}, fmt.Errorf("nats: cas %q: %w", key, err)
+		}
+		return written(key, value, int64(seq), cur.CreateRevision, ttl), nil
+	}
+}
+
+// CompareAndDelete deletes key if its live entry's Revision is rev. The
+// delete is a marker message carrying the revisions it removed, so
+// sequences, and so tokens, keep increasing.
+func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) error {
+	if err := backends.ValidateKey(key); err != nil {
+		return fmt.Errorf("nats: delete: %w", err)
+	}
+	if err := check.Revision(rev, true); err != nil {
+		return fmt.Errorf("nats: delete %q: %w", key, err)
+	}
+	if err := s.checkOpen("delete", key); err != nil {
+		return err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	for {
+		r, cur, err := s.current(ctx, "delete", key, rev)
+		if err != nil {
+			return err
+		}
+		h := header(0, cur.Revision, cur.CreateRevision)
+		h.Del(hdrTTL)
+		h.Set(hdrKVOp, kvOpDelete)
+		_, err = s.publish(ctx, key, h, nil, r.seq, 0)
+		if errors.Is(err, errWrongSeq) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("nats: delete %q: %w", key, err)
+		}
+		return nil
+	}
+}
+
+// KeepAlive rewrites key's live entry at rev with the same value and
+// revisions and a new TTL. It is a new message (the server has no other
+// way to renew), conditioned on the sequence read: observers see the
+// sequence move and count the TTL again, watchers see no event.
+func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
+	if err := backends.ValidateKey(key); err != nil {
+		return backends.Entry{}, fmt.Errorf("nats: keepalive: %w", err)
+	}
+	if err := check.Revision(rev, true); err != nil {
+		return backends.Entry{}, fmt.Errorf("nats: keepalive %q: %w", key, err)
+	}
+	if ttl <= 0 {
+		return backends.Entry{}, fmt.Errorf("nats: keepalive %q: ttl %v not positive: %w", key, ttl, backends.ErrInvalid)
+	}
+	if err := s.checkOpen("keepalive", key); err != nil {
+		return backends.Entry{}, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	for {
+		r, cur, err := s.current(ctx, "keepalive", key, rev)
+		if err != nil {
+			return backends.Entry{}, err
+		}
+		_, err = s.publish(ctx, key, header(ttl, cur.Revision, cur.CreateRevision), cur.Value, r.seq, ttl)
+		if errors.Is(err, errWrongSeq) {
+			continue
+		}
+		if err != nil {
+			return backends.Entry{}, fmt.Errorf("nats: keepalive %q: %w", key, err)
+		}
+		return written(key, cur.Value, cur.Revision, cur.CreateRevision, ttl), nil
+	}
+}
+
+// current reads key and checks that its live entry is at rev.
+func (s *Store) current(ctx context.Context, op, key string, rev int64) (record, backends.Entry, error) {
+	r, err := s.read(ctx, key)
+	if err != nil {
+		return r, backends.Entry{}, fmt.Errorf("nats: %s %q: %w", op, key, err)
+	}
+	cur, live := s.judge(r)
+	if !live {
+		return r, cur, fmt.Errorf("nats: %w", &backends.ConflictError{Op: op, Key: key, Expected: rev})
+	}
+	if cur.Revision != rev {
+		return r, cur, fmt.Errorf("nats: %w", &backends.ConflictError{Op: op, Key: key, Expected: rev, Current: cur, Found: true})
+	}
+	return r, cur, nil
+}
+
+func written(key string, value []byte, rev, create int64, ttl time.Duration) backends.Entry {
+	return backends.Entry{Key: key, Value: clone(value), Revision: rev, CreateRevision: create, TTL: ttl, Remaining: ttl}
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// judge decides whether r is a live entry for this process: one with a
+// TTL is live until this process has seen the same message for the TTL.
+func (s *Store) judge(r record) (backends.Entry, bool) {
+	e := r.entry
+	e.Value = clone(e.Value)
+	key := e.Key
+	if !r.present {
+		s.mu.Lock()
+		if sg, ok := s.seen[key]; ok && sg.seq <= r.seq {
+			delete(s.seen, key)
+		}
+		s.mu.Unlock()
+		return e, false
+	}
+	if e.TTL == 0 {
+		return e, true
+	}
+	now := s.clk.Now()
+	s.mu.Lock()
+	sg, ok := s.seen[key]
+	if !ok || sg.seq < r.seq {
+		sg = sighting{seq: r.seq, at: now}
+		s.seen[key] = sg
+	}
+	s.mu.Unlock()
+	if sg.seq > r.seq {
+		// An older message than one already seen: the key has moved on,
+		// and this read says nothing about how long it stood still.
+		e.Remaining = e.TTL
+		return e, true
+	}
+	left := e.TTL - now.Sub(sg.at)
+	if left <= 0 {
+		return e, false
+	}
+	e.Remaining = left
+	return e, true
+}
+
+// saw records that this process wrote or watched message seq of key.
+func (s *Store) saw(key string, seq uint64) {
+	now := s.clk.Now()
+	s.mu.Lock()
+	if sg, ok := s.seen[key]; !ok || sg.seq < seq {
+		s.seen[key] = sighting{seq: seq, at: now}
+	}
+	s.mu.Unlock()
+}
+
+// errWrongSeq: a conditional write found another last sequence.
+var errWrongSeq = errors.New("wrong last sequence")
+
+// publish writes one message on key's subject, conditioned on the key's
+// last sequence being expect (0: no message), with a server TTL of the
+// entry's TTL plus the grace (none for ttl 0). It returns the new
+// sequence and records the sighting.
+func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []byte, expect uint64, ttl time.Duration) (uint64, error) {
+	m := nats.NewMsg(s.subj + encodeKey(key))
+	m.Header = h
+	m.Data = value
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(expect), jetstream.WithExpectStream(s.stream)}
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(s.gcTTL(ttl)))
+	}
+	ack, err := s.js.PublishMsg(ctx, m, opts...)
+	if err != nil {
+		var ae *jetstream.APIError
+		if errors.As(err, &ae) && (ae.ErrorCode == wrongLastSeq || ae.ErrorCode == wrongLastSeqR) {
+			return 0, errWrongSeq
+		}
+		return 0, mapErr(err)
+	}
+	if ttl > 0 {
+		s.saw(key, ack.Sequence)
+	}
+	return ack.Sequence, nil
+}
+
+// gcTTL is the TTL the server keeps a message for: the entry's TTL rounded
+// up to whole seconds (the server's unit) plus the grace.
+func (s *Store) gcTTL(ttl time.Duration) time.Duration {
+	return (ttl+time.Second-1)/time.Second*time.Second + s.grace
+}
+
+// msgGetResponse is the JetStream API's answer to a message get.
+type msgGetResponse struct {
+	Error   *jetstream.APIError `json:"error,omitempty"`
+	Message *struct {
+		Subject  string `json:"subject"`
+		Sequence uint64 `json:"seq"`
+		Header   []byte `json:"hdrs,omitempty"`
+		Data     []byte `json:"data,omitempty"`
+	} `json:"message,omitempty"`
+}
+
+// read gets key's last message from the stream leader (the JetStream API's
+// message get, never a direct get, which a follower may answer from a
+// stale copy). A key with no message reads as a record absent at 0.
+func (s *Store) read(ctx context.Context, key string) (record, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": s.subj + encodeKey(key)})
+	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.stream, req)
+	if err != nil {
+		return record{}, mapErr(err)
+	}
+	var resp msgGetResponse
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return record{}, fmt.Errorf("decode message get response: %v: %w", err, backends.ErrUnavailable)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == noMessageFound {
+			return record{entry: backends.Entry{Key: key}}, nil
+		}
+		return record{}, mapErr(resp.Error)
+	}
+	if resp.Message == nil {
+		return record{}, fmt.Errorf("message get: empty response: %w", backends.ErrUnavailable)
+	}
+	var h nats.Header
+	if len(resp.Message.Header) > 0 {
+		if h, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return record{}, fmt.Errorf("key %q: message %d: headers: %v: %w", key, resp.Message.Sequence, err, backends.ErrCorrupt)
+		}
+	}
+	return decode(key, resp.Message.Sequence, h, resp.Message.Data)
+}
