@@ -1,0 +1,168 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/nats/natstest"
+	"github.com/tenure-go/tenure/clocktest"
+)
+
+// TestKeyEncoding: every key maps to one subject token and back, prefixes
+// stay prefixes, and tokens tenure never writes do not decode.
+func TestKeyEncoding(t *testing.T) {
+	for _, k := range []string{"a", "leader", "group/slot-1", "a b", "ключ", "a.b", "*", ">", "=", "=41", "x\x01y", "\xff"[:0] + "end"} {
+		tok := encodeKey(k)
+		for i := 0; i < len(tok); i++ {
+			if c := tok[i]; !plain(c) && c != '=' {
+				t.Errorf("encodeKey(%q) = %q holds %q", k, tok, c)
+			}
+		}
+		if got, ok := decodeKey(tok); !ok || got != k {
+			t.Errorf("decodeKey(encodeKey(%q) = %q) = %q, %v", k, tok, got, ok)
+		}
+		for i := range len(k) {
+			if p := encodeKey(k[:i]); tok[:len(p)] != p {
+				t.Errorf("encodeKey(%q) = %q does not start with encodeKey(%q) = %q", k, tok, k[:i], p)
+			}
+		}
+	}
+	for _, tok := range []string{"a.b", "=4", "=41", "=2f", "=zz", "a b", "*"} {
+		if k, ok := decodeKey(tok); ok {
+			t.Errorf("decodeKey(%q) = %q, true; want refused (never written by tenure)", tok, k)
+		}
+	}
+}
+
+// TestServerVersion: servers older than 2.14.0 are refused.
+func TestServerVersion(t *testing.T) {
+	for v, want := range map[string]bool{
+		"2.15.2": true, "2.14.0": true, "v2.14.1-beta": true, "3.0.0": true,
+		"2.13.9": false, "2.11.2": false, "2.9": false, "": false, "two": false,
+	} {
+		err := serverVersion(v)
+		if (err == nil) != want || (err != nil && !errors.Is(err, backends.ErrUnsupported)) {
+			t.Errorf("serverVersion(%q) = %v, want accepted %v", v, err, want)
+		}
+	}
+}
+
+// TestBucketRefused: New fails closed on a bucket whose entries the server
+// would expire by its own clock, or that cannot keep per-key TTLs, and on
+// a missing bucket without WithCreate.
+func TestBucketRefused(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := connect(t, srv.URL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, cfg := range []jetstream.KeyValueConfig{
+		{Bucket: "nottl"},
+		{Bucket: "bucketttl", LimitMarkerTTL: time.Second, TTL: time.Minute},
+	} {
+		if _, err := js.CreateKeyValue(ctx, cfg); err != nil {
+			t.Fatalf("CreateKeyValue(%+v): %v", cfg, err)
+		}
+		s, err := New(ctx, nc, cfg.Bucket)
+		if !errors.Is(err, backends.ErrUnsupported) {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("New over %+v = %v, want ErrUnsupported", cfg, err)
+		}
+	}
+	if s, err := New(ctx, nc, "missing"); !errors.Is(err, backends.ErrMissingResource) || backends.Classify(err) != backends.ClassFatal {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("New over a missing bucket = %v, want a fatal ErrMissingResource", err)
+	}
+	if _, err := New(ctx, nc, "a.b", WithCreate(1)); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("New with bucket %q = %v, want ErrInvalid", "a.b", err)
+	}
+}
+
+// TestForeignWrite: a value another client wrote into the bucket (nats kv
+// put) is corrupt state for every operation, never absent: a create over
+// it does not win.
+func TestForeignWrite(t *testing.T) {
+	srv := natstest.Start(t)
+	s := open(t, srv.URL(), newBucketName(), 1)
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	kv, err := js.KeyValue(ctx, s.bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "k", []byte("foreign")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "k"); !errors.Is(err, backends.ErrCorrupt) {
+		t.Errorf("Get of a foreign value = %v, want ErrCorrupt", err)
+	}
+	if _, err := s.CreateIfAbsent(ctx, "k", []byte("v"), time.Second); !errors.Is(err, backends.ErrCorrupt) {
+		t.Errorf("CreateIfAbsent over a foreign value = %v, want ErrCorrupt", err)
+	}
+	if _, err := s.List(ctx, ""); !errors.Is(err, backends.ErrCorrupt) {
+		t.Errorf("List over a foreign value = %v, want ErrCorrupt", err)
+	}
+}
+
+// TestKeepAliveMovesSequence: a keep-alive is a new message (the NATS
+// sequence moves), yet the entry keeps its revisions, a compare-and-set on
+// the old revision still lands, and an observer that saw the keep-alive
+// counts the TTL from it, not from the create.
+func TestKeepAliveMovesSequence(t *testing.T) {
+	srv := natstest.Start(t)
+	clk := clocktest.New(time.Time{})
+	bucket := newBucketName()
+	s := open(t, srv.URL(), bucket, 1, WithClock(clk))
+	obs := open(t, srv.URL(), bucket, 1, WithClock(clk))
+	ctx := t.Context()
+	e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := obs.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(6 * time.Second)
+	k, err := s.KeepAlive(ctx, "k", e.Revision, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.read(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.seq <= uint64(e.Revision) || k.Revision != e.Revision || k.CreateRevision != e.CreateRevision {
+		t.Errorf("after KeepAlive: seq %d, entry rev %d create %d; want seq above %d and revisions unchanged", r.seq, k.Revision, k.CreateRevision, e.Revision)
+	}
+	if _, err := obs.Get(ctx, "k"); err != nil {
+		t.Fatalf("observer Get after the keep-alive: %v", err)
+	}
+	clk.Add(6 * time.Second) // 12 s after the create, 6 s after the keep-alive
+	if _, err := obs.Get(ctx, "k"); err != nil {
+		t.Errorf("observer Get 6s after a keep-alive of a 10s entry: %v, want live", err)
+	}
+	if _, err := obs.CreateIfAbsent(ctx, "k", []byte("w"), time.Second); !errors.Is(err, backends.ErrExists) {
+		t.Errorf("observer CreateIfAbsent over the kept-alive entry = %v, want ErrExists", err)
+	}
+	c, err := s.CompareAndSet(ctx, "k", e.Revision, []byte("v2"), 10*time.Second)
+	if err != nil {
+		t.Fatalf("CompareAndSet on the revision kept alive: %v", err)
+	}
+	if c.CreateRevision != e.CreateRevision || c.Revision <= int64(r.seq) {
+		t.Errorf("CompareAndSet = rev %d create %d; want create %d, rev above %d", c.Revision, c.CreateRevision, e.CreateRevision, r.seq)
+	}
+}
