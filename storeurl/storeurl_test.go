@@ -564,7 +564,7 @@ func TestImportBoundary(t *testing.T) {
 		t.Fatalf("go list -deps listed only %q", deps)
 	}
 	for _, d := range deps {
-		for _, banned := range []string{"go.etcd.io/", "k8s.io/", "google.golang.org/grpc", "github.com/prometheus/", "github.com/tenure-go/tenure/backends/etcd", "github.com/tenure-go/tenure/backends/kube"} {
+		for _, banned := range []string{"go.etcd.io/", "k8s.io/", "google.golang.org/grpc", "github.com/prometheus/", "github.com/tenure-go/tenure/backends/etcd", "github.com/tenure-go/tenure/backends/kube", "github.com/nats-io/", "github.com/tenure-go/tenure/backends/nats"} {
 			if strings.HasPrefix(d, banned) {
 				t.Errorf("%v depend on %s", pkgs, d)
 			}

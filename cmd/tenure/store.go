@@ -10,6 +10,7 @@ import (
 	_ "github.com/tenure-go/tenure/backends/filestore"
 	_ "github.com/tenure-go/tenure/backends/kube"
 	_ "github.com/tenure-go/tenure/backends/memstore" // to say why mem:// will not do
+	_ "github.com/tenure-go/tenure/backends/nats"
 )
 
 // parseStore checks a --store URL before anything is opened; a URL that
