@@ -228,15 +228,7 @@ func TestSlots(t *testing.T) {
 	if err := groups[0].Resize(ctx, "leader", 1); err != nil {
 		t.Fatalf("Resize: %v", err)
 	}
-	tk := time.NewTicker(20 * time.Millisecond)
-	defer tk.Stop()
-	for ts.leaders() != 1 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d leaders after Resize(1), want 1", ts.leaders())
-		case <-tk.C:
-		}
-	}
+	waitUntil(t, 10*time.Second, "one leader after Resize(1)", func() bool { return ts.leaders() == 1 })
 	for _, tm := range ts.check(t) {
 		if tm.end.IsZero() && tm.slot != 0 {
 			t.Errorf("%s leads slot %d after Resize(1)", tm.who, tm.slot)

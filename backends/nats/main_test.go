@@ -78,3 +78,19 @@ func (f *fleet) observe(t testing.TB) {
 		}
 	}
 }
+
+// waitUntil polls cond every 10ms until it holds, failing t after limit.
+func waitUntil(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	tk := time.NewTicker(10 * time.Millisecond)
+	defer tk.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %v", what, limit)
+		case <-tk.C:
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/nats/natstest"
+)
+
+// Fault tests on real servers: a server killed and restarted on its state,
+// a client cut off from its server, a cluster member cut off from its
+// peers. Whatever happens, no two holders at once and tokens strictly
+// increase.
+
+// proxy puts an in-process toxiproxy in front of upstream and returns it
+// with a function that cuts it (everything sent is dropped, connections
+// stay open) and one that heals it.
+func proxy(t *testing.T, upstream string) (px *toxiproxy.Proxy, cut, heal func()) {
+	t.Helper()
+	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	px = toxiproxy.NewProxy(api, "nats-"+strings.ReplaceAll(t.Name(), "/", "-"), "127.0.0.1:0", upstream)
+	if err := px.Start(); err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	t.Cleanup(px.Stop)
+	cut = func() {
+		for _, dir := range []string{"upstream", "downstream"} {
+			js := fmt.Sprintf(`{"name":"cut-%s","type":"timeout","stream":%q,"toxicity":1,"attributes":{"timeout":0}}`, dir, dir)
+			if _, err := px.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+				t.Fatalf("cut: %v", err)
+			}
+		}
+	}
+	heal = func() {
+		for _, dir := range []string{"upstream", "downstream"} {
+			_ = px.Toxics.RemoveToxic(context.Background(), "cut-"+dir)
+		}
+	}
+	return px, cut, heal
+}
+
+// TestFaultServerRestart: the only server is killed while a claim is held
+// and restarted on the same store directory. Entries and their revisions
+// survive; a key deleted before the kill and created after it gets a token
+// above every one it had; the electors' terms never overlap and their
+// tokens increase across the restart.
+func TestFaultServerRestart(t *testing.T) {
+	srv := natstest.Start(t)
+	bucket := newBucketName()
+	s := open(t, srv.URL(), bucket, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kept, err := s.CreateIfAbsent(ctx, "kept", []byte("v"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := s.CreateIfAbsent(ctx, "gone", []byte("v"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompareAndDelete(ctx, "gone", gone.Revision); err != nil {
+		t.Fatal(err)
+	}
+
+	ts := newTerms()
+	startElector(t, srv.URL(), bucket, "a", ts, nil)
+	startElector(t, srv.URL(), bucket, "b", ts, nil)
+	first := ts.next(t, 10*time.Second)
+
+	srv.Stop()
+	down, cancelDown := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = s.Get(down, "kept")
+	cancelDown()
+	if backends.Classify(err) != backends.ClassTransient {
+		t.Errorf("Get with the server down = %v, want a transient error", err)
+	}
+	// The leader cannot renew: it stops by its deadline.
+	waitUntil(t, 5*time.Second, fmt.Sprintf("%s stops leading with the server down", first), func() bool { return ts.leaders() == 0 })
+	srv.Restart()
+	waitUntil(t, 20*time.Second, "someone leads after the restart", func() bool { return ts.leaders() == 1 })
+	got, err := getRetry(ctx, s, "kept")
+	if err != nil || got.Revision != kept.Revision || got.CreateRevision != kept.CreateRevision {
+		t.Errorf("Get(kept) after the restart = %+v, %v; want revisions %d/%d", got, err, kept.Revision, kept.CreateRevision)
+	}
+	again, err := s.CreateIfAbsent(ctx, "gone", []byte("w"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.CreateRevision <= gone.Revision {
+		t.Errorf("token after the restart %d, want above %d", again.CreateRevision, gone.Revision)
+	}
+	ts.check(t)
+}
+
+// getRetry reads key until the store answers (the client reconnects after
+// a restart).
+func getRetry(ctx context.Context, s *Store, key string) (backends.Entry, error) {
+	for {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		e, err := s.Get(c, key)
+		cancel()
+		if err == nil || backends.Classify(err) != backends.ClassTransient || ctx.Err() != nil {
+			return e, err
+		}
+	}
+}
+
+// TestFaultClientPartitioned: the leader's connection is cut (a proxy drops
+// everything, connections stay open). The leader stops acting by its own
+// deadline, the follower takes over only after that, with a higher token,
+// and after the heal the old leader follows.
+func TestFaultClientPartitioned(t *testing.T) {
+	srv := natstest.Start(t)
+	bucket := newBucketName()
+	px, cut, heal := proxy(t, srv.HostPort())
+	ts := newTerms()
+	a := startElector(t, "nats://"+px.Listen, bucket, "a", ts, nil)
+	if who := ts.next(t, 10*time.Second); who != "a" {
+		t.Fatalf("first leader %q, want a", who)
+	}
+	startElector(t, srv.URL(), bucket, "b", ts, nil)
+
+	cut()
+	if who := ts.next(t, 10*time.Second); who != "b" {
+		t.Fatalf("leader after the cut %q, want b", who)
+	}
+	if a.el.IsLeader() {
+		t.Errorf("a reports leading after b was elected")
+	}
+	all := ts.check(t)
+	if late := all[0].end.Sub(all[0].deadline); late > 50*time.Millisecond {
+		t.Errorf("a stopped acting %v after its local deadline", late)
+	}
+	heal()
+	if n := ts.leaders(); n != 1 {
+		t.Errorf("%d leaders after the heal, want 1", n)
+	}
+	ts.check(t)
+}
+
+// TestFaultStoreClientPartitioned: at the store level, a cut connection
+// gives transient errors (outcome unknown), never a conflict or success.
+func TestFaultStoreClientPartitioned(t *testing.T) {
+	srv := natstest.Start(t)
+	px, cut, heal := proxy(t, srv.HostPort())
+	s := open(t, "nats://"+px.Listen, newBucketName(), 1)
+	e, err := s.CreateIfAbsent(t.Context(), "k", []byte("v"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	_, err = s.KeepAlive(ctx, "k", e.Revision, time.Minute)
+	cancel()
+	if backends.Classify(err) != backends.ClassTransient || errors.Is(err, backends.ErrConflict) {
+		t.Errorf("KeepAlive through a cut connection = %v (class %v), want transient", err, backends.Classify(err))
+	}
+	heal()
+}
