@@ -165,3 +165,55 @@ func TestFaultStoreClientPartitioned(t *testing.T) {
 	}
 	heal()
 }
+
+// TestFaultMemberPartitioned: three servers, a bucket on three replicas,
+// an elector on each server. The server leading the bucket's stream is cut
+// off from its peers (its clients still reach it). Writes through it
+// cannot commit, so an elector on it cannot renew and stops by its
+// deadline; the other two servers elect a stream leader and an elector on
+// them takes over. After the heal, still one leader; terms never overlap
+// and tokens increase.
+func TestFaultMemberPartitioned(t *testing.T) {
+	c := natstest.StartCluster(t, 3, natstest.WithPartitions())
+	bucket := newBucketName()
+	setup := open(t, c.URLs(), bucket, 3)
+	info, err := setup.js.Stream(t.Context(), setup.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := info.CachedInfo().Cluster
+	if ci == nil || c.Index(ci.Leader) < 0 {
+		t.Fatalf("stream cluster info %+v: no known leader", ci)
+	}
+	cutoff := c.Index(ci.Leader)
+
+	ts := newTerms()
+	names := []string{"e0", "e1", "e2"}
+	// The elector on the server to be cut off starts first and leads.
+	startElector(t, c.Servers[cutoff].URL(), bucket, names[cutoff], ts, nil)
+	if who := ts.next(t, 10*time.Second); who != names[cutoff] {
+		t.Fatalf("first leader %s, want %s", who, names[cutoff])
+	}
+	for i, srv := range c.Servers {
+		if i != cutoff {
+			startElector(t, srv.URL(), bucket, names[i], ts, nil)
+		}
+	}
+
+	c.Partition(cutoff)
+	// The stream needs a new leader among the other two (raft election:
+	// several seconds) before anyone can write.
+	next := ts.next(t, 30*time.Second)
+	if next == names[cutoff] {
+		t.Fatalf("%s, on the server cut off, elected again", next)
+	}
+	all := ts.check(t)
+	if late := all[0].end.Sub(all[0].deadline); late > 50*time.Millisecond {
+		t.Errorf("%s stopped acting %v after its local deadline", all[0].who, late)
+	}
+	c.Heal(cutoff)
+	if n := ts.leaders(); n != 1 {
+		t.Errorf("%d leaders after the heal, want 1", n)
+	}
+	ts.check(t)
+}

@@ -11,15 +11,20 @@
 package natstest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 )
 
 // readyTimeout bounds a start under -race on busy cores.
@@ -62,6 +67,14 @@ func (s *Server) options() *server.Options {
 	if s.cluster != nil {
 		o.Cluster = server.ClusterOpts{Name: "tenure", Host: "127.0.0.1", Port: s.cport}
 		o.Routes = s.cluster.routes(s)
+		// Clients stay on the server they dialled.
+		o.Cluster.NoAdvertise = true
+		if s.cluster.proxies != nil {
+			// Peers reach each other only through the proxies of the
+			// configured routes: a route learnt by gossip goes to this
+			// closed port and fails.
+			o.Cluster.Advertise = "127.0.0.1:1"
+		}
 	}
 	return o
 }
@@ -138,15 +151,33 @@ func (s *Server) Running() *server.Server {
 	return s.srv
 }
 
-// Cluster is three servers routed to each other, with JetStream clustered.
+// Cluster is n servers routed to each other, with JetStream clustered.
 type Cluster struct {
 	Servers []*Server
+
+	// proxies[i][j] carries server i's route to server j; nil without
+	// WithPartitions.
+	proxies [][]*toxiproxy.Proxy
 }
+
+// ClusterOption configures StartCluster.
+type ClusterOption func(*clusterConfig)
+
+type clusterConfig struct{ partitions bool }
+
+// WithPartitions routes every server to every other through an in-process
+// toxiproxy proxy of its own, so that Partition can cut a server off from
+// its peers while its clients still reach it.
+func WithPartitions() ClusterOption { return func(c *clusterConfig) { c.partitions = true } }
 
 // StartCluster starts an n-server cluster and waits until it has a
 // JetStream meta leader.
-func StartCluster(t testing.TB, n int) *Cluster {
+func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 	t.Helper()
+	var cf clusterConfig
+	for _, o := range opts {
+		o(&cf)
+	}
 	c := &Cluster{}
 	for i := range n {
 		c.Servers = append(c.Servers, &Server{t: t, name: fmt.Sprintf("n%d", i+1), dir: t.TempDir(), port: -1, cport: -1, cluster: c})
@@ -157,6 +188,24 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	for _, s := range c.Servers {
 		s.port, s.cport = freePort(t), freePort(t)
 	}
+	if cf.partitions {
+		api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+		c.proxies = make([][]*toxiproxy.Proxy, n)
+		for i := range n {
+			c.proxies[i] = make([]*toxiproxy.Proxy, n)
+			for j, to := range c.Servers {
+				if i == j {
+					continue
+				}
+				px := toxiproxy.NewProxy(api, fmt.Sprintf("route-%d-%d", i, j), "127.0.0.1:0", net.JoinHostPort("127.0.0.1", strconv.Itoa(to.cport)))
+				if err := px.Start(); err != nil {
+					t.Fatalf("natstest: route proxy: %v", err)
+				}
+				t.Cleanup(px.Stop)
+				c.proxies[i][j] = px
+			}
+		}
+	}
 	for _, s := range c.Servers {
 		s.launch()
 		t.Cleanup(s.Stop)
@@ -166,17 +215,31 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		leaders := 0
+		leaders, ready := 0, 0
 		for _, s := range c.Servers {
-			if srv := s.Running(); srv != nil && srv.JetStreamIsLeader() {
+			srv := s.Running()
+			if srv == nil {
+				continue
+			}
+			// The meta leader lists the peers it knows (others list none).
+			if srv.JetStreamIsLeader() && len(srv.JetStreamClusterPeers()) == n {
 				leaders++
 			}
+			if srv.NumRemotes() == n-1 && srv.JetStreamIsCurrent() {
+				ready++
+			}
 		}
-		if leaders == 1 {
+		if leaders == 1 && ready == n {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("natstest: no JetStream meta leader within %v", readyTimeout)
+			var state []string
+			for _, s := range c.Servers {
+				if srv := s.Running(); srv != nil {
+					state = append(state, fmt.Sprintf("%s: leader %v, %d remotes, current %v, peers %q", s.name, srv.JetStreamIsLeader(), srv.NumRemotes(), srv.JetStreamIsCurrent(), srv.JetStreamClusterPeers()))
+				}
+			}
+			t.Fatalf("natstest: cluster not ready within %v: %s", readyTimeout, strings.Join(state, "; "))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -195,16 +258,71 @@ func (c *Cluster) URLs() string {
 	return out
 }
 
-// routes are the cluster URLs of the servers other than s that have one.
+// routes are the cluster URLs of the servers other than self, through
+// self's proxies where the cluster has them.
 func (c *Cluster) routes(self *Server) []*url.URL {
 	var out []*url.URL
-	for _, s := range c.Servers {
-		if s == self || s.cport <= 0 {
+	for i, s := range c.Servers {
+		if s == self {
+			if c.proxies != nil {
+				out = out[:0]
+				for j, px := range c.proxies[i] {
+					if j != i {
+						out = append(out, &url.URL{Scheme: "nats", Host: px.Listen})
+					}
+				}
+				return out
+			}
 			continue
 		}
 		out = append(out, &url.URL{Scheme: "nats", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.cport))})
 	}
 	return out
+}
+
+// Partition cuts server i off from its peers: its route proxies, both
+// ways, drop everything (connections stay open, as in a network
+// partition). Its clients still reach it. It needs WithPartitions.
+func (c *Cluster) Partition(i int) {
+	for _, px := range c.routeProxies(i) {
+		for _, dir := range []string{"upstream", "downstream"} {
+			js := fmt.Sprintf(`{"name":"cut-%s","type":"timeout","stream":%q,"toxicity":1,"attributes":{"timeout":0}}`, dir, dir)
+			_, _ = px.Toxics.AddToxicJson(strings.NewReader(js))
+		}
+	}
+}
+
+// Heal ends Partition(i).
+func (c *Cluster) Heal(i int) {
+	for _, px := range c.routeProxies(i) {
+		for _, dir := range []string{"upstream", "downstream"} {
+			_ = px.Toxics.RemoveToxic(context.Background(), "cut-"+dir)
+		}
+	}
+}
+
+// routeProxies are the proxies on server i's routes, both ways.
+func (c *Cluster) routeProxies(i int) []*toxiproxy.Proxy {
+	if c.proxies == nil {
+		panic("natstest: Partition on a cluster started without WithPartitions")
+	}
+	var out []*toxiproxy.Proxy
+	for j := range c.Servers {
+		if j != i {
+			out = append(out, c.proxies[i][j], c.proxies[j][i])
+		}
+	}
+	return out
+}
+
+// Index is the position in Servers of the server named name, or -1.
+func (c *Cluster) Index(name string) int {
+	for i, s := range c.Servers {
+		if s.name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // freePort is a port the kernel had free a moment ago. Another process may
