@@ -106,10 +106,15 @@
 //
 // # Watch
 //
-// Watch uses an ordered consumer per call, starting after the stream's
-// last sequence at the call. Events follow logical entries: a keep-alive
-// produces none, a delete produces EventDelete with the revisions it
-// removed. Expiry as this store judges it is not reported
+// Every Watch of a Store shares one ordered consumer over the bucket,
+// started by the first and ended when it breaks (every channel is then
+// closed and the consumers watch again) or the store closes; each call
+// costs one request, for the stream's last sequence, after which its
+// changes start. Events follow logical entries: a keep-alive produces
+// none, a delete produces EventDelete with the revisions it removed. A
+// keep-alive the consumer delivers still counts as a sighting, so a
+// follower that watches a claim times its expiry from the holder's last
+// renewal. Expiry as this store judges it is not reported
 // (Capabilities.ExpiryEvents is false): a follower times its next attempt
 // from Entry.Remaining. A marker the server writes when it drops an entry
 // a grace after its TTL is reported as EventDelete.

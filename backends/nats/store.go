@@ -55,6 +55,7 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool                // guarded by mu
 	seen   map[string]sighting // guarded by mu; by key
+	watch  *hub                // guarded by mu; the shared consumer, nil before the first Watch
 }
 
 // sighting is when this process first saw a key's message seq.

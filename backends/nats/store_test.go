@@ -166,3 +166,56 @@ func TestKeepAliveMovesSequence(t *testing.T) {
 		t.Errorf("CompareAndSet = rev %d create %d; want create %d, rev above %d", c.Revision, c.CreateRevision, e.CreateRevision, r.seq)
 	}
 }
+
+// TestWatchTimesKeepAlives: a follower that watches a claim counts its TTL
+// from the last keep-alive its watch delivered (which yields no event), so
+// once the holder stops renewing it sees the claim expire a TTL after the
+// last renewal, not a TTL after it next happens to read.
+func TestWatchTimesKeepAlives(t *testing.T) {
+	srv := natstest.Start(t)
+	clk := clocktest.New(time.Time{})
+	bucket := newBucketName()
+	s := open(t, srv.URL(), bucket, 1, WithClock(clk))
+	obs := open(t, srv.URL(), bucket, 1, WithClock(clk))
+	ctx := t.Context()
+	events, err := obs.Watch(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-events; ev.Kind != backends.EventPut || ev.Entry.Revision != e.Revision {
+		t.Fatalf("first event %+v, want the put at %d", ev, e.Revision)
+	}
+	clk.Add(6 * time.Second)
+	if _, err := s.KeepAlive(ctx, "k", e.Revision, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.read(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the observer's watch delivers the keep-alive", func() bool {
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		return obs.seen["k"].seq == r.seq
+	})
+	select {
+	case ev := <-events:
+		t.Errorf("keep-alive yielded event %+v, want none", ev)
+	default:
+	}
+	clk.Add(9 * time.Second) // 9 s after the keep-alive
+	if got, err := obs.Get(ctx, "k"); err != nil || got.Remaining != time.Second {
+		t.Errorf("observer Get 9s after the keep-alive = %+v, %v; want live with 1s left", got, err)
+	}
+	clk.Add(2 * time.Second)
+	if _, err := obs.Get(ctx, "k"); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("observer Get 11s after the keep-alive of a 10s entry = %v, want ErrNotFound", err)
+	}
+	if _, err := obs.CreateIfAbsent(ctx, "k", []byte("w"), time.Second); err != nil {
+		t.Errorf("observer CreateIfAbsent over the expired entry: %v", err)
+	}
+}

@@ -13,15 +13,38 @@ import (
 // it ends the stream rather than block or skip.
 const watchBuffer = 256
 
-// Watch streams changes of keys under prefix made after it returned,
-// through an ordered consumer that starts after the stream's last
-// sequence at the call. A keep-alive yields no event (it only moves the
-// sequence, which the store counts as a sighting); a delete yields
-// EventDelete with the revisions it removed; a message the server writes
-// when it drops an entry (a grace after its TTL, see the package doc)
-// yields EventDelete with the last revisions the watch saw, if any. Expiry
-// as this store judges it is not reported (Capabilities.ExpiryEvents is
-// false): a follower times its next attempt from Entry.Remaining.
+// watcher is one Watch call: its channel, its prefix, and the stream
+// sequence after which its changes start.
+type watcher struct {
+	ctx    context.Context
+	prefix string // encoded, with the subject prefix
+	after  uint64
+	ch     chan backends.Event
+}
+
+// hub is the store's one ordered consumer over the bucket, shared by every
+// Watch call; it lives until it breaks or the store closes.
+type hub struct {
+	it   jetstream.MessagesContext
+	done chan struct{} // closed when the hub has ended
+
+	// guarded by Store.mu
+	watchers map[*watcher]struct{}
+	ended    bool
+}
+
+// Watch streams changes of keys under prefix made after it returned. Every
+// Watch of a Store shares one ordered consumer over the bucket, started by
+// the first and ended when it breaks or the store closes; each call costs
+// one request (the stream's last sequence, after which its changes
+// start). A keep-alive yields no event (it only moves the sequence, which
+// the store counts as a sighting, so a follower that watches a claim times
+// its expiry from the last renewal); a delete yields EventDelete with the
+// revisions it removed; a marker the server writes when it drops an entry
+// (a grace after its TTL, see the package doc) yields EventDelete with the
+// last revisions the watch saw, if any. Expiry as this store judges it is
+// not reported (Capabilities.ExpiryEvents is false): a follower times its
+// next attempt from Entry.Remaining.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("nats: watch: %w", err)
@@ -35,56 +58,111 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 	if err != nil {
 		return nil, fmt.Errorf("nats: watch %q: %w", prefix, err)
 	}
-	cons, err := s.js.OrderedConsumer(octx, s.stream, jetstream.OrderedConsumerConfig{
+	last := info.State.LastSeq
+	h, err := s.hub(octx, last)
+	if err != nil {
+		return nil, fmt.Errorf("nats: watch %q: %w", prefix, err)
+	}
+	w := &watcher{ctx: ctx, prefix: s.subj + encodeKey(prefix), after: last, ch: make(chan backends.Event, watchBuffer)}
+	s.mu.Lock()
+	if h.ended || s.closed {
+		s.mu.Unlock()
+		close(w.ch)
+		return w.ch, nil
+	}
+	h.watchers[w] = struct{}{}
+	s.mu.Unlock()
+	s.watches.Add(1)
+	go func() {
+		defer s.watches.Done()
+		select {
+		case <-ctx.Done():
+		case <-h.done:
+		}
+		s.drop(h, w)
+	}()
+	return w.ch, nil
+}
+
+// drop ends w: it leaves the hub and its channel is closed, once.
+func (s *Store) drop(h *hub, w *watcher) {
+	s.mu.Lock()
+	_, ok := h.watchers[w]
+	delete(h.watchers, w)
+	s.mu.Unlock()
+	if ok {
+		close(w.ch)
+	}
+}
+
+// hub returns the running hub, or starts one after stream sequence last.
+func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
+	s.mu.Lock()
+	if h := s.watch; h != nil && !h.ended {
+		s.mu.Unlock()
+		return h, nil
+	}
+	s.mu.Unlock()
+	cons, err := s.js.OrderedConsumer(ctx, s.stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{s.subj + ">"},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    info.State.LastSeq + 1,
+		OptStartSeq:    last + 1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("nats: watch %q: %w", prefix, mapErr(err))
+		return nil, mapErr(err)
 	}
 	it, err := cons.Messages()
 	if err != nil {
-		return nil, fmt.Errorf("nats: watch %q: %w", prefix, mapErr(err))
+		return nil, mapErr(err)
 	}
-	ch := make(chan backends.Event, watchBuffer)
+	h := &hub{it: it, done: make(chan struct{}), watchers: map[*watcher]struct{}{}}
+	s.mu.Lock()
+	if cur := s.watch; cur != nil && !cur.ended {
+		// Another Watch started one meanwhile: use it.
+		s.mu.Unlock()
+		it.Stop()
+		return cur, nil
+	}
+	if s.closed {
+		s.mu.Unlock()
+		it.Stop()
+		return nil, fmt.Errorf("nats: watch: %w", backends.ErrClosed)
+	}
+	s.watch = h
+	s.mu.Unlock()
 	stop := make(chan struct{})
 	s.watches.Add(2)
 	go func() {
 		defer s.watches.Done()
 		select {
-		case <-ctx.Done():
 		case <-s.done:
+			it.Stop()
 		case <-stop:
 		}
-		it.Stop()
 	}()
 	go func() {
 		defer s.watches.Done()
-		defer close(ch)
-		defer close(stop)
-		s.follow(ctx, it, prefix, ch)
+		s.follow(h)
+		it.Stop() // follow may end on a message it cannot read
+		close(stop)
+		s.mu.Lock()
+		h.ended = true
+		s.mu.Unlock()
+		close(h.done)
 	}()
-	return ch, nil
+	return h, nil
 }
 
-// follow turns the consumer's messages into events until it ends.
-func (s *Store) follow(ctx context.Context, it jetstream.MessagesContext, prefix string, ch chan<- backends.Event) {
-	enc := s.subj + encodeKey(prefix)
+// follow turns the hub's messages into events for its watchers until the
+// consumer ends or a message cannot be read.
+func (s *Store) follow(h *hub) {
 	last := map[string]backends.Entry{} // last revisions seen per key
 	for {
-		m, err := it.Next()
+		m, err := h.it.Next()
 		if err != nil {
 			return
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		subj := m.Subject()
-		if !strings.HasPrefix(subj, enc) {
-			continue
-		}
-		key, ok := decodeKey(strings.TrimPrefix(subj, s.subj))
+		key, ok := decodeKey(strings.TrimPrefix(m.Subject(), s.subj))
 		if !ok {
 			continue
 		}
@@ -108,7 +186,6 @@ func (s *Store) follow(ctx context.Context, it jetstream.MessagesContext, prefix
 				s.saw(key, r.seq)
 			}
 			e := r.entry
-			e.Value = clone(e.Value)
 			e.Remaining = e.TTL
 			last[key] = backends.Entry{Key: key, Revision: e.Revision, CreateRevision: e.CreateRevision}
 			ev = backends.Event{Kind: backends.EventPut, Entry: e}
@@ -122,10 +199,32 @@ func (s *Store) follow(ctx context.Context, it jetstream.MessagesContext, prefix
 			s.judge(r) // forget the sighting
 			ev = backends.Event{Kind: backends.EventDelete, Entry: e}
 		}
-		select {
-		case ch <- ev:
-		default:
-			return // the consumer fell behind: end rather than skip
+		s.deliver(h, m.Subject(), r.seq, ev)
+	}
+}
+
+// deliver sends ev to every watcher of its key that started before it. A
+// watcher whose buffer is full is ended rather than skipped.
+func (s *Store) deliver(h *hub, subj string, seq uint64, ev backends.Event) {
+	s.mu.Lock()
+	var to []*watcher
+	for w := range h.watchers {
+		if seq > w.after && strings.HasPrefix(subj, w.prefix) && w.ctx.Err() == nil {
+			to = append(to, w)
 		}
+	}
+	var full []*watcher
+	for _, w := range to {
+		e := ev
+		e.Entry.Value = clone(ev.Entry.Value)
+		select {
+		case w.ch <- e:
+		default:
+			full = append(full, w)
+		}
+	}
+	s.mu.Unlock()
+	for _, w := range full {
+		s.drop(h, w)
 	}
 }
