@@ -62,6 +62,9 @@ type Store struct {
 type sighting struct {
 	seq uint64
 	at  time.Time // on clk, monotonic
+	// own is the entry this store wrote at seq, if it did: a keep-alive
+	// of it needs no read.
+	own *backends.Entry
 }
 
 // Option configures a Store.
@@ -408,7 +411,7 @@ func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl ti
 		if cur, live := s.judge(r); live {
 			return backends.Entry{}, fmt.Errorf("nats: %w", &backends.ConflictError{Op: op, Key: key, Current: cur, Found: true})
 		}
-		seq, err := s.publish(ctx, key, header(ttl, 0, 0), value, r.seq, ttl)
+		seq, err := s.publish(ctx, key, header(ttl, 0, 0), value, r.seq, ttl, &backends.Entry{Value: value})
 		if errors.Is(err, errWrongSeq) {
 			continue // the key moved since the read: judge again
 		}
@@ -439,7 +442,7 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 		if err != nil {
 			return backends.Entry{}, err
 		}
-		seq, err := s.publish(ctx, key, header(ttl, 0, cur.CreateRevision), value, r.seq, ttl)
+		seq, err := s.publish(ctx, key, header(ttl, 0, cur.CreateRevision), value, r.seq, ttl, &backends.Entry{Value: value, CreateRevision: cur.CreateRevision})
 		if errors.Is(err, errWrongSeq) {
 			continue
 		}
@@ -473,7 +476,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 		h := header(0, cur.Revision, cur.CreateRevision)
 		h.Del(hdrTTL)
 		h.Set(hdrKVOp, kvOpDelete)
-		_, err = s.publish(ctx, key, h, nil, r.seq, 0)
+		_, err = s.publish(ctx, key, h, nil, r.seq, 0, nil)
 		if errors.Is(err, errWrongSeq) {
 			continue
 		}
@@ -503,12 +506,25 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	// Fast path: this store wrote the key's last message as far as it
+	// knows, and judges it live. The write is conditioned on that message's
+	// sequence, so if anything else landed since, it fails and the slow
+	// path reads.
+	if seq, cur, ok := s.ownLive(key, rev); ok {
+		_, err := s.publish(ctx, key, header(ttl, cur.Revision, cur.CreateRevision), cur.Value, seq, ttl, &cur)
+		switch {
+		case err == nil:
+			return written(key, cur.Value, cur.Revision, cur.CreateRevision, ttl), nil
+		case !errors.Is(err, errWrongSeq):
+			return backends.Entry{}, fmt.Errorf("nats: keepalive %q: %w", key, err)
+		}
+	}
 	for {
 		r, cur, err := s.current(ctx, "keepalive", key, rev)
 		if err != nil {
 			return backends.Entry{}, err
 		}
-		_, err = s.publish(ctx, key, header(ttl, cur.Revision, cur.CreateRevision), cur.Value, r.seq, ttl)
+		_, err = s.publish(ctx, key, header(ttl, cur.Revision, cur.CreateRevision), cur.Value, r.seq, ttl, &cur)
 		if errors.Is(err, errWrongSeq) {
 			continue
 		}
@@ -585,14 +601,34 @@ func (s *Store) judge(r record) (backends.Entry, bool) {
 	return e, true
 }
 
-// saw records that this process wrote or watched message seq of key.
-func (s *Store) saw(key string, seq uint64) {
+// saw records that this process wrote or watched message seq of key; own
+// is the entry this store wrote at seq (nil: it did not write it).
+func (s *Store) saw(key string, seq uint64, own *backends.Entry) {
 	now := s.clk.Now()
 	s.mu.Lock()
-	if sg, ok := s.seen[key]; !ok || sg.seq < seq {
-		s.seen[key] = sighting{seq: seq, at: now}
+	switch sg, ok := s.seen[key]; {
+	case !ok || sg.seq < seq:
+		s.seen[key] = sighting{seq: seq, at: now, own: own}
+	case sg.seq == seq && sg.own == nil && own != nil:
+		// The watch delivered this store's write before its ack came
+		// back: keep that earlier sighting, and what was written.
+		sg.own = own
+		s.seen[key] = sg
 	}
 	s.mu.Unlock()
+}
+
+// ownLive returns the sequence and entry of key's last message if this
+// store wrote it, at revision rev, and judges it live.
+func (s *Store) ownLive(key string, rev int64) (uint64, backends.Entry, bool) {
+	now := s.clk.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sg, ok := s.seen[key]
+	if !ok || sg.own == nil || sg.own.Revision != rev || now.Sub(sg.at) >= sg.own.TTL {
+		return 0, backends.Entry{}, false
+	}
+	return sg.seq, *sg.own, true
 }
 
 // errWrongSeq: a conditional write found another last sequence.
@@ -602,7 +638,11 @@ var errWrongSeq = errors.New("wrong last sequence")
 // last sequence being expect (0: no message), with a server TTL of the
 // entry's TTL plus the grace (none for ttl 0). It returns the new
 // sequence and records the sighting.
-func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []byte, expect uint64, ttl time.Duration) (uint64, error) {
+//
+// own is what the message writes (Revision 0: the new sequence;
+// CreateRevision 0: the same), remembered so that a keep-alive of it needs
+// no read.
+func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []byte, expect uint64, ttl time.Duration, own *backends.Entry) (uint64, error) {
 	m := nats.NewMsg(s.subj + encodeKey(key))
 	m.Header = h
 	m.Data = value
@@ -619,7 +659,21 @@ func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []
 		return 0, mapErr(err)
 	}
 	if ttl > 0 {
-		s.saw(key, ack.Sequence)
+		e := backends.Entry{Key: key, Value: clone(value), TTL: ttl}
+		if own != nil {
+			e.Revision, e.CreateRevision = own.Revision, own.CreateRevision
+		}
+		if e.Revision == 0 {
+			e.Revision = int64(ack.Sequence)
+		}
+		if e.CreateRevision == 0 {
+			e.CreateRevision = int64(ack.Sequence)
+		}
+		if own == nil {
+			s.saw(key, ack.Sequence, nil)
+		} else {
+			s.saw(key, ack.Sequence, &e)
+		}
 	}
 	return ack.Sequence, nil
 }

@@ -219,3 +219,45 @@ func TestWatchTimesKeepAlives(t *testing.T) {
 		t.Errorf("observer CreateIfAbsent over the expired entry: %v", err)
 	}
 }
+
+// TestKeepAliveOneRequest: a holder's keep-alive of an entry its store
+// wrote last costs one message (the conditioned publish, no read), and
+// still fails or retries correctly when another store wrote since: a
+// peer's keep-alive of the same revision (only the sequence moved: it
+// succeeds) and a peer's compare-and-set (the revision moved: a conflict
+// carrying the peer's entry).
+func TestKeepAliveOneRequest(t *testing.T) {
+	srv := natstest.Start(t)
+	bucket := newBucketName()
+	s := open(t, srv.URL(), bucket, 1)
+	peer := open(t, srv.URL(), bucket, 1)
+	ctx := t.Context()
+	e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		before := s.nc.Stats().OutMsgs
+		if _, err := s.KeepAlive(ctx, "k", e.Revision, 10*time.Second); err != nil {
+			t.Fatalf("KeepAlive %d: %v", i, err)
+		}
+		if n := s.nc.Stats().OutMsgs - before; n != 1 {
+			t.Errorf("KeepAlive %d sent %d messages, want 1", i, n)
+		}
+	}
+	if _, err := peer.KeepAlive(ctx, "k", e.Revision, 10*time.Second); err != nil {
+		t.Fatalf("peer KeepAlive: %v", err)
+	}
+	if k, err := s.KeepAlive(ctx, "k", e.Revision, 10*time.Second); err != nil || k.Revision != e.Revision {
+		t.Errorf("KeepAlive after the peer's = %+v, %v; want revision %d kept", k, err, e.Revision)
+	}
+	p, err := peer.CompareAndSet(ctx, "k", e.Revision, []byte("peer"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.KeepAlive(ctx, "k", e.Revision, 10*time.Second)
+	var ce *backends.ConflictError
+	if !errors.As(err, &ce) || !ce.Found || ce.Current.Revision != p.Revision || string(ce.Current.Value) != "peer" {
+		t.Errorf("KeepAlive of a revision the peer replaced = %v, want a conflict carrying revision %d", err, p.Revision)
+	}
+}

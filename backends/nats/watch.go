@@ -178,12 +178,12 @@ func (s *Store) follow(h *hub) {
 		switch {
 		case r.present && r.keepAlive:
 			if r.entry.TTL > 0 {
-				s.saw(key, r.seq)
+				s.saw(key, r.seq, nil)
 			}
 			continue
 		case r.present:
 			if r.entry.TTL > 0 {
-				s.saw(key, r.seq)
+				s.saw(key, r.seq, nil)
 			}
 			e := r.entry
 			e.Remaining = e.TTL
