@@ -119,6 +119,26 @@
 // from Entry.Remaining. A marker the server writes when it drops an entry
 // a grace after its TTL is reported as EventDelete.
 //
+// # Costs
+//
+// A renewal (KeepAlive of the entry the store wrote last) is one publish:
+// the store remembers what it wrote, so it needs no read first. A
+// follower's attempt is a read (and a publish if it takes the claim); as
+// expiry is not reported on the watch, an elector following a held claim
+// reads about once per TTL. Measured with three candidates per claim, TTL
+// 2 s and renewals every 500 ms (BenchmarkCompetingClaims, one server
+// with sync always, two shared cores: indicative only): 1.5 messages per
+// renewal, graceful handover p50 about 5 ms, crash failover under the
+// TTL after the crash (the follower counts from the last renewal its
+// watch delivered).
+//
+// # Opening by URL
+//
+// A program that imports this package opens a store with package storeurl
+// from nats://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/BUCKET, with
+// create=true (and replicas=N) to create a missing bucket and gcgrace=D
+// for WithGCGrace; see OpenURL.
+//
 // # Guarantees
 //
 //   - Create-if-absent, compare-and-set, compare-and-delete and keep-alive
