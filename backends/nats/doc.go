@@ -13,8 +13,9 @@
 // tenure needs besides lives in headers: Tenure-TTL (the entry's TTL in
 // nanoseconds; a message without it was not written by tenure and reads
 // as corrupt, never as absent), Tenure-Revision and
-// Tenure-Create-Revision. The bucket keeps one message per key (History
-// 1).
+// Tenure-Create-Revision. Every read is of a key's last message; a bucket
+// the store creates keeps the last 8 (History 8) so that a watch that
+// lags behind a key still sees each write.
 //
 // # Revisions and fencing tokens
 //
@@ -89,7 +90,7 @@
 // be at least that), and a bucket without per-key TTLs (created without
 // LimitMarkerTTL), with a bucket-wide TTL (which the server would judge
 // by its wall clock), or that is a mirror. WithCreate creates a missing
-// bucket with per-key TTLs, History 1, file storage and the replicas
+// bucket with per-key TTLs, History 8, file storage and the replicas
 // asked.
 //
 // Durability: by default JetStream syncs its files to disk every two
@@ -110,7 +111,10 @@
 // started by the first and ended when it breaks (every channel is then
 // closed and the consumers watch again) or the store closes; each call
 // costs one request, for the stream's last sequence, after which its
-// changes start. Events follow logical entries: a keep-alive produces
+// changes start. A watch never skips a write: the consumer's messages
+// must follow each other in sequence, and a gap (older messages of a key
+// removed, beyond the bucket's history, before the consumer reached them)
+// ends the shared consumer and every watch with it. Events follow logical entries: a keep-alive produces
 // none, a delete produces EventDelete with the revisions it removed. A
 // keep-alive the consumer delivers still counts as a sighting, so a
 // follower that watches a claim times its expiry from the holder's last

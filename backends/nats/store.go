@@ -29,6 +29,11 @@ const DefaultGCGrace = time.Hour
 // DefaultTimeout bounds a request whose ctx has no deadline.
 const DefaultTimeout = 5 * time.Second
 
+// createHistory is how many messages per key a bucket the store creates
+// keeps: a watch that lags that many writes of one key behind still sees
+// each (one that lags further ends, see Watch).
+const createHistory = 8
+
 // markerTTL is how long a bucket the store creates keeps the marker the
 // server writes when it drops an entry.
 const markerTTL = time.Hour
@@ -171,7 +176,7 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 		_, cerr := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:         bucket,
 			Description:    "tenure claims",
-			History:        1,
+			History:        createHistory,
 			Storage:        jetstream.FileStorage,
 			Replicas:       cf.replicas,
 			LimitMarkerTTL: markerTTL,

@@ -25,8 +25,9 @@ type watcher struct {
 // hub is the store's one ordered consumer over the bucket, shared by every
 // Watch call; it lives until it breaks or the store closes.
 type hub struct {
-	it   jetstream.MessagesContext
-	done chan struct{} // closed when the hub has ended
+	it    jetstream.MessagesContext
+	start uint64        // the first stream sequence the consumer delivers
+	done  chan struct{} // closed when the hub has ended
 
 	// guarded by Store.mu
 	watchers map[*watcher]struct{}
@@ -115,7 +116,7 @@ func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	h := &hub{it: it, done: make(chan struct{}), watchers: map[*watcher]struct{}{}}
+	h := &hub{it: it, start: last + 1, done: make(chan struct{}), watchers: map[*watcher]struct{}{}}
 	s.mu.Lock()
 	if cur := s.watch; cur != nil && !cur.ended {
 		// Another Watch started one meanwhile: use it.
@@ -154,21 +155,29 @@ func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 }
 
 // follow turns the hub's messages into events for its watchers until the
-// consumer ends or a message cannot be read.
+// consumer ends, a message cannot be read, or a message is missing.
+//
+// The consumer delivers every message of the stream, so their sequences
+// follow each other. A gap means messages were removed before the
+// consumer reached them: a key written again beyond the bucket's history
+// while the consumer lagged (its older messages go), so a write would be
+// skipped. The hub then ends, and every watch with it, rather than skip.
 func (s *Store) follow(h *hub) {
 	last := map[string]backends.Entry{} // last revisions seen per key
+	next := h.start
 	for {
 		m, err := h.it.Next()
 		if err != nil {
 			return
 		}
+		meta, err := m.Metadata()
+		if err != nil || meta.Sequence.Stream != next {
+			return
+		}
+		next++
 		key, ok := decodeKey(strings.TrimPrefix(m.Subject(), s.subj))
 		if !ok {
 			continue
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return
 		}
 		r, err := decode(key, meta.Sequence.Stream, m.Headers(), m.Data())
 		if err != nil {
