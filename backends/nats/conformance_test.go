@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -55,4 +56,48 @@ func TestConformance(t *testing.T) {
 		c := natstest.StartCluster(t, 3)
 		conformance(t, c.URLs(), 3)
 	})
+}
+
+// TestConformanceRealTime: the suite on one server with expiry judged on
+// the real clock, as in production. The suite waits for expiry by polling
+// one store; every store follows its bucket through a watch, as an
+// elector's followers do, so that a peer has seen each write when it was
+// made (a store that first sees an entry late counts its TTL from then).
+func TestConformanceRealTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out real TTLs")
+	}
+	srv := natstest.Start(t)
+	newStore := func(t *testing.T, bucket string) backends.Store {
+		s := open(t, srv.URL(), bucket, 1)
+		follow(t, s)
+		return s
+	}
+	backendtest.Run(t, backendtest.Harness{
+		New: func(t *testing.T) backends.Store { return newStore(t, newBucketName()) },
+		Peer: func(t *testing.T, st backends.Store) backends.Store {
+			return newStore(t, st.(*Store).bucket)
+		},
+		Reopen: func(t *testing.T, st backends.Store) backends.Store {
+			if err := st.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			return newStore(t, st.(*Store).bucket)
+		},
+		TTL: time.Second,
+	})
+}
+
+// follow watches s's whole bucket until s closes, draining the events:
+// the watch's sightings are what matters.
+func follow(t *testing.T, s *Store) {
+	t.Helper()
+	events, err := s.Watch(context.Background(), "")
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	go func() {
+		for range events {
+		}
+	}()
 }
