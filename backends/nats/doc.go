@@ -70,7 +70,8 @@
 //
 // The server's per-message TTL remains, for garbage collection only: it
 // is the entry's TTL rounded up to whole seconds plus a grace
-// (WithGCGrace, DefaultGCGrace: an hour). The operating requirement that
+// (WithGCGrace, DefaultGCGrace: an hour; a server raises a message TTL
+// below the bucket's LimitMarkerTTL to it). The operating requirement that
 // remains: the stream leader's wall clock must not step forward by more
 // than the grace while a claim is held; with the default, a step of an
 // hour. Capabilities().ExpiryJudge says so.

@@ -261,3 +261,46 @@ func TestKeepAliveOneRequest(t *testing.T) {
 		t.Errorf("KeepAlive of a revision the peer replaced = %v, want a conflict carrying revision %d", err, p.Revision)
 	}
 }
+
+// TestServerTTLIsGarbageCollection: the TTL the server keeps a message for
+// is the entry's TTL rounded up to whole seconds plus the grace, on every
+// write with a TTL (create, compare-and-set, keep-alive), so the server's
+// clock drops an entry only a grace after this store's judge would; an
+// entry without a TTL gets none. (The server raises a message TTL below
+// the bucket's LimitMarkerTTL to it, which only lengthens the grace.)
+func TestServerTTLIsGarbageCollection(t *testing.T) {
+	srv := natstest.Start(t)
+	s := open(t, srv.URL(), newBucketName(), 1, WithGCGrace(2*time.Hour))
+	ctx := t.Context()
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverTTL := func(key string) string {
+		t.Helper()
+		m, err := st.GetLastMsgForSubject(ctx, s.subj+encodeKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Header.Get(jetstream.MsgTTLHeader)
+	}
+	e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := serverTTL("k"); got != "2h0m2s" {
+		t.Errorf("server TTL after create with 1.5s = %q, want 2h0m2s", got)
+	}
+	if _, err := s.KeepAlive(ctx, "k", e.Revision, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := serverTTL("k"); got != "2h0m3s" {
+		t.Errorf("server TTL after keep-alive with 3s = %q, want 2h0m3s", got)
+	}
+	if _, err := s.CompareAndSet(ctx, "k", e.Revision, []byte("w"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := serverTTL("k"); got != "" {
+		t.Errorf("server TTL after a write without TTL = %q, want none", got)
+	}
+}
