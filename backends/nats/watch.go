@@ -72,8 +72,10 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 		return w.ch, nil
 	}
 	h.watchers[w] = struct{}{}
-	s.mu.Unlock()
+	// Added under mu while the store is open, so Close's Wait, which
+	// comes after it marks the store closed, counts it.
 	s.watches.Add(1)
+	s.mu.Unlock()
 	go func() {
 		defer s.watches.Done()
 		select {
@@ -130,9 +132,9 @@ func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 		return nil, fmt.Errorf("nats: watch: %w", backends.ErrClosed)
 	}
 	s.watch = h
+	s.watches.Add(2) // under mu while open: see Watch
 	s.mu.Unlock()
 	stop := make(chan struct{})
-	s.watches.Add(2)
 	go func() {
 		defer s.watches.Done()
 		select {

@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/nats/natstest"
 )
 
 // fakeMsg is a consumer message with a stream sequence.
@@ -68,5 +70,30 @@ func TestWatchEndsOnGap(t *testing.T) {
 	}
 	if len(it.msgs) != 1 {
 		t.Errorf("follow read on past the gap: %d messages left, want 1", len(it.msgs))
+	}
+}
+
+// TestWatchCloseRace: Watch calls racing Close either fail with ErrClosed
+// or return a channel that Close closes; none outlives Close (goleak and
+// -race check the rest).
+func TestWatchCloseRace(t *testing.T) {
+	srv := natstest.Start(t)
+	for range 5 {
+		s := open(t, srv.URL(), newBucketName(), 1)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				ch, err := s.Watch(context.Background(), "")
+				if err != nil {
+					return
+				}
+				for range ch {
+				}
+			})
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
 	}
 }
