@@ -160,13 +160,12 @@ func (l *StoreLocker) Store() Store { return l.store }
 // the size entry is never deleted, so no retry can succeed.
 //
 // On a store that declares CapTxn the claim is taken by one transaction
-// that also requires the size entry to be absent: one request, and the
-// check is atomic with the create. On such a store of distributed scope
-// the conditions are first checked alone, by a transaction with no write,
-// so that an attempt that meets a held claim costs one request and no
-// write (on etcd a write with a TTL costs a lease grant, and a refused one
-// a revoke too): two requests for an attempt that wins. On other stores the claim is taken
-// first and the size entry read after, and a slot group checks for a live
+// that also requires the size entry to be absent, so the check is atomic
+// with the create. What a refused transaction costs is the store's to keep
+// low: most attempts of a follower meet a held claim, and a store whose
+// write needs a request of its own before it (on etcd, a lease grant)
+// checks the conditions alone first (package etcd's Store.Txn). On other
+// stores the claim is taken first and the size entry read after, and a slot group checks for a live
 // claim only after its size entry exists (package slots), so of a claim
 // and a group started at once on one key at most one leads, on every
 // store. A claim refused that way is released at once; until then a
@@ -213,19 +212,6 @@ func (l *StoreLocker) acquireTxn(ctx context.Context, key string, holder Holder,
 	}
 	sizeKey := wire.SizeKey(key)
 	conds := []Cond{{Key: key}, {Key: sizeKey}}
-	if l.store.Capabilities().Scope == ScopeDistributed {
-		// Most attempts of a follower meet a held claim, and on a
-		// distributed store a refused write can cost far more than a
-		// check: on etcd, a lease granted for the write and revoked after
-		// it, each a consensus round with a disk sync, which under load
-		// slowed the holders' renewals enough to cost them their terms.
-		// The conditions alone, a transaction with no write, answer such
-		// an attempt in one request; they only time the attempt, the
-		// transaction that writes decides.
-		if _, err := l.txn.Txn(ctx, conds, nil); err != nil {
-			return Claim{}, l.refused(key, err)
-		}
-	}
 	res, err := l.txn.Txn(ctx, conds,
 		[]Op{{Kind: OpPut, Key: key, Value: encodeClaim(holder), TTL: ttl}})
 	if err != nil {

@@ -145,6 +145,15 @@
 // a lease grant, the transaction). CompareAndSet with a TTL, two (a lease
 // grant, then the transaction), and one more when the compare fails
 // (revoking the unused lease); without a TTL, one. CompareAndDelete, one.
+// Txn, one transaction; when one of its puts has a TTL and needs a lease
+// request first (a grant per put, or a shared lease not kept alive
+// lately, below), the transaction's conditions checked alone (a
+// transaction that writes nothing) and the lease requests come before it,
+// so that a refused Txn (what a follower's attempt at a held claim is)
+// costs the check alone and no lease; a grant and a revoke are each a
+// consensus round with a disk sync. A claim's create is such a Txn: two
+// requests after the check when it succeeds with a lease per claim (the
+// grant, the transaction).
 // A conflict reports the current entry without asking etcd for its lease:
 // its TTL is the lease's when the store wrote it, else the server's
 // minimum, and its Remaining is 0 (unknown); Get reports both. KeepAlive of
@@ -171,12 +180,16 @@
 // of each leader) and with the shared lease; its figures are in
 // docs/performance.md ("Competing claims on etcd").
 //
-// With a shared lease, a write with a TTL goes out at once when the store
-// kept its lease alive less than half a TTL ago (a refused write then costs
-// the transaction alone, a successful one a keep-alive after it); otherwise
-// a create reads the key first as above, and a write keeps the lease alive
-// (or grants one, when it has none or the one it has may be close to its
-// expiry; see below) before the transaction. A keep-alive after a write finds
+// With a shared lease, a write with a TTL (a create, a compare-and-set, a
+// transaction's puts) goes out at once when the store kept its lease alive
+// less than half a TTL ago (a refused write then costs the transaction
+// alone, a successful one a keep-alive after it): a graceful handover to a
+// process that holds other claims of that TTL costs the follower two
+// requests, the transaction and the keep-alive. Otherwise a create reads
+// the key first as above (a transaction checks its conditions alone), and
+// a write keeps the lease alive (or grants one, when it has none or the
+// one it has may be close to its expiry; see below) before the
+// transaction. A keep-alive after a write finds
 // the lease alive, since etcd keeps it at least a TTL from the last one; if
 // it was gone all the same, its revocation deleted the entry, and the write
 // fails as unavailable.

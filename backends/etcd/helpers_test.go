@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ type counter struct {
 	byMethod map[string]int64 // guarded by mu
 	streams  map[string]int64 // guarded by mu; streams opened, by method
 	kept     map[int64]int64  // guarded by mu; keep-alive messages, by lease
+	seq      []string         // guarded by mu; the methods of the requests, in the order sent
 	total    atomic.Int64
 }
 
@@ -88,8 +90,24 @@ func (c *counter) streamsOf(method string) int64 {
 func (c *counter) add(method string) {
 	c.total.Add(1)
 	c.mu.Lock()
-	c.byMethod[method[strings.LastIndexByte(method, '/')+1:]]++
+	m := method[strings.LastIndexByte(method, '/')+1:]
+	c.byMethod[m]++
+	c.seq = append(c.seq, m)
 	c.mu.Unlock()
+}
+
+// sequence is the methods of the requests sent since the last reset, in
+// the order they were sent, leaving out those of the methods in skip.
+func (c *counter) sequence(skip ...string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, m := range c.seq {
+		if !slices.Contains(skip, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (c *counter) Load() int64 { return c.total.Load() }
@@ -111,6 +129,7 @@ func (c *counter) reset() {
 	c.byMethod = make(map[string]int64)
 	c.streams = make(map[string]int64)
 	c.kept = make(map[int64]int64)
+	c.seq = nil
 	c.mu.Unlock()
 	c.total.Store(0)
 }

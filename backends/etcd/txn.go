@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/check"
@@ -20,6 +21,17 @@ import (
 // shared lease of their TTL. etcd refuses transactions of more than its
 // --max-txn-ops (128 by default) compares or operations; that is an error
 // wrapping ErrInvalid.
+//
+// A put with a TTL that needs a lease request before the transaction (a
+// grant, or a keep-alive of a shared lease the store has not kept alive
+// lately) first checks the conditions alone, with a transaction that
+// writes nothing, so that a refused attempt (what most attempts on a held
+// claim are) costs that one request and no lease: a grant and a revoke are
+// each a consensus round with a disk sync. With a shared lease the store
+// kept alive less than half a TTL ago, the transaction goes out at once
+// and the lease is kept alive after it succeeds, as CreateIfAbsent does
+// (see the package documentation): one request when refused, two when it
+// succeeds.
 func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
 	if err := check.Txn(conds, ops); err != nil {
 		return backends.TxnResult{}, fmt.Errorf("etcd: txn: %w", err)
@@ -51,69 +63,80 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	}
 	start := s.clock.Now()
 
-	leases := make([]writeLease, len(ops))
-	discard := func() {
-		for _, wl := range leases {
-			s.discardLease(ctx, wl)
-		}
-	}
-	sharedBySecs := make(map[int64]writeLease) // one keep-alive per shared lease
-	for i := range ops {
-		if secs[i] == 0 {
-			continue
-		}
-		if wl, ok := sharedBySecs[secs[i]]; ok {
-			leases[i] = wl
-			continue
-		}
-		wl, err := s.leaseFor(ctx, secs[i], false)
-		if err != nil {
-			discard()
-			return backends.TxnResult{}, s.fail("txn", ops[i].Key, err)
-		}
-		leases[i] = wl
-		if wl.shared {
-			sharedBySecs[secs[i]] = wl
-		}
-	}
-
 	cmps := make([]clientv3.Cmp, 0, len(conds))
 	reads := make([]clientv3.Op, 0, len(conds))
 	for _, c := range conds {
 		cmps = append(cmps, cmpRevision(s.prefix+c.Key, c.Revision))
 		reads = append(reads, clientv3.OpGet(s.prefix+c.Key))
 	}
-	writes := make([]clientv3.Op, 0, len(ops))
-	for i, op := range ops {
-		k := s.prefix + op.Key
-		if op.Kind == backends.OpDelete {
-			writes = append(writes, clientv3.OpDelete(k, clientv3.WithPrevKV()))
+	if len(cmps) > 0 && s.needsLeaseRequest(secs) {
+		// Check first: the conditions alone, a transaction that writes
+		// nothing. It only spares a refused attempt its lease; the
+		// transaction below decides.
+		resp, err := s.cli.Txn(opctx(ctx)).If(cmps...).Else(reads...).Commit()
+		if err != nil {
+			return backends.TxnResult{}, s.fail("txn", first, err)
+		}
+		if !resp.Succeeded {
+			return backends.TxnResult{}, fmt.Errorf("etcd: %w", s.txnConflict(ctx, conds, resp.Responses))
+		}
+	}
+
+	var leases []writeLease
+	discard := func() {
+		for _, wl := range leases {
+			s.discardLease(ctx, wl)
+		}
+	}
+	var resp *clientv3.TxnResponse
+	for {
+		var err error
+		leases, err = s.txnLeases(ctx, ops, secs)
+		if err != nil {
+			discard()
+			return backends.TxnResult{}, err
+		}
+		writes := make([]clientv3.Op, 0, len(ops))
+		for i, op := range ops {
+			k := s.prefix + op.Key
+			if op.Kind == backends.OpDelete {
+				writes = append(writes, clientv3.OpDelete(k, clientv3.WithPrevKV()))
+				continue
+			}
+			opts := []clientv3.OpOption{clientv3.WithPrevKV()}
+			if leases[i].id != clientv3.NoLease {
+				opts = append(opts, clientv3.WithLease(leases[i].id))
+			}
+			writes = append(writes, clientv3.OpPut(k, string(op.Value), opts...))
+		}
+		resp, err = s.cli.Txn(opctx(ctx)).If(cmps...).Then(writes...).Else(reads...).Commit()
+		if err != nil && isLeaseNotFound(err) && s.staleShared(leases) {
+			// A shared lease expired since its last keep-alive: etcd
+			// refused the puts, and wrote nothing. Grant a new one.
 			continue
 		}
-		opts := []clientv3.OpOption{clientv3.WithPrevKV()}
-		if leases[i].id != clientv3.NoLease {
-			opts = append(opts, clientv3.WithLease(leases[i].id))
-		}
-		writes = append(writes, clientv3.OpPut(k, string(op.Value), opts...))
-	}
-	resp, err := s.cli.Txn(opctx(ctx)).If(cmps...).Then(writes...).Else(reads...).Commit()
-	if err != nil {
-		if unknownOutcome(err) {
-			for i, op := range ops {
-				if op.Kind == backends.OpPut {
-					s.writeUnknown(s.prefix+op.Key, leases[i])
-				} else {
-					s.unsure(s.prefix + op.Key)
+		if err != nil {
+			if unknownOutcome(err) {
+				for i, op := range ops {
+					if op.Kind == backends.OpPut {
+						s.writeUnknown(s.prefix+op.Key, leases[i])
+					} else {
+						s.unsure(s.prefix + op.Key)
+					}
 				}
+			} else {
+				discard()
 			}
-		} else {
-			discard()
+			return backends.TxnResult{}, s.fail("txn", first, err)
 		}
-		return backends.TxnResult{}, s.fail("txn", first, err)
+		break
 	}
 	if !resp.Succeeded {
 		discard()
 		return backends.TxnResult{}, fmt.Errorf("etcd: %w", s.txnConflict(ctx, conds, resp.Responses))
+	}
+	if err := s.confirmTxn(ctx, ops, leases); err != nil {
+		return backends.TxnResult{}, s.fail("txn", first, err)
 	}
 
 	res := backends.TxnResult{Entries: make([]backends.Entry, len(ops))}
@@ -144,6 +167,96 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		res.Entries[i] = e
 	}
 	return res, nil
+}
+
+// needsLeaseRequest reports whether a transaction whose puts have TTLs of
+// secs seconds (0: none) needs a lease request before it: a grant per put
+// with a lease per entry, or, with a shared lease, a TTL whose lease the
+// store did not keep alive less than half a TTL ago (leaseReady).
+func (s *Store) needsLeaseRequest(secs []int64) bool {
+	for _, n := range secs {
+		if n > 0 && !s.leaseReady(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// txnLeases returns the lease of each put of ops with a TTL (secs[i]
+// seconds): a grant each, or the shared lease of its TTL, which a ready
+// lease needs no request for (leaseFor with later: the transaction keeps
+// it alive after it succeeds, confirmTxn). Other ops get none.
+func (s *Store) txnLeases(ctx context.Context, ops []backends.Op, secs []int64) ([]writeLease, error) {
+	leases := make([]writeLease, len(ops))
+	sharedBySecs := make(map[int64]writeLease) // one request per shared lease
+	for i := range ops {
+		if secs[i] == 0 {
+			continue
+		}
+		if wl, ok := sharedBySecs[secs[i]]; ok {
+			leases[i] = wl
+			continue
+		}
+		wl, err := s.leaseFor(ctx, secs[i], true)
+		if err != nil {
+			for _, wl := range leases {
+				s.discardLease(ctx, wl)
+			}
+			return nil, s.fail("txn", ops[i].Key, err)
+		}
+		leases[i] = wl
+		if wl.shared {
+			sharedBySecs[secs[i]] = wl
+		}
+	}
+	return leases, nil
+}
+
+// staleShared reports whether leases hold a shared lease the store did not
+// keep alive for this write (not fresh), and forgets every such lease: a
+// transaction etcd refused because a lease was not found was refused for
+// one of those, since a fresh lease was granted or kept alive after the
+// call began.
+func (s *Store) staleShared(leases []writeLease) bool {
+	stale := false
+	for _, wl := range leases {
+		if wl.shared && !wl.fresh {
+			s.leaseGone(wl.id)
+			stale = true
+		}
+	}
+	return stale
+}
+
+// confirmTxn keeps alive, once each, the shared leases a successful
+// transaction put entries on without keeping them alive after the call
+// began (confirmShared), and gives each such put the TTL the keep-alive
+// granted. If one fails, every entry on that lease is left as a write with
+// an unknown outcome (the garbage collector deletes what the lease's
+// expiry does not), and so is every other entry on a lease not yet
+// confirmed; the error is the keep-alive's.
+func (s *Store) confirmTxn(ctx context.Context, ops []backends.Op, leases []writeLease) error {
+	confirmed := make(map[clientv3.LeaseID]time.Duration)
+	for i, op := range ops {
+		wl := &leases[i]
+		if !wl.shared || wl.fresh {
+			continue
+		}
+		if granted, ok := confirmed[wl.id]; ok {
+			wl.granted = granted
+			continue
+		}
+		if err := s.confirmShared(ctx, s.prefix+op.Key, wl); err != nil {
+			for j, op := range ops {
+				if j != i && leases[j].shared && op.Kind == backends.OpPut {
+					s.writeUnknown(s.prefix+op.Key, leases[j])
+				}
+			}
+			return err
+		}
+		confirmed[wl.id] = wl.granted
+	}
+	return nil
 }
 
 // txnConflict builds the error of a failed transaction from the reads of its
