@@ -151,9 +151,14 @@
 // transaction that writes nothing) and the lease requests come before it,
 // so that a refused Txn (what a follower's attempt at a held claim is)
 // costs the check alone and no lease; a grant and a revoke are each a
-// consensus round with a disk sync. A claim's create is such a Txn: two
-// requests after the check when it succeeds with a lease per claim (the
-// grant, the transaction).
+// consensus round with a disk sync. The check is skipped when a watch of
+// this store (Watch) last saw the key of every such put deleted: a
+// follower woken by a release or an expiry most likely wins, and the
+// check would only delay it. Such an attempt, refused (another follower
+// won first), costs its lease, and with a lease per claim a revoke, once:
+// the key is no longer taken for free after it. A graceful handover to a
+// follower with a lease per claim thus costs the release, then the grant
+// and the transaction.
 // A conflict reports the current entry without asking etcd for its lease:
 // its TTL is the lease's when the store wrote it, else the server's
 // minimum, and its Remaining is 0 (unknown); Get reports both. KeepAlive of

@@ -78,7 +78,19 @@ type Store struct {
 	// withdraw). It is dropped with the key's last write in flight, so it
 	// never holds more keys than there are writes in flight.
 	seenWriting map[string]int64 // guarded by mu; by etcd key
+
+	// freed holds the etcd keys that a watch of this store (Watch) last
+	// saw deleted, with no write of them seen since: a create of such a
+	// key, made on that news (a follower woken by a release or an
+	// expiry), most likely succeeds, and Txn sends its lease request
+	// without checking the conditions first. A hint for cost only, never
+	// for safety (the transaction decides); at most maxFreed keys.
+	freed map[string]struct{} // guarded by mu
 }
+
+// maxFreed bounds Store.freed: a store that sees more keys deleted and not
+// written again forgets them all, and its next creates check first.
+const maxFreed = 1024
 
 var (
 	_ backends.Store   = (*Store)(nil)
@@ -209,6 +221,7 @@ func newStore(ctx context.Context, cli *clientv3.Client, owns bool, prefix strin
 		unknown:     make(map[string]writeLease),
 		inflight:    make(map[string]int),
 		seenWriting: make(map[string]int64),
+		freed:       make(map[string]struct{}),
 		groups:      make(map[int64]*leaseGroup),
 		abandoned:   make(map[clientv3.LeaseID]time.Time),
 		pruneAt:     64,

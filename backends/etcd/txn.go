@@ -27,7 +27,12 @@ import (
 // lately) first checks the conditions alone, with a transaction that
 // writes nothing, so that a refused attempt (what most attempts on a held
 // claim are) costs that one request and no lease: a grant and a revoke are
-// each a consensus round with a disk sync. With a shared lease the store
+// each a consensus round with a disk sync. It skips that check when a
+// watch of this store last saw the key of every such put deleted (a
+// follower woken by a release or an expiry, whose attempt most likely
+// wins): a refused attempt then costs its lease (and the revoke of a lease
+// per entry), once, since the key is then no longer known free. With a
+// shared lease the store
 // kept alive less than half a TTL ago, the transaction goes out at once
 // and the lease is kept alive after it succeeds, as CreateIfAbsent does
 // (see the package documentation): one request when refused, two when it
@@ -69,7 +74,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		cmps = append(cmps, cmpRevision(s.prefix+c.Key, c.Revision))
 		reads = append(reads, clientv3.OpGet(s.prefix+c.Key))
 	}
-	if len(cmps) > 0 && s.needsLeaseRequest(secs) {
+	if len(cmps) > 0 && s.needsLeaseRequest(secs) && !s.allFreed(ops, secs) {
 		// Check first: the conditions alone, a transaction that writes
 		// nothing. It only spares a refused attempt its lease; the
 		// transaction below decides.
@@ -81,6 +86,10 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 			return backends.TxnResult{}, fmt.Errorf("etcd: %w", s.txnConflict(ctx, conds, resp.Responses))
 		}
 	}
+
+	// Whatever the outcome, a key this transaction wrote or found held is
+	// no longer known free: the next create of it checks first.
+	defer s.unfree(ops, secs)
 
 	var leases []writeLease
 	discard := func() {
@@ -180,6 +189,36 @@ func (s *Store) needsLeaseRequest(secs []int64) bool {
 		}
 	}
 	return false
+}
+
+// allFreed reports whether a watch of this store last saw deleted the key
+// of every put with a TTL (secs[i] > 0) of ops (Store.freed): a follower
+// woken by a release or an expiry. Such a transaction most likely wins, and
+// sends its lease request without checking its conditions first; refused,
+// it costs a lease for nothing (and a revoke of a per-entry lease) once.
+func (s *Store) allFreed(ops []backends.Op, secs []int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, op := range ops {
+		if secs[i] == 0 {
+			continue
+		}
+		if _, ok := s.freed[s.prefix+op.Key]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// unfree forgets the keys of the puts with a TTL of ops (Store.freed).
+func (s *Store) unfree(ops []backends.Op, secs []int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, op := range ops {
+		if secs[i] > 0 {
+			delete(s.freed, s.prefix+op.Key)
+		}
+	}
 }
 
 // txnLeases returns the lease of each put of ops with a TTL (secs[i]

@@ -1,6 +1,7 @@
 package etcd_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync/atomic"
@@ -165,5 +166,61 @@ func TestTxnOnSharedLeaseTooLateToConfirm(t *testing.T) {
 	}
 	if got := store.SharedLeaseOf(2); got == lease {
 		t.Errorf("shared lease after the late transaction = %x, the one close to expiry; want it abandoned", got)
+	}
+}
+
+// TestTxnOnFreedKeyGrantsAtOnce: a create of a key this store's watch saw
+// deleted (a follower woken by a release) sends its lease request without
+// checking first. If the hint is stale (here the watch ended before it saw
+// the key written again), the refused attempt costs its lease and the
+// revoke once; the next attempt checks first again.
+func TestTxnOnFreedKeyGrantsAtOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := testContext(t)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	events, err := f.store.Watch(wctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := f.peer(t)
+	released := func(key string) {
+		t.Helper()
+		e := mustCreate(t, raw, key, "peer", 2*time.Second)
+		if err := raw.CompareAndDelete(ctx, key, e.Revision); err != nil {
+			t.Fatal(err)
+		}
+		for ev := range events {
+			if ev.Kind == backends.EventDelete && ev.Entry.Key == key {
+				return
+			}
+		}
+		t.Fatalf("the watch ended before it delivered the delete of %q", key)
+	}
+
+	released("k")
+	f.reqs.reset()
+	conds, ops := createTxn("k", 2*time.Second)
+	if _, err := f.store.Txn(ctx, conds, ops); err != nil {
+		t.Fatalf("Txn(create k) after its release = %v", err)
+	}
+	if got, want := f.reqs.sequence("Watch"), []string{"LeaseGrant", "Txn"}; !slices.Equal(got, want) {
+		t.Errorf("Txn(create k) after the watch saw it released sent %v, want %v", got, want)
+	}
+
+	released("s")
+	stopWatch()
+	for range events { // the watch has ended: it sees no more
+	}
+	mustCreate(t, raw, "s", "peer", 2*time.Second)
+	conds, ops = createTxn("s", 2*time.Second)
+	for _, want := range [][]string{{"LeaseGrant", "Txn", "LeaseRevoke"}, {"Txn"}} {
+		f.reqs.reset()
+		if _, err := f.store.Txn(ctx, conds, ops); !errors.Is(err, backends.ErrConflict) {
+			t.Fatalf("Txn(create s) held by a peer = %v, want a conflict", err)
+		}
+		if got := f.reqs.sequence("Watch"); !slices.Equal(got, want) {
+			t.Errorf("Txn(create s) held by a peer, on a stale hint, sent %v, want %v", got, want)
+		}
 	}
 }

@@ -94,6 +94,7 @@ func (s *Store) forward(ctx context.Context, wch clientv3.WatchChan, out chan<- 
 				return
 			}
 			for _, ev := range resp.Events {
+				s.saw(string(ev.Kv.Key), ev.Type == mvccpb.DELETE)
 				backlog = append(backlog, s.event(ev))
 			}
 			if len(backlog) > maxWatchBacklog {
@@ -112,4 +113,19 @@ func (s *Store) event(ev *clientv3.Event) backends.Event {
 		e = s.entry(ev.PrevKv)
 	}
 	return backends.Event{Kind: backends.EventDelete, Entry: e}
+}
+
+// saw records that a watch saw etcd key k deleted or written (Store.freed),
+// before the consumer hears of it.
+func (s *Store) saw(k string, deleted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !deleted {
+		delete(s.freed, k)
+		return
+	}
+	if len(s.freed) >= maxFreed {
+		clear(s.freed)
+	}
+	s.freed[k] = struct{}{}
 }
