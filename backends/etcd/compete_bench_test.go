@@ -43,9 +43,12 @@ const competeWindow = 6 * time.Second
 // made in the window. Run with -benchtime=1x.
 //
 // Then, on the same server, graceful handover (as BenchmarkHandover
-// measures it, competeHandovers rounds) for tenure in both lease modes and
-// for Election: p50-ms and max-ms from the moment the leader stopped
-// acting to the moment the next one learns it leads.
+// measures it, competeHandovers rounds) for tenure in both lease modes
+// (with a shared lease, candidates that hold nothing else, whose lease
+// idles between their terms, and candidates that lead a claim of their own
+// on the same store, whose lease its renewals keep alive) and for
+// Election: p50-ms and max-ms from the moment the leader stopped acting to
+// the moment the next one learns it leads.
 func BenchmarkCompetingClaims(b *testing.B) {
 	srv := etcdtest.Start(b, etcdtest.DefaultTimings())
 	impls := []struct {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,6 +189,13 @@ func campaignImpls() []campaignImpl {
 		{name: "tenure=shared-lease", start: func(b *testing.B, srv *etcdtest.Server) campaign {
 			return startTenure(b, srv, etcd.WithSharedLease(100*time.Millisecond))
 		}},
+		// Each candidate's store also leads a claim of its own, as a
+		// process that shares one lease among its claims does: its lease is
+		// kept alive by those renewals, and a write on it needs no lease
+		// request before it.
+		{name: "tenure=shared-lease/holding", start: func(b *testing.B, srv *etcdtest.Server) campaign {
+			return startTenureHolding(b, srv, etcd.WithSharedLease(100*time.Millisecond))
+		}},
 		{name: "etcd-election", start: startEtcdElection, releaseIsLeadership: true},
 	}
 }
@@ -200,23 +208,40 @@ type tenureCampaign struct {
 	opts   []etcd.Option
 	wall   clock.Clock
 	events chan leadership
+	// holding: each candidate's store also leads a claim of its own.
+	holding bool
 
-	wg sync.WaitGroup // reapers of crashed candidates
+	wg      sync.WaitGroup // reapers of crashed candidates
+	spawned atomic.Int64   // candidates spawned, for their own claims' keys
 
 	mu      sync.Mutex
-	cands   []*tenureCand // guarded by mu
-	leading *tenureCand   // guarded by mu; the candidate that last won
+	cands   []*tenureCand    // guarded by mu
+	leading *elector.Elector // guarded by mu; the elector that last won
 }
 
+// tenureCand is one candidate process: a client, a store, and the elector
+// it runs for the claim (a new one each time it returns to the race).
 type tenureCand struct {
-	cli   *clientv3.Client
-	store *etcd.Store
-	el    *elector.Elector
-	ended chan time.Time // when its OnElected returned
+	cli    *clientv3.Client
+	store  *etcd.Store
+	locker *backends.StoreLocker
+	el     *elector.Elector // guarded by the campaign's mu
+	other  *elector.Elector // the claim of its own it leads (holding), or nil
+	ended  chan time.Time   // when its OnElected returned
 }
 
 func startTenure(b *testing.B, srv *etcdtest.Server, opts ...etcd.Option) campaign {
-	c := &tenureCampaign{b: b, srv: srv, prefix: newPrefix(b), opts: opts, wall: clock.New(), events: make(chan leadership, 16)}
+	return newTenureCampaign(b, srv, false, opts)
+}
+
+// startTenureHolding is startTenure with candidates that also lead a claim
+// of their own each, on the same store.
+func startTenureHolding(b *testing.B, srv *etcdtest.Server, opts ...etcd.Option) campaign {
+	return newTenureCampaign(b, srv, true, opts)
+}
+
+func newTenureCampaign(b *testing.B, srv *etcdtest.Server, holding bool, opts []etcd.Option) campaign {
+	c := &tenureCampaign{b: b, srv: srv, prefix: newPrefix(b), opts: opts, holding: holding, wall: clock.New(), events: make(chan leadership, 16)}
 	c.cands = make([]*tenureCand, candidates)
 	for i := range c.cands {
 		c.spawn(i)
@@ -239,8 +264,39 @@ func (c *tenureCampaign) spawn(i int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cand := &tenureCand{cli: cli, store: s, ended: make(chan time.Time, 1)}
-	el, err := elector.New(locker, elector.Config{
+	cand := &tenureCand{cli: cli, store: s, locker: locker, ended: make(chan time.Time, 1)}
+	if c.holding {
+		// A key of its own, named per spawn: a crashed candidate's claim
+		// may still be held while its successor starts.
+		other, err := elector.New(locker, elector.Config{
+			Key:         fmt.Sprintf("own/%d/%d", i, c.spawned.Add(1)),
+			Identity:    fmt.Sprintf("candidate-%d", i),
+			TTL:         benchTTL,
+			RenewPeriod: electRenew,
+			RetryPeriod: electRenew,
+			OnElected:   func(ctx context.Context, _ elector.Term) { <-ctx.Done() },
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := other.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		cand.other = other
+	}
+	c.mu.Lock()
+	c.cands[i] = cand
+	c.mu.Unlock()
+	c.elect(i, cand)
+}
+
+// elect starts a new elector for candidate i on its store: the candidate
+// joins the race, or returns to it after it resigned, in the same process,
+// as an Election campaigns again on its session.
+func (c *tenureCampaign) elect(i int, cand *tenureCand) {
+	b := c.b
+	var el *elector.Elector
+	el, err := elector.New(cand.locker, elector.Config{
 		Key:         "leader",
 		Identity:    fmt.Sprintf("candidate-%d", i),
 		TTL:         benchTTL,
@@ -250,9 +306,9 @@ func (c *tenureCampaign) spawn(i int) {
 			now := c.wall.Now()
 			c.mu.Lock()
 			prev := c.leading
-			c.leading = cand
+			c.leading = el
 			c.mu.Unlock()
-			still := prev != nil && prev.el.IsLeader()
+			still := prev != nil && prev.IsLeader()
 			c.events <- leadership{cand: i, elected: now, stillLeader: still}
 			<-ctx.Done()
 			cand.ended <- c.wall.Now()
@@ -261,9 +317,8 @@ func (c *tenureCampaign) spawn(i int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cand.el = el
 	c.mu.Lock()
-	c.cands[i] = cand
+	cand.el = el
 	c.mu.Unlock()
 	if err := el.Start(context.Background()); err != nil {
 		b.Fatal(err)
@@ -279,30 +334,37 @@ func (c *tenureCampaign) next(ctx context.Context) (leadership, error) {
 	}
 }
 
+// resign stops candidate i's elector (its leader's work ends, then it
+// releases the claim) and starts a new one on the same store, which
+// returns to the race.
 func (c *tenureCampaign) resign(ctx context.Context, i int, l *leadership) error {
 	c.mu.Lock()
 	cand := c.cands[i]
+	el := cand.el
 	c.mu.Unlock()
-	if err := cand.el.Stop(ctx); err != nil {
+	if err := el.Stop(ctx); err != nil {
 		return fmt.Errorf("stop candidate %d: %w", i, err)
 	}
 	l.released = c.wall.Now()
 	l.ended = <-cand.ended
-	c.retire(cand)
-	c.spawn(i)
+	c.elect(i, cand)
 	return nil
 }
 
 func (c *tenureCampaign) crash(ctx context.Context, i int) error {
 	c.mu.Lock()
 	cand := c.cands[i]
+	el := cand.el
 	c.mu.Unlock()
 	cand.cli.Close() // under the store: renewals fail, nothing is released
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		// The crashed elector demotes by its deadline; reap it afterwards.
-		_ = cand.el.Stop(ctx)
+		_ = el.Stop(ctx)
+		if cand.other != nil {
+			_ = cand.other.Stop(ctx)
+		}
 		cand.store.Close()
 		<-cand.ended
 	}()
@@ -311,6 +373,9 @@ func (c *tenureCampaign) crash(ctx context.Context, i int) error {
 }
 
 func (c *tenureCampaign) retire(cand *tenureCand) {
+	if cand.other != nil {
+		_ = cand.other.Stop(context.Background())
+	}
 	cand.store.Close()
 	cand.cli.Close()
 }
@@ -318,9 +383,13 @@ func (c *tenureCampaign) retire(cand *tenureCand) {
 func (c *tenureCampaign) close() {
 	c.mu.Lock()
 	cands := slices.Clone(c.cands)
+	els := make([]*elector.Elector, len(cands))
+	for i, cand := range cands {
+		els[i] = cand.el
+	}
 	c.mu.Unlock()
-	for _, cand := range cands {
-		_ = cand.el.Stop(context.Background())
+	for i, cand := range cands {
+		_ = els[i].Stop(context.Background())
 		c.retire(cand)
 	}
 	c.wg.Wait()
