@@ -19,6 +19,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/backends/nats/natstest"
 )
 
 const testTTL = 2 * time.Second
@@ -36,6 +37,12 @@ var stores = []struct {
 		}
 		s := etcdtest.Start(t)
 		return "etcd://" + strings.TrimPrefix(s.Endpoints()[0], "http://") + "/tenuretest"
+	}},
+	{"nats", func(t *testing.T) string {
+		if testing.Short() {
+			t.Skip("nats-server skipped in -short mode")
+		}
+		return natstest.Start(t).URL() + "/tenuretest?create=true"
 	}},
 }
 
