@@ -1,0 +1,83 @@
+// Package postgres is a backends.Store over one PostgreSQL table, for teams
+// that run PostgreSQL long before they run etcd. It enforces create-if-absent,
+// compare-and-set, compare-and-delete, keep-alive, watch and multi-key
+// transactions among processes on any hosts that reach the database.
+//
+// # Schema
+//
+// Entries live in one table (WithTable; default public.tenure_entries) with
+// a sequence TABLE_rev and a trigger TABLE_notify beside it. New creates
+// them if they are missing (Setup: CREATE ... IF NOT EXISTS, serialized by
+// an advisory lock, so many processes may start at once); a role that may
+// not create objects opens with WithoutSetup over objects made from
+// SetupSQL. Names are validated lower-case identifiers and always quoted.
+//
+// # Revisions and tokens
+//
+// Revision and CreateRevision come from the table's sequence: every write
+// takes nextval, and a create sets CreateRevision to the same number, so
+// the fencing token of a claim is CreateRevision. Values only increase (with
+// gaps) for as long as the database keeps its history. They can repeat after
+// a point-in-time restore or a failover to an asynchronous replica that had
+// not received the latest nextval: after either, fenced resources must be
+// told to expect lower tokens, or the sequence moved past the highest token
+// handed out (SELECT setval(...)) before any store writes again.
+//
+// # Writes
+//
+// Every write is one statement at read committed, which PostgreSQL makes
+// atomic per row: UPDATE ... WHERE key = $1 AND rev = $2 waits for a
+// concurrent writer of the row and re-checks the newest version;
+// INSERT ... ON CONFLICT DO NOTHING gives one winner among concurrent
+// creators. A keep-alive is one UPDATE that sets the TTL and bumps the row's
+// beat column and leaves Revision and the value alone. Txn runs in one
+// transaction (see Txn). Serialization failures and deadlocks (40001, 40P01),
+// a server shutting down and a lost connection are transient
+// (backends.ErrUnavailable): the outcome of a write is unknown.
+//
+// # Who judges expiry: local observation, never a clock of the server
+//
+// A TTL judged by the server (clock_timestamp() compared with a stored
+// expiry time) rests on the server's wall clock: a step forward of that
+// clock, by NTP or an operator, would expire every claim at once while the
+// holders' own monotonic deadlines have not passed, and give every claim a
+// second holder. This store therefore never reads a clock of the server or
+// a time another host wrote. Like backends/kube, it judges expiry by local
+// observation: an entry with a TTL is expired for a Store only once that
+// Store has seen the same revision and beat for the whole TTL on its own
+// monotonic clock (the injected clock.Clock), counting from the moment the
+// answer that showed them arrived. A keep-alive bumps the beat, so every
+// observer starts counting again. Taking over an expired entry is an UPDATE
+// that names the revision and beat that were seen unchanged; a keep-alive
+// committed in between makes it match nothing, and the taker reads again.
+//
+// Why this keeps two holders apart: the holder's deadline is counted from
+// before it sent its last successful keep-alive; the keep-alive committed
+// after that; a contender saw the bumped beat only after the commit and
+// waits a full TTL from then; so the contender takes over no sooner than a
+// TTL after the holder's deadline began, and the elector's safety margin
+// covers the rate difference between the two monotonic clocks. Wall-clock
+// steps on any host, the server's included, change nothing.
+//
+// The price: a store that has just started (or never read a key) waits a
+// whole TTL from its first read before it may take an abandoned claim, and
+// Remaining is that store's own estimate. Entries that nobody reads stay in
+// the table until someone takes them over or deletes them.
+//
+// # Watch
+//
+// Watch uses LISTEN/NOTIFY on a connection of its own: the trigger sends
+// one notice per write at commit, in commit order. Nothing is replayed
+// across a disconnect, so the stream ends when the connection breaks.
+// Expiry is not a write and yields no event (Capabilities.ExpiryEvents is
+// false): followers time their next attempt to the observed expiry, as on
+// other stores without expiry events. A watch needs a direct connection or
+// a session-mode pooler; a transaction-mode pooler does not keep LISTEN.
+//
+// # Not guaranteed
+//
+//   - Tokens after a point-in-time restore or an asynchronous failover (see
+//     above).
+//   - Expiry of entries no Store reads: they are judged only when read.
+//   - Watch events for expiry.
+package postgres

@@ -1,0 +1,58 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/tenure-go/tenure/backends"
+)
+
+// mapError wraps err, returned by the server or the driver for op on key,
+// with the backends sentinel that states its class:
+//
+//   - serialization failures (40001), deadlocks (40P01), the server
+//     shutting down or restarting (57P..), too many connections (53300) and
+//     any failure to reach the server or to read its answer: ErrUnavailable
+//     (transient: a write's outcome is unknown);
+//   - other insufficient-resources errors (53...): ErrThrottled;
+//   - bad credentials (28...) and missing privileges (42501): ErrPermission;
+//   - a missing database, schema or table (3D000, 3F000, 42P01):
+//     ErrMissingResource;
+//   - data exceptions (22...): ErrInvalid.
+//
+// A cancelled or timed-out ctx keeps its own error (transient too).
+func mapError(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("postgres: %s %q: %w", op, key, err)
+	}
+	var sentinel error
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		c := pe.Code
+		switch {
+		case c == "40001", c == "40P01", c == "53300", strings.HasPrefix(c, "57P"), strings.HasPrefix(c, "08"):
+			sentinel = backends.ErrUnavailable
+		case strings.HasPrefix(c, "53"):
+			sentinel = backends.ErrThrottled
+		case strings.HasPrefix(c, "28"), c == "42501":
+			sentinel = backends.ErrPermission
+		case c == "3D000", c == "3F000", c == "42P01", c == "42883":
+			sentinel = backends.ErrMissingResource
+		case strings.HasPrefix(c, "22"):
+			sentinel = backends.ErrInvalid
+		default:
+			sentinel = backends.ErrUnavailable
+		}
+	} else {
+		// Connection refused or reset, EOF, TLS: not reached or the
+		// answer was lost.
+		sentinel = backends.ErrUnavailable
+	}
+	return fmt.Errorf("postgres: %s %q: %w: %w", op, key, sentinel, err)
+}

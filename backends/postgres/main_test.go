@@ -1,0 +1,30 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tenure-go/tenure/backends/postgres"
+	"github.com/tenure-go/tenure/backends/postgres/pgtest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(m)) }
+
+var tableSeq atomic.Int64
+
+// newTable names a table no other store of the run uses.
+func newTable() string { return fmt.Sprintf("t%d", tableSeq.Add(1)) }
+
+// open opens a store over dsn on schema s, table tbl, closed when t ends.
+func open(t testing.TB, dsn, tbl string, opts ...postgres.Option) *postgres.Store {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), dsn, append([]postgres.Option{postgres.WithTable("public", tbl)}, opts...)...)
+	if err != nil {
+		t.Fatalf("Open(table %s): %v", tbl, err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}

@@ -1,0 +1,563 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/check"
+)
+
+var (
+	_ backends.Store   = (*Store)(nil)
+	_ backends.Watcher = (*Store)(nil)
+	_ backends.Txner   = (*Store)(nil)
+)
+
+// ExpiryJudge is what Capabilities reports as the store's expiry judge.
+const ExpiryJudge = "local observation: an entry expires once this store has seen its revision and keep-alive beat unchanged for its TTL on this process's monotonic clock; no server or wall clock is read"
+
+// createTries bounds how often a create re-reads a key that changed
+// between its read and its write.
+const createTries = 16
+
+// Option configures a Store.
+type Option func(*config) error
+
+type config struct {
+	schema, table string
+	clk           clock.Clock
+	setup         bool
+}
+
+// WithTable names the schema and table the store keeps its entries in
+// (default DefaultSchema, DefaultTable). Both must be lower-case SQL
+// identifiers of at most 48 bytes; the store adds TABLE_rev (its sequence)
+// and TABLE_notify (its trigger and trigger function) beside the table.
+// Stores on different tables share nothing.
+func WithTable(schema, table string) Option {
+	return func(c *config) error {
+		if err := checkIdent("schema", schema); err != nil {
+			return err
+		}
+		if err := checkIdent("table", table); err != nil {
+			return err
+		}
+		c.schema, c.table = schema, table
+		return nil
+	}
+}
+
+// WithClock sets the clock the store judges expiry on (default: the real
+// clock, whose readings are monotonic).
+func WithClock(clk clock.Clock) Option {
+	return func(c *config) error {
+		if clk == nil {
+			return fmt.Errorf("postgres: nil clock: %w", backends.ErrInvalid)
+		}
+		c.clk = clk
+		return nil
+	}
+}
+
+// WithoutSetup makes New skip Setup: the objects must already exist, and
+// New fails with an error wrapping backends.ErrMissingResource if they do
+// not.
+func WithoutSetup() Option {
+	return func(c *config) error { c.setup = false; return nil }
+}
+
+func options(opts []Option) (config, error) {
+	c := config{schema: DefaultSchema, table: DefaultTable, clk: clock.New(), setup: true}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// Store is a backends.Store over one PostgreSQL table. It is safe for
+// concurrent use. Close it when done; it closes the pool only if it opened
+// it (Open).
+type Store struct {
+	pool     *pgxpool.Pool
+	ownsPool bool
+	n        names
+	clk      clock.Clock
+
+	// sq are the statements, built once from the table's names.
+	sq statements
+
+	mu     sync.Mutex
+	seen   map[string]seen // guarded by mu: what this store last observed of each key with a TTL
+	closed bool            // guarded by mu
+
+	// stop ends every watch at Close; watches joins their goroutines.
+	stop    context.CancelFunc
+	stopCtx context.Context
+	watches sync.WaitGroup
+}
+
+// seen is one observation of a key: its revision and keep-alive beat, and
+// when this store first saw that pair.
+type seen struct {
+	rev, beat int64
+	ttl       time.Duration
+	at        time.Time
+}
+
+// row is a table row.
+type row struct {
+	key       string
+	value     []byte
+	rev       int64
+	createRev int64
+	ttlMS     int64
+	beat      int64
+}
+
+const cols = `key, value, rev, create_rev, ttl_ms, beat`
+
+type statements struct {
+	get, list, insert, takeover, cas, keepAlive, del string
+}
+
+func newStatements(n names) statements {
+	return statements{
+		get:  `SELECT ` + cols + ` FROM ` + n.tbl + ` WHERE key = $1`,
+		list: `SELECT ` + cols + ` FROM ` + n.tbl + ` WHERE starts_with(key, $1) ORDER BY key`,
+		insert: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
+			INSERT INTO ` + n.tbl + ` (` + cols + `) SELECT $1, $2, r.rev, r.rev, $3, 0 FROM r
+			ON CONFLICT (key) DO NOTHING RETURNING ` + cols,
+		// A takeover names the revision and beat this store saw unchanged
+		// for the TTL: a keep-alive in between makes it match nothing.
+		takeover: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
+			UPDATE ` + n.tbl + ` t SET value = $2, rev = r.rev, create_rev = r.rev, ttl_ms = $3, beat = t.beat + 1
+			FROM r WHERE t.key = $1 AND t.rev = $4 AND t.beat = $5 RETURNING ` + prefixed("t"),
+		cas: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
+			UPDATE ` + n.tbl + ` t SET value = $2, rev = r.rev, ttl_ms = $3, beat = t.beat + 1
+			FROM r WHERE t.key = $1 AND t.rev = $4 AND t.beat = $5 RETURNING ` + prefixed("t"),
+		keepAlive: `UPDATE ` + n.tbl + ` SET ttl_ms = $3, beat = beat + 1 WHERE key = $1 AND rev = $2 RETURNING ` + cols,
+		del:       `DELETE FROM ` + n.tbl + ` WHERE key = $1 AND rev = $2 RETURNING ` + cols,
+	}
+}
+
+func prefixed(t string) string {
+	parts := strings.Split(cols, ", ")
+	for i, p := range parts {
+		parts[i] = t + "." + p
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Open connects to the database named by connString (a libpq URL or
+// key=value string, as pgxpool.ParseConfig reads it) and returns a Store
+// that owns the pool.
+func Open(ctx context.Context, connString string, opts ...Option) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connection string: %w", backends.ErrInvalid) // pgx's error may quote the password
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, mapError("open", "", err)
+	}
+	s, err := newStore(ctx, pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownsPool = true
+	return s, nil
+}
+
+// New returns a Store over pool, which the caller keeps and closes after
+// the Store. Unless WithoutSetup is given it runs Setup first. ctx bounds
+// only the setup.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("postgres: nil pool: %w", backends.ErrInvalid)
+	}
+	return newStore(ctx, pool, opts)
+}
+
+func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, error) {
+	c, err := options(opts)
+	if err != nil {
+		return nil, err
+	}
+	n := newNames(c.schema, c.table)
+	if c.setup {
+		if err := setup(ctx, pool, n); err != nil {
+			return nil, err
+		}
+	} else if ok, err := present(ctx, pool, n); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fmt.Errorf("postgres: table %s, its sequence or its trigger is missing (run Setup): %w", n.tbl, backends.ErrMissingResource)
+	}
+	stopCtx, stop := context.WithCancel(context.Background())
+	return &Store{pool: pool, n: n, clk: c.clk, sq: newStatements(n), seen: make(map[string]seen), stopCtx: stopCtx, stop: stop}, nil
+}
+
+// Table returns the schema and table the store keeps its entries in.
+func (s *Store) Table() (schema, table string) { return s.n.schema, s.n.table }
+
+// Capabilities reports every operation as enforced, among processes on
+// any hosts, with expiry judged by local observation and no expiry events.
+func (s *Store) Capabilities() backends.Capabilities {
+	return backends.Capabilities{
+		Atomic:         backends.CapCreateIfAbsent | backends.CapCompareAndSet | backends.CapCompareAndDelete | backends.CapKeepAlive | backends.CapWatch | backends.CapTxn,
+		Scope:          backends.ScopeDistributed,
+		ExpiryJudge:    ExpiryJudge,
+		TTLGranularity: time.Millisecond,
+	}
+}
+
+func (s *Store) isClosed(op, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("postgres: %s %q: %w", op, key, backends.ErrClosed)
+	}
+	return nil
+}
+
+// Close ends every watch and, if the store opened its pool, closes it. It
+// does not delete entries.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.stop()
+	s.watches.Wait()
+	if s.ownsPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// ttlMS rounds a TTL up to whole milliseconds.
+func ttlMS(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+}
+
+func scanRow(r pgx.Row) (row, error) {
+	var x row
+	err := r.Scan(&x.key, &x.value, &x.rev, &x.createRev, &x.ttlMS, &x.beat)
+	return x, err
+}
+
+// judge decides whether x is live for this store, recording what it saw.
+// now must be read after the answer that carried x arrived: an observation
+// is dated no earlier than the write it shows, so a takeover comes no
+// sooner than a TTL after the holder's last keep-alive.
+func (s *Store) judge(x row, now time.Time) (backends.Entry, bool) {
+	e := backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: msDuration(x.ttlMS)}
+	if e.Value == nil {
+		e.Value = []byte{}
+	}
+	if x.ttlMS == 0 {
+		s.mu.Lock()
+		delete(s.seen, x.key)
+		s.mu.Unlock()
+		return e, true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.seen[x.key]
+	if !ok || o.rev != x.rev || o.beat != x.beat {
+		s.seen[x.key] = seen{rev: x.rev, beat: x.beat, ttl: e.TTL, at: now}
+		e.Remaining = e.TTL
+		return e, true
+	}
+	elapsed := now.Sub(o.at)
+	if elapsed >= e.TTL {
+		return e, false
+	}
+	e.Remaining = e.TTL - elapsed
+	return e, true
+}
+
+// forget drops what the store saw of key, once it is gone.
+func (s *Store) forget(key string) {
+	s.mu.Lock()
+	delete(s.seen, key)
+	s.mu.Unlock()
+}
+
+// read fetches key and judges it. found is false if there is no row;
+// live is false if the row is expired for this store.
+func (s *Store) read(ctx context.Context, op, key string) (x row, e backends.Entry, found, live bool, err error) {
+	x, err = scanRow(s.pool.QueryRow(ctx, s.sq.get, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		s.forget(key)
+		return x, e, false, false, nil
+	}
+	if err != nil {
+		return x, e, false, false, mapError(op, key, err)
+	}
+	e, live = s.judge(x, s.clk.Now())
+	return x, e, true, live, nil
+}
+
+// Get returns the live entry for key.
+func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
+	if err := backends.ValidateKey(key); err != nil {
+		return backends.Entry{}, err
+	}
+	if err := s.isClosed("get", key); err != nil {
+		return backends.Entry{}, err
+	}
+	_, e, _, live, err := s.read(ctx, "get", key)
+	if err != nil {
+		return backends.Entry{}, err
+	}
+	if !live {
+		return backends.Entry{}, fmt.Errorf("postgres: get %q: %w", key, backends.ErrNotFound)
+	}
+	return e, nil
+}
+
+// List returns the live entries whose keys start with prefix, in byte
+// order of their keys.
+func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
+	if err := backends.ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	if err := s.isClosed("list", prefix); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, s.sq.list, prefix)
+	if err != nil {
+		return nil, mapError("list", prefix, err)
+	}
+	var xs []row
+	for rows.Next() {
+		x, err := scanRow(rows)
+		if err != nil {
+			rows.Close()
+			return nil, mapError("list", prefix, err)
+		}
+		xs = append(xs, x)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapError("list", prefix, err)
+	}
+	now := s.clk.Now()
+	out := []backends.Entry{}
+	present := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		present[x.key] = true
+		if e, live := s.judge(x, now); live {
+			out = append(out, e)
+		}
+	}
+	s.mu.Lock()
+	for k := range s.seen {
+		if strings.HasPrefix(k, prefix) && !present[k] {
+			delete(s.seen, k)
+		}
+	}
+	s.mu.Unlock()
+	return out, nil
+}
+
+// CreateIfAbsent writes key if it is absent, or expired for this store.
+func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	if err := check.Write(key, 0, value, ttl); err != nil {
+		return backends.Entry{}, err
+	}
+	return s.create(ctx, "create", key, value, ttl)
+}
+
+func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	if err := s.isClosed(op, key); err != nil {
+		return backends.Entry{}, err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	for range createTries {
+		x, err := scanRow(s.pool.QueryRow(ctx, s.sq.insert, key, value, ttlMS(ttl)))
+		if err == nil {
+			e, _ := s.judge(x, s.clk.Now())
+			return e, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return backends.Entry{}, mapError(op, key, err)
+		}
+		old, cur, found, live, err := s.read(ctx, op, key)
+		if err != nil {
+			return backends.Entry{}, err
+		}
+		if !found {
+			continue // deleted since the insert: try again
+		}
+		if live {
+			return backends.Entry{}, fmt.Errorf("postgres: %w", &backends.ConflictError{Op: op, Key: key, Current: cur, Found: true})
+		}
+		x, err = scanRow(s.pool.QueryRow(ctx, s.sq.takeover, key, value, ttlMS(ttl), old.rev, old.beat))
+		if err == nil {
+			e, _ := s.judge(x, s.clk.Now())
+			return e, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return backends.Entry{}, mapError(op, key, err)
+		}
+		// Kept alive, written or deleted since it was read: read again.
+	}
+	return backends.Entry{}, fmt.Errorf("postgres: %s %q: the key kept changing under %d attempts: %w", op, key, createTries, backends.ErrUnavailable)
+}
+
+// CompareAndSet writes key if its live revision is rev; rev 0 creates.
+func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
+	if err := check.Write(key, rev, value, ttl); err != nil {
+		return backends.Entry{}, err
+	}
+	if rev == 0 {
+		return s.create(ctx, "cas", key, value, ttl)
+	}
+	if err := s.isClosed("cas", key); err != nil {
+		return backends.Entry{}, err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	for range createTries {
+		old, cur, found, live, err := s.read(ctx, "cas", key)
+		if err != nil {
+			return backends.Entry{}, err
+		}
+		if !found || !live {
+			return backends.Entry{}, fmt.Errorf("postgres: %w", &backends.ConflictError{Op: "cas", Key: key, Expected: rev})
+		}
+		if old.rev != rev {
+			return backends.Entry{}, fmt.Errorf("postgres: %w", &backends.ConflictError{Op: "cas", Key: key, Expected: rev, Current: cur, Found: true})
+		}
+		x, err := scanRow(s.pool.QueryRow(ctx, s.sq.cas, key, value, ttlMS(ttl), old.rev, old.beat))
+		if err == nil {
+			e, _ := s.judge(x, s.clk.Now())
+			return e, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return backends.Entry{}, mapError("cas", key, err)
+		}
+	}
+	return backends.Entry{}, fmt.Errorf("postgres: cas %q: the key kept changing under %d attempts: %w", key, createTries, backends.ErrUnavailable)
+}
+
+// CompareAndDelete deletes key if its live revision is rev.
+func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) error {
+	if err := backends.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := check.Revision(rev, true); err != nil {
+		return err
+	}
+	if err := s.isClosed("delete", key); err != nil {
+		return err
+	}
+	x, err := scanRow(s.pool.QueryRow(ctx, s.sq.del, key, rev))
+	if err == nil {
+		// Deleted. If this store had already judged the entry expired, it
+		// was absent for it: say so, as for any absent key. Removing the
+		// row harms nobody: any store could have taken it over.
+		_, live := s.judge(x, s.clk.Now())
+		s.forget(key)
+		if !live {
+			return fmt.Errorf("postgres: %w", &backends.ConflictError{Op: "delete", Key: key, Expected: rev})
+		}
+		return nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return mapError("delete", key, err)
+	}
+	_, cur, found, live, err := s.read(ctx, "delete", key)
+	if err != nil {
+		return err
+	}
+	if !found || !live {
+		return fmt.Errorf("postgres: %w", &backends.ConflictError{Op: "delete", Key: key, Expected: rev})
+	}
+	return fmt.Errorf("postgres: %w", &backends.ConflictError{Op: "delete", Key: key, Expected: rev, Current: cur, Found: true})
+}
+
+// KeepAlive sets key's TTL to ttl from now if its live revision is rev. It
+// bumps the row's beat, which every other store watches for, and leaves
+// the revision and value as they were. One statement, unless this store
+// had already judged the entry expired.
+func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
+	if err := backends.ValidateKey(key); err != nil {
+		return backends.Entry{}, err
+	}
+	if err := check.Revision(rev, true); err != nil {
+		return backends.Entry{}, err
+	}
+	if ttl <= 0 {
+		return backends.Entry{}, fmt.Errorf("postgres: keepalive %q: ttl %v, want positive: %w", key, ttl, backends.ErrInvalid)
+	}
+	if err := s.isClosed("keepalive", key); err != nil {
+		return backends.Entry{}, err
+	}
+	if s.expiredHere(key, rev) {
+		// Expired as far as this store knows; unless someone kept it alive
+		// since, it is absent.
+		old, _, found, live, err := s.read(ctx, "keepalive", key)
+		if err != nil {
+			return backends.Entry{}, err
+		}
+		if !found || !live || old.rev != rev {
+			return backends.Entry{}, s.keepAliveConflict(ctx, key, rev)
+		}
+	}
+	x, err := scanRow(s.pool.QueryRow(ctx, s.sq.keepAlive, key, rev, ttlMS(ttl)))
+	if err == nil {
+		e, _ := s.judge(x, s.clk.Now())
+		return e, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return backends.Entry{}, mapError("keepalive", key, err)
+	}
+	return backends.Entry{}, s.keepAliveConflict(ctx, key, rev)
+}
+
+func (s *Store) keepAliveConflict(ctx context.Context, key string, rev int64) error {
+	_, cur, found, live, err := s.read(ctx, "keepalive", key)
+	if err != nil {
+		return err
+	}
+	if !found || !live {
+		return fmt.Errorf("postgres: %w", &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev})
+	}
+	return fmt.Errorf("postgres: %w", &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev, Current: cur, Found: true})
+}
+
+// expiredHere reports whether the last observation of key at rev is a TTL
+// old or more.
+func (s *Store) expiredHere(key string, rev int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.seen[key]
+	if !ok || o.rev != rev {
+		return false
+	}
+	return s.clk.Now().Sub(o.at) >= o.ttl
+}

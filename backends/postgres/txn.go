@@ -1,0 +1,162 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/check"
+)
+
+// Txn checks conds and applies ops in one read-committed transaction:
+//
+//  1. a transaction-scoped advisory lock per key, taken in key order, so
+//     that two transactions over the same keys queue instead of
+//     deadlocking;
+//  2. a placeholder row (rev 0) inserted for every key that has none, so
+//     that a key that is absent stays absent: a concurrent create waits on
+//     the placeholder's index entry until the transaction ends;
+//  3. every key's row read FOR UPDATE, so no keep-alive, write or delete
+//     lands between the check and the writes;
+//  4. the conditions judged on those rows, then the writes; placeholders
+//     left over are deleted before the commit and never seen by anyone.
+//
+// A serialization failure or deadlock reported by the server is transient
+// (ErrUnavailable): nothing was written.
+func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
+	if err := check.Txn(conds, ops); err != nil {
+		return backends.TxnResult{}, err
+	}
+	if err := s.isClosed("txn", ""); err != nil {
+		return backends.TxnResult{}, err
+	}
+	var keys []string
+	for _, c := range conds {
+		keys = append(keys, c.Key)
+	}
+	for _, o := range ops {
+		keys = append(keys, o.Key)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	if len(keys) == 0 {
+		return backends.TxnResult{Entries: []backends.Entry{}}, nil
+	}
+
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return backends.TxnResult{}, mapError("txn", keys[0], err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	fail := func(err error) (backends.TxnResult, error) {
+		return backends.TxnResult{}, mapError("txn", keys[0], err)
+	}
+
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(k, $2)) FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i`, keys, s.n.lockSeed); err != nil {
+		return fail(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.tbl+` (`+cols+`) SELECT k, '', 0, 0, 0, 0 FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i ON CONFLICT (key) DO NOTHING`, keys); err != nil {
+		return fail(err)
+	}
+	rows, err := tx.Query(ctx, `SELECT `+cols+` FROM `+s.n.tbl+` WHERE key = ANY($1) ORDER BY key FOR UPDATE`, keys)
+	if err != nil {
+		return fail(err)
+	}
+	byKey := make(map[string]row, len(keys))
+	for rows.Next() {
+		x, err := scanRow(rows)
+		if err != nil {
+			rows.Close()
+			return fail(err)
+		}
+		byKey[x.key] = x
+	}
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	now := s.clk.Now()
+	type state struct {
+		x    row
+		e    backends.Entry
+		live bool // a real row, not expired for this store
+	}
+	st := make(map[string]state, len(keys))
+	for _, k := range keys {
+		x, ok := byKey[k]
+		if !ok {
+			// Not reached: every key has a row or a placeholder.
+			return backends.TxnResult{}, fmt.Errorf("postgres: txn %q: row missing inside the transaction: %w", k, backends.ErrUnavailable)
+		}
+		var e backends.Entry
+		live := false
+		if x.rev != 0 {
+			e, live = s.judge(x, now)
+		}
+		st[k] = state{x: x, e: e, live: live}
+	}
+	for _, c := range conds {
+		cur := st[c.Key]
+		if c.Revision == 0 && !cur.live {
+			continue
+		}
+		if c.Revision != 0 && cur.live && cur.x.rev == c.Revision {
+			continue
+		}
+		ce := &backends.ConflictError{Op: "txn", Key: c.Key, Expected: c.Revision}
+		if cur.live {
+			ce.Current, ce.Found = cur.e, true
+		}
+		return backends.TxnResult{}, fmt.Errorf("postgres: %w", ce)
+	}
+
+	res := backends.TxnResult{Entries: make([]backends.Entry, len(ops))}
+	written := make([]row, 0, len(ops))
+	for i, o := range ops {
+		cur := st[o.Key]
+		switch o.Kind {
+		case backends.OpPut:
+			v := o.Value
+			if v == nil {
+				v = []byte{}
+			}
+			x, err := scanRow(tx.QueryRow(ctx, `WITH r AS (SELECT nextval('`+s.n.seq+`') AS rev)
+				UPDATE `+s.n.tbl+` t SET value = $2, rev = r.rev,
+					create_rev = CASE WHEN $4 THEN t.create_rev ELSE r.rev END,
+					ttl_ms = $3, beat = t.beat + 1
+				FROM r WHERE t.key = $1 RETURNING `+prefixed("t"), o.Key, v, ttlMS(o.TTL), cur.live))
+			if err != nil {
+				return fail(err)
+			}
+			written = append(written, x)
+			ttl := msDuration(x.ttlMS)
+			res.Entries[i] = backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: ttl, Remaining: ttl}
+		case backends.OpDelete:
+			if cur.live {
+				if _, err := tx.Exec(ctx, `DELETE FROM `+s.n.tbl+` WHERE key = $1`, o.Key); err != nil {
+					return fail(err)
+				}
+				res.Entries[i] = backends.Entry{Key: o.Key, Revision: cur.x.rev, CreateRevision: cur.x.createRev}
+			} else {
+				res.Entries[i] = backends.Entry{Key: o.Key}
+			}
+		}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM `+s.n.tbl+` WHERE key = ANY($1) AND rev = 0`, keys); err != nil {
+		return fail(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fail(err)
+	}
+	now = s.clk.Now()
+	for _, x := range written {
+		s.judge(x, now)
+	}
+	for i, o := range ops {
+		if o.Kind == backends.OpDelete && res.Entries[i].Revision != 0 {
+			s.forget(o.Key)
+		}
+	}
+	return res, nil
+}
