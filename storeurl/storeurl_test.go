@@ -539,8 +539,8 @@ func roundTrip(t *testing.T, s backends.Store) {
 	}
 }
 
-// TestImportBoundary: only the backends import the etcd and Kubernetes
-// clients (and only the metrics package client_golang). A program built on
+// TestImportBoundary: only the backends import the etcd, Kubernetes and
+// PostgreSQL clients (and only the metrics package client_golang). A program built on
 // elector, filestore and the health handler that opens its store by URL
 // pulls in none of them: storeurl imports no backend.
 func TestImportBoundary(t *testing.T) {
@@ -564,7 +564,7 @@ func TestImportBoundary(t *testing.T) {
 		t.Fatalf("go list -deps listed only %q", deps)
 	}
 	for _, d := range deps {
-		for _, banned := range []string{"go.etcd.io/", "k8s.io/", "google.golang.org/grpc", "github.com/prometheus/", "github.com/tenure-go/tenure/backends/etcd", "github.com/tenure-go/tenure/backends/kube", "github.com/nats-io/", "github.com/tenure-go/tenure/backends/nats"} {
+		for _, banned := range []string{"go.etcd.io/", "k8s.io/", "google.golang.org/grpc", "github.com/prometheus/", "github.com/tenure-go/tenure/backends/etcd", "github.com/tenure-go/tenure/backends/kube", "github.com/nats-io/", "github.com/tenure-go/tenure/backends/nats", "github.com/jackc/", "github.com/tenure-go/tenure/backends/postgres"} {
 			if strings.HasPrefix(d, banned) {
 				t.Errorf("%v depend on %s", pkgs, d)
 			}

@@ -126,21 +126,21 @@ func setup(ctx context.Context, pool *pgxpool.Pool, n names) error {
 	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return mapError("setup", n.tbl, err)
+		return mapError("setup", n.schema+"."+n.table, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	// Concurrent CREATE ... IF NOT EXISTS of one name can still collide
 	// in the catalog: one lock per table serializes the stores that set
 	// it up at the same time.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "tenure setup "+n.tbl); err != nil {
-		return mapError("setup", n.tbl, err)
+		return mapError("setup", n.schema+"."+n.table, err)
 	}
 	for _, q := range n.ddl() {
 		if _, err := tx.Exec(ctx, q); err != nil {
-			return mapError("setup", n.tbl, err)
+			return mapError("setup", n.schema+"."+n.table, err)
 		}
 	}
-	return mapError("setup", n.tbl, tx.Commit(ctx))
+	return mapError("setup", n.schema+"."+n.table, tx.Commit(ctx))
 }
 
 // present reports whether the table, its sequence and its trigger exist,
@@ -151,5 +151,5 @@ func present(ctx context.Context, pool *pgxpool.Pool, n names) (bool, error) {
 	err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
 		AND EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $3)`,
 		n.tbl, n.seq, n.table+"_notify").Scan(&ok)
-	return ok, mapError("setup", n.tbl, err)
+	return ok, mapError("setup", n.schema+"."+n.table, err)
 }

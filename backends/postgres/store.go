@@ -205,7 +205,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	} else if ok, err := present(ctx, pool, n); err != nil {
 		return nil, err
 	} else if !ok {
-		return nil, fmt.Errorf("postgres: table %s, its sequence or its trigger is missing (run Setup): %w", n.tbl, backends.ErrMissingResource)
+		return nil, fmt.Errorf("postgres: table %s, its sequence or its trigger is missing (create them with Setup, or with create=true in a store URL): %w", n.tbl, backends.ErrMissingResource)
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
 	return &Store{pool: pool, n: n, clk: c.clk, sq: newStatements(n), seen: make(map[string]seen), stopCtx: stopCtx, stop: stop}, nil

@@ -11,6 +11,7 @@ import (
 	_ "github.com/tenure-go/tenure/backends/kube"
 	_ "github.com/tenure-go/tenure/backends/memstore" // to say why mem:// will not do
 	_ "github.com/tenure-go/tenure/backends/nats"
+	_ "github.com/tenure-go/tenure/backends/postgres"
 )
 
 // parseStore checks a --store URL before anything is opened; a URL that
