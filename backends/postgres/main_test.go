@@ -28,3 +28,5 @@ func open(t testing.TB, dsn, tbl string, opts ...postgres.Option) *postgres.Stor
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+func sharedServer(t *testing.T) *pgtest.Server { t.Helper(); return pgtest.Shared(t) }

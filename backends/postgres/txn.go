@@ -57,24 +57,33 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(k, $2)) FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i`, keys, s.n.lockSeed); err != nil {
 		return fail(err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.tbl+` (`+cols+`) SELECT k, '', 0, 0, 0, 0 FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i ON CONFLICT (key) DO NOTHING`, keys); err != nil {
-		return fail(err)
-	}
-	rows, err := tx.Query(ctx, `SELECT `+cols+` FROM `+s.n.tbl+` WHERE key = ANY($1) ORDER BY key FOR UPDATE`, keys)
-	if err != nil {
-		return fail(err)
-	}
+	// A row can vanish between the insert that found it and the read that
+	// locks it (a release); insert and read again until every key has its
+	// row locked. Only single-row writes interleave here: other
+	// transactions over these keys wait on the advisory locks.
 	byKey := make(map[string]row, len(keys))
-	for rows.Next() {
-		x, err := scanRow(rows)
-		if err != nil {
-			rows.Close()
+	for range createTries {
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.tbl+` (`+cols+`) SELECT k, '', 0, 0, 0, 0 FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i ON CONFLICT (key) DO NOTHING`, keys); err != nil {
 			return fail(err)
 		}
-		byKey[x.key] = x
-	}
-	if err := rows.Err(); err != nil {
-		return fail(err)
+		rows, err := tx.Query(ctx, `SELECT `+cols+` FROM `+s.n.tbl+` WHERE key = ANY($1) ORDER BY key FOR UPDATE`, keys)
+		if err != nil {
+			return fail(err)
+		}
+		for rows.Next() {
+			x, err := scanRow(rows)
+			if err != nil {
+				rows.Close()
+				return fail(err)
+			}
+			byKey[x.key] = x
+		}
+		if err := rows.Err(); err != nil {
+			return fail(err)
+		}
+		if len(byKey) == len(keys) {
+			break
+		}
 	}
 	now := s.clk.Now()
 	type state struct {
@@ -86,8 +95,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	for _, k := range keys {
 		x, ok := byKey[k]
 		if !ok {
-			// Not reached: every key has a row or a placeholder.
-			return backends.TxnResult{}, fmt.Errorf("postgres: txn %q: row missing inside the transaction: %w", k, backends.ErrUnavailable)
+			return backends.TxnResult{}, fmt.Errorf("postgres: txn %q: the key kept being deleted under %d attempts: %w", k, createTries, backends.ErrUnavailable)
 		}
 		var e backends.Entry
 		live := false
