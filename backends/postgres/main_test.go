@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/tenure-go/tenure/backends/postgres"
 	"github.com/tenure-go/tenure/backends/postgres/pgtest"
 	"go.uber.org/goleak"
@@ -30,3 +31,5 @@ func open(t testing.TB, dsn, tbl string, opts ...postgres.Option) *postgres.Stor
 }
 
 func sharedServer(t *testing.T) *pgtest.Server { t.Helper(); return pgtest.Shared(t) }
+
+func pgxConnect(ctx context.Context, dsn string) (*pgx.Conn, error) { return pgx.Connect(ctx, dsn) }

@@ -1,0 +1,213 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/postgres/pgtest"
+)
+
+// Fault tests: electors over a private server that is killed, paused, or
+// cut off from one of them. Each checks what the safety model promises:
+// the leader's term ends by its own deadline, no two terms overlap, and
+// tokens strictly increase across the fault.
+
+// faultLimit bounds each wait of a fault test.
+const faultLimit = 20 * time.Second
+
+// endsByDeadline fails t unless every term that ended ended no later than
+// its leadership context's deadline.
+func endsByDeadline(t *testing.T, all []term) {
+	t.Helper()
+	for _, tm := range all {
+		if !tm.end.IsZero() && !tm.deadline.IsZero() && tm.end.After(tm.deadline.Add(50*time.Millisecond)) {
+			t.Errorf("%s's term (token %d) ended %v after its deadline", tm.who, tm.token, tm.end.Sub(tm.deadline))
+		}
+	}
+}
+
+// waitTermEnded waits until who no longer leads.
+func (ts *terms) waitNotLeading(t *testing.T, who string) {
+	t.Helper()
+	limit := ts.wall.Now().Add(faultLimit)
+	for slicesContains(ts.leading(), who) {
+		if ts.wall.Now().After(limit) {
+			t.Fatalf("%s still leads %v after the fault", who, faultLimit)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the recorder, not timing
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFaultServerKilled: the server is killed with SIGKILL while a leader
+// holds the claim, and restarted a TTL later. The leader steps down by its
+// deadline; after the restart (and the recovery of its log) an elector is
+// elected with a higher token.
+func TestFaultServerKilled(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
+	ts := newTerms()
+	startElector(t, newLocker(t, open(t, dsn, tbl)), "leader", "a", ts)
+	startElector(t, newLocker(t, open(t, dsn, tbl)), "leader", "b", ts)
+	leader := ts.next(t, faultLimit)
+	srv.Kill(t)
+	ts.waitNotLeading(t, leader)
+	srv.Restart(t)
+	next := ts.next(t, faultLimit)
+	all := ts.check(t)
+	endsByDeadline(t, all)
+	t.Logf("%s led, the server was killed; after the restart %s was elected; terms %v", leader, next, tokensOf(all))
+}
+
+// TestFaultServerPaused: the server and its backends are stopped with
+// SIGSTOP for two TTLs, with connections open, then continued. The leader
+// steps down by its deadline while nothing answers; once the server runs
+// again, requests it had queued complete, and an elector leads again with
+// a higher token, never beside another.
+func TestFaultServerPaused(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
+	ts := newTerms()
+	startElector(t, newLocker(t, open(t, dsn, tbl)), "leader", "a", ts)
+	startElector(t, newLocker(t, open(t, dsn, tbl)), "leader", "b", ts)
+	leader := ts.next(t, faultLimit)
+	srv.Pause(t)
+	ts.waitNotLeading(t, leader)
+	time.Sleep(electionTTL) // the server stays paused past the TTL: the fault's length, not a timing assertion
+	srv.Resume(t)
+	next := ts.next(t, faultLimit)
+	all := ts.check(t)
+	endsByDeadline(t, all)
+	t.Logf("%s led, the server was paused; after it continued %s was elected; terms %v", leader, next, tokensOf(all))
+}
+
+// TestFaultConnectionCut: the leader reaches the server through a TCP
+// proxy that starts dropping everything (connections stay open). The
+// leader steps down by its deadline; the other elector, connected
+// directly, sees the claim unchanged for a TTL and takes it over with a
+// higher token. When the proxy heals, the old leader follows.
+func TestFaultConnectionCut(t *testing.T) {
+	srv := sharedServer(t)
+	db := srv.NewDatabase(t)
+	tbl := newTable()
+	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	px := toxiproxy.NewProxy(api, "pg", "127.0.0.1:0", srv.Addr())
+	if err := px.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Stop)
+	ts := newTerms()
+	startElector(t, newLocker(t, open(t, srv.DSNVia(px.Listen, db), tbl)), "leader", "proxied", ts)
+	if who := ts.next(t, faultLimit); who != "proxied" {
+		t.Fatalf("first leader = %s, want proxied", who)
+	}
+	startElector(t, newLocker(t, open(t, srv.DSN(db), tbl)), "leader", "direct", ts)
+	for _, dir := range []string{"upstream", "downstream"} {
+		js := `{"name":"cut-` + dir + `","type":"timeout","stream":"` + dir + `","toxicity":1,"attributes":{"timeout":0}}`
+		if _, err := px.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts.waitNotLeading(t, "proxied")
+	if who := ts.next(t, faultLimit); who != "direct" {
+		t.Fatalf("leader after the cut = %s, want direct", who)
+	}
+	for _, dir := range []string{"upstream", "downstream"} {
+		if err := px.Toxics.RemoveToxic(context.Background(), "cut-"+dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := ts.check(t)
+	endsByDeadline(t, all)
+	t.Logf("terms %v", tokensOf(all))
+}
+
+// TestFaultWatchDropped: the watch's connection is ended by the server
+// (pg_terminate_backend) while another store changes the claims. The
+// stream ends rather than skip what it missed: every event it delivered
+// before closing is in order, and after the close a read shows the
+// changes and a new watch sees the next one.
+func TestFaultWatchDropped(t *testing.T) {
+	srv := sharedServer(t)
+	db := srv.NewDatabase(t)
+	dsn, tbl := srv.DSN(db), newTable()
+	ctx := testCtx(t)
+	watcher, writer := open(t, dsn, tbl), open(t, dsn, tbl)
+	ch, err := watcher.Watch(ctx, "w/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1, err := writer.CreateIfAbsent(ctx, "w/a", []byte("1"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-ch; ev.Entry.Revision != e1.Revision {
+		t.Fatalf("first event = %+v, want rev %d", ev, e1.Revision)
+	}
+	terminateListeners(t, ctx, dsn)
+	var last int64
+	for i := range 5 {
+		e, err := writer.CompareAndSet(ctx, "w/a", max(e1.Revision, last), []byte{byte('2' + i)}, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = e.Revision
+	}
+	prev := e1.Revision
+	for ev := range ch { // it must close; what it delivers must be in order
+		if ev.Entry.Revision <= prev {
+			t.Errorf("event rev %d after %d", ev.Entry.Revision, prev)
+		}
+		prev = ev.Entry.Revision
+	}
+	got, err := watcher.Get(ctx, "w/a")
+	if err != nil || got.Revision != last {
+		t.Fatalf("Get after the watch ended = rev %d, %v; want %d", got.Revision, err, last)
+	}
+	ch, err = watcher.Watch(ctx, "w/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.CompareAndDelete(ctx, "w/a", last); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-ch; ev.Kind != backends.EventDelete || ev.Entry.Revision != last {
+		t.Fatalf("event on the new watch = %v rev %d, want delete rev %d", ev.Kind, ev.Entry.Revision, last)
+	}
+}
+
+// terminateListeners ends every connection of the database that listens.
+func terminateListeners(t *testing.T, ctx context.Context, dsn string) {
+	t.Helper()
+	c, err := pgxConnect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var n int
+	if err := c.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND datname = current_database()`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("terminated %d listening connections, %v; want 1", n, err)
+	}
+}
+
+func tokensOf(all []term) []int64 {
+	var out []int64
+	for _, tm := range all {
+		out = append(out, tm.token)
+	}
+	return out
+}
