@@ -23,6 +23,9 @@ import (
 //  4. the conditions judged on those rows, then the writes; placeholders
 //     left over are deleted before the commit and never seen by anyone.
 //
+// A transaction without operations only checks: one SELECT of every key,
+// a snapshot of one instant, and no locks.
+//
 // A serialization failure or deadlock reported by the server is transient
 // (ErrUnavailable): nothing was written.
 func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
@@ -43,6 +46,10 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	keys = slices.Compact(keys)
 	if len(keys) == 0 {
 		return backends.TxnResult{Entries: []backends.Entry{}}, nil
+	}
+
+	if len(ops) == 0 {
+		return backends.TxnResult{Entries: []backends.Entry{}}, s.checkOnly(ctx, keys, conds)
 	}
 
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
@@ -167,4 +174,50 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		}
 	}
 	return res, nil
+}
+
+// checkOnly checks conds against one read of keys.
+func (s *Store) checkOnly(ctx context.Context, keys []string, conds []backends.Cond) error {
+	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM `+s.n.tbl+` WHERE key = ANY($1)`, keys)
+	if err != nil {
+		return mapError("txn", keys[0], err)
+	}
+	var xs []row
+	for rows.Next() {
+		x, err := scanRow(rows)
+		if err != nil {
+			rows.Close()
+			return mapError("txn", keys[0], err)
+		}
+		xs = append(xs, x)
+	}
+	if err := rows.Err(); err != nil {
+		return mapError("txn", keys[0], err)
+	}
+	now := s.clk.Now()
+	live := make(map[string]backends.Entry, len(xs))
+	present := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		present[x.key] = true
+		if e, ok := s.judge(x, now); ok {
+			live[x.key] = e
+		}
+	}
+	for _, k := range keys {
+		if !present[k] {
+			s.forget(k) // gone; an expired row is remembered, or it would look new at the next read
+		}
+	}
+	for _, c := range conds {
+		e, ok := live[c.Key]
+		if (c.Revision == 0 && !ok) || (ok && e.Revision == c.Revision) {
+			continue
+		}
+		ce := &backends.ConflictError{Op: "txn", Key: c.Key, Expected: c.Revision}
+		if ok {
+			ce.Current, ce.Found = e, true
+		}
+		return fmt.Errorf("postgres: %w", ce)
+	}
+	return nil
 }
