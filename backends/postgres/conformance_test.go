@@ -15,20 +15,31 @@ import (
 // is judged by local observation on real time, so the suite waits for it
 // (Elapse is nil) and each store counts from its own first read. Peer and
 // Reopen open another pool over the same table, as another process would;
-// a reopened store has forgotten what it saw.
+// a reopened store has forgotten what it saw. It runs with each
+// keep-alive a statement of its own, and with keep-alives batched.
 func TestConformance(t *testing.T) {
 	srv := pgtest.Shared(t)
 	dsn := srv.DSN(srv.NewDatabase(t))
 	table := func(st backends.Store) string { _, tbl := st.(*postgres.Store).Table(); return tbl }
-	backendtest.Run(t, backendtest.Harness{
-		New:  func(t *testing.T) backends.Store { return open(t, dsn, newTable()) },
-		Peer: func(t *testing.T, st backends.Store) backends.Store { return open(t, dsn, table(st)) },
-		Reopen: func(t *testing.T, st backends.Store) backends.Store {
-			if err := st.Close(); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
-			return open(t, dsn, table(st))
-		},
-		TTL: 500 * time.Millisecond,
-	})
+	for _, mode := range []struct {
+		name string
+		opts []postgres.Option
+	}{
+		{"renew=each", nil},
+		{"renew=batched", []postgres.Option{postgres.WithBatchedKeepAlive(10 * time.Millisecond)}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			backendtest.Run(t, backendtest.Harness{
+				New:  func(t *testing.T) backends.Store { return open(t, dsn, newTable(), mode.opts...) },
+				Peer: func(t *testing.T, st backends.Store) backends.Store { return open(t, dsn, table(st), mode.opts...) },
+				Reopen: func(t *testing.T, st backends.Store) backends.Store {
+					if err := st.Close(); err != nil {
+						t.Fatalf("Close: %v", err)
+					}
+					return open(t, dsn, table(st), mode.opts...)
+				},
+				TTL: 500 * time.Millisecond,
+			})
+		})
+	}
 }

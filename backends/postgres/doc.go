@@ -35,6 +35,16 @@
 // a server shutting down and a lost connection are transient
 // (backends.ErrUnavailable): the outcome of a write is unknown.
 //
+// # Many claims in one process
+//
+// Each KeepAlive is one statement. WithBatchedKeepAlive makes the
+// keep-alives of one Store that arrive within a window (default 50 ms)
+// share one UPDATE over all their keys, so a process renewing 100 claims
+// sends a bounded number of statements per renew period instead of 100.
+// The batch locks its rows in key order, as Txn does. A batched renewal is
+// answered up to a window later; the holder's deadline counts from before
+// it asked, so the wait costs lease time and never extends it.
+//
 // # Who judges expiry: local observation, never a clock of the server
 //
 // A TTL judged by the server (clock_timestamp() compared with a stored

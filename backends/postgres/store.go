@@ -35,6 +35,33 @@ type config struct {
 	schema, table string
 	clk           clock.Clock
 	setup         bool
+	batch         time.Duration // 0: each keep-alive is its own statement
+}
+
+// DefaultBatchWindow is the window WithBatchedKeepAlive(0) uses.
+const DefaultBatchWindow = 50 * time.Millisecond
+
+// WithBatchedKeepAlive makes keep-alives share statements: a KeepAlive
+// waits up to window (0: DefaultBatchWindow) for others, and one UPDATE
+// renews them all. A process holding many claims then renews them with
+// at most one statement per window, however many there are: with
+// renewals every 500 ms and the default window, about ten statements a
+// period for 100 claims instead of 100 (BenchmarkElections). Each
+// renewal is answered up to window later; the holder's deadline counts
+// from before it asked, so the wait shortens its lease and never extends
+// it: keep window well under the renew period and the TTL's safety
+// margin.
+func WithBatchedKeepAlive(window time.Duration) Option {
+	return func(c *config) error {
+		if window < 0 {
+			return fmt.Errorf("postgres: negative batch window %v: %w", window, backends.ErrInvalid)
+		}
+		if window == 0 {
+			window = DefaultBatchWindow
+		}
+		c.batch = window
+		return nil
+	}
 }
 
 // WithTable names the schema and table the store keeps its entries in
@@ -99,9 +126,14 @@ type Store struct {
 	// sq are the statements, built once from the table's names.
 	sq statements
 
-	mu     sync.Mutex
-	seen   map[string]seen // guarded by mu: what this store last observed of each key with a TTL
-	closed bool            // guarded by mu
+	batch time.Duration // 0: no batching
+
+	mu      sync.Mutex
+	seen    map[string]seen // guarded by mu: what this store last observed of each key with a TTL
+	closed  bool            // guarded by mu
+	pending []*kaReq        // guarded by mu: keep-alives waiting for the next batch
+	armed   bool            // guarded by mu: a batch is scheduled
+	bg      sync.WaitGroup  // the batch goroutines
 
 	// stop ends every watch at Close; watches joins their goroutines.
 	stop    context.CancelFunc
@@ -130,7 +162,7 @@ type row struct {
 const cols = `key, value, rev, create_rev, ttl_ms, beat`
 
 type statements struct {
-	get, list, insert, takeover, cas, keepAlive, del string
+	get, list, insert, takeover, cas, keepAlive, keepAliveMany, del string
 }
 
 func newStatements(n names) statements {
@@ -149,7 +181,12 @@ func newStatements(n names) statements {
 			UPDATE ` + n.tbl + ` t SET value = $2, rev = r.rev, ttl_ms = $3, beat = t.beat + 1
 			FROM r WHERE t.key = $1 AND t.rev = $4 AND t.beat = $5 RETURNING ` + prefixed("t"),
 		keepAlive: `UPDATE ` + n.tbl + ` SET ttl_ms = $3, beat = beat + 1 WHERE key = $1 AND rev = $2 RETURNING ` + cols,
-		del:       `DELETE FROM ` + n.tbl + ` WHERE key = $1 AND rev = $2 RETURNING ` + cols,
+		// The rows are locked in key order, as Txn locks them, so a batch
+		// and a transaction over the same keys never deadlock.
+		keepAliveMany: `WITH v AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(key, rev, ttl)),
+			l AS (SELECT t.key, v.rev, v.ttl FROM ` + n.tbl + ` t JOIN v ON t.key = v.key AND t.rev = v.rev ORDER BY t.key FOR UPDATE OF t)
+			UPDATE ` + n.tbl + ` t SET ttl_ms = l.ttl, beat = t.beat + 1 FROM l WHERE t.key = l.key AND t.rev = l.rev RETURNING ` + prefixed("t"),
+		del: `DELETE FROM ` + n.tbl + ` WHERE key = $1 AND rev = $2 RETURNING ` + cols,
 	}
 }
 
@@ -208,7 +245,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, fmt.Errorf("postgres: table %s, its sequence or its trigger is missing (create them with Setup, or with create=true in a store URL): %w", n.tbl, backends.ErrMissingResource)
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
-	return &Store{pool: pool, n: n, clk: c.clk, sq: newStatements(n), seen: make(map[string]seen), stopCtx: stopCtx, stop: stop}, nil
+	return &Store{pool: pool, n: n, clk: c.clk, batch: c.batch, sq: newStatements(n), seen: make(map[string]seen), stopCtx: stopCtx, stop: stop}, nil
 }
 
 // Table returns the schema and table the store keeps its entries in.
@@ -246,6 +283,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.stop()
 	s.watches.Wait()
+	s.bg.Wait()
 	if s.ownsPool {
 		s.pool.Close()
 	}
@@ -527,6 +565,9 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 		if !found || !live || old.rev != rev {
 			return backends.Entry{}, s.keepAliveConflict(ctx, key, rev)
 		}
+	}
+	if s.batch > 0 {
+		return s.keepAliveBatched(ctx, key, rev, ttl)
 	}
 	x, err := scanRow(s.pool.QueryRow(ctx, s.sq.keepAlive, key, rev, ttlMS(ttl)))
 	if err == nil {
