@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -135,6 +136,11 @@ type Store struct {
 	armed   bool            // guarded by mu: a batch is scheduled
 	bg      sync.WaitGroup  // the batch goroutines
 
+	// hub feeds every watch from one listening connection; nonce tells
+	// this store's watch markers from other stores'.
+	hub   hub
+	nonce string
+
 	// stop ends every watch at Close; watches joins their goroutines.
 	stop    context.CancelFunc
 	stopCtx context.Context
@@ -245,7 +251,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, fmt.Errorf("postgres: table %s, its sequence or its trigger is missing (create them with Setup, or with create=true in a store URL): %w", n.tbl, backends.ErrMissingResource)
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
-	return &Store{pool: pool, n: n, clk: c.clk, batch: c.batch, sq: newStatements(n), seen: make(map[string]seen), stopCtx: stopCtx, stop: stop}, nil
+	return &Store{pool: pool, n: n, clk: c.clk, batch: c.batch, sq: newStatements(n), seen: make(map[string]seen), nonce: rand.Text(), stopCtx: stopCtx, stop: stop}, nil
 }
 
 // Table returns the schema and table the store keeps its entries in.

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -218,5 +219,48 @@ func TestWatchLargeValue(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("no event")
+	}
+}
+
+// TestWatchesShareConnection: the watches of one store share one listening
+// connection (an elector per claim watches its claim: a connection each
+// would be a server backend per claim and candidate), and each still gets
+// only its own prefix, from the moment it was opened.
+func TestWatchesShareConnection(t *testing.T) {
+	srv := sharedServer(t)
+	db := srv.NewDatabase(t)
+	dsn, tbl := srv.DSN(db), newTable()
+	ctx := testCtx(t)
+	s := open(t, dsn, tbl)
+	var chs []<-chan backends.Event
+	for i := range 10 {
+		if _, err := s.CreateIfAbsent(ctx, fmt.Sprintf("p%d/before", i), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		ch, err := s.Watch(ctx, fmt.Sprintf("p%d/", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chs = append(chs, ch)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND datname = current_database()`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("listening connections for 10 watches = %d, %v; want 1", n, err)
+	}
+	for i := range 10 {
+		if _, err := s.CreateIfAbsent(ctx, fmt.Sprintf("p%d/after", i), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, ch := range chs {
+		ev := <-ch
+		if want := fmt.Sprintf("p%d/after", i); ev.Entry.Key != want {
+			t.Errorf("watch %d: first event %v %q, want put %q", i, ev.Kind, ev.Entry.Key, want)
+		}
 	}
 }

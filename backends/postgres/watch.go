@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,10 +16,11 @@ import (
 // it ends the stream rather than block or skip.
 const watchBuffer = 256
 
-// closeWithin bounds closing a watch's connection.
+// closeWithin bounds closing the listening connection.
 const closeWithin = 5 * time.Second
 
-// notice is the payload the table's trigger sends.
+// notice is the payload the table's trigger sends, or a watch's start
+// marker.
 type notice struct {
 	Key       string `json:"k"`
 	Rev       int64  `json:"r"`
@@ -26,85 +28,198 @@ type notice struct {
 	TTLMS     int64  `json:"t"`
 	Value     []byte `json:"v"` // base64 in JSON
 	Deleted   bool   `json:"d"`
-	Big       bool   `json:"big"` // the value did not fit: read it
+	Big       bool   `json:"big"`  // the value did not fit: read it
+	Start     int64  `json:"sync"` // a watch's start marker, not a write
+	From      string `json:"from"` // the marker's store: others share the channel
 }
 
-// Watch streams the writes to keys under prefix through LISTEN/NOTIFY, on
-// a connection of its own (never through a transaction-mode pooler, which
-// does not keep a LISTEN). The trigger notifies at commit, in commit
-// order, so the events come in the order the writes took effect. Nothing
-// is replayed after a disconnect: the stream ends when the connection
-// breaks, ctx ends or the store is closed, and the consumer reads again
-// and watches again. Expiry yields no event (Capabilities.ExpiryEvents is
-// false): expiry is each store's own judgement, not a write. Keep-alives
-// yield none either.
+// hub is a Store's one listening connection and the watches it feeds.
+type hub struct {
+	mu     sync.Mutex
+	conn   *pgx.Conn           // guarded by mu; nil while not listening
+	subs   map[int64]*watchSub // guarded by mu
+	nextID int64               // guarded by mu
+}
+
+// watchSub is one Watch call's stream.
+type watchSub struct {
+	prefix string
+	ch     chan backends.Event
+	active bool          // guarded by hub.mu: its start marker has come through
+	ready  chan struct{} // closed when active or ended
+	stop   func() bool   // unregisters the ctx callback
+}
+
+// Watch streams the writes to keys under prefix. Every Watch of a Store
+// shares one LISTEN connection of its own (never through a
+// transaction-mode pooler, which does not keep a LISTEN); the trigger
+// notifies at commit, in commit order, so events come in the order the
+// writes took effect. A watch starts with a marker sent through the same
+// channel: writes committed before the marker are not delivered to it,
+// writes after it are. Nothing is replayed after a disconnect: when the
+// connection breaks, every stream ends, and the consumer reads again and
+// watches again (on a new connection). A stream also ends when ctx ends,
+// the store is closed, or its consumer falls watchBuffer events behind.
+// Expiry yields no event (Capabilities.ExpiryEvents is false): it is each
+// store's own judgement, not a write. Keep-alives yield none either.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("postgres: watch %q: %w", prefix, backends.ErrClosed)
+	if err := s.isClosed("watch", prefix); err != nil {
+		return nil, err
 	}
-	s.watches.Add(1) // under mu: Close waits for this watch if it started
-	s.mu.Unlock()
+	h := &s.hub
+	h.mu.Lock()
+	if h.conn == nil {
+		if err := s.listen(ctx); err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
+	}
+	h.nextID++
+	id := h.nextID
+	sub := &watchSub{prefix: prefix, ch: make(chan backends.Event, watchBuffer), ready: make(chan struct{})}
+	if h.subs == nil {
+		h.subs = make(map[int64]*watchSub)
+	}
+	h.subs[id] = sub
+	sub.stop = context.AfterFunc(ctx, func() { h.end(id) })
+	h.mu.Unlock()
+
+	marker := fmt.Sprintf(`{"sync":%d,"from":%q}`, id, s.nonce)
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.n.channel, marker); err != nil {
+		h.end(id)
+		return nil, mapError("watch", prefix, err)
+	}
+	select {
+	case <-sub.ready:
+	case <-ctx.Done():
+		h.end(id)
+		return nil, fmt.Errorf("postgres: watch %q: %w", prefix, ctx.Err())
+	}
+	return sub.ch, nil
+}
+
+// end closes watch id's stream if it is still open.
+func (h *hub) end(id int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.endLocked(id)
+}
+
+func (h *hub) endLocked(id int64) {
+	sub, ok := h.subs[id]
+	if !ok {
+		return
+	}
+	delete(h.subs, id)
+	sub.stop()
+	if !sub.active {
+		close(sub.ready)
+	}
+	close(sub.ch)
+}
+
+// listen opens the listening connection and starts its reader. h.mu is
+// held.
+func (s *Store) listen(ctx context.Context) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		s.watches.Done()
-		return nil, mapError("watch", prefix, err)
+		return mapError("watch", "", err)
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.n.channel}.Sanitize()); err != nil {
 		closeConn(conn)
-		s.watches.Done()
-		return nil, mapError("watch", prefix, err)
+		return mapError("watch", "", err)
 	}
-	ch := make(chan backends.Event, watchBuffer)
-	wctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(s.stopCtx, cancel)
-	go func() {
-		defer s.watches.Done()
-		defer close(ch)
-		defer cancel()
-		defer stop()
-		defer closeConn(conn)
-		for {
-			n, err := conn.WaitForNotification(wctx)
-			if err != nil {
-				return // ctx ended, the store closed or the connection broke
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		closeConn(conn)
+		return fmt.Errorf("postgres: watch: %w", backends.ErrClosed)
+	}
+	s.watches.Add(1) // under mu: Close, which sets closed under mu, waits for it
+	s.mu.Unlock()
+	s.hub.conn = conn
+	go s.deliver(conn)
+	return nil
+}
+
+// deliver hands out the notices of conn until it breaks or the store closes,
+// then ends every stream.
+func (s *Store) deliver(conn *pgx.Conn) {
+	defer s.watches.Done()
+	h := &s.hub
+	defer func() {
+		closeConn(conn)
+		h.mu.Lock()
+		if h.conn == conn {
+			h.conn = nil
+		}
+		for id := range h.subs {
+			h.endLocked(id)
+		}
+		h.mu.Unlock()
+	}()
+	for {
+		n, err := conn.WaitForNotification(s.stopCtx)
+		if err != nil {
+			return // the store closed or the connection broke: nothing is replayed
+		}
+		var m notice
+		if err := json.Unmarshal([]byte(n.Payload), &m); err != nil {
+			return // not ours to skip: end every stream
+		}
+		if m.Start != 0 {
+			if m.From != s.nonce {
+				continue // another store's watch starting
 			}
-			var m notice
-			if err := json.Unmarshal([]byte(n.Payload), &m); err != nil {
-				return // not ours to skip: end the stream
+			h.mu.Lock()
+			if sub, ok := h.subs[m.Start]; ok && !sub.active {
+				sub.active = true
+				close(sub.ready)
 			}
-			if !strings.HasPrefix(m.Key, prefix) {
+			h.mu.Unlock()
+			continue
+		}
+		ev, ok := s.event(conn, m)
+		if !ok {
+			return
+		}
+		h.mu.Lock()
+		for id, sub := range h.subs {
+			if !sub.active || !strings.HasPrefix(m.Key, sub.prefix) {
 				continue
 			}
-			ev, ok := s.event(wctx, conn, m)
-			if !ok {
-				return
-			}
 			select {
-			case ch <- ev:
+			case sub.ch <- copyEvent(ev):
 			default:
-				return // the consumer fell behind: end rather than block or skip
+				h.endLocked(id) // the consumer fell behind: end rather than block or skip
 			}
 		}
-	}()
-	return ch, nil
+		h.mu.Unlock()
+	}
+}
+
+func copyEvent(ev backends.Event) backends.Event {
+	if ev.Entry.Value != nil {
+		ev.Entry.Value = append([]byte{}, ev.Entry.Value...)
+	}
+	return ev
 }
 
 // event turns a notice into an Event; a value too large for the notice is
-// read on the watch's connection, and if it has been overwritten since,
-// the stream ends.
-func (s *Store) event(ctx context.Context, conn *pgx.Conn, m notice) (backends.Event, bool) {
+// read on the listening connection, and if it has been overwritten since,
+// every stream ends.
+func (s *Store) event(conn *pgx.Conn, m notice) (backends.Event, bool) {
 	if m.Deleted {
 		return backends.Event{Kind: backends.EventDelete, Entry: backends.Entry{Key: m.Key, Revision: m.Rev, CreateRevision: m.CreateRev}}, true
 	}
 	v := m.Value
 	if m.Big {
-		err := conn.QueryRow(ctx, `SELECT value FROM `+s.n.tbl+` WHERE key = $1 AND rev = $2`, m.Key, m.Rev).Scan(&v)
-		if err != nil {
+		ctx, cancel := context.WithTimeout(s.stopCtx, closeWithin)
+		defer cancel()
+		if err := conn.QueryRow(ctx, `SELECT value FROM `+s.n.tbl+` WHERE key = $1 AND rev = $2`, m.Key, m.Rev).Scan(&v); err != nil {
 			return backends.Event{}, false
 		}
 	}
