@@ -16,6 +16,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -400,45 +402,53 @@ func (s *Server) Pause(t testing.TB) { t.Helper(); s.signalAll(t, syscall.SIGSTO
 // Resume continues a paused server.
 func (s *Server) Resume(t testing.TB) { t.Helper(); s.signalAll(t, syscall.SIGCONT) }
 
-// signalAll signals the postmaster's process group: postgres and every
-// backend it forked share it.
-func (s *Server) signalAll(t testing.TB, sig syscall.Signal) {
+// Pids returns the process ids of the server: the postmaster and the
+// processes it has forked (backends, checkpointer, ...), for measuring the
+// server's CPU time. Empty while the server is stopped.
+func (s *Server) Pids() []int {
 	s.mu.Lock()
 	cmd := s.cmd
 	s.mu.Unlock()
 	if cmd == nil {
+		return nil
+	}
+	return append([]int{cmd.Process.Pid}, children(cmd.Process.Pid)...)
+}
+
+// children lists the processes whose parent is ppid, from /proc.
+func children(ppid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, p := range stats {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue // exited
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		rest := raw[bytes.LastIndexByte(raw, ')')+1:]
+		f := strings.Fields(string(rest))
+		if len(f) < 2 || f[1] != strconv.Itoa(ppid) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// signalAll signals the postmaster and every process it forked.
+func (s *Server) signalAll(t testing.TB, sig syscall.Signal) {
+	pids := s.Pids()
+	if len(pids) == 0 {
 		t.Fatalf("pgtest: signal %v: server not running", sig)
 	}
 	// The backends are children of the postmaster; signal each of them too.
-	pids := []int{cmd.Process.Pid}
-	out, _ := exec.Command("pgrep", "-P", strconv.Itoa(cmd.Process.Pid)).Output()
-	for _, f := range splitLines(out) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 			t.Fatalf("pgtest: signal %v to %d: %v", sig, pid, err)
 		}
 	}
-}
-
-func splitLines(b []byte) []string {
-	var out []string
-	start := 0
-	for i, c := range b {
-		if c == '\n' {
-			if i > start {
-				out = append(out, string(b[start:i]))
-			}
-			start = i + 1
-		}
-	}
-	if start < len(b) {
-		out = append(out, string(b[start:]))
-	}
-	return out
 }
 
 // NewDatabase creates a fresh database on s for t and returns its name; it
