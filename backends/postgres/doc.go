@@ -76,13 +76,39 @@
 //
 // # Watch
 //
-// Watch uses LISTEN/NOTIFY on a connection of its own: the trigger sends
-// one notice per write at commit, in commit order. Nothing is replayed
-// across a disconnect, so the stream ends when the connection breaks.
+// Watch uses LISTEN/NOTIFY: the trigger sends one notice per write at
+// commit, in commit order (a value too large for a notice is read from the
+// table). Every watch of a Store shares one listening connection, opened at
+// the first Watch; a watch begins at a marker it sends through the channel,
+// so it sees exactly the writes committed after it. Nothing is replayed
+// across a disconnect, so every stream ends when the connection breaks.
 // Expiry is not a write and yields no event (Capabilities.ExpiryEvents is
 // false): followers time their next attempt to the observed expiry, as on
 // other stores without expiry events. A watch needs a direct connection or
 // a session-mode pooler; a transaction-mode pooler does not keep LISTEN.
+//
+// # Opening
+//
+// Open takes a libpq connection string; New takes a *pgxpool.Pool the
+// caller keeps. A program that imports the package opens stores by URL
+// (storeurl): postgres://USER:PASSWORD@HOST:PORT/DATABASE?table=SCHEMA.TABLE,
+// with create=true to run Setup; see url.go for the form. Errors never show
+// the password.
+//
+// # Testing
+//
+// The tests run against real servers that package pgtest starts (initdb and
+// postgres from the machine, as nobody when run as root); without the
+// binaries they fail and say what to install. Fault tests kill, pause
+// (SIGSTOP) and restart the server, cut a client off through a TCP proxy,
+// and end the listening connection. Benchmarks beside the etcd store's:
+// BenchmarkElections, BenchmarkHandover, BenchmarkFailover (TTL 2 s,
+// renewal every 500 ms, three candidates). Measured once on a shared
+// 2-core machine, indicative only: one statement per renewal; 100 claims
+// renewed by about 9 statements a period with WithBatchedKeepAlive (0.08
+// per renewal); graceful handover p50 2.6 ms, max 18 ms (the watch sees
+// the release); crash failover p50 2.03 s (the TTL, counted from the
+// followers' last sight of a keep-alive).
 //
 // # Not guaranteed
 //
@@ -90,4 +116,7 @@
 //     above).
 //   - Expiry of entries no Store reads: they are judged only when read.
 //   - Watch events for expiry.
+//   - Working behind a transaction-mode pooler: Watch needs LISTEN on a
+//     session of its own, and Txn relies on transaction-scoped advisory
+//     locks and row locks, which such poolers keep, but LISTEN they do not.
 package postgres
