@@ -11,6 +11,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/postgres"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/slots"
 )
@@ -155,28 +156,39 @@ func newLocker(t *testing.T, s backends.Store) backends.Locker {
 // TestElectorHandover runs three electors, each on a store of its own (a
 // pool of its own, as three processes would), over one table. Each leader
 // in turn stops; the next is elected with a higher token, without waiting
-// for the TTL (the watch sees the release), and no two terms overlap.
+// for the TTL (the watch sees the release), and no two terms overlap. It
+// runs with each keep-alive a statement and with keep-alives batched.
 func TestElectorHandover(t *testing.T) {
-	srv := sharedServer(t)
-	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
-	ts := newTerms()
-	els := map[string]*elector.Elector{}
-	for i := range 3 {
-		who := fmt.Sprintf("node-%d", i)
-		els[who] = startElector(t, newLocker(t, open(t, dsn, tbl)), "leader", who, ts)
-	}
-	who := ts.next(t, 10*time.Second)
-	for round := range 2 {
-		stopped := ts.wall.Now()
-		stopElector(t, els[who], who)
-		next := ts.next(t, 10*time.Second)
-		t.Logf("round %d: %s stepped down, %s elected %v later", round, who, next, ts.wall.Now().Sub(stopped))
-		delete(els, who)
-		who = next
-	}
-	all := ts.check(t)
-	if len(all) != 3 {
-		t.Errorf("terms = %+v, want 3", all)
+	for _, mode := range []struct {
+		name string
+		opts []postgres.Option
+	}{
+		{"renew=each", nil},
+		{"renew=batched", []postgres.Option{postgres.WithBatchedKeepAlive(0)}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			srv := sharedServer(t)
+			dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
+			ts := newTerms()
+			els := map[string]*elector.Elector{}
+			for i := range 3 {
+				who := fmt.Sprintf("node-%d", i)
+				els[who] = startElector(t, newLocker(t, open(t, dsn, tbl, mode.opts...)), "leader", who, ts)
+			}
+			who := ts.next(t, 10*time.Second)
+			for round := range 2 {
+				stopped := ts.wall.Now()
+				stopElector(t, els[who], who)
+				next := ts.next(t, 10*time.Second)
+				t.Logf("round %d: %s stepped down, %s elected %v later", round, who, next, ts.wall.Now().Sub(stopped))
+				delete(els, who)
+				who = next
+			}
+			all := ts.check(t)
+			if len(all) != 3 {
+				t.Errorf("terms = %+v, want 3", all)
+			}
+		})
 	}
 }
 
