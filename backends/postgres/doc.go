@@ -61,13 +61,15 @@
 // that names the revision and beat that were seen unchanged; a keep-alive
 // committed in between makes it match nothing, and the taker reads again.
 //
-// Why this keeps two holders apart: the holder's deadline is counted from
-// before it sent its last successful keep-alive; the keep-alive committed
-// after that; a contender saw the bumped beat only after the commit and
-// waits a full TTL from then; so the contender takes over no sooner than a
-// TTL after the holder's deadline began, and the elector's safety margin
-// covers the rate difference between the two monotonic clocks. Wall-clock
-// steps on any host, the server's included, change nothing.
+// Why this keeps two holders apart: a holder that sent a keep-alive at time
+// S (on its clock) stops acting by S + TTL − margin (the elector's
+// deadline). The keep-alive committed after S; a contender saw the bumped
+// beat only after the commit, and takes over only a full TTL of its own
+// clock later, so no earlier than S + TTL: after the holder stopped, by the
+// margin, which covers the rate difference of the two monotonic clocks. A
+// contender whose monotonic clock stops (a suspended host) only waits
+// longer. Wall-clock steps on any host, the server's included, change
+// nothing.
 //
 // The price: a store that has just started (or never read a key) waits a
 // whole TTL from its first read before it may take an abandoned claim, and
@@ -116,7 +118,10 @@
 //     above).
 //   - Expiry of entries no Store reads: they are judged only when read.
 //   - Watch events for expiry.
-//   - Working behind a transaction-mode pooler: Watch needs LISTEN on a
-//     session of its own, and Txn relies on transaction-scoped advisory
-//     locks and row locks, which such poolers keep, but LISTEN they do not.
+//   - Watch behind a transaction-mode pooler (PgBouncer's pool_mode =
+//     transaction): LISTEN needs a session of its own. Point the store at
+//     the server or a session-mode pool.
+//   - Memory for keys read once and never again: a Store remembers what it
+//     saw of each key it read (to judge its expiry) until it reads the key
+//     absent or lists its prefix without it.
 package postgres
