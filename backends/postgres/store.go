@@ -168,16 +168,24 @@ type row struct {
 const cols = `key, value, rev, create_rev, ttl_ms, beat`
 
 type statements struct {
-	get, list, insert, takeover, cas, keepAlive, keepAliveMany, del string
+	get, list, insert, number, takeover, cas, keepAlive, keepAliveMany, del string
 }
 
 func newStatements(n names) statements {
 	return statements{
 		get:  `SELECT ` + cols + ` FROM ` + n.tbl + ` WHERE key = $1`,
 		list: `SELECT ` + cols + ` FROM ` + n.tbl + ` WHERE starts_with(key, $1) ORDER BY key`,
-		insert: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
-			INSERT INTO ` + n.tbl + ` (` + cols + `) SELECT $1, $2, r.rev, r.rev, $3, 0 FROM r
-			ON CONFLICT (key) DO NOTHING RETURNING ` + cols,
+		// A create is two statements sent together in one implicit
+		// transaction: a placeholder row (rev 0), then its revision. The
+		// revision is drawn only once the row is in and holds the key, so
+		// it is above that of every write the key had before. Drawn in the
+		// INSERT itself, it would be drawn before the insert waits on a row
+		// being written or deleted, and a write of a higher revision could
+		// commit (and the row go) meanwhile: the create would then go in
+		// with a lower revision than an earlier write, its token too.
+		insert: `INSERT INTO ` + n.tbl + ` (` + cols + `) VALUES ($1, $2, 0, 0, $3, 0) ON CONFLICT (key) DO NOTHING`,
+		number: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
+			UPDATE ` + n.tbl + ` t SET rev = r.rev, create_rev = r.rev FROM r WHERE t.key = $1 AND t.rev = 0 RETURNING ` + prefixed("t"),
 		// A takeover names the revision and beat this store saw unchanged
 		// for the TTL: a keep-alive in between makes it match nothing.
 		takeover: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
@@ -440,7 +448,7 @@ func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl ti
 		value = []byte{}
 	}
 	for range createTries {
-		x, err := scanRow(s.pool.QueryRow(ctx, s.sq.insert, key, value, ttlMS(ttl)))
+		x, err := s.insert(ctx, key, value, ttl)
 		if err == nil {
 			e, _ := s.judge(x, s.clk.Now())
 			return e, nil
@@ -469,6 +477,24 @@ func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl ti
 		// Kept alive, written or deleted since it was read: read again.
 	}
 	return backends.Entry{}, fmt.Errorf("postgres: %s %q: the key kept changing under %d attempts: %w", op, key, createTries, backends.ErrUnavailable)
+}
+
+// insert creates key if no row holds it, in one round trip; pgx.ErrNoRows
+// if one does.
+func (s *Store) insert(ctx context.Context, key string, value []byte, ttl time.Duration) (row, error) {
+	b := &pgx.Batch{}
+	b.Queue(s.sq.insert, key, value, ttlMS(ttl))
+	b.Queue(s.sq.number, key)
+	br := s.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return row{}, err
+	}
+	x, err := scanRow(br.QueryRow())
+	if cerr := br.Close(); err == nil && cerr != nil {
+		return row{}, cerr
+	}
+	return x, err
 }
 
 // CompareAndSet writes key if its live revision is rev; rev 0 creates.
