@@ -32,6 +32,10 @@
 //	                                         backends/etcd: keys under PREFIX/ (distributed)
 //	kube://NAMESPACE[?kubeconfig=PATH&session=DURATION]
 //	                                         backends/kube: Lease objects in NAMESPACE (distributed)
+//	nats://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/BUCKET[?create=true&replicas=N&gcgrace=DURATION]
+//	                                         backends/nats: a JetStream key-value bucket (distributed)
+//	postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&create=true]
+//	                                         backends/postgres: a table in DATABASE (distributed)
 //
 // # A store is made only when asked
 //

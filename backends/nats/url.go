@@ -26,7 +26,7 @@ const DefaultPort = "4222"
 func init() {
 	storeurl.Register(storeurl.Scheme{
 		Name:        Scheme,
-		Form:        "nats://HOST[:PORT][,HOST[:PORT]...]/BUCKET[?replicas=N&gcgrace=DURATION]",
+		Form:        "nats://HOST[:PORT][,HOST[:PORT]...]/BUCKET[?create=true&replicas=N&gcgrace=DURATION]",
 		Params:      []string{"replicas", "gcgrace"},
 		Credentials: true,
 		Create:      true,

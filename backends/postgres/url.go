@@ -16,8 +16,8 @@ const Scheme = "postgres"
 // DefaultPort is the port of a host a URL gives without one.
 const DefaultPort = "5432"
 
-// Form is the form of a PostgreSQL store's URL.
-const Form = "postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&create=true]"
+// form is the form of a PostgreSQL store's URL.
+const form = "postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&create=true]"
 
 // sslModes are the libpq sslmode values a URL may give.
 var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
@@ -38,7 +38,7 @@ var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "v
 func init() {
 	storeurl.Register(storeurl.Scheme{
 		Name:        Scheme,
-		Form:        Form,
+		Form:        form,
 		Params:      []string{"table", "sslmode"},
 		Credentials: true,
 		Create:      true,
@@ -65,12 +65,12 @@ func parseURL(u *url.URL) (urlConfig, error) {
 	c := urlConfig{schema: DefaultSchema, table: DefaultTable}
 	hosts, err := storeurl.Hosts(u, DefaultPort)
 	if err != nil {
-		return c, fmt.Errorf("%v: want %s", err, Form)
+		return c, fmt.Errorf("%v: want %s", err, form)
 	}
 	c.hosts = hosts
 	c.database = strings.Trim(u.Path, "/")
 	if c.database == "" || strings.Contains(c.database, "/") {
-		return c, fmt.Errorf("database %q: want one name: %s", c.database, Form)
+		return c, fmt.Errorf("database %q: want one name: %s", c.database, form)
 	}
 	q := u.Query()
 	if q.Has("table") {

@@ -8,8 +8,11 @@
 //	tenure resize --store URL --key KEY --slots N [--timeout D]
 //
 // Stores are named by URL, as package storeurl reads them: file:///DIR
-// (processes of one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX or
-// kube://NAMESPACE[?kubeconfig=PATH]. etcd:// takes ?lease=shared (the
+// (processes of one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX,
+// kube://NAMESPACE[?kubeconfig=PATH], nats://HOST:PORT[,HOST:PORT]/BUCKET
+// or postgres://USER[:PASSWORD]@HOST:PORT/DATABASE; --store's help lists
+// every form with its parameters. Only run makes a store, and only when
+// its URL says create=true. etcd:// takes ?lease=shared (the
 // process's claims share one etcd lease, renewed in batches) and kube://
 // takes session=DURATION, such as ?session=1s (the process's claims live
 // in one session Lease, renewed once per DURATION); without them each claim

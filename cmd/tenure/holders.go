@@ -63,7 +63,7 @@ store cannot be opened within --timeout (default 10s) or read.`),
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "store URL: file:///DIR, etcd://HOST:PORT[,HOST:PORT]/PREFIX[?lease=shared] or kube://NAMESPACE[?kubeconfig=PATH&session=DURATION] (required)")
+	f.StringVar(&store, "store", "", storeFlagHelp())
 	f.StringVar(&key, "key", "", "claim key, or slot group key (required)")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array")
 	return cmd

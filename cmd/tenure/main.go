@@ -106,12 +106,16 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Run a command under leader election, and inspect claims",
 		Long: strings.TrimSpace(`
 tenure runs a command only while this process holds a claim in a shared
-store (a file store directory on one host, an etcd cluster), and shows who
+store (a file store directory on one host, or etcd, Kubernetes, NATS or
+PostgreSQL), and shows who
 holds a claim. Stores are named by URL: file:///DIR (one host),
-etcd://HOST:PORT[,HOST:PORT]/PREFIX or kube://NAMESPACE[?kubeconfig=PATH].
-etcd:// takes ?lease=shared (one etcd lease per process, renewed in
-batches) and kube:// takes session=DURATION (one session Lease per process,
-renewed once per DURATION); both default to a lease per claim.
+etcd://HOST:PORT[,HOST:PORT]/PREFIX, kube://NAMESPACE, nats://HOST:PORT/BUCKET
+or postgres://USER@HOST:PORT/DATABASE (each subcommand's --store help gives
+every form with its parameters). etcd:// takes ?lease=shared (one etcd
+lease per process, renewed in batches) and kube:// takes session=DURATION
+(one session Lease per process, renewed once per DURATION); both default to
+a lease per claim. Only run makes a store, and only when its URL says
+create=true.
 
 Every command logs the store it opens (without its password) and gives up
 opening it after --timeout (default 10s): it then prints one line naming

@@ -68,7 +68,7 @@ group.`),
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "store URL: file:///DIR, etcd://HOST:PORT[,HOST:PORT]/PREFIX[?lease=shared] or kube://NAMESPACE[?kubeconfig=PATH&session=DURATION] (required)")
+	f.StringVar(&store, "store", "", storeFlagHelp())
 	f.StringVar(&key, "key", "", "slot group key (required)")
 	f.IntVar(&size, "slots", 0, "the group's new size (required)")
 	return cmd

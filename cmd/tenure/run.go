@@ -129,7 +129,7 @@ ran; 1 if the --metrics address cannot be listened on.`),
 	f := cmd.Flags()
 	// COMMAND's own flags follow it untouched, with or without "--".
 	f.SetInterspersed(false)
-	f.StringVar(&store, "store", "", "store URL: file:///DIR, etcd://HOST:PORT[,HOST:PORT]/PREFIX[?lease=shared] or kube://NAMESPACE[?kubeconfig=PATH&session=DURATION] (required)")
+	f.StringVar(&store, "store", "", storeFlagHelp())
 	f.StringVar(&rc.key, "key", "", "claim key (required)")
 	f.StringVar(&rc.id, "id", "", "identity in the claim (default HOSTNAME:PID)")
 	f.IntVar(&rc.slots, "slots", 1, "number of holders allowed at once (a slot group when above 1)")

@@ -14,6 +14,12 @@ import (
 	_ "github.com/tenure-go/tenure/backends/postgres"
 )
 
+// storeFlagHelp is the help of every subcommand's --store flag: the URL
+// forms of the stores tenure links in.
+func storeFlagHelp() string {
+	return "store URL (required), one of: " + storeurl.Forms()
+}
+
 // parseStore checks a --store URL before anything is opened; a URL that
 // cannot name a shared store is a usage error. A store that does not exist
 // is refused when opened, unless the URL asks for create=true.

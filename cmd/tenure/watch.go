@@ -68,7 +68,7 @@ cannot be opened within --timeout (default 10s).`),
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&store, "store", "", "store URL: file:///DIR, etcd://HOST:PORT[,HOST:PORT]/PREFIX[?lease=shared] or kube://NAMESPACE[?kubeconfig=PATH&session=DURATION] (required)")
+	f.StringVar(&store, "store", "", storeFlagHelp())
 	f.StringVar(&key, "key", "", "claim key, or slot group key (required)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	f.DurationVar(&interval, "interval", time.Second, "read the holders at least this often")
