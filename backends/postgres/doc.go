@@ -105,12 +105,8 @@
 // (SIGSTOP) and restart the server, cut a client off through a TCP proxy,
 // and end the listening connection. Benchmarks beside the etcd store's:
 // BenchmarkElections, BenchmarkHandover, BenchmarkFailover (TTL 2 s,
-// renewal every 500 ms, three candidates). Measured once on a shared
-// 2-core machine, indicative only: one statement per renewal; 100 claims
-// renewed by about 9 statements a period with WithBatchedKeepAlive (0.08
-// per renewal); graceful handover p50 2.6 ms, max 18 ms (the watch sees
-// the release); crash failover p50 2.03 s (the TTL, counted from the
-// followers' last sight of a keep-alive).
+// renewal every 500 ms, three candidates); docs/performance.md has the
+// figures.
 //
 // # Not guaranteed
 //
