@@ -36,10 +36,13 @@ type terms struct {
 	all  []term          // guarded by mu; ended terms
 	open map[string]term // guarded by mu; running terms by elector
 	won  chan string     // who was elected, in order
+	// ended is closed, and replaced, each time a term ends: a barrier for
+	// waiting on the end of a term.
+	ended chan struct{} // guarded by mu
 }
 
 func newTerms() *terms {
-	return &terms{wall: clock.New(), open: make(map[string]term), won: make(chan string, 64)}
+	return &terms{wall: clock.New(), open: make(map[string]term), won: make(chan string, 64), ended: make(chan struct{})}
 }
 
 // onElected records the term of elector who and holds it until the
@@ -58,6 +61,8 @@ func (ts *terms) onElected(who string) func(context.Context, elector.Term) {
 		delete(ts.open, who)
 		tm.end, tm.deadline = now, deadline
 		ts.all = append(ts.all, tm)
+		close(ts.ended)
+		ts.ended = make(chan struct{})
 		ts.mu.Unlock()
 	}
 }

@@ -32,25 +32,25 @@ func endsByDeadline(t *testing.T, all []term) {
 	}
 }
 
-// waitTermEnded waits until who no longer leads.
+// waitNotLeading waits until who no longer leads: it wakes at each end of
+// a term, bounded by faultLimit.
 func (ts *terms) waitNotLeading(t *testing.T, who string) {
 	t.Helper()
-	limit := ts.wall.Now().Add(faultLimit)
-	for slicesContains(ts.leading(), who) {
-		if ts.wall.Now().After(limit) {
+	limit := ts.wall.After(faultLimit)
+	for {
+		ts.mu.Lock()
+		_, leads := ts.open[who]
+		ended := ts.ended
+		ts.mu.Unlock()
+		if !leads {
+			return
+		}
+		select {
+		case <-ended:
+		case <-limit:
 			t.Fatalf("%s still leads %v after the fault", who, faultLimit)
 		}
-		time.Sleep(10 * time.Millisecond) // polling the recorder, not timing
 	}
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestFaultServerKilled: the server is killed with SIGKILL while a leader
