@@ -3,16 +3,15 @@ package nats
 import (
 	"context"
 	"errors"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/allocator"
+	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/nats/natstest"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/shards"
+	"github.com/tenure-go/tenure/internal/shardstest"
 )
 
 // TestAllocator: the ID allocator runs on the store unchanged, two members
@@ -64,57 +63,15 @@ func TestAllocator(t *testing.T) {
 	}
 }
 
-// TestShards: two members of a four-shard group on connections of their
-// own every shard between them, each shard once.
+// TestShards: shard members, each on a connection of its own as separate
+// processes have, settle over the store; a member joins, one leaves
+// gracefully, one is cut off and its shards are taken over once its claims
+// expire, and it comes back. The group's checker fails the test if two
+// terms of one shard act at once or a fence refuses an owner's token.
 func TestShards(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()
-	var mu sync.Mutex
-	owners := map[int]string{}
-	var acquired sync.WaitGroup
-	acquired.Add(4)
-	var members []*shards.Member
-	for _, id := range []string{"host-a", "host-b"} {
-		m, err := shards.New(open(t, srv.URL(), bucket, 1), shards.Config{
-			Group: "kv", Identity: id, Count: 4,
-			Elector: elector.Config{TTL: 2 * time.Second},
-			OnAcquired: func(ctx context.Context, shard int, _ elector.Term) {
-				mu.Lock()
-				if prev, ok := owners[shard]; ok {
-					t.Errorf("shard %d acquired by %s while %s owns it", shard, id, prev)
-				} else {
-					owners[shard] = id
-					acquired.Done()
-				}
-				mu.Unlock()
-				<-ctx.Done()
-				mu.Lock()
-				delete(owners, shard)
-				mu.Unlock()
-			},
-		})
-		if err != nil {
-			t.Fatalf("shards.New: %v", err)
-		}
-		if err := m.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		members = append(members, m)
-	}
-	acquired.Wait()
-	var all []int
-	for _, m := range members {
-		all = append(all, m.Owned()...)
-	}
-	slices.Sort(all)
-	if !slices.Equal(all, []int{0, 1, 2, 3}) {
-		t.Errorf("shards owned = %v, want each of 0..3 once", all)
-	}
-	for _, m := range members {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := m.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-		cancel()
-	}
+	g := shardstest.New(t, 4, elector.Config{TTL: 2 * time.Second, RenewPeriod: 500 * time.Millisecond},
+		func(int) backends.Store { return open(t, srv.URL(), bucket, 1) })
+	shardstest.Scenario(t, g, 30*time.Second)
 }
