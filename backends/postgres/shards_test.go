@@ -7,14 +7,18 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 	"github.com/tenure-go/tenure/shards"
 )
 
 // shardLog records which member owns which shard, and fails on two owners
-// of one shard at once or a token that does not increase.
+// of one shard at once or a token that does not increase. It is an
+// electortest.Source that changes whenever a shard gains or loses its
+// owner.
 type shardLog struct {
-	t  *testing.T
-	mu sync.Mutex
+	t   *testing.T
+	sig electortest.Signal
+	mu  sync.Mutex
 	// owner and token are guarded by mu.
 	owner map[int]string
 	token map[int]int64
@@ -31,12 +35,16 @@ func (l *shardLog) acquired(who string) func(context.Context, int, elector.Term)
 		}
 		l.owner[shard], l.token[shard] = who, term.Token
 		l.mu.Unlock()
+		l.sig.Notify()
 		<-ctx.Done()
 		l.mu.Lock()
 		delete(l.owner, shard)
 		l.mu.Unlock()
+		l.sig.Notify()
 	}
 }
+
+func (l *shardLog) Changed() <-chan struct{} { return l.sig.Changed() }
 
 func (l *shardLog) owned(who string) int {
 	l.mu.Lock()
@@ -82,14 +90,11 @@ func TestShards(t *testing.T) {
 			t.Errorf("Stop: %v", err)
 		}
 	}
+	ctx := testCtx(t)
 	wait := func(what string, cond func() bool) {
 		t.Helper()
-		limit := time.Now().Add(20 * time.Second)
-		for !cond() {
-			if time.Now().After(limit) {
-				t.Fatalf("%s: not within 20s (a owns %d, b owns %d)", what, log.owned("a"), log.owned("b"))
-			}
-			time.Sleep(20 * time.Millisecond) // polling the log, not timing
+		if err := electortest.Until(ctx, what, cond, log); err != nil {
+			t.Fatalf("%v (a owns %d, b owns %d)", err, log.owned("a"), log.owned("b"))
 		}
 	}
 	a := start("a")
