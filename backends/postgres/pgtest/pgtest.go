@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 )
 
 // nobody is the uid and gid the server runs as when the tests run as root.
@@ -284,19 +285,78 @@ func tail(b []byte) []byte {
 	return b
 }
 
-// kill sends SIGKILL to the postmaster and waits for it to exit. Its
-// backends notice and exit on their own.
-func (s *Server) kill() {
+// kill sends SIGKILL to the postmaster, as a crash would, and waits until
+// it and every process it had forked have exited. The backends notice the
+// postmaster's death and exit on their own, but not at once, and a backend
+// still running holds the server's shared memory: a postmaster started on
+// the data directory before they are gone refuses to start. They are the
+// postmaster's children, not the test process's, so they are waited on
+// through pidfds, opened while the postmaster is stopped and cannot fork.
+func (s *Server) kill() error {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
 	s.cmd, s.done = nil, nil
 	s.mu.Unlock()
 	if cmd == nil {
-		return
+		return nil
 	}
-	cmd.Process.Signal(syscall.SIGCONT) // a paused server must be able to die
+	pm := cmd.Process.Pid
+	syscall.Kill(pm, syscall.SIGSTOP)
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	var openErr error
+	for _, pid := range children(pm) {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if errors.Is(err, unix.ESRCH) {
+			continue // exited already
+		}
+		if err != nil {
+			openErr = fmt.Errorf("pgtest: pidfd of backend %d: %w", pid, err)
+			continue
+		}
+		fds = append(fds, fd)
+		syscall.Kill(pid, syscall.SIGCONT) // a paused backend must run to notice and exit
+	}
 	cmd.Process.Kill()
 	<-done
+	if openErr != nil {
+		return openErr
+	}
+	return waitExited(fds, killWithin)
+}
+
+// killWithin bounds the wait for a killed server's backends to exit.
+const killWithin = 30 * time.Second
+
+// waitExited waits until the processes of the pidfds fds have exited: a
+// pidfd becomes readable when its process exits.
+func waitExited(fds []int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for len(fds) > 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("pgtest: %d backends of a killed server still running after %v", len(fds), within)
+		}
+		pfds := make([]unix.PollFd, len(fds))
+		for i, fd := range fds {
+			pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		}
+		if _, err := unix.Poll(pfds, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("pgtest: wait for a killed server's backends: %w", err)
+		}
+		var running []int
+		for i, p := range pfds {
+			if p.Revents == 0 {
+				running = append(running, fds[i])
+			}
+		}
+		fds = running
+	}
+	return nil
 }
 
 // stop shuts the server down (fast shutdown: open sessions are ended) and
@@ -373,26 +433,25 @@ func (w mainM) Run() int {
 	return code
 }
 
-// Kill sends SIGKILL to the server, as a crash would, and waits for it to
-// exit. The data directory stays; Restart starts it again.
+// Kill sends SIGKILL to the server, as a crash would, and waits for it and
+// its backends to exit. The data directory stays; Restart starts it again.
 func (s *Server) Kill(t testing.TB) {
 	t.Helper()
-	s.kill()
+	if err := s.kill(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Restart starts a stopped or killed server again, on the same port and
 // data. After a kill, postgres recovers from its write-ahead log.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
-	s.kill()
-	var err error
-	for range 50 { // the killed server's backends may still hold its shared memory
-		if err = s.run(); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond) // waiting for a killed child's children to go, not timing a test
+	if err := s.kill(); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal(err)
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Pause stops the server with SIGSTOP: connections stay open and nothing is

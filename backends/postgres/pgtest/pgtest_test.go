@@ -1,6 +1,11 @@
 package pgtest_test
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -26,25 +31,52 @@ func TestDatabase(t *testing.T) {
 	}
 }
 
+// TestKillRestart: a server killed while paused, with a client connected,
+// is gone with all its processes when Kill returns, and Restart brings it
+// back, at once, with its data.
 func TestKillRestart(t *testing.T) {
 	srv := pgtest.Start(t)
 	c, err := pgx.Connect(t.Context(), srv.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer c.Close(context.WithoutCancel(t.Context()))
 	if _, err := c.Exec(t.Context(), "CREATE TABLE k (v int); INSERT INTO k VALUES (7)"); err != nil {
 		t.Fatal(err)
 	}
-	c.Close(t.Context())
+	pids := srv.Pids() // the postmaster, c's backend and the server's own processes
+	if len(pids) < 2 {
+		t.Fatalf("server processes = %v, want the postmaster and its backends", pids)
+	}
+	srv.Pause(t)
 	srv.Kill(t)
+	for _, pid := range pids {
+		if st := procState(pid); st != "" && st != "Z" {
+			t.Errorf("process %d of the killed server is still running (state %s)", pid, st)
+		}
+	}
 	srv.Restart(t)
-	c, err = pgx.Connect(t.Context(), srv.DSN("postgres"))
+	c2, err := pgx.Connect(t.Context(), srv.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close(t.Context())
+	defer c2.Close(t.Context())
 	var v int
-	if err := c.QueryRow(t.Context(), "SELECT v FROM k").Scan(&v); err != nil || v != 7 {
+	if err := c2.QueryRow(t.Context(), "SELECT v FROM k").Scan(&v); err != nil || v != 7 {
 		t.Fatalf("after kill and restart: v = %d, %v; want 7", v, err)
 	}
+}
+
+// procState is the state letter of process pid ("Z": exited, not yet
+// reaped), or "" if there is no such process.
+func procState(pid int) string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
