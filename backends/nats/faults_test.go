@@ -9,10 +9,12 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/benbjohnson/clock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/nats/natstest"
+	"github.com/tenure-go/tenure/internal/electortest"
 )
 
 // Fault tests on real servers: a server killed and restarted on its state,
@@ -70,10 +72,10 @@ func TestFaultServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ts := newTerms()
+	ts := electortest.NewTerms(clock.New())
 	startElector(t, srv.URL(), bucket, "a", ts, nil)
 	startElector(t, srv.URL(), bucket, "b", ts, nil)
-	first := ts.next(t, 10*time.Second)
+	first := ts.Next(t, within(t, 10*time.Second))
 
 	srv.Stop()
 	down, cancelDown := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -83,9 +85,9 @@ func TestFaultServerRestart(t *testing.T) {
 		t.Errorf("Get with the server down = %v, want a transient error", err)
 	}
 	// The leader cannot renew: it stops by its deadline.
-	waitUntil(t, 5*time.Second, fmt.Sprintf("%s stops leading with the server down", first), func() bool { return ts.leaders() == 0 })
+	electortest.Await(t, within(t, 5*time.Second), fmt.Sprintf("%s stops leading with the server down", first), func() bool { return len(ts.Leading()) == 0 }, ts)
 	srv.Restart()
-	waitUntil(t, 20*time.Second, "someone leads after the restart", func() bool { return ts.leaders() == 1 })
+	electortest.Await(t, within(t, 20*time.Second), "someone leads after the restart", func() bool { return len(ts.Leading()) == 1 }, ts)
 	got, err := getRetry(ctx, s, "kept")
 	if err != nil || got.Revision != kept.Revision || got.CreateRevision != kept.CreateRevision {
 		t.Errorf("Get(kept) after the restart = %+v, %v; want revisions %d/%d", got, err, kept.Revision, kept.CreateRevision)
@@ -97,7 +99,7 @@ func TestFaultServerRestart(t *testing.T) {
 	if again.CreateRevision <= gone.Revision {
 		t.Errorf("token after the restart %d, want above %d", again.CreateRevision, gone.Revision)
 	}
-	ts.check(t)
+	ts.Check(t)
 }
 
 // getRetry reads key until the store answers (the client reconnects after
@@ -121,29 +123,29 @@ func TestFaultClientPartitioned(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()
 	px, cut, heal := proxy(t, srv.HostPort())
-	ts := newTerms()
+	ts := electortest.NewTerms(clock.New())
 	a := startElector(t, "nats://"+px.Listen, bucket, "a", ts, nil)
-	if who := ts.next(t, 10*time.Second); who != "a" {
+	if who := ts.Next(t, within(t, 10*time.Second)); who != "a" {
 		t.Fatalf("first leader %q, want a", who)
 	}
 	startElector(t, srv.URL(), bucket, "b", ts, nil)
 
 	cut()
-	if who := ts.next(t, 10*time.Second); who != "b" {
+	if who := ts.Next(t, within(t, 10*time.Second)); who != "b" {
 		t.Fatalf("leader after the cut %q, want b", who)
 	}
 	if a.el.IsLeader() {
 		t.Errorf("a reports leading after b was elected")
 	}
-	all := ts.check(t)
-	if late := all[0].end.Sub(all[0].deadline); late > 50*time.Millisecond {
+	all := ts.Check(t)
+	if late := all[0].End.Sub(all[0].Deadline); late > 50*time.Millisecond {
 		t.Errorf("a stopped acting %v after its local deadline", late)
 	}
 	heal()
-	if n := ts.leaders(); n != 1 {
+	if n := len(ts.Leading()); n != 1 {
 		t.Errorf("%d leaders after the heal, want 1", n)
 	}
-	ts.check(t)
+	ts.Check(t)
 }
 
 // TestFaultStoreClientPartitioned: at the store level, a cut connection
@@ -187,11 +189,11 @@ func TestFaultMemberPartitioned(t *testing.T) {
 	}
 	cutoff := c.Index(ci.Leader)
 
-	ts := newTerms()
+	ts := electortest.NewTerms(clock.New())
 	names := []string{"e0", "e1", "e2"}
 	// The elector on the server to be cut off starts first and leads.
 	startElector(t, c.Servers[cutoff].URL(), bucket, names[cutoff], ts, nil)
-	if who := ts.next(t, 10*time.Second); who != names[cutoff] {
+	if who := ts.Next(t, within(t, 10*time.Second)); who != names[cutoff] {
 		t.Fatalf("first leader %s, want %s", who, names[cutoff])
 	}
 	for i, srv := range c.Servers {
@@ -203,17 +205,17 @@ func TestFaultMemberPartitioned(t *testing.T) {
 	c.Partition(cutoff)
 	// The stream needs a new leader among the other two (raft election:
 	// several seconds) before anyone can write.
-	next := ts.next(t, 30*time.Second)
+	next := ts.Next(t, within(t, 30*time.Second))
 	if next == names[cutoff] {
 		t.Fatalf("%s, on the server cut off, elected again", next)
 	}
-	all := ts.check(t)
-	if late := all[0].end.Sub(all[0].deadline); late > 50*time.Millisecond {
-		t.Errorf("%s stopped acting %v after its local deadline", all[0].who, late)
+	all := ts.Check(t)
+	if late := all[0].End.Sub(all[0].Deadline); late > 50*time.Millisecond {
+		t.Errorf("%s stopped acting %v after its local deadline", all[0].Who, late)
 	}
 	c.Heal(cutoff)
-	if n := ts.leaders(); n != 1 {
+	if n := len(ts.Leading()); n != 1 {
 		t.Errorf("%d leaders after the heal, want 1", n)
 	}
-	ts.check(t)
+	ts.Check(t)
 }

@@ -82,6 +82,14 @@ func (f *fleet) observe(t testing.TB) {
 	}
 }
 
+// within is a context that ends after d, or when t ends: a bound on a
+// wait, never a timing assertion.
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // waitUntil polls cond every 10ms until it holds, failing t after limit.
 func waitUntil(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()

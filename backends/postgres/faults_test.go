@@ -2,15 +2,18 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/benbjohnson/clock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/postgres/pgtest"
+	"github.com/tenure-go/tenure/internal/electortest"
 )
 
 // Fault tests: electors over a private server that is killed, paused, or
@@ -23,34 +26,19 @@ const faultLimit = 20 * time.Second
 
 // endsByDeadline fails t unless every term that ended ended no later than
 // its leadership context's deadline.
-func endsByDeadline(t *testing.T, all []term) {
+func endsByDeadline(t *testing.T, all []electortest.Term) {
 	t.Helper()
 	for _, tm := range all {
-		if !tm.end.IsZero() && !tm.deadline.IsZero() && tm.end.After(tm.deadline.Add(50*time.Millisecond)) {
-			t.Errorf("%s's term (token %d) ended %v after its deadline", tm.who, tm.token, tm.end.Sub(tm.deadline))
+		if !tm.End.IsZero() && !tm.Deadline.IsZero() && tm.End.After(tm.Deadline.Add(50*time.Millisecond)) {
+			t.Errorf("%s's term (token %d) ended %v after its deadline", tm.Who, tm.Token, tm.End.Sub(tm.Deadline))
 		}
 	}
 }
 
-// waitNotLeading waits until who no longer leads: it wakes at each end of
-// a term, bounded by faultLimit.
-func (ts *terms) waitNotLeading(t *testing.T, who string) {
+// waitNotLeading waits until who no longer leads, bounded by faultLimit.
+func waitNotLeading(t *testing.T, ts *electortest.Terms, who string) {
 	t.Helper()
-	limit := ts.wall.After(faultLimit)
-	for {
-		ts.mu.Lock()
-		_, leads := ts.open[who]
-		ended := ts.ended
-		ts.mu.Unlock()
-		if !leads {
-			return
-		}
-		select {
-		case <-ended:
-		case <-limit:
-			t.Fatalf("%s still leads %v after the fault", who, faultLimit)
-		}
-	}
+	electortest.Await(t, within(t, faultLimit), who+" stops leading after the fault", func() bool { return !slices.Contains(ts.Leading(), who) }, ts)
 }
 
 // TestFaultServerKilled: the server is killed with SIGKILL while a leader
@@ -60,15 +48,15 @@ func (ts *terms) waitNotLeading(t *testing.T, who string) {
 func TestFaultServerKilled(t *testing.T) {
 	srv := pgtest.Start(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
-	ts := newTerms()
+	ts := electortest.NewTerms(clock.New())
 	startElector(t, newLocker(t, open(t, dsn, tbl)), "leader", "a", ts)
 	startElector(t, newLocker(t, open(t, dsn, tbl)), "leader", "b", ts)
-	leader := ts.next(t, faultLimit)
+	leader := ts.Next(t, within(t, faultLimit))
 	srv.Kill(t)
-	ts.waitNotLeading(t, leader)
+	waitNotLeading(t, ts, leader)
 	srv.Restart(t)
-	next := ts.next(t, faultLimit)
-	all := ts.check(t)
+	next := ts.Next(t, within(t, faultLimit))
+	all := ts.Check(t)
 	endsByDeadline(t, all)
 	t.Logf("%s led, the server was killed; after the restart %s was elected; terms %v", leader, next, tokensOf(all))
 }
@@ -81,20 +69,21 @@ func TestFaultServerKilled(t *testing.T) {
 func TestFaultServerPaused(t *testing.T) {
 	srv := pgtest.Start(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
-	ts := newTerms()
+	wall := clock.New()
+	ts := electortest.NewTerms(wall)
 	startElector(t, newLocker(t, open(t, dsn, tbl)), "leader", "a", ts)
 	startElector(t, newLocker(t, open(t, dsn, tbl)), "leader", "b", ts)
-	leader := ts.next(t, faultLimit)
+	leader := ts.Next(t, within(t, faultLimit))
 	srv.Pause(t)
-	ts.waitNotLeading(t, leader)
+	waitNotLeading(t, ts, leader)
 	// The fault's length: the server stays paused a TTL past the leader's
 	// step-down, on the real clock the electors and the recorded terms
 	// both run on, so that the claim is expired for every store when the
 	// server answers again. Nothing is asserted about when things happen.
-	<-ts.wall.After(electionTTL)
+	<-wall.After(electionTTL)
 	srv.Resume(t)
-	next := ts.next(t, faultLimit)
-	all := ts.check(t)
+	next := ts.Next(t, within(t, faultLimit))
+	all := ts.Check(t)
 	endsByDeadline(t, all)
 	t.Logf("%s led, the server was paused; after it continued %s was elected; terms %v", leader, next, tokensOf(all))
 }
@@ -114,9 +103,9 @@ func TestFaultConnectionCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Stop)
-	ts := newTerms()
+	ts := electortest.NewTerms(clock.New())
 	startElector(t, newLocker(t, open(t, srv.DSNVia(px.Listen, db), tbl)), "leader", "proxied", ts)
-	if who := ts.next(t, faultLimit); who != "proxied" {
+	if who := ts.Next(t, within(t, faultLimit)); who != "proxied" {
 		t.Fatalf("first leader = %s, want proxied", who)
 	}
 	startElector(t, newLocker(t, open(t, srv.DSN(db), tbl)), "leader", "direct", ts)
@@ -126,15 +115,15 @@ func TestFaultConnectionCut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ts.waitNotLeading(t, "proxied")
-	if who := ts.next(t, faultLimit); who != "direct" {
+	waitNotLeading(t, ts, "proxied")
+	if who := ts.Next(t, within(t, faultLimit)); who != "direct" {
 		t.Fatalf("leader after the cut = %s, want direct", who)
 	}
 	// The cut is never healed: removing a toxic from live links can leave
 	// a toxiproxy goroutine blocked for good. Stopping the proxy ends its
 	// links, and the proxied store's calls fail at once from then on.
 	px.Stop()
-	all := ts.check(t)
+	all := ts.Check(t)
 	endsByDeadline(t, all)
 	t.Logf("terms %v", tokensOf(all))
 }
@@ -207,10 +196,10 @@ func terminateListeners(t *testing.T, ctx context.Context, dsn string) {
 	}
 }
 
-func tokensOf(all []term) []int64 {
+func tokensOf(all []electortest.Term) []int64 {
 	var out []int64
 	for _, tm := range all {
-		out = append(out, tm.token)
+		out = append(out, tm.Token)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/tenure-go/tenure/backends/postgres"
@@ -28,6 +29,14 @@ func open(t testing.TB, dsn, tbl string, opts ...postgres.Option) *postgres.Stor
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// within is a context that ends after d, or when t ends: a bound on a
+// wait, never a timing assertion.
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func sharedServer(t *testing.T) *pgtest.Server { t.Helper(); return pgtest.Shared(t) }

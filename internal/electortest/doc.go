@@ -1,7 +1,9 @@
 // Package electortest is the test kit of the elector, slots and
-// failuremodes tests: a [Recorder] of everything an Elector reports, which
-// tests wait on through channels, and a scriptable fault-injecting
-// backends.Locker, [Locker].
+// failuremodes tests and of the stores' elector tests: a [Recorder] of
+// everything an Elector reports, which tests wait on through channels, a
+// scriptable fault-injecting backends.Locker, [Locker], and [Terms], the
+// terms of several Electors run over a real store, checked for overlaps
+// and tokens that do not increase.
 //
 // Nothing in it polls: every wait blocks on a channel that the recorder or
 // the locker closes when something changes, bounded by the caller's

@@ -3,15 +3,20 @@ package electortest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/electortest"
 )
 
@@ -74,4 +79,58 @@ func TestLockerFaults(t *testing.T) {
 	if err := l.AwaitCount(ctx, electortest.Renew, 1); err != nil {
 		t.Error(err)
 	}
+}
+
+// errorsOf is a testing.TB that keeps what Errorf reports.
+type errorsOf struct {
+	testing.TB
+	got []string
+}
+
+func (e *errorsOf) Helper() {}
+func (e *errorsOf) Errorf(format string, args ...any) {
+	e.got = append(e.got, fmt.Sprintf(format, args...))
+}
+
+// TestTermsCheck: Terms records terms and refused attempts as the
+// callbacks it installs report them, and Check reports a term that began
+// while another of its slot ran, with a lower token.
+func TestTermsCheck(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clk := clock.NewMock()
+	ts := electortest.NewTerms(clk)
+	var a, b elector.Config
+	ts.Install(&a, "a")
+	ts.Install(&b, "b")
+	actx, aend := context.WithCancel(ctx)
+	bctx, bend := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { a.OnElected(actx, elector.Term{Token: 5}) })
+	if who := ts.Next(t, ctx); who != "a" {
+		t.Fatalf("Next = %s, want a", who)
+	}
+	clk.Add(time.Second)
+	wg.Go(func() { b.OnElected(bctx, elector.Term{Token: 4}) })
+	ts.Next(t, ctx)
+	if got := ts.Leading(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("Leading = %v, want [a b]", got)
+	}
+	a.Trace.ElectionLost(backends.ClassLost, 0)
+	if n := ts.Lost("a"); n != 1 {
+		t.Errorf("Lost(a) = %d, want 1", n)
+	}
+	clk.Add(time.Second)
+	aend()
+	electortest.Await(t, ctx, "a's term ends", func() bool { return slices.Equal(ts.Leading(), []string{"b"}) }, ts)
+	rec := &errorsOf{TB: t}
+	all := ts.Check(rec)
+	if len(rec.got) != 2 {
+		t.Errorf("Check reported %q, want an overlap and a token going down", rec.got)
+	}
+	if len(all) != 2 || all[0].Who != "a" || all[0].End.IsZero() || all[1].Who != "b" || !all[1].End.IsZero() {
+		t.Errorf("Check returned %+v, want a's ended term, then b's running one", all)
+	}
+	bend()
+	wg.Wait()
 }
