@@ -99,7 +99,10 @@ func TestElectorHandover(t *testing.T) {
 // TestSlotsResize runs three electors over a two-slot group on the store:
 // two lead, one waits. A Resize to one slot (a compare-and-set of the size
 // entry, which every slot acquisition checks in its transaction) makes the
-// holder of slot 1 step down, and no elector takes slot 1 again.
+// holder of slot 1 step down. The two electors that do not lead then keep
+// trying, and the test waits until each has been refused twice since the
+// step-down, a TTL or so apart: the recorded terms must show no term on
+// slot 1 begun after the Resize, and none running.
 func TestSlotsResize(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
@@ -112,8 +115,11 @@ func TestSlotsResize(t *testing.T) {
 		}
 		return g
 	}
+	var names []string
 	for i := range 3 {
-		startElector(t, group(), "grp", fmt.Sprintf("node-%d", i), ts)
+		who := fmt.Sprintf("node-%d", i)
+		names = append(names, who)
+		startElector(t, group(), "grp", who, ts)
 	}
 	ts.Next(t, within(t, 10*time.Second))
 	ts.Next(t, within(t, 10*time.Second))
@@ -121,31 +127,38 @@ func TestSlotsResize(t *testing.T) {
 		t.Fatalf("leading = %v, want two", got)
 	}
 	admin := group()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := within(t, 20*time.Second)
 	if err := admin.Resize(ctx, "grp", 1); err != nil {
 		t.Fatalf("Resize: %v", err)
 	}
-	for len(ts.Leading()) != 1 { // the holder of slot 1 steps down at its next renewal
-		select {
-		case <-ctx.Done():
-			t.Fatalf("leading after Resize to 1 = %v, want one", ts.Leading())
-		case <-time.After(20 * time.Millisecond): // polling the recorder, not timing
+	resized := wall.Now()
+	// The holder of slot 1 steps down at its next renewal.
+	electortest.Await(t, ctx, "one leader after Resize(1)", func() bool { return len(ts.Leading()) == 1 }, ts)
+	leader := ts.Leading()[0]
+	refused := map[string]int{}
+	for _, who := range names {
+		if who != leader {
+			refused[who] = ts.Lost(who)
 		}
 	}
-	// A TTL and more later, slot 1 is still free: no elector took it.
-	waitUntil := wall.Now().Add(2 * electionTTL)
-	for wall.Now().Before(waitUntil) {
-		if got := ts.Leading(); len(got) != 1 {
-			t.Fatalf("leading %v after Resize to 1", got)
+	electortest.Await(t, ctx, "each follower refused twice since the step-down, or a second leader", func() bool {
+		if len(ts.Leading()) > 1 {
+			return true // reported below
 		}
-		time.Sleep(50 * time.Millisecond) // sampling who leads for two TTLs, not timing
-	}
-	ts.Check(t)
+		for who, n := range refused {
+			if ts.Lost(who) < n+2 {
+				return false
+			}
+		}
+		return true
+	}, ts)
 	for _, tm := range ts.Check(t) {
-		if tm.Slot == 1 && tm.Start.After(waitUntil.Add(-2*electionTTL)) {
+		if tm.Slot == 1 && (tm.End.IsZero() || tm.Start.After(resized)) {
 			t.Errorf("%s took slot 1 (token %d) after the Resize", tm.Who, tm.Token)
 		}
+	}
+	if got := ts.Leading(); len(got) != 1 {
+		t.Errorf("leading %v after Resize(1), want one", got)
 	}
 }
 
