@@ -169,6 +169,9 @@ const cols = `key, value, rev, create_rev, ttl_ms, beat`
 
 type statements struct {
 	get, list, insert, number, takeover, cas, keepAlive, keepAliveMany, del string
+
+	// Txn's, in the order it sends them (see Txn).
+	txnLock, txnPlace, txnRead, txnPut, txnDelete, txnClean string
 }
 
 func newStatements(n names) statements {
@@ -201,6 +204,19 @@ func newStatements(n names) statements {
 			l AS (SELECT t.key, v.rev, v.ttl FROM ` + n.tbl + ` t JOIN v ON t.key = v.key AND t.rev = v.rev ORDER BY t.key FOR UPDATE OF t)
 			UPDATE ` + n.tbl + ` t SET ttl_ms = l.ttl, beat = t.beat + 1 FROM l WHERE t.key = l.key AND t.rev = l.rev RETURNING ` + prefixed("t"),
 		del: `DELETE FROM ` + n.tbl + ` WHERE key = $1 AND rev = $2 RETURNING ` + cols,
+
+		txnLock:  `SELECT pg_advisory_xact_lock(hashtextextended(k, $2)) FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i`,
+		txnPlace: `INSERT INTO ` + n.tbl + ` (` + cols + `) SELECT k, '', 0, 0, 0, 0 FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i ON CONFLICT (key) DO NOTHING`,
+		txnRead:  `SELECT ` + cols + ` FROM ` + n.tbl + ` WHERE key = ANY($1) ORDER BY key FOR UPDATE`,
+		// A put keeps the token of an entry that is live, and is a create
+		// (a new token) over a placeholder or an expired entry.
+		txnPut: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
+			UPDATE ` + n.tbl + ` t SET value = $2, rev = r.rev,
+				create_rev = CASE WHEN $4 THEN t.create_rev ELSE r.rev END,
+				ttl_ms = $3, beat = t.beat + 1
+			FROM r WHERE t.key = $1 RETURNING ` + prefixed("t"),
+		txnDelete: `DELETE FROM ` + n.tbl + ` WHERE key = $1`,
+		txnClean:  `DELETE FROM ` + n.tbl + ` WHERE key = ANY($1) AND rev = 0`,
 	}
 }
 

@@ -23,13 +23,19 @@ import (
 //  4. the conditions judged on those rows, then the writes; placeholders
 //     left over are deleted before the commit and never seen by anyone.
 //
+// The statements are pipelined: begin and steps 1 to 3 go out together,
+// and so do the writes, the placeholders' removal and the commit, so a
+// transaction is two round trips however many keys it holds (a third
+// steps 2 and 3 again, in the rare case that a row went between the two).
+//
 // The conditions are first checked alone: one SELECT of every key, a
 // snapshot of one instant, and no locks. A transaction they refuse ends
-// there, having cost one statement: most transactions a follower sends
+// there, having cost one round trip: most transactions a follower sends
 // meet a held claim, and taking locks and writing placeholders only to
-// roll them back would cost the server five statements each time. A
+// roll them back would cost the server a transaction each time. A
 // transaction without operations only checks. Conditions that hold are
-// checked again under the locks, which decide.
+// checked again under the locks, which decide; a committed transaction
+// with conditions is three round trips.
 //
 // A serialization failure or deadlock reported by the server is transient
 // (ErrUnavailable): nothing was written.
@@ -62,45 +68,26 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		return backends.TxnResult{Entries: []backends.Entry{}}, nil
 	}
 
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return backends.TxnResult{}, mapError("txn", keys[0], err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
 	fail := func(err error) (backends.TxnResult, error) {
 		return backends.TxnResult{}, mapError("txn", keys[0], err)
 	}
-
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(k, $2)) FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i`, keys, s.n.lockSeed); err != nil {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
 		return fail(err)
 	}
-	// A row can vanish between the insert that found it and the read that
-	// locks it (a release); insert and read again until every key has its
-	// row locked. Only single-row writes interleave here: other
-	// transactions over these keys wait on the advisory locks.
-	byKey := make(map[string]row, len(keys))
-	for range createTries {
-		if _, err := tx.Exec(ctx, `INSERT INTO `+s.n.tbl+` (`+cols+`) SELECT k, '', 0, 0, 0, 0 FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i ON CONFLICT (key) DO NOTHING`, keys); err != nil {
-			return fail(err)
+	// Released to the pool only with no transaction open: the pool drops
+	// a connection left in one, as after a failed rollback.
+	defer pc.Release()
+	conn := pc.Conn()
+	defer func() {
+		if conn.PgConn().TxStatus() != 'I' && !conn.IsClosed() {
+			conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
-		rows, err := tx.Query(ctx, `SELECT `+cols+` FROM `+s.n.tbl+` WHERE key = ANY($1) ORDER BY key FOR UPDATE`, keys)
-		if err != nil {
-			return fail(err)
-		}
-		for rows.Next() {
-			x, err := scanRow(rows)
-			if err != nil {
-				rows.Close()
-				return fail(err)
-			}
-			byKey[x.key] = x
-		}
-		if err := rows.Err(); err != nil {
-			return fail(err)
-		}
-		if len(byKey) == len(keys) {
-			break
-		}
+	}()
+
+	byKey, err := s.lockRows(ctx, conn, keys)
+	if err != nil {
+		return fail(err)
 	}
 	now := s.clk.Now()
 	type state struct {
@@ -136,8 +123,10 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		return backends.TxnResult{}, fmt.Errorf("postgres: %w", ce)
 	}
 
+	// The writes, the removal of the placeholders left over and the commit
+	// go out together.
+	b := &pgx.Batch{}
 	res := backends.TxnResult{Entries: make([]backends.Entry, len(ops))}
-	written := make([]row, 0, len(ops))
 	for i, o := range ops {
 		cur := st[o.Key]
 		switch o.Kind {
@@ -146,32 +135,53 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 			if v == nil {
 				v = []byte{}
 			}
-			x, err := scanRow(tx.QueryRow(ctx, `WITH r AS (SELECT nextval('`+s.n.seq+`') AS rev)
-				UPDATE `+s.n.tbl+` t SET value = $2, rev = r.rev,
-					create_rev = CASE WHEN $4 THEN t.create_rev ELSE r.rev END,
-					ttl_ms = $3, beat = t.beat + 1
-				FROM r WHERE t.key = $1 RETURNING `+prefixed("t"), o.Key, v, ttlMS(o.TTL), cur.live))
-			if err != nil {
-				return fail(err)
-			}
-			written = append(written, x)
-			ttl := msDuration(x.ttlMS)
-			res.Entries[i] = backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: ttl, Remaining: ttl}
+			b.Queue(s.sq.txnPut, o.Key, v, ttlMS(o.TTL), cur.live)
 		case backends.OpDelete:
 			if cur.live {
-				if _, err := tx.Exec(ctx, `DELETE FROM `+s.n.tbl+` WHERE key = $1`, o.Key); err != nil {
-					return fail(err)
-				}
+				b.Queue(s.sq.txnDelete, o.Key)
 				res.Entries[i] = backends.Entry{Key: o.Key, Revision: cur.x.rev, CreateRevision: cur.x.createRev}
 			} else {
 				res.Entries[i] = backends.Entry{Key: o.Key}
 			}
 		}
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM `+s.n.tbl+` WHERE key = ANY($1) AND rev = 0`, keys); err != nil {
-		return fail(err)
+	b.Queue(s.sq.txnClean, keys)
+	b.Queue("COMMIT")
+	written := make([]row, 0, len(ops))
+	br := conn.SendBatch(ctx, b)
+	err = func() error {
+		for i, o := range ops {
+			switch {
+			case o.Kind == backends.OpPut:
+				x, err := scanRow(br.QueryRow())
+				if err != nil {
+					return err
+				}
+				written = append(written, x)
+				ttl := msDuration(x.ttlMS)
+				res.Entries[i] = backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: ttl, Remaining: ttl}
+			case res.Entries[i].Revision != 0:
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		if tag.String() != "COMMIT" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err != nil {
 		return fail(err)
 	}
 	now = s.clk.Now()
@@ -184,6 +194,55 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		}
 	}
 	return res, nil
+}
+
+// lockRows begins a read-committed transaction on conn and locks the row
+// of every key, inserting a placeholder (rev 0) for a key that has none,
+// and returns the rows by key: one round trip, or more if a row went
+// between its insert and its read. A key missing from the result kept
+// vanishing.
+func (s *Store) lockRows(ctx context.Context, conn *pgx.Conn, keys []string) (map[string]row, error) {
+	byKey := make(map[string]row, len(keys))
+	for try := range createTries {
+		b := &pgx.Batch{}
+		if try == 0 {
+			b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+			b.Queue(s.sq.txnLock, keys, s.n.lockSeed)
+		}
+		b.Queue(s.sq.txnPlace, keys)
+		b.Queue(s.sq.txnRead, keys)
+		br := conn.SendBatch(ctx, b)
+		err := func() error {
+			for range b.Len() - 1 {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				x, err := scanRow(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				byKey[x.key] = x
+			}
+			return rows.Err()
+		}()
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(byKey) == len(keys) {
+			break
+		}
+	}
+	return byKey, nil
 }
 
 // checkOnly checks conds against one read of keys.

@@ -168,3 +168,47 @@ func TestRefusedAcquisitionCost(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnRoundTrips: a transaction that commits is three round trips
+// whatever it holds: the conditions checked alone, then (pipelined) begin,
+// the advisory locks, the placeholder rows and the locking read, then
+// (pipelined) the writes, the placeholders' removal and the commit. One
+// without conditions skips the check. Each statement was its own round
+// trip: seven for a put under a condition, eight with the check.
+func TestTxnRoundTrips(t *testing.T) {
+	srv := sharedServer(t)
+	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
+	ctx := testCtx(t)
+	s, c := countedStore(t, dsn, tbl)
+	put := func(key string) backends.Op {
+		return backends.Op{Kind: backends.OpPut, Key: key, Value: []byte("v"), TTL: time.Minute}
+	}
+	cases := []struct {
+		name  string
+		conds func(round int) []backends.Cond
+		ops   func(round int) []backends.Op
+		trips int64
+	}{
+		{"put if absent", func(r int) []backends.Cond {
+			return []backends.Cond{{Key: fmt.Sprint("a", r)}, {Key: fmt.Sprint("a", r, "/size")}}
+		},
+			func(r int) []backends.Op { return []backends.Op{put(fmt.Sprint("a", r))} }, 3},
+		{"two puts, no condition", func(int) []backends.Cond { return nil },
+			func(r int) []backends.Op { return []backends.Op{put(fmt.Sprint("b", r)), put(fmt.Sprint("c", r))} }, 2},
+		{"delete and put", func(r int) []backends.Cond { return []backends.Cond{{Key: fmt.Sprint("d", r)}} },
+			func(r int) []backends.Op {
+				return []backends.Op{{Kind: backends.OpDelete, Key: fmt.Sprint("b", r)}, put(fmt.Sprint("d", r))}
+			}, 3},
+	}
+	for round := range 3 { // the first round prepares the statements on the connection
+		for _, tc := range cases {
+			c.read()
+			if _, err := s.Txn(ctx, tc.conds(round), tc.ops(round)); err != nil {
+				t.Fatalf("round %d, %s: %v", round, tc.name, err)
+			}
+			if _, writes := c.read(); round > 0 && writes != tc.trips {
+				t.Errorf("round %d, %s: %d round trips, want %d", round, tc.name, writes, tc.trips)
+			}
+		}
+	}
+}
