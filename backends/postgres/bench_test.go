@@ -39,8 +39,9 @@ const (
 	benchFailover = 4
 )
 
-// stmtCounter counts the statements a pool sends, and among them the
-// keep-alive statements (one per renewal, or one per batch).
+// stmtCounter counts the statements a pool sends, batched ones included,
+// and among them the keep-alive statements (one per renewal, or one per
+// batch).
 type stmtCounter struct{ n, renew atomic.Int64 }
 
 func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
@@ -51,6 +52,16 @@ func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tr
 	return ctx
 }
 func (c *stmtCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// The statements of a batch (a create's, a transaction's) are not queries
+// to a tracer: each is counted as its answer is read.
+func (c *stmtCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (c *stmtCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	c.n.Add(1)
+}
+func (c *stmtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // countingStore counts KeepAlive calls: the renewals.
 type countingStore struct {
