@@ -97,6 +97,56 @@ func takeOver(t *testing.T, s *etcd.Store, key string, ttl time.Duration, limit 
 	return got, at
 }
 
+// heldClaim is where the fault tests that cut a holder off start from: the
+// holder holds "claim" with a 1 s lease through a store on member h, and
+// other is a store on a second member, neither of the two the etcd leader.
+type heldClaim struct {
+	c      *etcdtest.Cluster
+	wall   clock.Clock
+	h      int
+	holder *etcd.Store
+	other  *etcd.Store
+	sent   time.Time      // when the holder's create was sent
+	e      backends.Entry // the holder's claim
+}
+
+func holdClaim(t *testing.T, c *etcdtest.Cluster, opts ...etcd.Option) *heldClaim {
+	t.Helper()
+	hc := &heldClaim{c: c, wall: clock.New()}
+	prefix := newPrefix(t)
+	hc.h = nonLeader(t, c)
+	o := nonLeader(t, c, hc.h)
+	hc.holder = memberStore(t, c, hc.h, prefix, opts...)
+	hc.other = memberStore(t, c, o, prefix, opts...)
+	hc.sent = hc.wall.Now()
+	hc.e = mustCreate(t, hc.holder, "claim", "holder", time.Second)
+	return hc
+}
+
+// deadline is the holder's deadline, without a safety margin.
+func (hc *heldClaim) deadline() time.Time { return hc.sent.Add(hc.e.TTL) }
+
+// takeOverThenHeal has the other store take the claim over with ttl,
+// checks that it did so no sooner than the holder's deadline and with a
+// higher token, then calls heal to let the holder be heard again and waits
+// until the holder learns it lost. It returns the taker's entry.
+func (hc *heldClaim) takeOverThenHeal(t *testing.T, ttl time.Duration, heal func()) backends.Entry {
+	t.Helper()
+	taken, at := takeOver(t, hc.other, "claim", ttl, 10*time.Second, hc.wall)
+	if at.Before(hc.deadline()) {
+		t.Errorf("taken over %v before the holder's deadline: overlap", hc.deadline().Sub(at))
+	}
+	if taken.CreateRevision <= hc.e.CreateRevision {
+		t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, hc.e.CreateRevision)
+	}
+	heal()
+	waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
+		_, err := hc.holder.KeepAlive(ctx, "claim", hc.e.Revision, time.Second)
+		return backends.Classify(err) == backends.ClassLost
+	})
+	return taken
+}
+
 // TestFaultBlackholedHolder: the holder's member stops answering it. Its
 // requests fail as transient; the server expires its lease; another process
 // takes the claim over no sooner than the holder's own deadline, with a
@@ -104,40 +154,15 @@ func takeOver(t *testing.T, s *etcd.Store, key string, ttl time.Duration, limit 
 func TestFaultBlackholedHolder(t *testing.T) {
 	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-			c := start(t)
-			wall := clock.New()
-			prefix := newPrefix(t)
-			h := nonLeader(t, c)
-			o := nonLeader(t, c, h)
-			holder := memberStore(t, c, h, prefix, opts...)
-			other := memberStore(t, c, o, prefix, opts...)
-			ctx := testContext(t)
-
-			sent := wall.Now()
-			e := mustCreate(t, holder, "claim", "holder", time.Second)
-			deadline := sent.Add(e.TTL) // the holder's deadline, without a safety margin
-
-			c.Blackhole(h)
-			rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
+			hc := holdClaim(t, start(t), opts...)
+			hc.c.Blackhole(hc.h)
+			rctx, cancel := context.WithTimeout(testContext(t), 300*time.Millisecond)
+			_, err := hc.holder.KeepAlive(rctx, "claim", hc.e.Revision, time.Second)
 			cancel()
 			if err == nil || backends.Classify(err) != backends.ClassTransient {
 				t.Errorf("KeepAlive through a blackholed member = %v, want a transient error", err)
 			}
-
-			taken, at := takeOver(t, other, "claim", time.Second, 10*time.Second, wall)
-			if at.Before(deadline) {
-				t.Errorf("taken over %v before the holder's deadline: overlap", deadline.Sub(at))
-			}
-			if taken.CreateRevision <= e.CreateRevision {
-				t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
-			}
-
-			c.Unblackhole(h)
-			waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
-				_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
-				return backends.Classify(err) == backends.ClassLost
-			})
+			hc.takeOverThenHeal(t, time.Second, func() { hc.c.Unblackhole(hc.h) })
 		})
 	})
 }
@@ -148,18 +173,9 @@ func TestFaultBlackholedHolder(t *testing.T) {
 func TestFaultPartitionedMember(t *testing.T) {
 	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-			c := start(t)
-			wall := clock.New()
-			prefix := newPrefix(t)
-			h := nonLeader(t, c)
-			o := nonLeader(t, c, h)
-			holder := memberStore(t, c, h, prefix, opts...)
-			other := memberStore(t, c, o, prefix, opts...)
+			hc := holdClaim(t, start(t), opts...)
 			ctx := testContext(t)
-
-			sent := wall.Now()
-			e := mustCreate(t, holder, "claim", "holder", time.Second)
-			c.Partition(h)
+			hc.c.Partition(hc.h)
 
 			// Transactions fail at once with "no leader"; reads and lease requests
 			// are retried by the client until their deadline (with more endpoints it
@@ -167,40 +183,29 @@ func TestFaultPartitionedMember(t *testing.T) {
 			waitFor(t, 5*time.Second, "partitioned member refuses writes with ErrUnavailable", func(ctx context.Context) bool {
 				rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 				defer cancel()
-				_, err := holder.CreateIfAbsent(rctx, "probe", []byte("x"), 0)
+				_, err := hc.holder.CreateIfAbsent(rctx, "probe", []byte("x"), 0)
 				if err == nil {
 					t.Fatalf("CreateIfAbsent on a partitioned member succeeded")
 				}
 				return errors.Is(err, backends.ErrUnavailable)
 			})
 			rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			_, err := holder.KeepAlive(rctx, "claim", e.Revision, time.Second)
+			_, err := hc.holder.KeepAlive(rctx, "claim", hc.e.Revision, time.Second)
 			cancel()
 			// A renewal of the store's own entry is a keep-alive alone; once
 			// its lease may be close to its expiry (half of a short lease
 			// after the create's grant, at the earliest), the store refuses to
 			// send it and reports the claim lost, in both lease modes, before
 			// the member could refuse it.
-			late := wall.Since(sent) >= e.TTL/2
+			late := hc.wall.Since(hc.sent) >= hc.e.TTL/2
 			if c := backends.Classify(err); c != backends.ClassTransient && (c != backends.ClassLost || !late) {
 				t.Errorf("KeepAlive on a partitioned member = %v, want a transient error", err)
 			}
 
-			// The taker's claim must outlive the heal below: the holder's create
-			// must meet a live claim however long the healed member takes.
-			taken, at := takeOver(t, other, "claim", 30*time.Second, 10*time.Second, wall)
-			if at.Before(sent.Add(e.TTL)) {
-				t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
-			}
-			if taken.CreateRevision <= e.CreateRevision {
-				t.Errorf("token after takeover %d, want > %d", taken.CreateRevision, e.CreateRevision)
-			}
-			c.Heal(h)
-			waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
-				_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
-				return backends.Classify(err) == backends.ClassLost
-			})
-			if _, err := holder.CreateIfAbsent(ctx, "claim", []byte("again"), time.Second); !errors.Is(err, backends.ErrExists) {
+			// The taker's claim must outlive the heal: the holder's create
+			// below must meet a live claim however long the healed member takes.
+			hc.takeOverThenHeal(t, 30*time.Second, func() { hc.c.Heal(hc.h) })
+			if _, err := hc.holder.CreateIfAbsent(ctx, "claim", []byte("again"), time.Second); !errors.Is(err, backends.ErrExists) {
 				t.Errorf("holder's create while the other holds = %v, want ErrExists", err)
 			}
 		})
@@ -213,37 +218,22 @@ func TestFaultPartitionedMember(t *testing.T) {
 func TestFaultMemberRestart(t *testing.T) {
 	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
-			c := start(t)
-			wall := clock.New()
-			prefix := newPrefix(t)
-			h := nonLeader(t, c)
-			o := nonLeader(t, c, h)
-			holder := memberStore(t, c, h, prefix, opts...)
-			other := memberStore(t, c, o, prefix, opts...)
+			hc := holdClaim(t, start(t), opts...)
 			ctx := testContext(t)
-
-			sent := wall.Now()
-			e := mustCreate(t, holder, "claim", "holder", time.Second)
-			c.Stop(h)
-			// The taker's claim must outlive the restart below.
-			taken, at := takeOver(t, other, "claim", 10*time.Second, 10*time.Second, wall)
-			if at.Before(sent.Add(e.TTL)) {
-				t.Errorf("taken over %v before the holder's deadline", sent.Add(e.TTL).Sub(at))
-			}
-			c.Restart(t, h)
-			if _, err := c.WaitLeader(ctx); err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, 10*time.Second, "holder hears it lost", func(ctx context.Context) bool {
-				_, err := holder.KeepAlive(ctx, "claim", e.Revision, time.Second)
-				return backends.Classify(err) == backends.ClassLost
+			hc.c.Stop(hc.h)
+			// The taker's claim must outlive the restart.
+			taken := hc.takeOverThenHeal(t, 10*time.Second, func() {
+				hc.c.Restart(t, hc.h)
+				if _, err := hc.c.WaitLeader(ctx); err != nil {
+					t.Fatal(err)
+				}
 			})
-			if err := other.CompareAndDelete(ctx, "claim", taken.Revision); err != nil {
+			if err := hc.other.CompareAndDelete(ctx, "claim", taken.Revision); err != nil {
 				t.Fatalf("release: %v", err)
 			}
-			again := mustCreate(t, holder, "claim", "holder", time.Second)
-			if !(e.CreateRevision < taken.CreateRevision && taken.CreateRevision < again.CreateRevision) {
-				t.Errorf("tokens %d, %d, %d across the restart, want strictly increasing", e.CreateRevision, taken.CreateRevision, again.CreateRevision)
+			again := mustCreate(t, hc.holder, "claim", "holder", time.Second)
+			if !(hc.e.CreateRevision < taken.CreateRevision && taken.CreateRevision < again.CreateRevision) {
+				t.Errorf("tokens %d, %d, %d across the restart, want strictly increasing", hc.e.CreateRevision, taken.CreateRevision, again.CreateRevision)
 			}
 		})
 	})
