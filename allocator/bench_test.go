@@ -70,7 +70,7 @@ func BenchmarkNewIDs(b *testing.B) {
 	b.Run("filestore", func(b *testing.B) {
 		dir := b.TempDir()
 		benchNewIDs(b, func(int) backends.Store {
-			s, err := filestore.Open(dir)
+			s, err := filestore.Open(context.Background(), dir)
 			if err != nil {
 				b.Fatal(err)
 			}

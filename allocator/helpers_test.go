@@ -50,7 +50,7 @@ var storeKinds = []struct {
 	{"memstore", func(t testing.TB) (backends.Store, *clocktest.Clock) { return newMem(t) }},
 	{"filestore", func(t testing.TB) (backends.Store, *clocktest.Clock) {
 		clk := clocktest.New(epoch)
-		s, err := filestore.Open(t.TempDir(), filestore.WithClock("boot", clk))
+		s, err := filestore.Open(context.Background(), t.TempDir(), filestore.WithClock("boot", clk))
 		if err != nil {
 			t.Fatal(err)
 		}

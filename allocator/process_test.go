@@ -34,7 +34,7 @@ const (
 // and on the line "release" on stdin releases them all, closes and prints
 // "released". It runs on the real clock.
 func runChild() error {
-	s, err := filestore.Open(os.Getenv(envDir))
+	s, err := filestore.Open(context.Background(), os.Getenv(envDir))
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func TestProcessesFilestore(t *testing.T) {
 		got[i] = p.ids
 	}
 	checkAgreement(t, got)
-	s, err := filestore.Open(dir)
+	s, err := filestore.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestProcessKilledFreesIDs(t *testing.T) {
 	p := startProc(t, dir, "victim", time.Second, 1, keys, keys)
 	p.await(ctx, "allocated")
 
-	s, err := filestore.Open(dir)
+	s, err := filestore.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package failuremodes_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -154,7 +155,7 @@ func TestFM12AnyHolderIDRoundTrips(t *testing.T) {
 	}{
 		{"memstore", func(t *testing.T, clk *clocktest.Clock) backends.Store { return memstore.New(memstore.WithClock(clk)) }},
 		{"filestore", func(t *testing.T, clk *clocktest.Clock) backends.Store {
-			s, err := filestore.Open(t.TempDir(), filestore.WithClock("fm-boot", clk))
+			s, err := filestore.Open(context.Background(), t.TempDir(), filestore.WithClock("fm-boot", clk))
 			if err != nil {
 				t.Fatal(err)
 			}

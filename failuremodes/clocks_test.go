@@ -1,6 +1,7 @@
 package failuremodes_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestFM28ClockJumps(t *testing.T) {
 		clk := clocktest.New(time.Time{})
 		mem := memstore.New(memstore.WithClock(clk))
 		defer mem.Close()
-		host, err := filestore.Open(t.TempDir()) // the host's own judge
+		host, err := filestore.Open(context.Background(), t.TempDir()) // the host's own judge
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,7 +68,7 @@ func TestFM19FileStoreCrashLeftovers(t *testing.T) {
 	t.Run("filestore: dead lock holder and orphan temp file", func(t *testing.T) {
 		dir := t.TempDir()
 		w := newWorldOn(t, func(clk *clocktest.Clock) backends.Store {
-			s, err := filestore.Open(dir, filestore.WithClock("fm-boot", clk))
+			s, err := filestore.Open(context.Background(), dir, filestore.WithClock("fm-boot", clk))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,7 +262,7 @@ func TestFM27HiddenCapabilityFailsClosed(t *testing.T) {
 	clk := clocktest.New(time.Time{})
 	mem := memstore.New(memstore.WithClock(clk))
 	defer mem.Close()
-	fs, err := filestore.Open(t.TempDir(), filestore.WithClock("fm-boot", clk))
+	fs, err := filestore.Open(context.Background(), t.TempDir(), filestore.WithClock("fm-boot", clk))
 	if err != nil {
 		t.Fatal(err)
 	}

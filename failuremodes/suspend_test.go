@@ -1,6 +1,7 @@
 package failuremodes_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestFM31HostSuspend(t *testing.T) {
 			}
 			w := newWorldOn(t, func(clk *clocktest.Clock) backends.Store {
 				host = newWallClock(clk, 0)
-				s, err := filestore.Open(t.TempDir(), filestore.WithClock("fm-boot", pick(clk, tt.judgeRuns)))
+				s, err := filestore.Open(context.Background(), t.TempDir(), filestore.WithClock("fm-boot", pick(clk, tt.judgeRuns)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -111,7 +112,7 @@ func TestFM31HostSuspend(t *testing.T) {
 		// backends/filestore's TestSuspendedHostKeepsTheHolder runs it on
 		// the real clocks, with a child process whose CLOCK_BOOTTIME reads
 		// as after a suspend.
-		s, err := filestore.Open(t.TempDir())
+		s, err := filestore.Open(context.Background(), t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}

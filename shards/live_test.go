@@ -1,6 +1,7 @@
 package shards_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func liveTiming() elector.Config {
 func filestores(t testing.TB) func(int) backends.Store {
 	dir := t.TempDir()
 	return func(int) backends.Store {
-		s, err := filestore.Open(dir)
+		s, err := filestore.Open(context.Background(), dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,7 +58,7 @@ func runChild() error {
 		count = n
 	}
 	quiet := os.Getenv(childQuiet) != ""
-	store, err := filestore.Open(os.Getenv(childDir))
+	store, err := filestore.Open(context.Background(), os.Getenv(childDir))
 	if err != nil {
 		return err
 	}

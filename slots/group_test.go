@@ -33,7 +33,7 @@ var stores = []storeCase{
 		return s
 	}},
 	{"filestore", func(t *testing.T, clk *clocktest.Clock) backends.Store {
-		s, err := filestore.Open(t.TempDir(), filestore.WithClock("boot-1", clk))
+		s, err := filestore.Open(context.Background(), t.TempDir(), filestore.WithClock("boot-1", clk))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -16,7 +17,7 @@ func TestConformance(t *testing.T) {
 	clk := newFakeClock()
 	open := func(t *testing.T, dir string) backends.Store {
 		t.Helper()
-		s, err := Open(dir, WithClock(testBoot, clk), WithCreate())
+		s, err := Open(context.Background(), dir, WithClock(testBoot, clk), WithCreate())
 		if err != nil {
 			t.Fatalf("Open(%s): %v", dir, err)
 		}

@@ -71,7 +71,7 @@ func BenchmarkRawPublish(b *testing.B) {
 }
 
 func benchStore(b *testing.B) *Store {
-	s, err := Open(filepath.Join(b.TempDir(), "store"), WithCreate())
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "store"), WithCreate())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func BenchmarkVersusRaw(b *testing.B) {
 // p99) and to the child's successful create.
 func BenchmarkHandover(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "store")
-	s, err := Open(dir, WithCreate())
+	s, err := Open(context.Background(), dir, WithCreate())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func pct(ds []time.Duration, p int) float64 {
 // says "event", takes the claim ("took <token>") and releases it again
 // ("released").
 func childHandover() error {
-	s, err := Open(os.Getenv(envDir), WithCreate())
+	s, err := Open(context.Background(), os.Getenv(envDir), WithCreate())
 	if err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func BenchmarkLockHold(b *testing.B) {
 // (dir-syncs/write).
 func BenchmarkBurst(b *testing.B) {
 	const keys = 64
-	s, err := Open(filepath.Join(b.TempDir(), "store"), WithCreate())
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "store"), WithCreate())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -31,7 +31,7 @@ const (
 //	delete <key> <rev>    -> "deleted"
 //	incr <key> <n>        -> "incremented" after n successful CAS increments
 func childRacer() error {
-	s, err := Open(os.Getenv(envDir), WithCreate())
+	s, err := Open(context.Background(), os.Getenv(envDir), WithCreate())
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func childCrash() error {
 		io.Copy(io.Discard, os.Stdin) // blocks until the parent goes away
 		os.Exit(3)
 	}
-	s, err := Open(os.Getenv(envDir), WithCreate())
+	s, err := Open(context.Background(), os.Getenv(envDir), WithCreate())
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func TestKilledAtEveryStep(t *testing.T) {
 		for i, st := range writeSteps {
 			t.Run(o.op+"/"+string(st), func(t *testing.T) {
 				dir := t.TempDir()
-				s, err := Open(dir, WithCreate())
+				s, err := Open(context.Background(), dir, WithCreate())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -100,7 +100,7 @@ func TestKilledAtEveryStep(t *testing.T) {
 				if got, want := c.recv(ctx), "at "+string(st); got != want {
 					t.Fatalf("child said %q, want %q", got, want)
 				}
-				s2, err := Open(dir, WithCreate()) // a peer opening meanwhile must not touch the live writer's temp file
+				s2, err := Open(context.Background(), dir, WithCreate()) // a peer opening meanwhile must not touch the live writer's temp file
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -122,7 +122,7 @@ func TestKilledAtEveryStep(t *testing.T) {
 
 				c.kill()
 
-				s3, err := Open(dir, WithCreate())
+				s3, err := Open(context.Background(), dir, WithCreate())
 				if err != nil {
 					t.Fatal(err)
 				}

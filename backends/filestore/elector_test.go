@@ -32,7 +32,7 @@ const (
 //
 // The samples let the parent check that no two processes lead at once.
 func childElector() error {
-	s, err := Open(os.Getenv(envDir), WithCreate())
+	s, err := Open(context.Background(), os.Getenv(envDir), WithCreate())
 	if err != nil {
 		return err
 	}

@@ -23,13 +23,13 @@ func Example() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	a, err := filestore.Open(dir)
+	a, err := filestore.Open(ctx, dir)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer a.Close()
-	b, err := filestore.Open(dir)
+	b, err := filestore.Open(ctx, dir)
 	if err != nil {
 		fmt.Println(err)
 		return

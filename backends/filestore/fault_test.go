@@ -147,7 +147,7 @@ func childNoSpace() error {
 		fmt.Printf("skip mounting a tmpfs in a private mount namespace: %v\n", err)
 		return nil
 	}
-	s, err := Open(filepath.Join(mnt, "store"), WithCreate())
+	s, err := Open(context.Background(), filepath.Join(mnt, "store"), WithCreate())
 	if err != nil {
 		return err
 	}
@@ -239,7 +239,7 @@ func childReadOnly() error {
 	}
 	dir := filepath.Join(mnt, "store")
 	clk := newFakeClock()
-	s, err := Open(dir, WithClock(testBoot, clk), WithCreate())
+	s, err := Open(context.Background(), dir, WithClock(testBoot, clk), WithCreate())
 	if err != nil {
 		return err
 	}
@@ -300,14 +300,14 @@ func childReadOnly() error {
 			return nil
 		}},
 		{"open the store: refused", func() error {
-			ro, err := Open(dir, WithClock(testBoot, clk), WithCreate())
+			ro, err := Open(context.Background(), dir, WithClock(testBoot, clk), WithCreate())
 			if err == nil {
 				ro.Close()
 			}
 			return readOnly(err)
 		}},
 		{"open a new store: refused", func() error {
-			ro, err := Open(filepath.Join(mnt, "other"), WithClock(testBoot, clk), WithCreate())
+			ro, err := Open(context.Background(), filepath.Join(mnt, "other"), WithClock(testBoot, clk), WithCreate())
 			if err == nil {
 				ro.Close()
 			}
@@ -393,7 +393,7 @@ func childPermission() error {
 		return nil
 	}
 	dir := filepath.Join(os.Getenv(envDir), "store")
-	s, err := Open(dir, WithClock(testBoot, newFakeClock()), WithCreate())
+	s, err := Open(context.Background(), dir, WithClock(testBoot, newFakeClock()), WithCreate())
 	if err != nil {
 		return err
 	}
@@ -420,7 +420,7 @@ func childPermission() error {
 	keyFile := filepath.Join(dir, fileName("f"))
 	// open opens dir and returns the error; a store it opens is closed.
 	open := func(dir string) error {
-		o, err := Open(dir, WithClock(testBoot, newFakeClock()), WithCreate())
+		o, err := Open(context.Background(), dir, WithClock(testBoot, newFakeClock()), WithCreate())
 		if err == nil {
 			o.Close()
 		}

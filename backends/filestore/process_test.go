@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,7 +73,7 @@ func TestProcessesRaceForOneKey(t *testing.T) {
 // compare-and-set at once: no increment is lost.
 func TestProcessesIncrementOneCounter(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, WithCreate())
+	s, err := Open(context.Background(), dir, WithCreate())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func childStall() error {
 		fmt.Printf("at %s\n", at)
 		in.Scan()
 	}
-	s, err := Open(os.Getenv(envDir), WithCreate())
+	s, err := Open(context.Background(), os.Getenv(envDir), WithCreate())
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func TestStoppedWriterDoesNotBlockKey(t *testing.T) {
 			t.Run(c.op+"/"+string(st), func(t *testing.T) {
 				ctx := ctxT(t)
 				dir := t.TempDir()
-				s, err := Open(dir, WithCreate())
+				s, err := Open(context.Background(), dir, WithCreate())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -158,12 +158,12 @@ func TestStoppedWriterDoesNotBlockKey(t *testing.T) {
 func TestWriteGivesUpOnABusyKey(t *testing.T) {
 	ctx := ctxT(t)
 	dir := t.TempDir()
-	s, err := Open(dir, WithCreate())
+	s, err := Open(context.Background(), dir, WithCreate())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	other, err := Open(dir, WithCreate())
+	other, err := Open(context.Background(), dir, WithCreate())
 	if err != nil {
 		t.Fatal(err)
 	}

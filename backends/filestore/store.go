@@ -96,7 +96,17 @@ func WithClock(bootID string, c clock.Clock) Option {
 // a lock file it may not open for writing, a read-only filesystem. A store
 // that opens is one the process could take claims in. A store that becomes
 // read-only after Open fails every write the same way; reads go on working.
-func Open(dir string, opts ...Option) (*Store, error) {
+//
+// ctx bounds Open. A ctx already done when Open is called fails it before
+// it touches dir. When ctx ends while a filesystem call has not returned
+// (a hung network mount, a special file in dir that blocks whoever opens
+// it), Open returns an error wrapping backends.ErrUnavailable (transient)
+// and ctx's error; the call left behind ends when the filesystem answers,
+// and Open's remaining steps are not taken.
+func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -120,20 +130,50 @@ func Open(dir string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
+	type opened struct {
+		s   *Store
+		err error
+	}
+	// The steps run on a goroutine of their own so that a filesystem call
+	// that does not return cannot hold the caller past ctx. The goroutine
+	// ends when its last call returns; a Store it opens after Open gave up
+	// holds nothing that needs closing.
+	done := make(chan opened, 1)
+	go func() {
+		s, err := open(ctx, abs, j, o)
+		done <- opened{s, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("filestore: open %s: %w", abs, r.err)
+		}
+		return r.s, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("filestore: open %s: the filesystem did not answer in time: %w: %w", abs, backends.ErrUnavailable, ctx.Err())
+	}
+}
+
+// open takes Open's filesystem steps in abs. It checks ctx between them,
+// and stops cleaning temp files once ctx is done.
+func open(ctx context.Context, abs string, j judge, o options) (*Store, error) {
 	fi, err := os.Stat(abs)
 	if errors.Is(err, fs.ErrNotExist) {
 		if !o.create {
-			return nil, fmt.Errorf("filestore: open %s: no such directory (make it, or ask for it: WithCreate, or create=true in a file:// URL): %w", abs, backends.ErrMissingResource)
+			return nil, fmt.Errorf("no such directory (make it, or ask for it: WithCreate, or create=true in a file:// URL): %w", backends.ErrMissingResource)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		if err = os.MkdirAll(abs, 0o755); err == nil {
 			fi, err = os.Stat(abs)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("filestore: open %s: %w", abs, fsError(err))
+		return nil, fsError(err)
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("filestore: open %s: not a directory: %w", abs, backends.ErrInvalid)
+		return nil, fmt.Errorf("not a directory: %w", backends.ErrInvalid)
 	}
 	s := &Store{
 		dir:      abs,
@@ -143,14 +183,17 @@ func Open(dir string, opts ...Option) (*Store, error) {
 		disk:     make(chan struct{}, diskSlots),
 		watches:  make(map[*watch]struct{}),
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := s.ensureLockFile(); err != nil {
-		return nil, fmt.Errorf("filestore: open %s: %w", abs, err)
+		return nil, err
 	}
 	if err := s.checkWritable(); err != nil {
-		return nil, fmt.Errorf("filestore: open %s: %w", abs, err)
+		return nil, err
 	}
 	if names, err := s.readDirNames(); err == nil {
-		s.cleanTemps(names)
+		s.cleanTemps(ctx, names)
 	}
 	return s, nil
 }
@@ -293,7 +336,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 			out = append(out, entryOf(r, left))
 		}
 	}
-	s.cleanTemps(temps)
+	s.cleanTemps(ctx, temps)
 	slices.SortFunc(out, func(a, b backends.Entry) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
@@ -899,9 +942,13 @@ func (s *Store) readDirNames() ([]string, error) {
 // known by the lock offset in the temp file's name) and only once a lock on
 // the temp file itself can be taken: so a live writer's temp file, prepared
 // or about to be renamed, is never touched, and one whose writer died at any
-// step is removed. Errors are ignored: cleaning is opportunistic.
-func (s *Store) cleanTemps(names []string) {
+// step is removed. Errors are ignored: cleaning is opportunistic, and it
+// stops when ctx is done.
+func (s *Store) cleanTemps(ctx context.Context, names []string) {
 	for _, name := range names {
+		if ctx.Err() != nil {
+			return
+		}
 		off, err := tempOffset(name)
 		if err != nil {
 			continue

@@ -44,7 +44,7 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) open() *Store {
 	e.t.Helper()
-	s, err := Open(e.dir, WithClock(e.boot, e.clk), WithCreate())
+	s, err := Open(context.Background(), e.dir, WithClock(e.boot, e.clk), WithCreate())
 	if err != nil {
 		e.t.Fatalf("Open(%s): %v", e.dir, err)
 	}
@@ -592,10 +592,10 @@ func TestClosed(t *testing.T) {
 func TestOpenErrors(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o644)
-	if _, err := Open(file, WithClock(testBoot, newFakeClock())); !errors.Is(err, backends.ErrInvalid) {
+	if _, err := Open(context.Background(), file, WithClock(testBoot, newFakeClock())); !errors.Is(err, backends.ErrInvalid) {
 		t.Errorf("Open(a file) = %v, want ErrInvalid", err)
 	}
-	if _, err := Open(t.TempDir(), WithClock("", newFakeClock())); !errors.Is(err, backends.ErrInvalid) {
+	if _, err := Open(context.Background(), t.TempDir(), WithClock("", newFakeClock())); !errors.Is(err, backends.ErrInvalid) {
 		t.Errorf("Open with an empty boot id = %v, want ErrInvalid", err)
 	}
 }
@@ -604,7 +604,7 @@ func TestOpenErrors(t *testing.T) {
 // store in whatever the working directory happens to be.
 func TestOpenEmptyPath(t *testing.T) {
 	t.Chdir(t.TempDir())
-	s, err := Open("", WithClock(testBoot, newFakeClock()))
+	s, err := Open(context.Background(), "", WithClock(testBoot, newFakeClock()))
 	if err == nil {
 		s.Close()
 		t.Fatalf("Open(\"\") opened a store in %s, want an error", s.Dir())
@@ -620,7 +620,7 @@ func TestOpenEmptyPath(t *testing.T) {
 func TestOpenRelativePath(t *testing.T) {
 	first, second := t.TempDir(), t.TempDir()
 	t.Chdir(first)
-	s, err := Open(filepath.Join("claims", "store"), WithClock(testBoot, newFakeClock()), WithCreate())
+	s, err := Open(context.Background(), filepath.Join("claims", "store"), WithClock(testBoot, newFakeClock()), WithCreate())
 	if err != nil {
 		t.Fatal(err)
 	}

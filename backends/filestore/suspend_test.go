@@ -74,7 +74,7 @@ func TestSuspendedHostKeepsTheHolder(t *testing.T) {
 	unshare := timeNamespace(t)
 	dir := t.TempDir()
 	ctx := ctxT(t)
-	s, err := Open(dir, WithCreate())
+	s, err := Open(context.Background(), dir, WithCreate())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func childResumed() error {
 	if ahead := time.Duration(boot.Nano() - mono.Nano()); ahead < suspendedFor-time.Second {
 		return fmt.Errorf("CLOCK_BOOTTIME is only %v ahead of CLOCK_MONOTONIC, want %v", ahead, suspendedFor)
 	}
-	s, err := Open(os.Getenv(envDir), WithCreate())
+	s, err := Open(context.Background(), os.Getenv(envDir), WithCreate())
 	if err != nil {
 		return err
 	}

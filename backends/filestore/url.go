@@ -33,7 +33,7 @@ func init() {
 				if create {
 					opts = append(opts, WithCreate())
 				}
-				return Open(dir, opts...)
+				return Open(ctx, dir, opts...)
 			}, nil
 		},
 	})

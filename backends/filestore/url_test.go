@@ -19,7 +19,7 @@ import (
 // unless WithCreate asks for it.
 func TestOpenMissingDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "typo", "claims")
-	s, err := Open(dir, WithClock(testBoot, newFakeClock()))
+	s, err := Open(context.Background(), dir, WithClock(testBoot, newFakeClock()))
 	if err == nil {
 		s.Close()
 		t.Fatalf("Open(%s) of a directory that does not exist succeeded", dir)
@@ -31,14 +31,14 @@ func TestOpenMissingDir(t *testing.T) {
 		t.Errorf("after the refused Open, stat %s = %v; want it not to exist", filepath.Dir(dir), err)
 	}
 
-	s, err = Open(dir, WithClock(testBoot, newFakeClock()), WithCreate())
+	s, err = Open(context.Background(), dir, WithClock(testBoot, newFakeClock()), WithCreate())
 	if err != nil {
 		t.Fatalf("Open(%s, WithCreate()): %v", dir, err)
 	}
 	mustCreate(t, s, "k", "v", 0)
 	s.Close()
 	// Once it exists, it opens without WithCreate and holds what was written.
-	s, err = Open(dir, WithClock(testBoot, newFakeClock()))
+	s, err = Open(context.Background(), dir, WithClock(testBoot, newFakeClock()))
 	if err != nil {
 		t.Fatalf("Open(%s) of the created store: %v", dir, err)
 	}

@@ -289,7 +289,7 @@ func (d *demo) showStatus() {
 // as that indexer would if it had only been paused, and expects the store to
 // refuse it.
 func (d *demo) staleWrite(ctx context.Context, dead record) error {
-	store, err := filestore.Open(filepath.Join(d.dir, "store"))
+	store, err := filestore.Open(ctx, filepath.Join(d.dir, "store"))
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func TestDemo(t *testing.T) {
 }
 
 func TestPublishIsFenced(t *testing.T) {
-	store, err := filestore.Open(t.TempDir())
+	store, err := filestore.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

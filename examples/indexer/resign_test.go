@@ -29,7 +29,7 @@ import (
 // corrupt (class fatal), never as something a retry could fix, and leaves
 // it in place.
 func TestPublishRefusesMalformedRecord(t *testing.T) {
-	store, err := filestore.Open(t.TempDir())
+	store, err := filestore.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func (b *lockedBuffer) String() string {
 func TestMalformedRecordEndsTheTerm(t *testing.T) {
 	dir := t.TempDir()
 	storeDir := filepath.Join(dir, "store")
-	store, err := filestore.Open(storeDir, filestore.WithCreate())
+	store, err := filestore.Open(context.Background(), storeDir, filestore.WithCreate())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func (d *demo) timed(what string, start time.Time, bound time.Duration, excuse, 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, "     "+format+"\n", args...) }
 
 func (d *demo) run(clients int) bool {
-	store, err := filestore.Open(d.dir)
+	store, err := filestore.Open(context.Background(), d.dir)
 	if err != nil {
 		d.check(false, "open the store: %v", err)
 		return false

@@ -325,7 +325,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 func serve(dir, addr string, ttl time.Duration, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	store, err := filestore.Open(dir)
+	store, err := filestore.Open(ctx, dir)
 	if err != nil {
 		return err
 	}
