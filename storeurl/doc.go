@@ -44,8 +44,11 @@
 // path never gives a process a private store beside the one its peers
 // share. file:///DIR?create=true makes DIR (and its parents). A program may
 // also set Location.Create itself (from a flag), and a command that only
-// reads a store should refuse a Location whose Create is set. create= is
-// refused by the schemes that cannot make a store (etcd, kube, mem).
+// reads a store should refuse a Location whose Create is set, and set
+// Location.ReadOnly: opening then writes nothing to the store (a file://
+// directory gets no lock file; mem:// is refused, having nothing to read).
+// create= is refused by the schemes that cannot make a store (etcd, kube,
+// mem).
 //
 // # Opening is bounded by ctx
 //

@@ -86,7 +86,7 @@ func ExampleRegister() {
 			if u.Host != "" || u.Path != "" {
 				return nil, errors.New("want scratch:// with nothing after it")
 			}
-			return func(context.Context, bool) (backends.Store, error) { return memstore.New(), nil }, nil
+			return func(context.Context, storeurl.Request) (backends.Store, error) { return memstore.New(), nil }, nil
 		},
 	})
 

@@ -45,10 +45,22 @@ type Scheme struct {
 }
 
 // Opener opens a store that a Scheme's Parse checked. ctx bounds every
-// step of opening; create is true only for a Scheme with Create when the
-// URL (or Location.Create) asks for it, and otherwise the store must
-// already exist. An error names what could not be reached and why.
-type Opener func(ctx context.Context, create bool) (backends.Store, error)
+// step of opening. An error names what could not be reached and why.
+type Opener func(ctx context.Context, req Request) (backends.Store, error)
+
+// Request is what a program asks of an Opener besides the URL.
+type Request struct {
+	// Create is true only for a Scheme with Create when the URL (or
+	// Location.Create) asks for it; otherwise the store must already
+	// exist.
+	Create bool
+	// ReadOnly is Location.ReadOnly: the program will only read the store,
+	// and opening it must not write to it (make a directory, a file, a
+	// key, a table or a bucket). A store that does not exist is refused,
+	// whatever would stand in for it when written to. Never set with
+	// Create. A scheme whose opening writes nothing may ignore it.
+	ReadOnly bool
+}
 
 // Register makes a scheme known to Parse and Open. A backend calls it from
 // an init function, so that a program opens by URL exactly the stores it
@@ -125,6 +137,11 @@ type Location struct {
 	// own) before Open, or refuse a Location that has it: a command that
 	// only reads a store should never make one.
 	Create bool
+	// ReadOnly is set by a program that will only read the store, before
+	// Open: opening it then writes nothing to it, and a store that does
+	// not exist yet is refused (see Request). Open refuses a Location with
+	// both Create and ReadOnly set.
+	ReadOnly bool
 
 	u    *url.URL // the URL as Parse checked it, Host restored as written
 	open Opener
@@ -165,8 +182,11 @@ func (l *Location) Open(ctx context.Context) (backends.Store, error) {
 		if s, _ := lookup(l.Scheme); s == nil || !s.Create {
 			return nil, &Error{URL: l.String(), Msg: fmt.Sprintf("%s:// stores cannot be created", l.Scheme)}
 		}
+		if l.ReadOnly {
+			return nil, &Error{URL: l.String(), Msg: "a store opened read-only is never created"}
+		}
 	}
-	s, err := l.open(ctx, l.Create)
+	s, err := l.open(ctx, Request{Create: l.Create, ReadOnly: l.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("storeurl: open %q: %w", l, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -586,7 +587,9 @@ func TestRegister(t *testing.T) {
 				return nil, errors.New("bad name")
 			}
 			got = u
-			return func(context.Context, bool) (backends.Store, error) { return nil, errors.New("no store here") }, nil
+			return func(context.Context, storeurl.Request) (backends.Store, error) {
+				return nil, errors.New("no store here")
+			}, nil
 		},
 	})
 	loc, err := storeurl.Parse("REGTEST://h1,h2:1/n?mode=a")
@@ -627,5 +630,37 @@ func TestRegister(t *testing.T) {
 		if _, err := storeurl.Parse(raw); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), says) {
 			t.Errorf("Parse(%q) = %v, want it to say %q", raw, err, says)
 		}
+	}
+}
+
+// TestReadOnly: Location.ReadOnly reaches the scheme's Opener, and a
+// Location that asks both to create the store and to only read it is
+// refused before the Opener runs.
+func TestReadOnly(t *testing.T) {
+	var got []storeurl.Request
+	storeurl.Register(storeurl.Scheme{
+		Name:   "rotest",
+		Form:   "rotest://NAME",
+		Create: true,
+		Parse: func(u *url.URL) (storeurl.Opener, error) {
+			return func(_ context.Context, req storeurl.Request) (backends.Store, error) {
+				got = append(got, req)
+				return nil, errors.New("no store here")
+			}, nil
+		},
+	})
+	loc, err := storeurl.Parse("rotest://n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc.ReadOnly = true
+	loc.Open(context.Background())
+	loc.Create = true
+	_, err = loc.Open(context.Background())
+	if !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("Open with Create and ReadOnly = %v, want a usage error about read-only", err)
+	}
+	if want := []storeurl.Request{{ReadOnly: true}}; !slices.Equal(got, want) {
+		t.Errorf("the Opener got %+v, want %+v", got, want)
 	}
 }

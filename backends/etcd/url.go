@@ -40,7 +40,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context, _ bool) (backends.Store, error) { return c.open(ctx, nil) }, nil
+			return func(ctx context.Context, _ storeurl.Request) (backends.Store, error) { return c.open(ctx, nil) }, nil
 		},
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +94,81 @@ func TestOpenBlockedDirectory(t *testing.T) {
 		}
 	case <-watchdog.Done():
 		t.Fatal("Open still blocked 10 s after its ctx expired")
+	}
+}
+
+// TestOpenReadOnly checks that WithReadOnly writes nothing: an empty
+// directory reads as an empty store and stays empty, one holding other
+// files but no lock file is refused, a store's entries can be read but not
+// written, and a dead writer's temp file is left in place.
+func TestOpenReadOnly(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	empty := t.TempDir()
+	s, err := Open(ctx, empty, WithClock(testBoot, clk), WithReadOnly())
+	if err != nil {
+		t.Fatalf("Open(%s, WithReadOnly()) of an empty directory: %v", empty, err)
+	}
+	if _, err := s.Get(ctx, "k"); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("read-only Get in an empty directory = %v, want ErrNotFound", err)
+	}
+	if got, err := s.List(ctx, ""); err != nil || len(got) != 0 {
+		t.Errorf("read-only List in an empty directory = %+v, %v; want nothing", got, err)
+	}
+	s.Close()
+	if names, err := os.ReadDir(empty); err != nil || len(names) != 0 {
+		t.Errorf("the empty directory after a read-only Open holds %v (%v), want nothing", names, err)
+	}
+
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "notes"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(ctx, other, WithClock(testBoot, clk), WithReadOnly()); err == nil {
+		s.Close()
+		t.Errorf("Open(%s, WithReadOnly()) of a directory that is no store opened a store", other)
+	} else if !errors.Is(err, backends.ErrMissingResource) || backends.Classify(err) != backends.ClassFatal || !strings.Contains(err.Error(), "not a store") {
+		t.Errorf("Open(%s, WithReadOnly()) of a directory that is no store = %v, want a fatal error saying it is not a store, wrapping ErrMissingResource", other, err)
+	}
+	if names, err := os.ReadDir(other); err != nil || len(names) != 1 {
+		t.Errorf("the directory that is no store after a read-only Open holds %v (%v), want its one file", names, err)
+	}
+	if _, err := Open(ctx, empty, WithClock(testBoot, clk), WithReadOnly(), WithCreate()); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("Open with WithReadOnly and WithCreate = %v, want ErrInvalid", err)
+	}
+
+	dir := t.TempDir()
+	w, err := Open(ctx, dir, WithClock(testBoot, clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	e := mustCreate(t, w, "k", "v", time.Minute)
+	orphan := filepath.Join(dir, tempName(lockOffset("k"), 1))
+	if err := os.WriteFile(orphan, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, dir, WithClock(testBoot, clk), WithReadOnly())
+	if err != nil {
+		t.Fatalf("Open(%s, WithReadOnly()) of a store: %v", dir, err)
+	}
+	defer r.Close()
+	if got, err := r.Get(ctx, "k"); err != nil || got.Revision != e.Revision {
+		t.Errorf("read-only Get = %+v, %v; want revision %d", got, err, e.Revision)
+	}
+	if got, err := r.List(ctx, ""); err != nil || len(got) != 1 {
+		t.Errorf("read-only List = %+v, %v; want the one entry", got, err)
+	}
+	if _, err := r.CreateIfAbsent(ctx, "other", []byte("v"), 0); !errors.Is(err, backends.ErrPermission) {
+		t.Errorf("read-only CreateIfAbsent = %v, want ErrPermission", err)
+	}
+	if _, err := r.KeepAlive(ctx, "k", e.Revision, time.Minute); !errors.Is(err, backends.ErrPermission) {
+		t.Errorf("read-only KeepAlive = %v, want ErrPermission", err)
+	}
+	if err := r.CompareAndDelete(ctx, "k", e.Revision); !errors.Is(err, backends.ErrPermission) {
+		t.Errorf("read-only CompareAndDelete = %v, want ErrPermission", err)
+	}
+	if _, err := os.Stat(orphan); err != nil {
+		t.Errorf("a dead writer's temp file after read-only Open and List: %v, want it left", err)
 	}
 }

@@ -37,6 +37,8 @@ type Store struct {
 	// dirSync makes this Store's renames durable (see durable).
 	dirSync dirSync
 
+	readOnly bool // opened WithReadOnly: writes are refused, temp files left be
+
 	closed atomic.Bool
 
 	mu      sync.Mutex
@@ -53,8 +55,9 @@ var (
 type Option func(*options)
 
 type options struct {
-	judge  *judge
-	create bool
+	judge    *judge
+	create   bool
+	readOnly bool
 }
 
 // WithCreate makes Open create the store's directory (and its missing
@@ -62,6 +65,17 @@ type options struct {
 // Open refuses a directory that does not exist, so that a mistyped path
 // never gives a process a store of its own.
 func WithCreate() Option { return func(o *options) { o.create = true } }
+
+// WithReadOnly opens the store for a program that only reads it: Open
+// writes nothing to the directory. It makes neither the directory nor the
+// store's lock file, nor removes the temp files dead writers left. An
+// empty directory opens as the empty store it becomes when a writer first
+// opens it; a directory with other files but no lock file is not a store,
+// and is refused with an error that names it and wraps
+// backends.ErrMissingResource (fatal). The store's reads and watches work
+// as usual; its writes fail with an error wrapping backends.ErrPermission
+// (fatal). It cannot go with WithCreate.
+func WithReadOnly() Option { return func(o *options) { o.readOnly = true } }
 
 // WithClock makes c stand in for the host's CLOCK_MONOTONIC and bootID (1 to
 // 64 bytes of [A-Za-z0-9._-]) for its boot id when the store judges expiry.
@@ -126,6 +140,9 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("filestore: open: empty directory path: %w", backends.ErrInvalid)
 	}
+	if o.create && o.readOnly {
+		return nil, fmt.Errorf("filestore: open %s: WithCreate and WithReadOnly: a store opened read-only is never made: %w", dir, backends.ErrInvalid)
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
@@ -182,9 +199,13 @@ func open(ctx context.Context, abs string, j judge, o options) (*Store, error) {
 		wall:     clock.New(),
 		disk:     make(chan struct{}, diskSlots),
 		watches:  make(map[*watch]struct{}),
+		readOnly: o.readOnly,
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if o.readOnly {
+		return s, s.checkIsStore()
 	}
 	if err := s.ensureLockFile(); err != nil {
 		return nil, err
@@ -196,6 +217,29 @@ func open(ctx context.Context, abs string, j judge, o options) (*Store, error) {
 		s.cleanTemps(ctx, names)
 	}
 	return s, nil
+}
+
+// checkIsStore checks that a directory opened read-only is a store: that
+// it holds the lock file the first Open with write access made, or is
+// empty, as a store is before its first writer opens it.
+func (s *Store) checkIsStore() error {
+	fi, err := os.Lstat(s.lockPath)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("not a store (%s is not a regular file): %w", lockName, backends.ErrInvalid)
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fsError(err)
+	}
+	names, err := s.readDirNames()
+	if err != nil {
+		return err
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("not a store (no %s file, and it holds other files, such as %q): %w", lockName, names[0], backends.ErrMissingResource)
+	}
+	return nil
 }
 
 // ensureLockFile creates the lock file if it is missing. Its content is never
@@ -336,7 +380,9 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 			out = append(out, entryOf(r, left))
 		}
 	}
-	s.cleanTemps(ctx, temps)
+	if !s.readOnly {
+		s.cleanTemps(ctx, temps)
+	}
 	slices.SortFunc(out, func(a, b backends.Entry) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
 }
@@ -523,6 +569,9 @@ func (s *Store) update(ctx context.Context, op, key string, decide func(state) (
 	}
 	fail := func(err error) (backends.Entry, error) {
 		return backends.Entry{}, fmt.Errorf("filestore: %s %q: %w", op, key, err)
+	}
+	if s.readOnly {
+		return fail(fmt.Errorf("store opened read-only: %w", backends.ErrPermission))
 	}
 	off := lockOffset(key)
 	for range maxAttempts {

@@ -25,13 +25,13 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context, create bool) (backends.Store, error) {
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
+			return func(ctx context.Context, req storeurl.Request) (backends.Store, error) {
 				var opts []Option
-				if create {
+				if req.Create {
 					opts = append(opts, WithCreate())
+				}
+				if req.ReadOnly {
+					opts = append(opts, WithReadOnly())
 				}
 				return Open(ctx, dir, opts...)
 			}, nil

@@ -43,7 +43,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context, _ bool) (backends.Store, error) { return c.open(ctx) }, nil
+			return func(ctx context.Context, _ storeurl.Request) (backends.Store, error) { return c.open(ctx) }, nil
 		},
 	})
 }

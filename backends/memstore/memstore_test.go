@@ -13,6 +13,7 @@ import (
 	"github.com/tenure-go/tenure/backends/backendtest"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
+	"github.com/tenure-go/tenure/storeurl"
 	"go.uber.org/goleak"
 )
 
@@ -450,4 +451,20 @@ func TestConcurrentUse(t *testing.T) {
 	writers.Wait()
 	cancel()
 	wg.Wait()
+}
+
+// TestURLReadOnly: mem:// opened read-only is refused: every Open makes a
+// new, empty store, so there is nothing to read.
+func TestURLReadOnly(t *testing.T) {
+	loc, err := storeurl.Parse("mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc.ReadOnly = true
+	if s, err := loc.Open(context.Background()); err == nil {
+		s.Close()
+		t.Error("mem:// opened read-only: got a store, want an error")
+	} else if !errors.Is(err, backends.ErrMissingResource) {
+		t.Errorf("mem:// opened read-only = %v, want ErrMissingResource", err)
+	}
 }

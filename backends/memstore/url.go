@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 
 	"github.com/tenure-go/tenure/backends"
@@ -19,7 +20,12 @@ func init() {
 			if u.Host != "" || u.Path != "" || u.RawQuery != "" {
 				return nil, errors.New("want mem:// with nothing after it")
 			}
-			return func(context.Context, bool) (backends.Store, error) { return New(), nil }, nil
+			return func(_ context.Context, req storeurl.Request) (backends.Store, error) {
+				if req.ReadOnly {
+					return nil, fmt.Errorf("memstore: a mem:// store is new and empty at every Open: there is nothing to read: %w", backends.ErrMissingResource)
+				}
+				return New(), nil
+			}, nil
 		},
 	})
 }

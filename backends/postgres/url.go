@@ -47,7 +47,9 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context, create bool) (backends.Store, error) { return c.open(ctx, create) }, nil
+			return func(ctx context.Context, req storeurl.Request) (backends.Store, error) {
+				return c.open(ctx, req.Create)
+			}, nil
 		},
 	})
 }

@@ -35,7 +35,7 @@ store cannot be opened within --timeout (default 10s) or read.`),
   tenure holders --store etcd://10.0.0.1:2379/tenure --key workers --json | jq '.[].token'`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			loc, err := parseExistingStore(store)
+			loc, err := parseReadStore(store)
 			if err != nil {
 				return err
 			}

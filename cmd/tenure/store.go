@@ -37,15 +37,27 @@ func parseStore(raw string) (*storeurl.Location, error) {
 	return loc, nil
 }
 
-// parseExistingStore is parseStore for a command that only reads a store
-// (holders, watch) or changes one that exists (resize): such a command never makes one, so a URL asking for
+// parseExistingStore is parseStore for a command that changes a store that
+// exists (resize): such a command never makes one, so a URL asking for
 // create=true is a usage error.
 func parseExistingStore(raw string) (*storeurl.Location, error) {
 	loc, err := parseStore(raw)
 	if err == nil && loc.Create {
-		return nil, usagef("--store %s: this command only reads a store and never creates one: drop create=true", loc)
+		return nil, usagef("--store %s: this command works on a store that exists and never creates one: drop create=true", loc)
 	}
 	return loc, err
+}
+
+// parseReadStore is parseExistingStore for a command that only reads a
+// store (holders, watch): the store is opened read-only, so that the
+// command writes nothing, not even where no store is yet.
+func parseReadStore(raw string) (*storeurl.Location, error) {
+	loc, err := parseExistingStore(raw)
+	if err != nil {
+		return nil, err
+	}
+	loc.ReadOnly = true
+	return loc, nil
 }
 
 // checkKey checks a --key value; a missing or invalid key is a usage error.

@@ -83,3 +83,48 @@ func TestNoStoreByTypo(t *testing.T) {
 		t.Errorf("after tenure run with create=true, stat %s = %v", dir, err)
 	}
 }
+
+// TestReadersWriteNothing: holders and watch write nothing to the store
+// they read. Over an empty directory (a store no writer has opened yet)
+// holders finds no holders and leaves it empty; over a directory that
+// holds other files but is no store, both exit 69 saying it is not a store,
+// and leave it as it was. (Before, opening the store made its lock file in
+// either.)
+func TestReadersWriteNothing(t *testing.T) {
+	empty := t.TempDir()
+	p := startTenure(t, "holders", filepath.Join(t.TempDir(), "journal"), nil, "holders", "--store", "file://"+empty, "--key", "k", "--json")
+	if code := p.wait(20 * time.Second); code != 0 {
+		b, _ := os.ReadFile(p.log)
+		t.Errorf("tenure holders over an empty directory exited %d, want 0:\n%s", code, b)
+	}
+	if !p.logged("[]") {
+		b, _ := os.ReadFile(p.log)
+		t.Errorf("tenure holders over an empty directory did not print []:\n%s", b)
+	}
+	if names, err := os.ReadDir(empty); err != nil || len(names) != 0 {
+		t.Errorf("after tenure holders, %s holds %v (%v); want it left empty", empty, names, err)
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := "file://" + dir
+	for _, args := range [][]string{
+		{"holders", "--store", url, "--key", "k"},
+		{"watch", "--store", url, "--key", "k"},
+	} {
+		p := startTenure(t, args[0], filepath.Join(t.TempDir(), "journal"), nil, args...)
+		if code := p.wait(20 * time.Second); code != exitStore {
+			b, _ := os.ReadFile(p.log)
+			t.Errorf("tenure %s over a directory that is no store exited %d, want %d:\n%s", args[0], code, exitStore, b)
+		}
+		if !p.logged(dir) || !p.logged("not a store") {
+			b, _ := os.ReadFile(p.log)
+			t.Errorf("tenure %s: stderr does not say %s is not a store:\n%s", args[0], dir, b)
+		}
+		if names, err := os.ReadDir(dir); err != nil || len(names) != 1 {
+			t.Fatalf("after tenure %s, %s holds %v (%v); want its one file alone", args[0], dir, names, err)
+		}
+	}
+}

@@ -45,7 +45,7 @@ cannot be opened within --timeout (default 10s).`),
   tenure watch --store etcd://10.0.0.1:2379/tenure --key workers --json | jq -c 'select(.event == "held")'`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			loc, err := parseExistingStore(store)
+			loc, err := parseReadStore(store)
 			if err != nil {
 				return err
 			}
