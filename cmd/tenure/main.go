@@ -67,11 +67,6 @@ func execute(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
 		return exitStore
 	}
-	var fe failError
-	if errors.As(err, &fe) {
-		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
-		return exitInternal
-	}
 	// Every other error cobra returns is about the command line: an unknown
 	// flag or subcommand, a bad value, a missing argument.
 	fmt.Fprintf(stderr, "%s: %s (see %s --help)\n", name, msg, name)

@@ -34,9 +34,9 @@ terms at their next renewal (their commands get SIGTERM).
 It refuses a key that is not a slot group: tenure run --slots N with N above
 1 makes one.
 
-Exit status: 0 when the group has size N; 2 for bad usage; 69 if the store
-cannot be opened within --timeout, read or written; 1 if KEY is not a slot
-group.`),
+Exit status: 0 when the group has size N; 2 for bad usage, a KEY that is
+not a slot group included; 69 if the store cannot be opened within
+--timeout, read or written.`),
 		Example: strings.TrimSpace(`
   tenure resize --store file:///var/lib/tenure --key workers --slots 5`),
 		Args: cobra.NoArgs,
@@ -89,7 +89,7 @@ func resize(ctx context.Context, log *slog.Logger, loc *storeurl.Location, key s
 	defer cancel()
 	e, err := s.Get(ctx, slots.SizeKey(key))
 	if errors.Is(err, backends.ErrNotFound) {
-		return 0, failError{fmt.Errorf("resize %q: %w", key, errNotGroup)}
+		return 0, usageError{fmt.Errorf("resize %q: %w", key, errNotGroup)}
 	}
 	if err != nil {
 		return 0, storeError{fmt.Errorf("resize %q in %s: %w", key, loc, err)}
@@ -105,10 +105,3 @@ func resize(ctx context.Context, log *slog.Logger, loc *storeurl.Location, key s
 	log.Info("resized", "key", key, "from", from, "to", n)
 	return from, nil
 }
-
-// failError is an error of tenure's own (not the command line's, not the
-// store's): reported in one line, exit status 1.
-type failError struct{ err error }
-
-func (e failError) Error() string { return e.err.Error() }
-func (e failError) Unwrap() error { return e.err }

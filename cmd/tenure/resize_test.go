@@ -13,7 +13,7 @@ import (
 // TestResize grows a slot group of two, both held, to three: a third
 // tenure run with --slots 3, which was told the stored size applies and
 // how to change it, then gets a slot. Resizing a key that is no group
-// fails in one line, with status 1.
+// fails in one line, with the usage status (it was 1).
 func TestResize(t *testing.T) {
 	url := stores[0].url(t)
 	j := filepath.Join(t.TempDir(), "journal")
@@ -44,8 +44,8 @@ func TestResize(t *testing.T) {
 	}
 
 	out, code, stderr = tenure(t, "resize", "--store", url, "--key", "single", "--slots", "3")
-	if code != exitInternal || out != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "not a slot group") {
-		t.Errorf("tenure resize of no group: status %d, stdout %q, stderr %q; want 1 and one line", code, out, stderr)
+	if code != exitUsage || out != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "not a slot group") {
+		t.Errorf("tenure resize of no group: status %d, stdout %q, stderr %q; want %d and one line", code, out, stderr, exitUsage)
 	}
 	for _, p := range ps {
 		p.signal(syscall.SIGTERM)
