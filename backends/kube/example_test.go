@@ -33,9 +33,7 @@ import (
 // an API server does. The fake checks no resourceVersion precondition, so it
 // stands for a cluster only where, as here, one process writes: where
 // processes compete it would let both win, and the package's tests run
-// against a real kube-apiserver. Nor does a watch on the fake end when its
-// context is cancelled, so an elector, whose followers watch, cannot run on
-// it.
+// against a real kube-apiserver.
 func Example() {
 	client := fake.NewClientset()
 	var rv atomic.Int64

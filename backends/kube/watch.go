@@ -38,8 +38,12 @@ type hub struct {
 // stream is one API server watch and its consumers.
 type stream struct {
 	cancel context.CancelFunc
-	w      watch.Interface
-	subs   map[*sub]struct{} // guarded by hub.mu
+	// done is closed by cancel: run ends on it, not on w's results channel
+	// closing, which a watch.Interface need not do when its ctx ends
+	// (client-go's fake clientset never does).
+	done <-chan struct{}
+	w    watch.Interface
+	subs map[*sub]struct{} // guarded by hub.mu
 	// state is the last logical state of every object, by name; owned by
 	// the stream's goroutine once it runs.
 	state map[string]wstate
@@ -197,7 +201,7 @@ func (h *hub) start(ctx context.Context, prefix string) (<-chan backends.Event, 
 		cancel()
 		return nil, s.classify("watch", prefix, err)
 	}
-	st.cancel, st.w = cancel, w
+	st.cancel, st.done, st.w = cancel, wctx.Done(), w
 	st.seenRV.Store(after)
 	// A watch that stalls without breaking would otherwise keep its
 	// consumers waiting for good on a change it will never deliver.
@@ -304,6 +308,8 @@ func (h *hub) run(st *stream) {
 	results := st.w.ResultChan()
 	for {
 		select {
+		case <-st.done:
+			return
 		case <-st.wake:
 			h.expireDue(st)
 			continue
