@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tenure-go/tenure/backends"
@@ -12,6 +13,16 @@ import (
 // watchBuffer is how many events a watch holds for a slow consumer before
 // it ends the stream rather than block or skip.
 const watchBuffer = 256
+
+// watchHeartbeat is how often the server tells the hub's consumer it is
+// still there while no change comes. A consumer that stops delivering
+// (its pull request lost, as happens when a consumer is still being placed
+// on a cluster) sends no heartbeat either: after two missed ones the client
+// makes a new consumer, starting after the last message the hub read. The
+// client's default for such a consumer, 5 s, let a watch fall more than
+// 10 s behind; at 1 s it is about 2 s, for one message a second from the
+// server to an idle store.
+const watchHeartbeat = time.Second
 
 // watcher is one Watch call: its channel, its prefix, and the stream
 // sequence after which its changes start.
@@ -114,7 +125,7 @@ func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	it, err := cons.Messages()
+	it, err := cons.Messages(jetstream.PullHeartbeat(watchHeartbeat))
 	if err != nil {
 		return nil, mapErr(err)
 	}

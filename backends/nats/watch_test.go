@@ -1,7 +1,12 @@
 package nats
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,5 +100,116 @@ func TestWatchCloseRace(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Wait()
+	}
+}
+
+// pullDropper is a client connection that drops the first pull request it
+// carries (a PUB or HPUB to $JS.API.CONSUMER.MSG.NEXT.…), as a request lost
+// while its consumer was being placed on a cluster is lost: the consumer
+// then sends nothing, not even heartbeats, until the client notices.
+type pullDropper struct {
+	net.Conn
+	mu      sync.Mutex
+	pending []byte // a command not complete yet; guarded by mu
+	dropped bool   // guarded by mu
+}
+
+func (c *pullDropper) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = append(c.pending, p...)
+	var out []byte
+	for {
+		line := bytes.Index(c.pending, []byte("\r\n"))
+		if line < 0 {
+			break
+		}
+		n := line + 2
+		f := strings.Fields(string(c.pending[:line]))
+		op := ""
+		if len(f) > 0 {
+			op = strings.ToUpper(f[0])
+		}
+		if (op == "PUB" || op == "HPUB") && len(f) >= 3 {
+			size, err := strconv.Atoi(f[len(f)-1])
+			if err != nil {
+				return 0, fmt.Errorf("pullDropper: %q: %w", c.pending[:line], err)
+			}
+			n += size + 2
+		}
+		if len(c.pending) < n {
+			break // the rest of the command comes with a later write
+		}
+		if !c.dropped && (op == "PUB" || op == "HPUB") && strings.HasPrefix(f[1], "$JS.API.CONSUMER.MSG.NEXT.") {
+			c.dropped = true
+		} else {
+			out = append(out, c.pending[:n]...)
+		}
+		c.pending = c.pending[n:]
+	}
+	if _, err := c.Conn.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+type pullDropDialer struct{ conns chan *pullDropper }
+
+func (d pullDropDialer) Dial(network, address string) (net.Conn, error) {
+	conn, err := net.Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	c := &pullDropper{Conn: conn}
+	d.conns <- c
+	return c, nil
+}
+
+// TestWatchRecoversFromLostPull: a watch whose consumer's first pull
+// request was lost delivers the next change within a few seconds. The
+// consumer then sends nothing, heartbeats included, and the client
+// notices only after two missed heartbeats and makes a new consumer; with
+// the client's default heartbeat for such a consumer (5 s) a release was
+// seen more than 10 s late, which is how a watch on a three-server cluster
+// once waited that long.
+func TestWatchRecoversFromLostPull(t *testing.T) {
+	srv := natstest.Start(t)
+	bucket := newBucketName()
+	writer := open(t, srv.URL(), bucket, 1)
+	dialer := pullDropDialer{conns: make(chan *pullDropper, 1)}
+	nc, err := nats.Connect(srv.URL(), nats.SetCustomDialer(dialer), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	conn := <-dialer.conns
+	s, err := New(t.Context(), nc, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ch, err := s.Watch(t.Context(), "w/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.CreateIfAbsent(t.Context(), "w/a", []byte("a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	conn.mu.Lock()
+	dropped := conn.dropped
+	conn.mu.Unlock()
+	if !dropped {
+		t.Fatal("the watch's first pull request was not seen, so not dropped: the test proves nothing")
+	}
+	const bound = 5 * time.Second // two missed heartbeats of the watch's consumer, a new consumer, and room for load
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case ev, ok := <-ch:
+		if !ok || ev.Kind != backends.EventPut || ev.Entry.Key != "w/a" {
+			t.Fatalf("first event = %v %q (open %v), want the put of w/a", ev.Kind, ev.Entry.Key, ok)
+		}
+	case <-timer.C:
+		t.Fatalf("no event within %v of a change, after the watch's first pull request was lost", bound)
 	}
 }
