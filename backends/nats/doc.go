@@ -119,18 +119,24 @@
 // none, a delete produces EventDelete with the revisions it removed. A
 // keep-alive the consumer delivers still counts as a sighting, so a
 // follower that watches a claim times its expiry from the holder's last
-// renewal. Expiry as this store judges it is not reported
-// (Capabilities.ExpiryEvents is false): a follower times its next attempt
-// from Entry.Remaining. A marker the server writes when it drops an entry
-// a grace after its TTL is reported as EventDelete.
+// renewal. Expiry as this store judges it is reported
+// (Capabilities.ExpiryEvents): while a watch runs, a timer on the store's
+// clock reports every entry this process has seen unchanged for its TTL as
+// EventDelete, from the same sightings its writes judge by, so a follower
+// that watches sends nothing while the holder renews and tries once the
+// claim has expired. The watch may lag the stream: a renewal it has not
+// reached yet is then reported expired too early, the follower's attempt
+// is refused, and the renewal, once reached, is reported as EventPut. A
+// marker the server writes when it drops an entry a grace after its TTL is
+// reported as EventDelete.
 //
 // # Costs
 //
 // A renewal (KeepAlive of the entry the store wrote last) is one publish:
 // the store remembers what it wrote, so it needs no read first. A
 // follower's attempt is a read (and a publish if it takes the claim); as
-// expiry is not reported on the watch, an elector following a held claim
-// reads about once per TTL. BenchmarkCompetingClaims in this package
+// the watch reports expiry, an elector following a held claim sends
+// nothing while the holder renews. BenchmarkCompetingClaims in this package
 // measures messages per renewal, CPU, graceful handover and crash
 // failover; docs/performance.md has the figures.
 //

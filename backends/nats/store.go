@@ -61,6 +61,10 @@ type Store struct {
 	closed bool                // guarded by mu
 	seen   map[string]sighting // guarded by mu; by key
 	watch  *hub                // guarded by mu; the shared consumer, nil before the first Watch
+
+	// sighted wakes the hub's expiry timer when a key gets a sighting
+	// whose expiry may come before the one it waits for.
+	sighted chan struct{}
 }
 
 // sighting is when this process first saw a key's message seq.
@@ -70,6 +74,11 @@ type sighting struct {
 	// own is the entry this store wrote at seq, if it did: a keep-alive
 	// of it needs no read.
 	own *backends.Entry
+	// last is the key, revisions and TTL of the entry message seq holds:
+	// what an expiry event reports. TTL 0: the entry does not expire.
+	last backends.Entry
+	// reported: the watch reported the entry expired at this sighting.
+	reported bool
 }
 
 // Option configures a Store.
@@ -167,7 +176,7 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 		nc: nc, ownConn: own, js: js, bucket: bucket,
 		stream: "KV_" + bucket, subj: "$KV." + bucket + ".",
 		clk: cf.clk, grace: cf.grace, timeout: cf.timeout,
-		done: make(chan struct{}), seen: map[string]sighting{},
+		done: make(chan struct{}), seen: map[string]sighting{}, sighted: make(chan struct{}, 1),
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -277,8 +286,9 @@ func (s *Store) Capabilities() backends.Capabilities {
 	return backends.Capabilities{
 		Atomic: backends.CapCreateIfAbsent | backends.CapCompareAndSet | backends.CapCompareAndDelete |
 			backends.CapKeepAlive | backends.CapWatch,
-		Scope:       backends.ScopeDistributed,
-		ExpiryJudge: "local observation: an entry seen unchanged for its TTL on this process's monotonic clock (the server's wall clock only drops entries a grace after that)",
+		ExpiryEvents: true, // reported by the watch's own timer: see Watch
+		Scope:        backends.ScopeDistributed,
+		ExpiryJudge:  "local observation: an entry seen unchanged for its TTL on this process's monotonic clock (the server's wall clock only drops entries a grace after that)",
 	}
 }
 
@@ -588,7 +598,10 @@ func (s *Store) judge(r record) (backends.Entry, bool) {
 	s.mu.Lock()
 	sg, ok := s.seen[key]
 	if !ok || sg.seq < r.seq {
-		sg = sighting{seq: r.seq, at: now}
+		if !ok || sg.reported || e.TTL < sg.last.TTL {
+			s.sight() // an expiry the timer may not wait for
+		}
+		sg = sighting{seq: r.seq, at: now, last: lastOf(e)}
 		s.seen[key] = sg
 	}
 	s.mu.Unlock()
@@ -606,21 +619,41 @@ func (s *Store) judge(r record) (backends.Entry, bool) {
 	return e, true
 }
 
-// saw records that this process wrote or watched message seq of key; own
-// is the entry this store wrote at seq (nil: it did not write it).
-func (s *Store) saw(key string, seq uint64, own *backends.Entry) {
+// saw records that this process wrote or watched message seq of key, which
+// holds last (its key, revisions and TTL); own is the entry this store
+// wrote at seq (nil: it did not write it). It reports whether the watch had
+// reported the entry that message seq renews expired.
+func (s *Store) saw(key string, seq uint64, last backends.Entry, own *backends.Entry) (revived bool) {
 	now := s.clk.Now()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch sg, ok := s.seen[key]; {
 	case !ok || sg.seq < seq:
-		s.seen[key] = sighting{seq: seq, at: now, own: own}
+		if !ok || sg.reported || last.TTL < sg.last.TTL {
+			s.sight() // an expiry the timer may not wait for
+		}
+		s.seen[key] = sighting{seq: seq, at: now, own: own, last: lastOf(last)}
+		return ok && sg.reported
 	case sg.seq == seq && sg.own == nil && own != nil:
 		// The watch delivered this store's write before its ack came
 		// back: keep that earlier sighting, and what was written.
 		sg.own = own
 		s.seen[key] = sg
 	}
-	s.mu.Unlock()
+	return false
+}
+
+// sight wakes the hub's expiry timer, if it runs. s.mu is held.
+func (s *Store) sight() {
+	select {
+	case s.sighted <- struct{}{}:
+	default:
+	}
+}
+
+// lastOf is e without its value: what a sighting keeps of an entry.
+func lastOf(e backends.Entry) backends.Entry {
+	return backends.Entry{Key: e.Key, Revision: e.Revision, CreateRevision: e.CreateRevision, TTL: e.TTL}
 }
 
 // ownLive returns the sequence and entry of key's last message if this
@@ -675,9 +708,9 @@ func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []
 			e.CreateRevision = int64(ack.Sequence)
 		}
 		if own == nil {
-			s.saw(key, ack.Sequence, nil)
+			s.saw(key, ack.Sequence, e, nil)
 		} else {
-			s.saw(key, ack.Sequence, &e)
+			s.saw(key, ack.Sequence, e, &e)
 		}
 	}
 	return ack.Sequence, nil

@@ -3,8 +3,11 @@ package nats
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
+
+	"github.com/benbjohnson/clock"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tenure-go/tenure/backends"
@@ -55,8 +58,10 @@ type hub struct {
 // revisions it removed; a marker the server writes when it drops an entry
 // (a grace after its TTL, see the package doc) yields EventDelete with the
 // last revisions the watch saw, if any. Expiry as this store judges it is
-// not reported (Capabilities.ExpiryEvents is false): a follower times its
-// next attempt from Entry.Remaining.
+// reported too (Capabilities.ExpiryEvents): while a watch runs, a timer of
+// the store's clock reports each entry this process has seen unchanged for
+// its TTL as EventDelete with its last revisions, once; a renewal the watch
+// reaches after that is reported as EventPut.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("nats: watch: %w", err)
@@ -143,7 +148,7 @@ func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 		return nil, fmt.Errorf("nats: watch: %w", backends.ErrClosed)
 	}
 	s.watch = h
-	s.watches.Add(2) // under mu while open: see Watch
+	s.watches.Add(3) // under mu while open: see Watch
 	s.mu.Unlock()
 	stop := make(chan struct{})
 	go func() {
@@ -153,6 +158,10 @@ func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 			it.Stop()
 		case <-stop:
 		}
+	}()
+	go func() {
+		defer s.watches.Done()
+		s.expire(h, stop)
 	}()
 	go func() {
 		defer s.watches.Done()
@@ -199,13 +208,19 @@ func (s *Store) follow(h *hub) {
 		var ev backends.Event
 		switch {
 		case r.present && r.keepAlive:
-			if r.entry.TTL > 0 {
-				s.saw(key, r.seq, nil)
+			if r.entry.TTL == 0 || !s.saw(key, r.seq, r.entry, nil) {
+				continue
 			}
-			continue
+			// The watch reported the entry expired before it saw this
+			// renewal (it lagged, or the renewal came late): report the
+			// entry again, so that a view built from the events has it.
+			e := r.entry
+			e.Remaining = e.TTL
+			last[key] = backends.Entry{Key: key, Revision: e.Revision, CreateRevision: e.CreateRevision}
+			ev = backends.Event{Kind: backends.EventPut, Entry: e}
 		case r.present:
 			if r.entry.TTL > 0 {
-				s.saw(key, r.seq, nil)
+				s.saw(key, r.seq, r.entry, nil)
 			}
 			e := r.entry
 			e.Remaining = e.TTL
@@ -248,5 +263,61 @@ func (s *Store) deliver(h *hub, subj string, seq uint64, ev backends.Event) {
 	s.mu.Unlock()
 	for _, w := range full {
 		s.drop(h, w)
+	}
+}
+
+// expire reports, while the hub runs (until stop is closed), every entry
+// this process has seen unchanged for its TTL: an EventDelete with the
+// last revisions seen, to the watchers of its key, once per sighting. It
+// judges as the store's writes do (see judge), from the sightings of the
+// watch, of reads and of the store's own writes, so a follower told of an
+// expiry finds the key free when it tries, unless a renewal came that
+// this process had not seen yet: then its attempt is refused, and the
+// renewal, when the hub reaches it, is reported as an EventPut.
+func (s *Store) expire(h *hub, stop <-chan struct{}) {
+	for {
+		now := s.clk.Now()
+		var due []backends.Entry
+		var next time.Time
+		s.mu.Lock()
+		for key, sg := range s.seen {
+			if sg.last.TTL <= 0 || sg.reported {
+				continue
+			}
+			at := sg.at.Add(sg.last.TTL)
+			if now.Before(at) {
+				if next.IsZero() || at.Before(next) {
+					next = at
+				}
+				continue
+			}
+			sg.reported = true
+			s.seen[key] = sg
+			due = append(due, sg.last)
+		}
+		s.mu.Unlock()
+		for _, e := range due {
+			e.TTL = 0
+			s.deliver(h, s.subj+encodeKey(e.Key), math.MaxUint64, backends.Event{Kind: backends.EventDelete, Entry: e})
+		}
+		var timer *clock.Timer
+		var fired <-chan time.Time
+		if !next.IsZero() {
+			timer = s.clk.Timer(next.Sub(now))
+			fired = timer.C
+		}
+		select {
+		case <-stop:
+		case <-fired:
+		case <-s.sighted:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
 	}
 }

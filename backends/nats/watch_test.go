@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/nats/natstest"
+	"github.com/tenure-go/tenure/clocktest"
 )
 
 // fakeMsg is a consumer message with a stream sequence.
@@ -211,5 +212,73 @@ func TestWatchRecoversFromLostPull(t *testing.T) {
 		}
 	case <-timer.C:
 		t.Fatalf("no event within %v of a change, after the watch's first pull request was lost", bound)
+	}
+}
+
+// TestWatchReportsExpiryAndRevival: a watch reports an entry this process
+// has seen unchanged for its TTL as an EventDelete with its revisions, once;
+// a renewal the watch reaches after that is reported as an EventPut, so a
+// view built from the events has the entry again, and its expiry is
+// reported afresh a TTL after that renewal.
+func TestWatchReportsExpiryAndRevival(t *testing.T) {
+	srv := natstest.Start(t)
+	clk := clocktest.New(time.Time{})
+	bucket := newBucketName()
+	holder := open(t, srv.URL(), bucket, 1) // its own clock: it renews late only as seen from obs
+	obs := open(t, srv.URL(), bucket, 1, WithClock(clk))
+	ctx := t.Context()
+	ch, err := obs.Watch(ctx, "w/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := holder.CreateIfAbsent(ctx, "w/k", []byte("v"), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(what string) backends.Event {
+		t.Helper()
+		timer := time.NewTimer(10 * time.Second)
+		defer timer.Stop()
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatalf("%s: watch ended", what)
+			}
+			return ev
+		case <-timer.C:
+			t.Fatalf("%s: no event within 10s", what)
+		}
+		return backends.Event{}
+	}
+	if ev := next("create"); ev.Kind != backends.EventPut || ev.Entry.Revision != e.Revision {
+		t.Fatalf("first event = %v rev %d, want the put at %d", ev.Kind, ev.Entry.Revision, e.Revision)
+	}
+	// The hub's expiry timer waits for the sighting's TTL; move past it.
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(2 * time.Second)
+	ev := next("expiry")
+	if ev.Kind != backends.EventDelete || ev.Entry.Key != "w/k" || ev.Entry.Revision != e.Revision || ev.Entry.CreateRevision != e.CreateRevision {
+		t.Fatalf("event after the TTL = %v %q rev %d create %d, want delete w/k rev %d create %d",
+			ev.Kind, ev.Entry.Key, ev.Entry.Revision, ev.Entry.CreateRevision, e.Revision, e.CreateRevision)
+	}
+	if _, err := holder.KeepAlive(ctx, "w/k", e.Revision, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("late renewal"); ev.Kind != backends.EventPut || ev.Entry.Revision != e.Revision {
+		t.Fatalf("event after a renewal of an entry reported expired = %v rev %d, want its put at %d", ev.Kind, ev.Entry.Revision, e.Revision)
+	}
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(2 * time.Second)
+	if ev := next("second expiry"); ev.Kind != backends.EventDelete || ev.Entry.Revision != e.Revision {
+		t.Fatalf("event a TTL after the renewal = %v rev %d, want its delete", ev.Kind, ev.Entry.Revision)
+	}
+	select {
+	case ev := <-ch:
+		t.Errorf("extra event %v %q after the expiry was reported", ev.Kind, ev.Entry.Key)
+	default:
 	}
 }
