@@ -1,0 +1,405 @@
+// Package pgproc runs a real PostgreSQL server as a child process: the
+// machine's postgres binary on 127.0.0.1 at a free port, with fsync off,
+// on a data directory copied from one initdb per process. It serves the
+// test helper package pgtest and the fault campaign, which kill, pause and
+// restart the server.
+//
+// As root, initdb and postgres refuse to run, so both run as nobody, on a
+// directory made with os.MkdirTemp and given to nobody. The server gets
+// SIGKILL when the process that started it dies (Pdeathsig), so no server
+// outlives its starter.
+package pgproc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// nobody is the uid and gid the server runs as when the caller is root.
+const nobody = 65534
+
+// readyWithin bounds how long a server may take to accept connections.
+const readyWithin = 30 * time.Second
+
+// Install is what the error says to do when no PostgreSQL server binary
+// is found.
+const Install = "install PostgreSQL's server binaries (Debian/Ubuntu: apt-get install postgresql; they land in /usr/lib/postgresql/VERSION/bin) and put initdb and postgres on PATH"
+
+// Server is one PostgreSQL server, a child of the calling process.
+type Server struct {
+	root string // owned by nobody; holds data/ and the log
+	data string
+	port int
+	bin  string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd     // guarded by mu; nil while stopped
+	done chan struct{} // guarded by mu; closed when cmd has exited
+}
+
+// Port is the TCP port the server listens on, on 127.0.0.1.
+func (s *Server) Port() int { return s.port }
+
+// Addr is "127.0.0.1:PORT".
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// LogPath is the server's log file.
+func (s *Server) LogPath() string { return filepath.Join(s.root, "log") }
+
+// DSN is the connection URL of database db as the superuser postgres.
+func (s *Server) DSN(db string) string { return s.DSNVia(s.Addr(), db) }
+
+// DSNVia is DSN through another address, such as a proxy in front of the
+// server.
+func (s *Server) DSNVia(addr, db string) string {
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", addr, db)
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+
+	tmplMu  sync.Mutex
+	tmplDir string // an initdb'd data directory, copied for each server
+)
+
+// findBin finds the directory that holds initdb and postgres: PATH first,
+// then Debian's /usr/lib/postgresql/VERSION/bin, newest version first.
+func findBin() (string, error) {
+	binOnce.Do(func() {
+		if p, err := exec.LookPath("initdb"); err == nil {
+			dir := filepath.Dir(p)
+			if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
+				binDir = dir
+				return
+			}
+		}
+		dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+		sort.Sort(sort.Reverse(sort.StringSlice(dirs)))
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+				binDir = d
+				return
+			}
+		}
+		binErr = fmt.Errorf("pgproc: no PostgreSQL server binary (initdb, postgres) on PATH or in /usr/lib/postgresql/*/bin: %s", Install)
+	})
+	return binDir, binErr
+}
+
+// asNobody runs cmd as nobody when the caller is root.
+func asNobody(cmd *exec.Cmd) {
+	if os.Geteuid() == 0 {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
+	}
+}
+
+// ownedDir makes a directory the server's user can use.
+func ownedDir(pattern string) (string, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, nobody, nobody); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// template runs initdb once per process (again after RemoveTemplate).
+func template() (string, error) {
+	tmplMu.Lock()
+	defer tmplMu.Unlock()
+	if tmplDir != "" {
+		return tmplDir, nil
+	}
+	bin, err := findBin()
+	if err != nil {
+		return "", err
+	}
+	root, err := ownedDir("pgproc-template-")
+	if err != nil {
+		return "", fmt.Errorf("pgproc: %w", err)
+	}
+	data := filepath.Join(root, "data")
+	cmd := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C")
+	asNobody(cmd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(root)
+		return "", fmt.Errorf("pgproc: initdb: %v\n%s", err, out)
+	}
+	tmplDir = root
+	return tmplDir, nil
+}
+
+// RemoveTemplate removes the initdb'd directory servers are copied from;
+// the next Start runs initdb again.
+func RemoveTemplate() {
+	tmplMu.Lock()
+	defer tmplMu.Unlock()
+	if tmplDir != "" {
+		_ = os.RemoveAll(tmplDir)
+		tmplDir = ""
+	}
+}
+
+// Start makes a new server from the template and starts it: it accepts
+// connections when Start returns. Remove stops it and deletes its data.
+func Start() (*Server, error) {
+	tmpl, err := template()
+	if err != nil {
+		return nil, err
+	}
+	root, err := ownedDir("pgproc-")
+	if err != nil {
+		return nil, fmt.Errorf("pgproc: %w", err)
+	}
+	data := filepath.Join(root, "data")
+	// cp -a keeps nobody's ownership and the 0700 mode postgres insists on.
+	if out, err := exec.Command("cp", "-a", filepath.Join(tmpl, "data"), data).CombinedOutput(); err != nil {
+		_ = os.RemoveAll(root)
+		return nil, fmt.Errorf("pgproc: copy the template data directory: %v\n%s", err, out)
+	}
+	s := &Server{root: root, data: data, bin: binDir}
+	var last error
+	for range 3 { // a port picked free may be taken before postgres binds it
+		if s.port, err = freePort(); err != nil {
+			break
+		}
+		if last = s.run(); last == nil {
+			return s, nil
+		}
+	}
+	_ = os.RemoveAll(root)
+	if err != nil {
+		return nil, fmt.Errorf("pgproc: %w", err)
+	}
+	return nil, last
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// run starts postgres on s's directory and port and waits until it accepts
+// connections. Commits are written to the WAL before they return
+// (synchronous_commit stays on), so a killed server keeps them; fsync=off
+// loses them only to a machine crash.
+func (s *Server) run() error {
+	logf, err := os.OpenFile(s.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgproc: %w", err)
+	}
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", s.data,
+		"-p", strconv.Itoa(s.port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories="+s.root,
+		"-c", "fsync=off",
+		"-c", "full_page_writes=off",
+		"-c", "max_connections=300",
+		"-c", "shared_buffers=16MB",
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	asNobody(cmd)
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	// Pdeathsig fires when the thread that forked the child exits: the
+	// goroutine that starts postgres keeps its thread until postgres ends.
+	go func() {
+		defer close(done)
+		defer logf.Close()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		<-done
+		return fmt.Errorf("pgproc: start postgres: %w", err)
+	}
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
+	defer cancel()
+	for {
+		c, err := pgx.Connect(ctx, s.DSN("postgres"))
+		if err == nil {
+			_ = c.Close(ctx)
+			return nil
+		}
+		select {
+		case <-done:
+			s.mu.Lock()
+			s.cmd, s.done = nil, nil
+			s.mu.Unlock()
+			log, _ := os.ReadFile(s.LogPath())
+			return fmt.Errorf("pgproc: postgres exited at start: %v\n%s", cmd.ProcessState, tail(log))
+		case <-ctx.Done():
+			s.Kill()
+			log, _ := os.ReadFile(s.LogPath())
+			return fmt.Errorf("pgproc: postgres not ready within %v: %v\n%s", readyWithin, err, tail(log))
+		case <-time.After(20 * time.Millisecond): // polling a child process
+		}
+	}
+}
+
+func tail(b []byte) []byte {
+	if len(b) > 4000 {
+		return b[len(b)-4000:]
+	}
+	return b
+}
+
+// Kill sends SIGKILL to the postmaster, as a crash would, and waits for
+// it to exit; its backends notice and exit on their own. The data
+// directory stays; Restart starts the server again. Killing a stopped
+// server does nothing.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd, s.done = nil, nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	// A paused server must be able to die, and its backends to notice.
+	_ = signalPids(append([]int{cmd.Process.Pid}, children(cmd.Process.Pid)...), syscall.SIGCONT)
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// Stop shuts the server down (fast shutdown: open sessions are ended) and
+// waits for it.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd, s.done = nil, nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	// A paused server must be able to shut down: its backends too.
+	_ = signalPids(append([]int{cmd.Process.Pid}, children(cmd.Process.Pid)...), syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Remove stops the server and deletes its directory.
+func (s *Server) Remove() {
+	s.Stop()
+	_ = os.RemoveAll(s.root)
+}
+
+// Restart starts a stopped or killed server again, on the same port and
+// data. After a kill, postgres recovers from its write-ahead log.
+func (s *Server) Restart() error {
+	s.Kill()
+	var err error
+	for range 50 { // the killed server's backends may still hold its shared memory
+		if err = s.run(); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond) // waiting for a killed child's children to go
+	}
+	return err
+}
+
+// Pids returns the process ids of the server: the postmaster and the
+// processes it has forked (backends, checkpointer, ...). Empty while the
+// server is stopped.
+func (s *Server) Pids() []int {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	return append([]int{cmd.Process.Pid}, children(cmd.Process.Pid)...)
+}
+
+// children lists the processes whose parent is ppid, from /proc.
+func children(ppid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, p := range stats {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue // exited
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		rest := raw[bytes.LastIndexByte(raw, ')')+1:]
+		f := strings.Fields(string(rest))
+		if len(f) < 2 || f[1] != strconv.Itoa(ppid) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// Signal sends sig to the postmaster and then to every process it forked:
+// SIGSTOP pauses the whole server (connections stay open and nothing is
+// answered), SIGCONT resumes it. The postmaster is signalled first, so a
+// paused one forks no backend that the pause would miss.
+func (s *Server) Signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("pgproc: signal %v: server not running", sig)
+	}
+	pid := cmd.Process.Pid
+	if err := signalPids([]int{pid}, sig); err != nil {
+		return err
+	}
+	return signalPids(children(pid), sig)
+}
+
+func signalPids(pids []int, sig syscall.Signal) error {
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("pgproc: signal %v to %d: %w", sig, pid, err)
+		}
+	}
+	return nil
+}
