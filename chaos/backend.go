@@ -29,6 +29,23 @@ type backend interface {
 	close()
 }
 
+// settler is a backend that may take longer than TTL + 1s to serve again
+// after a fault ends, for a reason of its own that the campaign accepts
+// (a client's reconnect interval, a consensus election timeout). The run
+// goes on up to that much longer after the last fault, until somebody
+// acts, and the checker allows that much more for the first act after it.
+type settler interface {
+	settle() time.Duration
+}
+
+// settleOf is b's settle time, 0 unless b is a settler.
+func settleOf(b backend) time.Duration {
+	if s, ok := b.(settler); ok {
+		return s.settle()
+	}
+	return 0
+}
+
 // reserve returns a loopback address with a port the kernel just handed
 // out, and the listener that holds it until release is called. Servers
 // are given fixed ports so that a restart keeps its address; holding the

@@ -239,7 +239,7 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 	}
 	r := &runEnv{
 		spec: runSpec{Backend: b, Seed: seed, Duration: c.duration, TTL: c.ttl, Workers: c.workers, Slots: c.slots, Broken: c.broken,
-			Faults: schedule(seed, pickKinds(be.kinds(), c.kinds), c.duration, c.ttl)},
+			Faults: schedule(seed, pickKinds(be.kinds(), c.kinds), c.duration, c.ttl), Settle: settleOf(be)},
 		dir: dir, exe: c.exe, j: j, fence: f, be: be,
 		workers: make([]*proc, c.workers), busy: make([]bool, c.workers),
 	}
@@ -257,13 +257,23 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 		}
 	}
 	// A heal can end late (a restarted server slow to be ready): the run
-	// goes on long enough after it for the recovery to be measured.
-	lastHeal := r.execute(start)
+	// goes on long enough after it for the recovery to be measured. A
+	// backend with a settle time may need that much longer; the run waits
+	// for it only while nobody has acted since the last heal.
+	lastHeal, lastHealMono := r.execute(start)
 	end := start.Add(c.duration)
 	if t := lastHeal.Add(c.ttl + 2*time.Second); t.After(end) {
 		end = t
 	}
 	time.Sleep(time.Until(end))
+	if r.spec.Settle > 0 && !lastHeal.IsZero() {
+		settled := lastHeal.Add(c.ttl + 2*time.Second + r.spec.Settle)
+		tick := time.NewTicker(100 * time.Millisecond)
+		for !f.actedAfter(lastHealMono) && time.Now().Before(settled) {
+			<-tick.C
+		}
+		tick.Stop()
+	}
 	r.stopWorkers()
 	be.close()
 	_ = f.Close()
@@ -273,7 +283,7 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 	if err != nil {
 		return res, dir, err
 	}
-	res = check(recs, c.ttl, c.slots)
+	res = check(recs, c.ttl, c.slots, r.spec.Settle)
 	checkLinearizable(recs, &res)
 	failed := len(res.Violations) > 0
 	if failed || c.svg {

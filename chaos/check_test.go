@@ -50,7 +50,7 @@ func clean() *history {
 }
 
 func TestCheckCleanHistoryPasses(t *testing.T) {
-	res := check(clean().recs, 2*time.Second, 0)
+	res := check(clean().recs, 2*time.Second, 0, 0)
 	if got := checks(res); got != "" {
 		t.Fatalf("check(clean history) violations = %v, want none", res.Violations)
 	}
@@ -59,6 +59,27 @@ func TestCheckCleanHistoryPasses(t *testing.T) {
 	}
 	if want := 1900 * time.Millisecond; res.Recovery != want {
 		t.Errorf("recovery = %v, want %v (last heal to first act)", res.Recovery, want)
+	}
+}
+
+// TestCheckSettle: a first act later than TTL + 1s after the last fault is
+// a violation, unless the backend's settle time covers it.
+func TestCheckSettle(t *testing.T) {
+	h := &history{}
+	h.elect(0, "w0", 10, 1)
+	h.act(0, 50*ms, "w0", 10, 1)
+	h.add(record{Ev: evFault, T: 100 * ms, Kind: fServerPause, Target: "n0", Fault: 1})
+	h.add(record{Ev: evHeal, T: 1000 * ms, Kind: fServerPause, Target: "n0", Fault: 1})
+	// 5 s after the heal: beyond TTL + 1s = 3s.
+	h.act(6000*ms, 6050*ms, "w0", 10, 1)
+	if res := check(h.recs, 2*time.Second, 0, 0); checks(res) != "recovery" {
+		t.Errorf("settle 0: violations = %v, want only recovery", res.Violations)
+	}
+	if res := check(h.recs, 2*time.Second, 0, 2*time.Second); checks(res) != "" {
+		t.Errorf("settle 2s: violations = %v, want none", res.Violations)
+	}
+	if res := check(h.recs, 2*time.Second, 0, 1900*time.Millisecond); checks(res) != "recovery" {
+		t.Errorf("settle 1.9s: violations = %v, want only recovery", res.Violations)
 	}
 }
 
@@ -92,7 +113,7 @@ func TestCheckCatches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := clean()
 			tc.edit(h)
-			res := check(h.recs, 2*time.Second, 0)
+			res := check(h.recs, 2*time.Second, 0, 0)
 			if got := checks(res); !strings.Contains(got, tc.want) {
 				t.Errorf("violations = %q (%v), want one of %q", got, res.Violations, tc.want)
 			}
@@ -108,10 +129,10 @@ func TestCheckSlotsAllowN(t *testing.T) {
 	h.recs = append(h.recs, record{Ev: evElected, T: 0, Worker: "w1", PID: 11, Tok: 1, Slot: 1},
 		record{Ev: evAct, T: 50 * ms, Worker: "w1", PID: 11, Tok: 1, Slot: 1},
 		record{Ev: evAct, T: 150 * ms, Worker: "w1", PID: 11, Tok: 1, Slot: 1})
-	if res := check(h.recs, 2*time.Second, 2); len(res.Violations) > 0 {
+	if res := check(h.recs, 2*time.Second, 2, 0); len(res.Violations) > 0 {
 		t.Errorf("two slots of a group of 2 acting at once: violations %v, want none", res.Violations)
 	}
-	if res := check(h.recs, 2*time.Second, 1); !strings.Contains(checks(res), "overlap") {
+	if res := check(h.recs, 2*time.Second, 1, 0); !strings.Contains(checks(res), "overlap") {
 		t.Errorf("two holders of a single claim acting at once: violations %v, want overlap", res.Violations)
 	}
 }
@@ -123,7 +144,7 @@ func TestCheckCountsStaleWritesCaught(t *testing.T) {
 	h.add(record{Ev: evFault, T: 950 * ms, Kind: fStopLong, Target: "w0", Fault: 3})
 	h.add(record{Ev: evHeal, T: 5000 * ms, Kind: fStopLong, Target: "w0", Fault: 3})
 	h.add(record{Ev: evReject, T: 5001 * ms, Worker: "w0", PID: 10, Tok: 1, Act: 900 * ms})
-	res := check(h.recs, 2*time.Second, 0)
+	res := check(h.recs, 2*time.Second, 0, 0)
 	if res.StaleCaught != 1 || res.LongPauses != 1 {
 		t.Errorf("stale caught %d, long pauses %d; want 1 and 1", res.StaleCaught, res.LongPauses)
 	}

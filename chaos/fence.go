@@ -21,9 +21,10 @@ type fence struct {
 	srv *http.Server
 	ln  net.Listener
 
-	mu      sync.Mutex              // guards highest, last and waiters
+	mu      sync.Mutex              // guards highest, last, lastAct and waiters
 	highest map[int]int64           // slot -> highest accepted token
 	last    map[int]lastOne         // slot -> the writer of the last accepted write
+	lastAct int64                   // the latest act (CLOCK_MONOTONIC) of an accepted write
 	waiters map[int][]chan struct{} // pid -> closed at that pid's next accepted write
 }
 
@@ -56,6 +57,14 @@ func (f *fence) holder(slot int) (lastOne, bool) {
 	return l, ok
 }
 
+// actedAfter reports whether the resource accepted a write of an act
+// journaled after t (CLOCK_MONOTONIC, ns).
+func (f *fence) actedAfter(t int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastAct > t
+}
+
 // nextAccept returns a channel closed when the resource next accepts a
 // write from process pid.
 func (f *fence) nextAccept(pid int) <-chan struct{} {
@@ -83,6 +92,7 @@ func (f *fence) write(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		f.highest[slot] = tok
 		f.last[slot] = lastOne{worker: rec.Worker, pid: pid}
+		f.lastAct = max(f.lastAct, act)
 		rec.Ev = evAccept
 		for _, c := range f.waiters[pid] {
 			close(c)

@@ -21,6 +21,9 @@ type runSpec struct {
 	Slots    int           `json:"slots"`            // 0: a single claim
 	Broken   string        `json:"broken,omitempty"` // every worker misbehaves this way
 	Faults   []fault       `json:"faults"`
+	// Settle is how much longer than TTL + 1s the backend may take to
+	// serve again after a fault (see settler).
+	Settle time.Duration `json:"settle,omitempty"`
 }
 
 // workTime is how long a worker works between checking its term and
@@ -168,12 +171,14 @@ func (r *runEnv) apply(f fault) (heal func(), target string, ok bool) {
 
 // execute runs the schedule against the run, journaling each fault as it
 // begins and ends, and returns when every fault has ended, with the time
-// the last one did.
-func (r *runEnv) execute(start time.Time) time.Time {
+// the last one did, by the wall clock and CLOCK_MONOTONIC (zero if none
+// did).
+func (r *runEnv) execute(start time.Time) (time.Time, int64) {
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		last time.Time
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		last     time.Time
+		lastMono int64
 	)
 	for _, f := range r.spec.Faults {
 		wg.Add(1)
@@ -190,12 +195,12 @@ func (r *runEnv) execute(start time.Time) time.Time {
 			heal()
 			r.j.write(record{Ev: evHeal, Fault: f.N, Kind: f.Kind, Target: target})
 			mu.Lock()
-			last = time.Now()
+			last, lastMono = time.Now(), monoNow()
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	return last
+	return last, lastMono
 }
 
 // stopWorkers ends every worker: SIGCONT (in case), SIGTERM, and SIGKILL

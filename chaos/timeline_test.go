@@ -214,7 +214,7 @@ func synthetic() []record {
 func TestTimelineDrawsEveryTermAndFault(t *testing.T) {
 	recs := synthetic()
 	spec := runSpec{Backend: "etcd3", Seed: 42, Duration: 15 * time.Second, TTL: 2 * time.Second, Workers: 3, Slots: 2}
-	res := check(recs, spec.TTL, spec.Slots)
+	res := check(recs, spec.TTL, spec.Slots, 0)
 	if len(res.Violations) == 0 {
 		t.Fatal("the synthetic journal broke no property; it is meant to show violations in the header")
 	}
@@ -327,7 +327,7 @@ func TestTimelineShowsOverlaps(t *testing.T) {
 	// w0 acts inside w1's term; the fence rejects its write.
 	h.add(record{Ev: evAct, T: 3200 * ms, Worker: "w0", PID: 10, Tok: 1})
 	h.add(record{Ev: evReject, T: 3250 * ms, Worker: "w0", PID: 10, Tok: 1, Act: 3200 * ms})
-	res := check(h.recs, time.Second, 0)
+	res := check(h.recs, time.Second, 0, 0)
 	if checks(res) != "overlap" {
 		t.Fatalf("checker found %q; want overlap", checks(res))
 	}
