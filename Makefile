@@ -82,7 +82,7 @@ bench-report:
 # the seed that replays its schedule.
 RUNS      ?= 20
 DURATION  ?= 60s
-BACKENDS  ?= filestore,etcd,etcd3,kube,etcd-shared,etcd3-shared,kube-session
+BACKENDS  ?= filestore,etcd,etcd3,kube,etcd-shared,etcd3-shared,kube-session,nats,nats3,postgres
 CHAOS_OUT ?=
 .PHONY: chaos chaos-smoke
 

@@ -14,6 +14,8 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/tenure-go/tenure/internal/pgproc"
 )
 
 // campaignConfig is what the flags say.
@@ -36,7 +38,7 @@ type campaignConfig struct {
 // allBackends are the backends a campaign can run, in the order it runs them.
 // The -shared and -session ones are etcd and kube with the workers' stores
 // in the backend's batched mode (storeurl's lease=shared and session=).
-var allBackends = []string{"filestore", "etcd", "etcd3", "kube", "etcd-shared", "etcd3-shared", "kube-session"}
+var allBackends = []string{"filestore", "etcd", "etcd3", "kube", "etcd-shared", "etcd3-shared", "kube-session", "nats", "nats3", "postgres"}
 
 func campaignFlags(args []string) (campaignConfig, error) {
 	c := campaignConfig{}
@@ -108,6 +110,8 @@ func runCampaign(args []string, out io.Writer) (ok bool, err error) {
 		return false, err
 	}
 	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	// The postgres backend's servers are copied from one initdb.
+	defer pgproc.RemoveTemplate()
 	tallies := map[string]*tally{}
 	total := 0
 	for _, b := range c.backends {
@@ -334,6 +338,12 @@ func startBackend(c campaignConfig, api *toxiproxy.ApiServer, b, dir string, see
 		return startEtcd(api, c.exe, dir, name, 3, c.workers, etcdShared)
 	case "kube-session":
 		return startKube(api, c.exe, dir, name, c.workers, kubeSession)
+	case "nats":
+		return startNats(api, c.exe, dir, name, 1, c.workers)
+	case "nats3":
+		return startNats(api, c.exe, dir, name, 3, c.workers)
+	case "postgres":
+		return startPostgres(api, name, c.workers)
 	}
 	return nil, fmt.Errorf("unknown backend %q", b)
 }

@@ -8,7 +8,7 @@
 //
 // Usage:
 //
-//	go run ./chaos [-runs N] [-duration D] [-backends filestore,etcd,etcd3,kube,...] [-seed S] [-svg] ...
+//	go run ./chaos [-runs N] [-duration D] [-backends filestore,etcd,etcd3,kube,nats,nats3,postgres,...] [-seed S] [-svg] ...
 //
 // Each run prints one line; the campaign ends with a table per backend and
 // the line "chaos: runs=R violations=V worst-recovery=D", and exits with
@@ -30,8 +30,9 @@
 // term and fault is an element with data- attributes and a <title> shown
 // on hover.
 //
-// The subcommands "worker" and "server" are the processes the campaign
-// starts; they are not meant to be run by hand.
+// The subcommands "worker", "server" (an etcd member) and "nats-server"
+// are the processes the campaign starts; they are not meant to be run by
+// hand.
 //
 // # A run
 //
@@ -40,7 +41,11 @@
 // kube: a kube-apiserver process over an etcd server process; etcd-shared,
 // etcd3-shared and kube-session: the same servers, with each worker's
 // store in the backend's batched mode, opened from a store URL with
-// lease=shared or session=1s), a fenced
+// lease=shared or session=1s; nats: one nats-server process with
+// JetStream, syncing every write; nats3: three, clustered, the bucket on
+// three replicas, each server's routes to its peers through proxies;
+// postgres: one PostgreSQL server process, run as nobody when the
+// campaign is root), a fenced
 // resource (an HTTP server in the driver that accepts a write for a slot
 // only if its token is at least the highest it accepted there), and
 // -workers worker processes. Each worker opens its store from a URL
@@ -59,11 +64,20 @@
 //	latency          100 to 800 ms (at a 2 s TTL) each way between a worker and the backend
 //	partition        a worker cut off the backend: traffic dropped, or connections
 //	                 reset and refused
-//	server-pause     SIGSTOP of an etcd member or of the kube-apiserver
-//	server-kill      SIGKILL of an etcd member or of the kube-apiserver, restarted
-//	                 on the same port and data
+//	server-pause     SIGSTOP of an etcd member, the kube-apiserver, a nats-server,
+//	                 or the PostgreSQL postmaster and every process it forked
+//	server-kill      SIGKILL of an etcd member, the kube-apiserver, a nats-server
+//	                 or the postmaster, restarted on the same port and data
 //	isolate          (etcd3) the peer traffic sent to one member is dropped: it
-//	                 hears its peers but is not heard (a one-way partition)
+//	                 hears its peers but is not heard (a one-way partition);
+//	                 (nats3) every route to and from one server is cut both ways
+//
+// Recovery after the last fault is expected within TTL + 1s, and nats and
+// nats3 have longer (their settle time): a NATS client refused by a server
+// tries it again only after its reconnect wait (2 s), and a NATS cluster
+// that lost a stream's or its meta leader may take up to nats-server's
+// maximum raft election timeout (9 s) to elect another. The run then goes
+// on up to that much longer, until somebody acts after the last fault.
 //
 // # What it does not do
 //
@@ -82,6 +96,8 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/tenure-go/tenure/internal/natsproc"
 )
 
 func main() {
@@ -91,6 +107,8 @@ func main() {
 		err = runWorker(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "server":
 		err = runServer(os.Args[2:])
+	case len(os.Args) > 1 && os.Args[1] == "nats-server":
+		err = natsproc.Main(os.Args[2:])
 	default:
 		var ok bool
 		ok, err = runCampaign(os.Args[1:], os.Stdout)

@@ -23,6 +23,8 @@ import (
 	_ "github.com/tenure-go/tenure/backends/etcd"
 	_ "github.com/tenure-go/tenure/backends/filestore"
 	_ "github.com/tenure-go/tenure/backends/kube"
+	_ "github.com/tenure-go/tenure/backends/nats"
+	_ "github.com/tenure-go/tenure/backends/postgres"
 )
 
 // The ways a worker can be broken on purpose, to show the checker catches

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/nats-io/nats.go"
+
+	"github.com/tenure-go/tenure/internal/natsproc"
+	"github.com/tenure-go/tenure/storeurl"
+)
+
+// natsBucket is the key-value bucket the workers' claims live in.
+const natsBucket = "chaos"
+
+// natsServer is one nats-server process: the campaign binary run with
+// "nats-server" (package natsproc), on fixed ports and a store directory
+// kept across restarts.
+type natsServer struct {
+	cfg     natsproc.Config
+	exe     string
+	logPath string
+
+	mu sync.Mutex // guards p
+	p  *proc
+}
+
+func (s *natsServer) start() error {
+	_ = os.Remove(filepath.Join(s.cfg.Dir, natsproc.ReadyFile))
+	p, err := spawn(s.cfg.Name, s.logPath, append([]string{s.exe, "nats-server"}, s.cfg.Args()...), os.Environ())
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.p = p
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *natsServer) waitReady(d time.Duration) error {
+	if err := natsproc.WaitReady(s.cfg.Dir, s.proc().done, d); err != nil {
+		return fmt.Errorf("chaos: nats-server %s: %w", s.cfg.Name, err)
+	}
+	return nil
+}
+
+func (s *natsServer) proc() *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
+}
+
+func (s *natsServer) stop() {
+	p := s.proc()
+	if p == nil {
+		return
+	}
+	p.signal(syscall.SIGCONT)
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// natsBackend is n nats-server processes with JetStream (a cluster when
+// n > 1) and one bucket with n replicas. Each worker reaches every server
+// through a proxy of its own. In a cluster, server i dials server j
+// through a proxy of its own (routes[i][j]) and advertises a closed port,
+// so that routes learnt by gossip fail and every route between two
+// servers runs through the proxies of that pair: cutting both ways of
+// every proxy touching a server cuts it off its peers while its clients
+// still reach it (a two-way partition, where etcd3's isolate is one-way).
+type natsBackend struct {
+	servers []*natsServer
+	clients *proxies
+	routes  [][]*toxiproxy.Proxy // nil for one server
+}
+
+func startNats(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int) (*natsBackend, error) {
+	b := &natsBackend{}
+	var releases []func()
+	defer func() { // on the error paths
+		for _, r := range releases {
+			r()
+		}
+	}()
+	var clusterAddrs []string
+	for i := range n {
+		client, r1, err1 := reserve()
+		if err1 == nil {
+			releases = append(releases, r1)
+		}
+		cfg := natsproc.Config{Name: fmt.Sprintf("n%d", i), Dir: filepath.Join(dir, fmt.Sprintf("nats%d", i)), Client: client, Closed: n > 1}
+		var err2 error
+		if n > 1 {
+			var r2 func()
+			cfg.Cluster, r2, err2 = reserve()
+			if err2 == nil {
+				releases = append(releases, r2)
+			}
+		}
+		if err := errors.Join(err1, err2); err != nil {
+			b.close()
+			return nil, err
+		}
+		// Fresh: a failed start before this one may have left a server
+		// of another cluster there.
+		if err := os.RemoveAll(cfg.Dir); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, err
+		}
+		clusterAddrs = append(clusterAddrs, cfg.Cluster)
+		b.servers = append(b.servers, &natsServer{cfg: cfg, exe: exe, logPath: filepath.Join(dir, "procs.log")})
+	}
+	if n > 1 {
+		b.routes = make([][]*toxiproxy.Proxy, n)
+		for i := range n {
+			b.routes[i] = make([]*toxiproxy.Proxy, n)
+			for j := range n {
+				if i == j {
+					continue
+				}
+				px := toxiproxy.NewProxy(api, fmt.Sprintf("%s-route%d-%d", name, i, j), "127.0.0.1:0", clusterAddrs[j])
+				if err := px.Start(); err != nil {
+					b.close()
+					return nil, err
+				}
+				b.routes[i][j] = px
+				b.servers[i].cfg.Routes = append(b.servers[i].cfg.Routes, px.Listen)
+			}
+		}
+	}
+	for _, r := range releases {
+		r()
+	}
+	releases = nil
+	// A clustered server takes connections once it has met its peers:
+	// every server starts before any is waited for.
+	for _, s := range b.servers {
+		if err := s.start(); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	for _, s := range b.servers {
+		if err := s.waitReady(60 * time.Second); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	var ups []string
+	for _, s := range b.servers {
+		ups = append(ups, s.cfg.Client)
+	}
+	if err := createBucket(ups, n); err != nil {
+		b.close()
+		return nil, err
+	}
+	var err error
+	if b.clients, err = newProxies(api, name, workers, ups); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// createBucket creates the workers' bucket with n replicas, once, before
+// the workers open it: a cluster serves JetStream only once it has
+// elected a meta leader, which the tries wait for.
+func createBucket(servers []string, n int) error {
+	raw := fmt.Sprintf("nats://%s/%s?create=true&replicas=%d", strings.Join(servers, ","), natsBucket, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		// A try before the cluster has a meta leader waits for one:
+		// short tries catch it soon after it is elected.
+		try, cancelTry := context.WithTimeout(ctx, time.Second)
+		s, err := storeurl.Open(try, raw)
+		cancelTry()
+		if err == nil {
+			return s.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: create the NATS bucket: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// natsElection is the longest a nats-server's raft group waits without
+// hearing its leader before it campaigns (nats-server's maximum election
+// timeout, which it does not let a user change): after a fault that took
+// a stream's or the cluster's leader away, the cluster may be without one
+// that long.
+const natsElection = 9 * time.Second
+
+// settle: a worker's client, once refused by a killed server or a proxy
+// that resets, tries that server again only after its reconnect wait; in
+// a cluster, a new leader may also take a raft election timeout to come.
+func (b *natsBackend) settle() time.Duration {
+	d := nats.DefaultReconnectWait + nats.DefaultReconnectJitter
+	if len(b.servers) > 1 {
+		d += natsElection
+	}
+	return d
+}
+
+func (b *natsBackend) kinds() []string {
+	k := append(append([]string(nil), workerKinds...), fLatency, fPartition, fServerPause, fServerKill)
+	if len(b.servers) > 1 {
+		k = append(k, fIsolate)
+	}
+	return k
+}
+
+func (b *natsBackend) url(w int) string {
+	return "nats://" + strings.Join(b.clients.addrs(w), ",") + "/" + natsBucket
+}
+
+func (b *natsBackend) apply(f fault, holder int) (func(), string, bool) {
+	switch f.Kind {
+	case fLatency, fPartition:
+		return b.clients.fault(f, holder)
+	case fServerPause:
+		s := b.servers[int(f.Pick)%len(b.servers)]
+		p := s.proc()
+		if !p.signal(syscall.SIGSTOP) {
+			return nil, "", false
+		}
+		return func() { p.signal(syscall.SIGCONT) }, s.cfg.Name, true
+	case fServerKill:
+		s := b.servers[int(f.Pick)%len(b.servers)]
+		p := s.proc()
+		if !p.signal(syscall.SIGKILL) {
+			return nil, "", false
+		}
+		<-p.done
+		return func() {
+			err := s.start()
+			if err == nil {
+				err = s.waitReady(60 * time.Second)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: restart %s: %v\n", s.cfg.Name, err)
+			}
+		}, s.cfg.Name, true
+	case fIsolate:
+		i := int(f.Pick) % len(b.servers)
+		var touching []*toxiproxy.Proxy
+		for j := range b.servers {
+			if j != i {
+				touching = append(touching, b.routes[i][j], b.routes[j][i])
+			}
+		}
+		return netFault(touching, fault{N: f.N, Kind: fPartition, Mode: "blackhole"}), b.servers[i].cfg.Name, true
+	}
+	return nil, "", false
+}
+
+func (b *natsBackend) close() {
+	if b.clients != nil {
+		b.clients.close()
+	}
+	// Each server takes about a second to shut JetStream down: together.
+	var wg sync.WaitGroup
+	for _, s := range b.servers {
+		wg.Go(s.stop)
+	}
+	wg.Wait()
+	for _, row := range b.routes {
+		for _, px := range row {
+			if px != nil {
+				px.Stop()
+			}
+		}
+	}
+}
