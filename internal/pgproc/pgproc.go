@@ -58,8 +58,8 @@ func (s *Server) Port() int { return s.port }
 // Addr is "127.0.0.1:PORT".
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-// LogPath is the server's log file.
-func (s *Server) LogPath() string { return filepath.Join(s.root, "log") }
+// logPath is the server's log file.
+func (s *Server) logPath() string { return filepath.Join(s.root, "log") }
 
 // DSN is the connection URL of database db as the superuser postgres.
 func (s *Server) DSN(db string) string { return s.DSNVia(s.Addr(), db) }
@@ -213,7 +213,7 @@ func freePort() (int, error) {
 // (synchronous_commit stays on), so a killed server keeps them; fsync=off
 // loses them only to a machine crash.
 func (s *Server) run() error {
-	logf, err := os.OpenFile(s.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("pgproc: %w", err)
 	}
@@ -265,11 +265,11 @@ func (s *Server) run() error {
 			s.mu.Lock()
 			s.cmd, s.done = nil, nil
 			s.mu.Unlock()
-			log, _ := os.ReadFile(s.LogPath())
+			log, _ := os.ReadFile(s.logPath())
 			return fmt.Errorf("pgproc: postgres exited at start: %v\n%s", cmd.ProcessState, tail(log))
 		case <-ctx.Done():
 			s.Kill()
-			log, _ := os.ReadFile(s.LogPath())
+			log, _ := os.ReadFile(s.logPath())
 			return fmt.Errorf("pgproc: postgres not ready within %v: %v\n%s", readyWithin, err, tail(log))
 		case <-time.After(20 * time.Millisecond): // polling a child process
 		}
@@ -301,9 +301,9 @@ func (s *Server) Kill() {
 	<-done
 }
 
-// Stop shuts the server down (fast shutdown: open sessions are ended) and
+// stop shuts the server down (fast shutdown: open sessions are ended) and
 // waits for it.
-func (s *Server) Stop() {
+func (s *Server) stop() {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
 	s.cmd, s.done = nil, nil
@@ -324,7 +324,7 @@ func (s *Server) Stop() {
 
 // Remove stops the server and deletes its directory.
 func (s *Server) Remove() {
-	s.Stop()
+	s.stop()
 	_ = os.RemoveAll(s.root)
 }
 
