@@ -115,6 +115,32 @@ func getRetry(ctx context.Context, s *Store, key string) (backends.Entry, error)
 	}
 }
 
+// TestFaultServerPaused: the only server, in a process of its own, is
+// stopped with SIGSTOP while a claim is held, its connections open, and
+// continued once the leader has stopped. The leader stops by its own
+// deadline while nothing answers; after the resume an elector leads again
+// with a higher token, never beside another.
+func TestFaultServerPaused(t *testing.T) {
+	srv := natstest.StartProcess(t)
+	bucket := newBucketName()
+	ts := newTerms()
+	startElector(t, srv.URL(), bucket, "a", ts, nil)
+	startElector(t, srv.URL(), bucket, "b", ts, nil)
+	first := ts.next(t, 10*time.Second)
+
+	srv.Pause(t)
+	// The leader cannot renew: it stops by its deadline. The server stays
+	// paused until it has, which takes about a TTL.
+	waitUntil(t, 5*time.Second, fmt.Sprintf("%s stops leading with the server paused", first), func() bool { return ts.leaders() == 0 })
+	srv.Resume(t)
+	next := ts.next(t, 20*time.Second)
+	all := ts.check(t)
+	if late := all[0].end.Sub(all[0].deadline); late > 50*time.Millisecond {
+		t.Errorf("%s stopped acting %v after its local deadline", all[0].who, late)
+	}
+	t.Logf("%s led, the server was paused; after it continued %s was elected; terms %d", first, next, len(all))
+}
+
 // TestFaultClientPartitioned: the leader's connection is cut (a proxy drops
 // everything, connections stay open). The leader stops acting by its own
 // deadline, the follower takes over only after that, with a higher token,

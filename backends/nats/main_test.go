@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tenure-go/tenure/backends/nats/natstest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
+	// A server started by natstest.StartProcess is this binary run again.
+	natstest.ServeProcess()
 	// toxiproxy can leave a link's stub goroutine blocked on a send when
 	// a toxic is removed from a live link (the fault tests heal a cut that
 	// way); the proxy is closed, nothing of the store's is left.

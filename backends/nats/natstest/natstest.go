@@ -1,5 +1,6 @@
 // Package natstest runs real nats-server instances with JetStream inside
-// the test process, for the tests of the NATS backend. It is test support:
+// the test process, for the tests of the NATS backend, and one in a child
+// process for a test that pauses it (StartProcess). It is test support:
 // import it only from _test.go files.
 //
 // Servers listen on 127.0.0.1 on ports the kernel picks, keep their
@@ -7,14 +8,14 @@
 // always), as the backend's documentation asks of production servers. A
 // Server keeps its ports and store directory across Restart, so clients
 // reconnect and see the same streams. Everything started is shut down by
-// t.Cleanup.
+// t.Cleanup. The servers' options are internal/natsproc's, as the fault
+// campaign's servers' are.
 package natstest
 
 import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/tenure-go/tenure/internal/natsproc"
 )
 
 // readyTimeout bounds a start under -race on busy cores.
@@ -53,30 +55,18 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
-func (s *Server) options() *server.Options {
-	o := &server.Options{
-		ServerName: s.name,
-		Host:       "127.0.0.1",
-		Port:       s.port,
-		JetStream:  true,
-		StoreDir:   s.dir,
-		SyncAlways: true,
-		NoLog:      true,
-		NoSigs:     true,
-	}
+// options are the server's: those of the servers natsproc runs in
+// processes of their own.
+func (s *Server) options() (*server.Options, error) {
+	c := natsproc.Config{Name: s.name, Dir: s.dir, Client: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))}
 	if s.cluster != nil {
-		o.Cluster = server.ClusterOpts{Name: "tenure", Host: "127.0.0.1", Port: s.cport}
-		o.Routes = s.cluster.routes(s)
-		// Clients stay on the server they dialled.
-		o.Cluster.NoAdvertise = true
-		if s.cluster.proxies != nil {
-			// Peers reach each other only through the proxies of the
-			// configured routes: a route learnt by gossip goes to this
-			// closed port and fails.
-			o.Cluster.Advertise = "127.0.0.1:1"
-		}
+		c.Cluster = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.cport))
+		c.Routes = s.cluster.routes(s)
+		// Peers reach each other only through the proxies of the
+		// configured routes: a route learnt by gossip fails.
+		c.Closed = s.cluster.proxies != nil
 	}
-	return o
+	return c.Options()
 }
 
 func (s *Server) start() {
@@ -88,7 +78,11 @@ func (s *Server) start() {
 // launch starts the server without waiting for it.
 func (s *Server) launch() {
 	s.t.Helper()
-	srv, err := server.NewServer(s.options())
+	o, err := s.options()
+	if err != nil {
+		s.t.Fatalf("natstest: options of server %s: %v", s.name, err)
+	}
+	srv, err := server.NewServer(o)
 	if err != nil {
 		s.t.Fatalf("natstest: new server %s: %v", s.name, err)
 	}
@@ -258,24 +252,24 @@ func (c *Cluster) URLs() string {
 	return out
 }
 
-// routes are the cluster URLs of the servers other than self, through
-// self's proxies where the cluster has them.
-func (c *Cluster) routes(self *Server) []*url.URL {
-	var out []*url.URL
+// routes are the cluster addresses (host:port) of the servers other than
+// self, through self's proxies where the cluster has them.
+func (c *Cluster) routes(self *Server) []string {
+	var out []string
 	for i, s := range c.Servers {
 		if s == self {
 			if c.proxies != nil {
 				out = out[:0]
 				for j, px := range c.proxies[i] {
 					if j != i {
-						out = append(out, &url.URL{Scheme: "nats", Host: px.Listen})
+						out = append(out, px.Listen)
 					}
 				}
 				return out
 			}
 			continue
 		}
-		out = append(out, &url.URL{Scheme: "nats", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.cport))})
+		out = append(out, net.JoinHostPort("127.0.0.1", strconv.Itoa(s.cport)))
 	}
 	return out
 }
