@@ -128,10 +128,9 @@ func ownedDir(pattern string) (string, error) {
 	return dir, nil
 }
 
-// template runs initdb once per process (again after RemoveTemplate).
+// template runs initdb once per process (again after RemoveTemplate). The
+// caller holds tmplMu, and keeps holding it while it copies the directory.
 func template() (string, error) {
-	tmplMu.Lock()
-	defer tmplMu.Unlock()
 	if tmplDir != "" {
 		return tmplDir, nil
 	}
@@ -168,20 +167,11 @@ func RemoveTemplate() {
 // Start makes a new server from the template and starts it: it accepts
 // connections when Start returns. Remove stops it and deletes its data.
 func Start() (*Server, error) {
-	tmpl, err := template()
+	root, err := copyTemplate()
 	if err != nil {
 		return nil, err
 	}
-	root, err := ownedDir("pgproc-")
-	if err != nil {
-		return nil, fmt.Errorf("pgproc: %w", err)
-	}
 	data := filepath.Join(root, "data")
-	// cp -a keeps nobody's ownership and the 0700 mode postgres insists on.
-	if out, err := exec.Command("cp", "-a", filepath.Join(tmpl, "data"), data).CombinedOutput(); err != nil {
-		_ = os.RemoveAll(root)
-		return nil, fmt.Errorf("pgproc: copy the template data directory: %v\n%s", err, out)
-	}
 	s := &Server{root: root, data: data, bin: binDir}
 	var last error
 	for range 3 { // a port picked free may be taken before postgres binds it
@@ -197,6 +187,27 @@ func Start() (*Server, error) {
 		return nil, fmt.Errorf("pgproc: %w", err)
 	}
 	return nil, last
+}
+
+// copyTemplate makes a server's directory with a copy of the template's
+// data directory; a RemoveTemplate meanwhile waits for the copy.
+func copyTemplate() (string, error) {
+	tmplMu.Lock()
+	defer tmplMu.Unlock()
+	tmpl, err := template()
+	if err != nil {
+		return "", err
+	}
+	root, err := ownedDir("pgproc-")
+	if err != nil {
+		return "", fmt.Errorf("pgproc: %w", err)
+	}
+	// cp -a keeps nobody's ownership and the 0700 mode postgres insists on.
+	if out, err := exec.Command("cp", "-a", filepath.Join(tmpl, "data"), filepath.Join(root, "data")).CombinedOutput(); err != nil {
+		_ = os.RemoveAll(root)
+		return "", fmt.Errorf("pgproc: copy the template data directory: %v\n%s", err, out)
+	}
+	return root, nil
 }
 
 func freePort() (int, error) {
