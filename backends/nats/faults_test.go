@@ -123,20 +123,20 @@ func getRetry(ctx context.Context, s *Store, key string) (backends.Entry, error)
 func TestFaultServerPaused(t *testing.T) {
 	srv := natstest.StartProcess(t)
 	bucket := newBucketName()
-	ts := newTerms()
+	ts := electortest.NewTerms(clock.New())
 	startElector(t, srv.URL(), bucket, "a", ts, nil)
 	startElector(t, srv.URL(), bucket, "b", ts, nil)
-	first := ts.next(t, 10*time.Second)
+	first := ts.Next(t, within(t, 10*time.Second))
 
 	srv.Pause(t)
 	// The leader cannot renew: it stops by its deadline. The server stays
 	// paused until it has, which takes about a TTL.
-	waitUntil(t, 5*time.Second, fmt.Sprintf("%s stops leading with the server paused", first), func() bool { return ts.leaders() == 0 })
+	electortest.Await(t, within(t, 5*time.Second), fmt.Sprintf("%s stops leading with the server paused", first), func() bool { return len(ts.Leading()) == 0 }, ts)
 	srv.Resume(t)
-	next := ts.next(t, 20*time.Second)
-	all := ts.check(t)
-	if late := all[0].end.Sub(all[0].deadline); late > 50*time.Millisecond {
-		t.Errorf("%s stopped acting %v after its local deadline", all[0].who, late)
+	next := ts.Next(t, within(t, 20*time.Second))
+	all := ts.Check(t)
+	if late := all[0].End.Sub(all[0].Deadline); late > 50*time.Millisecond {
+		t.Errorf("%s stopped acting %v after its local deadline", all[0].Who, late)
 	}
 	t.Logf("%s led, the server was paused; after it continued %s was elected; terms %d", first, next, len(all))
 }
