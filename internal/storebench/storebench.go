@@ -1,0 +1,314 @@
+package storebench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/elector"
+)
+
+// Config is the shape of a measurement.
+type Config struct {
+	TTL   time.Duration // the lease every elector asks for
+	Renew time.Duration // every elector's renew and retry period
+
+	Candidates int // processes competing for each claim
+
+	// Settle is how long the electors run after every claim has a leader
+	// before the window opens; Window is how long the window lasts.
+	Settle, Window time.Duration
+
+	Handovers, Failovers int // rounds of each takeover measurement
+
+	// Limit bounds the wait for one election; reaching it fails the run.
+	Limit time.Duration
+}
+
+// Default is the shape the store comparisons use: TTL 2 s, renew and retry
+// every 500 ms, three candidates, one TTL to settle, a 6 s window, 15
+// handovers and 5 failovers.
+func Default() Config {
+	return Config{
+		TTL: 2 * time.Second, Renew: 500 * time.Millisecond, Candidates: 3,
+		Settle: 2 * time.Second, Window: 6 * time.Second,
+		Handovers: 15, Failovers: 5, Limit: 30 * time.Second,
+	}
+}
+
+// A Process is one candidate process: a store on a connection of its own.
+type Process struct {
+	Store backends.Store
+
+	// Crash cuts the process's connection under its store, as a crash of
+	// the process would: its renewals fail and it releases nothing.
+	Crash func()
+}
+
+// Open opens a new candidate process for tb; whoever opens it closes it
+// when tb ends.
+type Open func(tb testing.TB) Process
+
+// Report receives one figure in a unit (testing.B's ReportMetric is one).
+type Report func(value float64, unit string)
+
+// Meters are the running totals a window measures the growth of.
+type Meters struct {
+	// Requests is how many requests every process opened so far has
+	// sent. Required.
+	Requests func() int64
+
+	// CPU lists CPU time meters, each reported in its Unit as
+	// milliseconds per second of the window.
+	CPU []CPUMeter
+}
+
+// A CPUMeter is CPU time used so far by something named by its Unit
+// ("cpu-ms/s" for this process, "server-cpu-ms/s" for a server's).
+type CPUMeter struct {
+	Unit string
+	Used func() time.Duration
+}
+
+// ProcessCPU is the CPU time (user and system) this process has used so
+// far: its clients, and its servers where they run inside it.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0 // not on this system: no figure rather than a wrong one
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// A Fleet is the electors of some processes for some claims: one per
+// process and claim.
+type Fleet struct {
+	els          []*elector.Elector
+	won, renewed atomic.Int64
+}
+
+// StartFleet starts, over each store, one elector for each of claims
+// claims (keys claims/0000, claims/0001, …) and returns once every claim
+// has a leader. identity names the elector of process p for a claim; nil
+// names every elector of process p "process-p". The caller stops the fleet.
+func StartFleet(tb testing.TB, cfg Config, stores []backends.Store, claims int, identity func(p int, claim string) string) *Fleet {
+	tb.Helper()
+	if identity == nil {
+		identity = func(p int, _ string) string { return fmt.Sprintf("process-%d", p) }
+	}
+	f := &Fleet{}
+	var led sync.Map // claim → struct{}
+	var leading sync.WaitGroup
+	leading.Add(claims)
+	for p, s := range stores {
+		locker, err := backends.NewLocker(s)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for i := range claims {
+			claim := fmt.Sprintf("claims/%04d", i)
+			el, err := elector.New(locker, elector.Config{
+				Key: claim, Identity: identity(p, claim), TTL: cfg.TTL,
+				RenewPeriod: cfg.Renew, RetryPeriod: cfg.Renew,
+				Trace: elector.Trace{Renewed: func(elector.Term, time.Duration, time.Duration) { f.renewed.Add(1) }},
+				OnElected: func(ctx context.Context, _ elector.Term) {
+					f.won.Add(1)
+					if _, again := led.LoadOrStore(claim, struct{}{}); !again {
+						leading.Done()
+					}
+					<-ctx.Done()
+				},
+			})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			f.els = append(f.els, el)
+		}
+	}
+	for _, el := range f.els {
+		if err := el.Start(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() { leading.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-clock.New().After(cfg.Limit + time.Duration(claims)*cfg.Renew):
+		f.Stop()
+		<-done // every elector stopped: no claim is left to wait for
+		tb.Fatalf("storebench: not every one of %d claims had a leader in time", claims)
+	}
+	return f
+}
+
+// Won is how many terms the fleet's electors have begun.
+func (f *Fleet) Won() int64 { return f.won.Load() }
+
+// Renewed is how many renewals extended a term.
+func (f *Fleet) Renewed() int64 { return f.renewed.Load() }
+
+// Stop stops every elector of the fleet, at once.
+func (f *Fleet) Stop() { stopAll(f.els) }
+
+// Steady measures claims claims held by cfg.Candidates processes: once
+// every claim has a leader and cfg.Settle has passed, over cfg.Window, it
+// reports req/s and req/renewal (from m.Requests), each of m.CPU in
+// milliseconds per second, and terms, the terms begun in the window (0
+// unless a leader lost its claim: nothing was done to it).
+func Steady(tb testing.TB, cfg Config, open Open, claims int, m Meters, report Report) {
+	tb.Helper()
+	stores := make([]backends.Store, cfg.Candidates)
+	for p := range stores {
+		stores[p] = open(tb).Store
+	}
+	f := StartFleet(tb, cfg, stores, claims, nil)
+	defer f.Stop()
+	wall := clock.New()
+	<-wall.After(cfg.Settle)
+	cpu0 := make([]time.Duration, len(m.CPU))
+	for i, c := range m.CPU {
+		cpu0[i] = c.Used()
+	}
+	req0, won0, renewed0, t0 := m.Requests(), f.Won(), f.Renewed(), wall.Now()
+	<-wall.After(cfg.Window)
+	secs := wall.Since(t0).Seconds()
+	reqs, renewals, terms := m.Requests()-req0, f.Renewed()-renewed0, f.Won()-won0
+	report(float64(reqs)/secs, "req/s")
+	if renewals > 0 {
+		report(float64(reqs)/float64(renewals), "req/renewal")
+	}
+	for i, c := range m.CPU {
+		report(float64((c.Used()-cpu0[i]).Microseconds())/1000/secs, c.Unit)
+	}
+	report(float64(terms), "terms")
+	tb.Logf("%d claims × %d candidates: %d requests, %d renewals, %d terms begun in %.1fs",
+		claims, cfg.Candidates, reqs, renewals, terms, secs)
+}
+
+// Takeover measures, over cfg.Handovers rounds (or cfg.Failovers with
+// crash), how long one claim of cfg.Candidates processes goes without a
+// leader when its leader ends: gracefully (its elector stops and releases
+// the claim), from the moment the leader stopped acting, or by a crash
+// (Process.Crash, at a random point of its renewal cycle), from the crash.
+// Either way the ended process is replaced by a fresh one. It reports
+// p50-ms and max-ms, and overlaps: new leaders elected while the previous
+// one still reported that it led (must be 0).
+func Takeover(tb testing.TB, cfg Config, open Open, crash bool, report Report) {
+	tb.Helper()
+	type cand struct {
+		proc  Process
+		el    *elector.Elector
+		ended atomic.Int64 // wall ns when its last term stopped acting
+	}
+	type election struct {
+		c  *cand
+		at time.Time
+	}
+	wall := clock.New()
+	elected := make(chan election, 16)
+	var all []*cand
+	defer func() {
+		els := make([]*elector.Elector, len(all))
+		for i, c := range all {
+			els[i] = c.el
+		}
+		stopAll(els)
+	}()
+	start := func() {
+		c := &cand{proc: open(tb)}
+		locker, err := backends.NewLocker(c.proc.Store)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c.el, err = elector.New(locker, elector.Config{
+			Key: "leader", Identity: fmt.Sprintf("candidate-%d", len(all)), TTL: cfg.TTL,
+			RenewPeriod: cfg.Renew, RetryPeriod: cfg.Renew,
+			OnElected: func(ctx context.Context, _ elector.Term) {
+				elected <- election{c, wall.Now()}
+				<-ctx.Done()
+				c.ended.Store(wall.Now().UnixNano())
+			},
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := c.el.Start(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+		all = append(all, c)
+	}
+	next := func() election {
+		select {
+		case e := <-elected:
+			return e
+		case <-wall.After(cfg.Limit):
+			tb.Fatalf("storebench: no election within %v", cfg.Limit)
+			return election{}
+		}
+	}
+	for range cfg.Candidates {
+		start()
+	}
+	rounds := cfg.Handovers
+	if crash {
+		rounds = cfg.Failovers
+	}
+	cur := next()
+	var gaps []time.Duration
+	overlaps := 0
+	for range rounds {
+		var from time.Time
+		if crash {
+			<-wall.After(time.Duration(rand.Int64N(int64(cfg.Renew))))
+			from = wall.Now()
+			cur.c.proc.Crash()
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.Limit)
+			err := cur.c.el.Stop(ctx)
+			cancel()
+			if err != nil {
+				tb.Fatalf("storebench: stop the leader: %v", err)
+			}
+			from = time.Unix(0, cur.c.ended.Load())
+		}
+		nxt := next()
+		if nxt.c == cur.c {
+			tb.Fatal("storebench: the ended candidate was elected again")
+		}
+		if cur.c.el.IsLeader() {
+			overlaps++
+		}
+		gaps = append(gaps, nxt.at.Sub(from))
+		start()
+		cur = nxt
+	}
+	slices.Sort(gaps)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	p50, top := gaps[(len(gaps)-1)/2], gaps[len(gaps)-1]
+	report(ms(p50), "p50-ms")
+	report(ms(top), "max-ms")
+	report(float64(overlaps), "overlaps")
+	tb.Logf("crash=%v: p50 %v, max %v over %d rounds, %d overlaps", crash, p50, top, len(gaps), overlaps)
+}
+
+// stopAll stops els at once, each within a bound.
+func stopAll(els []*elector.Elector) {
+	var wg sync.WaitGroup
+	for _, el := range els {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = el.Stop(ctx)
+		})
+	}
+	wg.Wait()
+}
