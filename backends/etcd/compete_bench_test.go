@@ -5,21 +5,16 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
-	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/storebench"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
-
-// competeWindow is how long BenchmarkCompetingClaims measures, after every
-// claim has a leader and one TTL has passed.
-const competeWindow = 6 * time.Second
 
 // BenchmarkCompetingClaims measures what elections with competitors cost:
 // n claims, three candidates for each, one per process (each process its
@@ -40,7 +35,9 @@ const competeWindow = 6 * time.Second
 // cpu-ms/s, the CPU time of the whole test process (server included) per
 // second; terms, the elections won during the window (0 for a steady
 // leader); req/renewal, for tenure, the requests per renewal its electors
-// made in the window. Run with -benchtime=1x.
+// made in the window. The window (6 s, after one TTL) and tenure's fleet
+// are internal/storebench's, which measures the etcd store beside the
+// other stores the same way. Run with -benchtime=1x.
 //
 // Then, on the same server, graceful handover (as BenchmarkHandover
 // measures it, competeHandovers rounds) for tenure in both lease modes
@@ -74,20 +71,15 @@ func BenchmarkCompetingClaims(b *testing.B) {
 				stop := impl.start(b, clis, newPrefix(b), n, &c)
 				defer stop()
 				wait(b, benchTTL) // steady state
+				cfg := storebench.Default()
+				cfg.Settle = 0
 				for i := 0; i < b.N; i++ {
 					reqs.reset()
-					before, renewed, cpu0 := c.won.Load(), c.renewed.Load(), cpuTime(b)
-					wait(b, competeWindow)
-					cpu := cpuTime(b) - cpu0
-					got := reqs.Load()
-					b.ReportMetric(float64(got)/competeWindow.Seconds(), "req/s")
-					b.ReportMetric(float64(cpu.Milliseconds())/competeWindow.Seconds(), "cpu-ms/s")
-					b.ReportMetric(float64(c.won.Load()-before), "terms")
-					if r := c.renewed.Load() - renewed; r > 0 {
-						b.ReportMetric(float64(got)/float64(r), "req/renewal")
-					}
-					b.Logf("%s, %d claims × %d candidates: %d requests in %v (%s), %v CPU, %d terms won",
-						impl.name, n, candidates, got, competeWindow, reqs, cpu, c.won.Load()-before)
+					storebench.Window(b, cfg, storebench.Meters{
+						Requests: reqs.Load,
+						CPU:      []storebench.CPUMeter{{Unit: "cpu-ms/s", Used: storebench.ProcessCPU}},
+					}, c.terms, c.renewals, b.ReportMetric)
+					b.Logf("%s, %d claims × %d candidates: %s", impl.name, n, candidates, reqs)
 				}
 			})
 		}
@@ -105,83 +97,48 @@ func BenchmarkCompetingClaims(b *testing.B) {
 // measures per implementation.
 const competeHandovers = 15
 
-// competeCounts is what the candidates of one run report: the elections
-// won, and (tenure only) the renewals that extended a term.
+// competeCounts is what the candidates of one run report: tenure's
+// fleet, or the elections etcd's candidates won.
 type competeCounts struct {
-	won, renewed atomic.Int64
+	fleet *storebench.Fleet // tenure
+	won   atomic.Int64      // etcd's Election
 }
 
-// cpuTime is the CPU time (user and system) the process has used.
-func cpuTime(b testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
+// terms is how many terms the candidates have begun.
+func (c *competeCounts) terms() int64 {
+	if c.fleet != nil {
+		return c.fleet.Won()
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return c.won.Load()
+}
+
+// renewals is how many renewals extended a term (tenure only).
+func (c *competeCounts) renewals() int64 {
+	if c.fleet != nil {
+		return c.fleet.Renewed()
+	}
+	return 0
 }
 
 // competeTenure runs, in each process (client), a store and one elector per
-// claim, and waits until every claim has a leader. With namePerClaim each
-// claim's elector has an Identity of its own; otherwise every elector of a
-// process has the process's.
+// claim (the shared fleet of internal/storebench), and waits until every
+// claim has a leader. With namePerClaim each claim's elector has an
+// Identity of its own; otherwise every elector of a process has the
+// process's.
 func competeTenure(namePerClaim bool, opts ...etcd.Option) func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) func() {
 	return func(b *testing.B, clis []*clientv3.Client, prefix string, n int, c *competeCounts) func() {
-		var led sync.Map // claim → struct{}
-		var leading sync.WaitGroup
-		leading.Add(n)
-		var els []*elector.Elector
+		stores := make([]backends.Store, len(clis))
 		for p, cli := range clis {
-			s := openStore(b, cli, prefix, opts...)
-			locker, err := backends.NewLocker(s)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for i := 0; i < n; i++ {
-				claim := fmt.Sprintf("claims/%04d", i)
-				id := fmt.Sprintf("process-%d", p)
-				if namePerClaim {
-					id = fmt.Sprintf("process-%d/%s", p, claim)
-				}
-				el, err := elector.New(locker, elector.Config{
-					Key:         claim,
-					Identity:    id,
-					TTL:         benchTTL,
-					RenewPeriod: electRenew,
-					RetryPeriod: electRenew,
-					Trace: elector.Trace{
-						Renewed: func(elector.Term, time.Duration, time.Duration) { c.renewed.Add(1) },
-					},
-					OnElected: func(ctx context.Context, _ elector.Term) {
-						c.won.Add(1)
-						if _, again := led.LoadOrStore(claim, struct{}{}); !again {
-							leading.Done()
-						}
-						<-ctx.Done()
-					},
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				els = append(els, el)
-			}
+			stores[p] = openStore(b, cli, prefix, opts...)
 		}
-		for _, el := range els {
-			if err := el.Start(context.Background()); err != nil {
-				b.Fatal(err)
-			}
+		var identity func(p int, claim string) string
+		if namePerClaim {
+			identity = func(p int, claim string) string { return fmt.Sprintf("process-%d/%s", p, claim) }
 		}
-		leading.Wait()
-		return func() {
-			var wg sync.WaitGroup
-			for _, el := range els {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_ = el.Stop(context.Background())
-				}()
-			}
-			wg.Wait()
-		}
+		cfg := storebench.Default()
+		cfg.TTL, cfg.Renew = benchTTL, electRenew
+		c.fleet = storebench.StartFleet(b, cfg, stores, n, identity)
+		return c.fleet.Stop
 	}
 }
 

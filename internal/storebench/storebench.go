@@ -79,7 +79,9 @@ type CPUMeter struct {
 }
 
 // ProcessCPU is the CPU time (user and system) this process has used so
-// far: its clients, and its servers where they run inside it.
+// far: its clients, and its servers where they run inside it. (getrusage
+// of the calling process fails only on a system without it, which the
+// benchmarks do not run on.)
 func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -160,10 +162,7 @@ func (f *Fleet) Renewed() int64 { return f.renewed.Load() }
 func (f *Fleet) Stop() { stopAll(f.els) }
 
 // Steady measures claims claims held by cfg.Candidates processes: once
-// every claim has a leader and cfg.Settle has passed, over cfg.Window, it
-// reports req/s and req/renewal (from m.Requests), each of m.CPU in
-// milliseconds per second, and terms, the terms begun in the window (0
-// unless a leader lost its claim: nothing was done to it).
+// every claim has a leader, it measures a Window of the fleet.
 func Steady(tb testing.TB, cfg Config, open Open, claims int, m Meters, report Report) {
 	tb.Helper()
 	stores := make([]backends.Store, cfg.Candidates)
@@ -172,26 +171,36 @@ func Steady(tb testing.TB, cfg Config, open Open, claims int, m Meters, report R
 	}
 	f := StartFleet(tb, cfg, stores, claims, nil)
 	defer f.Stop()
+	Window(tb, cfg, m, f.Won, f.Renewed, report)
+	tb.Logf("%d claims × %d candidates", claims, cfg.Candidates)
+}
+
+// Window lets cfg.Settle pass, then measures cfg.Window of running
+// elections and reports: req/s and req/renewal (from m.Requests and
+// renewals; no req/renewal without renewals), each of m.CPU in
+// milliseconds per second, and terms, how far terms grew (the terms begun:
+// 0 unless a leader lost its claim, when nothing was done to it).
+func Window(tb testing.TB, cfg Config, m Meters, terms, renewals func() int64, report Report) {
+	tb.Helper()
 	wall := clock.New()
 	<-wall.After(cfg.Settle)
 	cpu0 := make([]time.Duration, len(m.CPU))
 	for i, c := range m.CPU {
 		cpu0[i] = c.Used()
 	}
-	req0, won0, renewed0, t0 := m.Requests(), f.Won(), f.Renewed(), wall.Now()
+	req0, terms0, renewals0, t0 := m.Requests(), terms(), renewals(), wall.Now()
 	<-wall.After(cfg.Window)
 	secs := wall.Since(t0).Seconds()
-	reqs, renewals, terms := m.Requests()-req0, f.Renewed()-renewed0, f.Won()-won0
+	reqs, renewed, begun := m.Requests()-req0, renewals()-renewals0, terms()-terms0
 	report(float64(reqs)/secs, "req/s")
-	if renewals > 0 {
-		report(float64(reqs)/float64(renewals), "req/renewal")
+	if renewed > 0 {
+		report(float64(reqs)/float64(renewed), "req/renewal")
 	}
 	for i, c := range m.CPU {
 		report(float64((c.Used()-cpu0[i]).Microseconds())/1000/secs, c.Unit)
 	}
-	report(float64(terms), "terms")
-	tb.Logf("%d claims × %d candidates: %d requests, %d renewals, %d terms begun in %.1fs",
-		claims, cfg.Candidates, reqs, renewals, terms, secs)
+	report(float64(begun), "terms")
+	tb.Logf("window of %.1fs: %d requests, %d renewals, %d terms begun", secs, reqs, renewed, begun)
 }
 
 // Takeover measures, over cfg.Handovers rounds (or cfg.Failovers with
