@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/postgres"
+	"github.com/tenure-go/tenure/backends/postgres/pgtest"
 )
 
 // TestTxnRaceWithCreate: transactions that require a key absent and write
@@ -65,20 +65,10 @@ func TestTxnRaceWithCreate(t *testing.T) {
 // wireCount counts what a pool sends: statements (each query, and each
 // query of a batch) and writes to the server's socket, one per round trip
 // (a batch is sent as one write, and its answers read together).
-type wireCount struct{ stmts, writes atomic.Int64 }
-
-func (c *wireCount) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.stmts.Add(1)
-	return ctx
+type wireCount struct {
+	stmts  pgtest.Statements
+	writes atomic.Int64
 }
-func (c *wireCount) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *wireCount) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (c *wireCount) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
-	c.stmts.Add(1)
-}
-func (c *wireCount) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 func (c *wireCount) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -114,7 +104,7 @@ func countedStore(t *testing.T, dsn, tbl string) (*postgres.Store, *wireCount) {
 		t.Fatal(err)
 	}
 	c := &wireCount{}
-	cfg.ConnConfig.Tracer = c
+	cfg.ConnConfig.Tracer = &c.stmts
 	cfg.ConnConfig.DialFunc = c.dial
 	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)

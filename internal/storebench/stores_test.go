@@ -3,15 +3,11 @@ package storebench_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	etcdstore "github.com/tenure-go/tenure/backends/etcd"
@@ -148,7 +144,7 @@ func startStores(tb testing.TB, fast bool) []store {
 	natsSrv := natstest.Start(tb)
 	pg := pgtest.Shared(tb)
 	dsn := pg.DSN(pg.NewDatabase(tb))
-	pgCPU := storebench.CPUMeter{Unit: "server-cpu-ms/s", Used: func() time.Duration { return serverCPU(pg) }}
+	pgCPU := storebench.CPUMeter{Unit: "server-cpu-ms/s", Used: pg.CPU}
 	return []store{
 		{name: "etcd", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openEtcd(tb, etcdSrv) }},
 		{name: "nats", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openNATS(tb, natsSrv) }},
@@ -245,7 +241,7 @@ func openNATS(tb testing.TB, srv *natstest.Server) (storebench.Open, storebench.
 }
 
 func openPostgres(tb testing.TB, dsn string, serverCPU storebench.CPUMeter, opts ...postgres.Option) (storebench.Open, storebench.Meters) {
-	var stmts stmtCounter
+	var stmts pgtest.Statements
 	opts = append([]postgres.Option{postgres.WithTable("public", namespace())}, opts...)
 	open := func(tb testing.TB) storebench.Process {
 		cfg, err := pgxpool.ParseConfig(dsn)
@@ -272,44 +268,4 @@ func openPostgres(tb testing.TB, dsn string, serverCPU storebench.CPUMeter, opts
 		return storebench.Process{Store: s, Crash: func() { s.Close() }}
 	}
 	return open, storebench.Meters{Requests: stmts.Load, CPU: []storebench.CPUMeter{processCPU, serverCPU}}
-}
-
-// stmtCounter counts the statements the pools it traces send, each
-// statement of a batch included.
-type stmtCounter struct{ n atomic.Int64 }
-
-func (c *stmtCounter) Load() int64 { return c.n.Load() }
-
-func (c *stmtCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *stmtCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-// The statements of a batch are not queries to a tracer: each is counted
-// as its answer is read.
-func (c *stmtCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (c *stmtCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
-	c.n.Add(1)
-}
-func (c *stmtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-// serverCPU is the CPU time the server's processes alive now have used
-// (the postmaster's children: a backend that exits takes its share with
-// it, so the candidates' connections must outlive the window).
-func serverCPU(srv *pgtest.Server) time.Duration {
-	var ticks int64
-	for _, pid := range srv.Pids() {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // a backend that just exited
-		}
-		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-		u, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14
-		s, _ := strconv.ParseInt(f[12], 10, 64) // stime, field 15
-		ticks += u + s
-	}
-	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
 }

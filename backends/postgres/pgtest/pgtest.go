@@ -17,9 +17,12 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -150,6 +153,57 @@ func (s *Server) signal(t testing.TB, sig syscall.Signal) {
 // processes it has forked (backends, checkpointer, ...), for measuring the
 // server's CPU time. Empty while the server is stopped.
 func (s *Server) Pids() []int { return s.p.Pids() }
+
+// CPU is the CPU time (user and system) the server's processes alive now
+// have used. A backend that exits takes its share with it: measure over a
+// window that the connections measured outlive.
+func (s *Server) CPU() time.Duration {
+	var ticks int64
+	for _, pid := range s.Pids() {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // a backend that just exited
+		}
+		// pid (comm) state ppid ...: utime and stime are fields 14 and 15.
+		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + st
+	}
+	return time.Duration(ticks) * (time.Second / 100) // USER_HZ
+}
+
+// Statements counts the statements sent by the pools or connections it is
+// the tracer of (pgx.ConnConfig.Tracer): each query, and each query of a
+// batch (a pipeline), which a tracer sees only as its answer is read.
+// Read it with Load, or Swap to read and reset.
+type Statements struct{ atomic.Int64 }
+
+// TraceQueryStart counts a query.
+func (c *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.Add(1)
+	return ctx
+}
+
+// TraceQueryEnd does nothing: a query was counted when it started.
+func (c *Statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart does nothing: a batch's queries are counted one by one.
+func (c *Statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery counts a query of a batch.
+func (c *Statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	c.Add(1)
+}
+
+// TraceBatchEnd does nothing.
+func (c *Statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 
 // NewDatabase creates a fresh database on s for t and returns its name; it
 // is dropped when t ends.
