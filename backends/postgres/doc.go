@@ -103,10 +103,10 @@
 // postgres from the machine, as nobody when run as root); without the
 // binaries they fail and say what to install. Fault tests kill, pause
 // (SIGSTOP) and restart the server, cut a client off through a TCP proxy,
-// and end the listening connection. Benchmarks beside the etcd store's:
-// BenchmarkElections, BenchmarkHandover, BenchmarkFailover (TTL 2 s,
-// renewal every 500 ms, three candidates); docs/performance.md has the
-// figures.
+// and end the listening connection. The store is benchmarked beside the
+// etcd and NATS stores, in one run: BenchmarkStores in internal/storebench
+// (TTL 2 s, renewal every 500 ms, three candidates); docs/performance.md
+// has the figures.
 //
 // # Not guaranteed
 //
