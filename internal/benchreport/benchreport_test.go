@@ -173,6 +173,7 @@ func TestRenderGolden(t *testing.T) {
 		{"elector.txt", Section{Title: "Elector handover and crash failover", About: "Trials.", Pkg: "./elector", Bench: "^(BenchmarkHandover|BenchmarkCrashFailover)$", Benchtime: "2x", Hide: []string{"ns/op"}}},
 		{"memstore.txt", Section{Title: "memstore operations", About: "Operations.", Pkg: "./backends/memstore", Bench: ".", Show: []string{"allocs/op", "ns/op"}}},
 		{"interleaved.txt", Section{Title: "Competing claims on etcd", About: "Claims.", Pkg: "./backends/etcd", Bench: "^BenchmarkCompetingClaims$", Benchtime: "1x"}},
+		{"stores.txt", Section{Title: "etcd, NATS and PostgreSQL side by side", About: "Stores.", Pkg: "./internal/storebench", Bench: "^BenchmarkStores$", Benchtime: "1x", Hide: []string{"ns/op"}, Columns: 1}},
 		{"failed.txt", Section{Title: "Shard handover", About: "Leaves.", Pkg: "./shards", Bench: "^BenchmarkLeave$", Benchtime: "20x"}},
 	} {
 		r := parseFile(t, c.file)
@@ -199,6 +200,31 @@ func TestRenderGolden(t *testing.T) {
 		if !strings.Contains(b.String(), "\n## "+s.Title+"\n") {
 			t.Errorf("no heading for section %q", s.Title)
 		}
+	}
+}
+
+// Side by side with repetitions: a cell is the median and the range, a
+// row no benchmark of a column reported is a dash, and the units of one
+// name stay together, sorted, whichever column reported one first.
+func TestRenderColumns(t *testing.T) {
+	results := []Result{
+		{Name: "BenchmarkStores/a/claims=1", N: 1, Metrics: []Metric{{2, "req/s"}}},
+		{Name: "BenchmarkStores/b/claims=1", N: 1, Metrics: []Metric{{5, "req/s"}, {7, "server-cpu-ms/s"}, {6, "cpu-ms/s"}}},
+		{Name: "BenchmarkStores/a/handover", N: 1, Metrics: []Metric{{1.5, "p50-ms"}}},
+		{Name: "BenchmarkStores/a/claims=1", N: 1, Metrics: []Metric{{4, "req/s"}}},
+		{Name: "BenchmarkStores/b/claims=1", N: 1, Metrics: []Metric{{5, "req/s"}, {9, "server-cpu-ms/s"}}},
+		{Name: "BenchmarkStores/a/handover", N: 1, Metrics: []Metric{{2.5, "p50-ms"}}},
+	}
+	var b strings.Builder
+	renderColumns(&b, Figures(results), 1, false)
+	want := "Side by side: each column is one value of element 1 of the benchmarks' names (`BenchmarkStores/COLUMN/claims=1`), and a row's benchmark is the name without it. Each cell gives the median, then the smallest and largest value in brackets.\n\n" +
+		"| benchmark | unit | a | b |\n|---|---|--:|--:|\n" +
+		"| `BenchmarkStores/claims=1` | cpu-ms/s | – | 6 [6, 6] |\n" +
+		"| `BenchmarkStores/claims=1` | req/s | 3 [2, 4] | 5 [5, 5] |\n" +
+		"| `BenchmarkStores/claims=1` | server-cpu-ms/s | – | 8 [7, 9] |\n" +
+		"| `BenchmarkStores/handover` | p50-ms | 2 [1.5, 2.5] | – |\n"
+	if got := b.String(); got != want {
+		t.Errorf("renderColumns =\n%s\nwant\n%s", got, want)
 	}
 }
 

@@ -93,6 +93,11 @@ func Render(w io.Writer, r Report) error {
 		}
 		// One value per figure (-count 1) needs no median or range.
 		single := !slices.ContainsFunc(figs, func(f Figure) bool { return len(f.Values) > 1 })
+		if s.Columns > 0 {
+			renderColumns(&b, figs, s.Columns, single)
+			skipped(&b, s.Run)
+			continue
+		}
 		if single {
 			b.WriteString("| benchmark | unit | value |\n|---|---|--:|\n")
 		} else {
@@ -107,13 +112,90 @@ func Render(w io.Writer, r Report) error {
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %d |\n",
 				f.Name, cell(f.Unit), Format(f.Median()), Format(lo), Format(hi), len(f.Values))
 		}
-		if len(s.Run.Skipped) > 0 {
-			fmt.Fprintf(&b, "\nSkipped: %s.\n", strings.Join(quoteAll(s.Run.Skipped), ", "))
-		}
-		b.WriteString("\n")
+		skipped(&b, s.Run)
 	}
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
 	return err
+}
+
+// skipped ends a section's table, naming the benchmarks that skipped.
+func skipped(b *strings.Builder, r Run) {
+	if len(r.Skipped) > 0 {
+		fmt.Fprintf(b, "\nSkipped: %s.\n", strings.Join(quoteAll(r.Skipped), ", "))
+	}
+	b.WriteString("\n")
+}
+
+// renderColumns writes figs as one table whose columns are the values of
+// the element at depth of the benchmarks' names, in the order they first
+// appear. A row is a benchmark name without that element, and a unit:
+// rows of one name stay together, names in the order they first appear.
+// Units are sorted within a row. A cell is the median, followed by the
+// range with repetitions; "–" where the column's benchmark did not report
+// the row.
+func renderColumns(b *strings.Builder, figs []Figure, depth int, single bool) {
+	var cols, names []string
+	units := map[string][]string{}  // row name → its units, in order
+	cells := map[[3]string]Figure{} // row name, unit, column → figure
+	for _, f := range figs {
+		parts := strings.Split(f.Name, "/")
+		col := ""
+		if depth < len(parts) {
+			col = parts[depth]
+			parts = slices.Delete(parts, depth, depth+1)
+		}
+		row := strings.Join(parts, "/")
+		if !slices.Contains(cols, col) {
+			cols = append(cols, col)
+		}
+		if _, ok := units[row]; !ok {
+			names = append(names, row)
+		}
+		if !slices.Contains(units[row], f.Unit) {
+			units[row] = append(units[row], f.Unit)
+		}
+		cells[[3]string{row, f.Unit, col}] = f
+	}
+	for _, row := range names {
+		slices.Sort(units[row]) // a unit one column alone reports stays among the others
+	}
+	fmt.Fprintf(b, "Side by side: each column is one value of element %d of the benchmarks' names (`%s`), and a row's benchmark is the name without it.", depth, nameShape(figs[0].Name, depth))
+	if !single {
+		b.WriteString(" Each cell gives the median, then the smallest and largest value in brackets.")
+	}
+	b.WriteString("\n\n| benchmark | unit |")
+	for _, c := range cols {
+		fmt.Fprintf(b, " %s |", cell(c))
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("--:|", len(cols)) + "\n")
+	for _, row := range names {
+		for _, u := range units[row] {
+			fmt.Fprintf(b, "| `%s` | %s |", row, cell(u))
+			for _, c := range cols {
+				f, ok := cells[[3]string{row, u, c}]
+				switch {
+				case !ok:
+					b.WriteString(" – |")
+				case single:
+					fmt.Fprintf(b, " %s |", Format(f.Values[0]))
+				default:
+					lo, hi := f.Range()
+					fmt.Fprintf(b, " %s [%s, %s] |", Format(f.Median()), Format(lo), Format(hi))
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+}
+
+// nameShape shows where the column element stands in a name:
+// BenchmarkStores/COLUMN/claims=1.
+func nameShape(name string, depth int) string {
+	parts := strings.Split(name, "/")
+	if depth < len(parts) {
+		parts[depth] = "COLUMN"
+	}
+	return strings.Join(parts, "/")
 }
 
 // pkgPath is the import path the run printed, or the section's pattern.

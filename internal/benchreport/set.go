@@ -23,6 +23,13 @@ type Section struct {
 	// lists the only units shown, in that order.
 	Hide, Show []string
 
+	// Columns, when above 0, lays the figures out side by side: the
+	// element of each benchmark's name at that depth (1: the first
+	// sub-benchmark's) names a column, and a row is the rest of the name
+	// and a unit. For benchmarks that measure the same things on several
+	// subjects (BenchmarkStores/etcd/…, BenchmarkStores/nats/…).
+	Columns int
+
 	// Kube marks benchmarks that need the real kube-apiserver, which is
 	// built (or found in its cache) only when such a section runs.
 	Kube bool
@@ -73,20 +80,13 @@ var Sections = []Section{
 		Hide: []string{"ns/op"},
 	},
 	{
-		Title:     "Competing claims on NATS",
-		About:     "One in-process nats-server with sync always; n claims with three candidates each, one connection per candidate, TTL 2 s, renew and retry every 500 ms. req/s counts every message the candidates publish or request; req/renewal, those per renewal; cpu-ms/s is the CPU of the whole test process, server included; terms is the elections won in the 6 s window (0 for a steady leader). Handover: from the leader stopping gracefully to the next one leading; failover: from the leader's connection closed under it to the next one leading.",
-		Pkg:       "./backends/nats",
-		Bench:     "^BenchmarkCompetingClaims$",
+		Title:     "etcd, NATS and PostgreSQL side by side",
+		About:     "The three stores in one run, each on its own server: an embedded etcd with default timings and fsync, an in-process nats-server syncing every write, a PostgreSQL server started by the test (fsync off); postgres-batched is PostgreSQL with WithBatchedKeepAlive. TTL 2 s, renew and retry every 500 ms, three candidates per claim, each its own connection and Store. claims=n: n claims held for a 6 s window after one TTL of settling; req/s counts what the candidates' connections send (etcd: gRPC unary calls and stream messages; NATS: published messages; PostgreSQL: statements, batched ones included), req/renewal those per renewal, terms the terms begun in the window (0: no term changes hands without a fault); cpu-ms/s is the CPU of the whole test process (for etcd and NATS their server included), server-cpu-ms/s that of the PostgreSQL server's processes. handover: from the leader stopping gracefully to the next one leading (15 rounds); failover: from the leader's connection cut under it (no release) to the next one leading (5 rounds); overlaps counts new leaders elected while the old one still reported that it led (must be 0).",
+		Pkg:       "./internal/storebench",
+		Bench:     "^BenchmarkStores$",
 		Benchtime: "1x", Short: "1x",
-		Hide: []string{"ns/op"},
-	},
-	{
-		Title:     "Elections on PostgreSQL",
-		About:     "A real PostgreSQL server started by the test (fsync off); n claims with three candidates each, TTL 2 s, renew and retry every 500 ms, each keep-alive its own statement (renew=each) or batched (renew=batched, WithBatchedKeepAlive). req/s counts every statement the candidates send (followers read their claim about once a TTL: no expiry events); req/renewal and renew-req/renewal, all statements and keep-alive statements per renewal; server-cpu-ms/s, the server processes' CPU. Handover: from the leader's Stop to the next election; failover: from the leader's store closed under it (no release) to the next election.",
-		Pkg:       "./backends/postgres",
-		Bench:     "^(BenchmarkElections|BenchmarkHandover|BenchmarkFailover)$",
-		Benchtime: "1x", Short: "1x",
-		Hide: []string{"ns/op"},
+		Hide:    []string{"ns/op"},
+		Columns: 1,
 	},
 	{
 		Title:     "Session mode on Kubernetes",
