@@ -219,8 +219,12 @@ func Takeover(tb testing.TB, cfg Config, open Open, crash bool, report Report) {
 	type election struct {
 		c  *cand
 		at time.Time
+		// overlap: the candidate that led before still reported that it
+		// led (IsLeader) when this one was elected.
+		overlap bool
 	}
 	wall := clock.New()
+	var leading atomic.Pointer[cand] // the candidate elected last
 	elected := make(chan election, 16)
 	var all []*cand
 	defer func() {
@@ -240,7 +244,9 @@ func Takeover(tb testing.TB, cfg Config, open Open, crash bool, report Report) {
 			Key: "leader", Identity: fmt.Sprintf("candidate-%d", len(all)), TTL: cfg.TTL,
 			RenewPeriod: cfg.Renew, RetryPeriod: cfg.Renew,
 			OnElected: func(ctx context.Context, _ elector.Term) {
-				elected <- election{c, wall.Now()}
+				at := wall.Now()
+				prev := leading.Swap(c)
+				elected <- election{c, at, prev != nil && prev != c && prev.el.IsLeader()}
 				<-ctx.Done()
 				c.ended.Store(wall.Now().UnixNano())
 			},
@@ -291,7 +297,7 @@ func Takeover(tb testing.TB, cfg Config, open Open, crash bool, report Report) {
 		if nxt.c == cur.c {
 			tb.Fatal("storebench: the ended candidate was elected again")
 		}
-		if cur.c.el.IsLeader() {
+		if nxt.overlap {
 			overlaps++
 		}
 		gaps = append(gaps, nxt.at.Sub(from))
