@@ -136,9 +136,10 @@
 // the store remembers what it wrote, so it needs no read first. A
 // follower's attempt is a read (and a publish if it takes the claim); as
 // the watch reports expiry, an elector following a held claim sends
-// nothing while the holder renews. BenchmarkCompetingClaims in this package
-// measures messages per renewal, CPU, graceful handover and crash
-// failover; docs/performance.md has the figures.
+// nothing while the holder renews. BenchmarkStores in internal/storebench
+// measures messages per renewal, CPU, graceful handover and crash failover
+// beside the etcd and PostgreSQL stores; docs/performance.md has the
+// figures.
 //
 // # Opening by URL
 //

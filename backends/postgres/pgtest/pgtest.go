@@ -204,7 +204,6 @@ func (c *Statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQ
 // TraceBatchEnd does nothing.
 func (c *Statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-
 // NewDatabase creates a fresh database on s for t and returns its name; it
 // is dropped when t ends.
 func (s *Server) NewDatabase(t testing.TB) string {
