@@ -82,7 +82,9 @@ func (b *pgBackend) apply(f fault, holder int) (func(), string, bool) {
 			return nil, "", false
 		}
 		b.down = true
-		b.srv.Kill()
+		if err := b.srv.Kill(); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: kill postgres: %v\n", err)
+		}
 		return func() {
 			b.mu.Lock()
 			defer b.mu.Unlock()

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 )
 
 // nobody is the uid and gid the server runs as when the caller is root.
@@ -279,7 +280,7 @@ func (s *Server) run() error {
 			log, _ := os.ReadFile(s.logPath())
 			return fmt.Errorf("pgproc: postgres exited at start: %v\n%s", cmd.ProcessState, tail(log))
 		case <-ctx.Done():
-			s.Kill()
+			_ = s.Kill()
 			log, _ := os.ReadFile(s.logPath())
 			return fmt.Errorf("pgproc: postgres not ready within %v: %v\n%s", readyWithin, err, tail(log))
 		case <-time.After(20 * time.Millisecond): // polling a child process
@@ -294,22 +295,81 @@ func tail(b []byte) []byte {
 	return b
 }
 
-// Kill sends SIGKILL to the postmaster, as a crash would, and waits for
-// it to exit; its backends notice and exit on their own. The data
-// directory stays; Restart starts the server again. Killing a stopped
-// server does nothing.
-func (s *Server) Kill() {
+// Kill sends SIGKILL to the postmaster, as a crash would, and waits until
+// it and every process it had forked have exited. The backends notice the
+// postmaster's death and exit on their own, but not at once, and a backend
+// still running holds the server's shared memory: a postmaster started on
+// the data directory before they are gone refuses to start. They are the
+// postmaster's children, not this process's, so they are waited on through
+// pidfds, opened while the postmaster is stopped and cannot fork. A paused
+// server is continued so that it can die. The data directory stays;
+// Restart starts the server again. Killing a stopped server does nothing.
+func (s *Server) Kill() error {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
 	s.cmd, s.done = nil, nil
 	s.mu.Unlock()
 	if cmd == nil {
-		return
+		return nil
 	}
-	// A paused server must be able to die, and its backends to notice.
-	_ = signalPids(append([]int{cmd.Process.Pid}, children(cmd.Process.Pid)...), syscall.SIGCONT)
+	pm := cmd.Process.Pid
+	_ = syscall.Kill(pm, syscall.SIGSTOP)
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			_ = unix.Close(fd)
+		}
+	}()
+	var openErr error
+	for _, pid := range children(pm) {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if errors.Is(err, unix.ESRCH) {
+			continue // exited already
+		}
+		if err != nil {
+			openErr = fmt.Errorf("pgproc: pidfd of backend %d: %w", pid, err)
+			continue
+		}
+		fds = append(fds, fd)
+		_ = syscall.Kill(pid, syscall.SIGCONT) // a paused backend must run to notice and exit
+	}
 	_ = cmd.Process.Kill()
+	_ = syscall.Kill(pm, syscall.SIGCONT)
 	<-done
+	if openErr != nil {
+		return openErr
+	}
+	return waitExited(fds, killWithin)
+}
+
+// killWithin bounds the wait for a killed server's backends to exit.
+const killWithin = 30 * time.Second
+
+// waitExited waits until the processes of the pidfds fds have exited: a
+// pidfd becomes readable when its process exits.
+func waitExited(fds []int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for len(fds) > 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("pgproc: %d backends of a killed server still running after %v", len(fds), within)
+		}
+		pfds := make([]unix.PollFd, len(fds))
+		for i, fd := range fds {
+			pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		}
+		if _, err := unix.Poll(pfds, int(left.Milliseconds())+1); err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("pgproc: wait for a killed server's backends: %w", err)
+		}
+		var running []int
+		for i, p := range pfds {
+			if p.Revents == 0 {
+				running = append(running, fds[i])
+			}
+		}
+		fds = running
+	}
+	return nil
 }
 
 // stop shuts the server down (fast shutdown: open sessions are ended) and
@@ -342,15 +402,10 @@ func (s *Server) Remove() {
 // Restart starts a stopped or killed server again, on the same port and
 // data. After a kill, postgres recovers from its write-ahead log.
 func (s *Server) Restart() error {
-	s.Kill()
-	var err error
-	for range 50 { // the killed server's backends may still hold its shared memory
-		if err = s.run(); err == nil {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond) // waiting for a killed child's children to go
+	if err := s.Kill(); err != nil {
+		return err
 	}
-	return err
+	return s.run()
 }
 
 // Pids returns the process ids of the server: the postmaster and the

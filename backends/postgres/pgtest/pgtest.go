@@ -123,7 +123,9 @@ func (w mainM) Run() int {
 // exit. The data directory stays; Restart starts it again.
 func (s *Server) Kill(t testing.TB) {
 	t.Helper()
-	s.p.Kill()
+	if err := s.p.Kill(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Restart starts a stopped or killed server again, on the same port and
