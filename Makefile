@@ -98,12 +98,6 @@ chaos-smoke:
 
 KILLS ?= 50
 
-# The NATS store's conformance suite on a three-server cluster (kept out of
-# make test while a watch that waits over 10 s under full load is open).
-.PHONY: nats-cluster
-nats-cluster:
-	$(GO) test -race -count=1 -run '^TestConformance$$' ./backends/nats -args -nats.cluster
-
 .PHONY: kill-loop
 kill-loop:
 	$(GO) test -race -count=1 -run '^TestRunKillLoop$$' -v ./cmd/tenure -args -kill-loop=$(KILLS)

@@ -2,7 +2,6 @@ package nats
 
 import (
 	"context"
-	"flag"
 	"testing"
 	"time"
 
@@ -46,24 +45,14 @@ func conformance(t *testing.T, urls string, replicas int) {
 	})
 }
 
-// clusterConformance runs the suite on a three-server cluster too (make
-// nats-cluster). It is kept out of make test for now: under the load of
-// every package's tests at once on two cores, Locker/WatchClaim on the
-// cluster once waited more than 10 s for a release's event (1 run in 3);
-// it passed 6 of 6 runs on its own. The cause is not found yet.
-var clusterConformance = flag.Bool("nats.cluster", false, "also run the conformance suite on a three-server cluster")
-
-// TestConformance: the suite on one server, and with -nats.cluster on a
-// three-server cluster with a bucket replicated on all three.
+// TestConformance: the suite on one server, and on a three-server cluster
+// with a bucket replicated on all three.
 func TestConformance(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		srv := natstest.Start(t)
 		conformance(t, srv.URL(), 1)
 	})
 	t.Run("cluster", func(t *testing.T) {
-		if !*clusterConformance {
-			t.Skip("run with -nats.cluster (make nats-cluster)")
-		}
 		c := natstest.StartCluster(t, 3)
 		conformance(t, c.URLs(), 3)
 	})
