@@ -219,20 +219,7 @@ func (m *member) proc() *proc {
 	return m.p
 }
 
-func (m *member) stop() {
-	p := m.proc()
-	if p == nil {
-		return
-	}
-	p.signal(syscall.SIGCONT)
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
+func (m *member) stop() { m.proc().terminate(10 * time.Second) }
 
 // etcdBackend is a cluster of n etcd server processes; each worker reaches
 // every member through a proxy of its own. With n > 1, members reach each

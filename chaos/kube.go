@@ -256,15 +256,6 @@ func (b *kubeBackend) close() {
 	if b.clients != nil {
 		b.clients.close()
 	}
-	if p := b.apiProc(); p != nil {
-		p.signal(syscall.SIGCONT)
-		p.signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			p.signal(syscall.SIGKILL)
-			<-p.done
-		}
-	}
+	b.apiProc().terminate(15 * time.Second)
 	b.etcd.close()
 }

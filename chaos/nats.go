@@ -58,20 +58,7 @@ func (s *natsServer) proc() *proc {
 	return s.p
 }
 
-func (s *natsServer) stop() {
-	p := s.proc()
-	if p == nil {
-		return
-	}
-	p.signal(syscall.SIGCONT)
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
+func (s *natsServer) stop() { s.proc().terminate(10 * time.Second) }
 
 // natsBackend is n nats-server processes with JetStream (a cluster when
 // n > 1) and one bucket with n replicas. Each worker reaches every server

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // proc is a child process of the campaign: a worker or a backend server.
@@ -74,5 +75,24 @@ func (p *proc) alive() bool {
 		return false
 	default:
 		return true
+	}
+}
+
+// terminate ends a server process: SIGCONT (it may be paused), SIGTERM,
+// and SIGKILL if it has not exited within grace; it returns once the
+// process was reaped. A nil p is a server not started.
+func (p *proc) terminate(grace time.Duration) {
+	if p == nil {
+		return
+	}
+	p.signal(syscall.SIGCONT)
+	p.signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.signal(syscall.SIGKILL)
+		<-p.done
 	}
 }
