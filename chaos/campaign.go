@@ -288,7 +288,7 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 		return res, dir, err
 	}
 	res = check(recs, c.ttl, c.slots, r.spec.Settle)
-	checkLinearizable(recs, &res)
+	checkLinearizable(recs, localExpiry(r.spec.Backend), &res)
 	failed := len(res.Violations) > 0
 	if failed || c.svg {
 		if err := writeTimeline(filepath.Join(dir, timelineFile), recs, r.spec, res); err != nil {

@@ -114,6 +114,44 @@ func linStep(st, in, out any) []any {
 	return next
 }
 
+// linStepLocal is linStep for a store whose expiry each process judges
+// for itself, from when it saw the entry's last write (kube, NATS and
+// PostgreSQL: see their package docs). There, expiry is what one process
+// may observe, not a change of the entry: once the entry's TTL has run
+// from the call of the write that last set it, an operation may see the
+// key absent (a read, a refusal, or a create that takes it over), but an
+// operation that writes nothing over it leaves the entry in place for
+// every other process. A renewal its holder sent in time and the server
+// applied late (it was paused, with the renewal queued) can so keep the
+// entry alive after one process judged it expired, as those stores do;
+// taking over an expired entry stays conditioned on the revision seen, so
+// only one of that renewal and a takeover lands.
+func linStepLocal(st, in, out any) []any {
+	s0, i, o := st.(linState), in.(linIn), out.(linOut)
+	next := linApply(s0, i, o)
+	if s0.present && s0.ttl && i.ret >= s0.expireAt {
+		gone := linState{maxRev: s0.maxRev}
+		for _, n := range linApply(gone, i, o) {
+			if n.(linState) == gone {
+				n = s0 // seen absent, written over by nothing: still there for others
+			}
+			next = append(next, n)
+		}
+	}
+	return next
+}
+
+// localExpiry reports whether backend's store judges expiry in each
+// process (see linStepLocal).
+func localExpiry(backend string) bool {
+	for _, p := range []string{"kube", "nats", "postgres"} {
+		if strings.HasPrefix(backend, p) {
+			return true
+		}
+	}
+	return false
+}
+
 func linApply(s linState, i linIn, o linOut) []any {
 	written := func(rev, create int64) linState {
 		return linState{present: true, rev: rev, createRev: create, value: i.value,
@@ -224,21 +262,30 @@ func linApply(s linState, i linIn, o linOut) []any {
 	return nil
 }
 
-var linModel = porcupine.NondeterministicModel{
-	Init: func() []any { return []any{linState{}} },
-	Step: linStep,
-	DescribeOperation: func(in, out any) string {
-		i, o := in.(linIn), out.(linOut)
-		if o.unknown {
-			return fmt.Sprintf("%s(rev %d) -> unknown", i.kind, i.rev)
-		}
-		return fmt.Sprintf("%s(rev %d %q) -> ok %v found %v rev %d create %d", i.kind, i.rev, i.value, o.ok, o.found, o.rev, o.createRev)
-	},
+// linModelFor is the model of one key's history on a store whose expiry
+// is judged in each process (local) or not.
+func linModelFor(local bool) *porcupine.NondeterministicModel {
+	step := linStep
+	if local {
+		step = linStepLocal
+	}
+	return &porcupine.NondeterministicModel{
+		Init: func() []any { return []any{linState{}} },
+		Step: step,
+		DescribeOperation: func(in, out any) string {
+			i, o := in.(linIn), out.(linOut)
+			if o.unknown {
+				return fmt.Sprintf("%s(rev %d) -> unknown", i.kind, i.rev)
+			}
+			return fmt.Sprintf("%s(rev %d %q) -> ok %v found %v rev %d create %d", i.kind, i.rev, i.value, o.ok, o.found, o.rev, o.createRev)
+		},
+	}
 }
 
 // checkLinearizable checks the store history in recs, key by key, and
-// adds what it found to res.
-func checkLinearizable(recs []record, res *result) {
+// adds what it found to res; local says the store judges expiry in each
+// process (see linStepLocal).
+func checkLinearizable(recs []record, local bool, res *result) {
 	type id struct {
 		pid int
 		seq int64
@@ -288,7 +335,7 @@ func checkLinearizable(recs []record, res *result) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	model := linModel.ToModel()
+	model := linModelFor(local).ToModel()
 	var timedOut []string
 	for _, k := range keys {
 		ops := byKey[k]
