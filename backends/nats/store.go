@@ -180,20 +180,33 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	info, err := s.info(ctx)
+	var info *jetstream.StreamInfo
+	err = s.askAgain(ctx, func(ctx context.Context) (err error) {
+		info, err = s.info(ctx)
+		return err
+	})
 	if errors.Is(err, backends.ErrMissingResource) && cf.create {
-		_, cerr := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:         bucket,
-			Description:    "tenure claims",
-			History:        createHistory,
-			Storage:        jetstream.FileStorage,
-			Replicas:       cf.replicas,
-			LimitMarkerTTL: markerTTL,
+		cerr := s.askAgain(ctx, func(ctx context.Context) error {
+			_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket:         bucket,
+				Description:    "tenure claims",
+				History:        createHistory,
+				Storage:        jetstream.FileStorage,
+				Replicas:       cf.replicas,
+				LimitMarkerTTL: markerTTL,
+			})
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				return nil // an earlier request of ours, or a peer's, made it
+			}
+			return err
 		})
-		if cerr != nil && !errors.Is(cerr, jetstream.ErrBucketExists) {
+		if cerr != nil {
 			return nil, fmt.Errorf("nats: create bucket %q: %w", bucket, mapErr(cerr))
 		}
-		info, err = s.info(ctx)
+		err = s.askAgain(ctx, func(ctx context.Context) (err error) {
+			info, err = s.info(ctx)
+			return err
+		})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("nats: open bucket %q: %w", bucket, err)
@@ -202,6 +215,23 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 		return nil, err
 	}
 	return s, nil
+}
+
+// askAgain runs req, a request that may be repeated, giving each attempt
+// the store's timeout, and asks again while an attempt goes unanswered and
+// ctx has not ended. A cluster drops JetStream API requests that arrive
+// while its meta leader changes, and the client then waits for an answer
+// that never comes: without asking again, opening a store waited out its
+// whole ctx.
+func (s *Store) askAgain(ctx context.Context, req func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, s.timeout)
+		err := req(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
 }
 
 // validBucket checks a bucket name as nats.go's KV layer does.

@@ -304,3 +304,25 @@ func TestServerTTLIsGarbageCollection(t *testing.T) {
 		t.Errorf("server TTL after a write without TTL = %q, want none", got)
 	}
 }
+
+// TestNewAsksAgainWhenUnanswered: a bucket creation whose request went
+// unanswered (lost while a cluster's meta leader changed) is asked again
+// after the store's timeout instead of waiting out the whole ctx. Before,
+// New waited until ctx ended and failed.
+func TestNewAsksAgainWhenUnanswered(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, conn := dropping(t, srv.URL(), "$JS.API.STREAM.CREATE.")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	s, err := New(ctx, nc, newBucketName(), WithCreate(1), WithTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatalf("New with the first creation request lost: %v", err)
+	}
+	defer s.Close()
+	if !conn.hasDropped() {
+		t.Fatal("no creation request was seen, so none was dropped: the test proves nothing")
+	}
+	if _, err := s.CreateIfAbsent(ctx, "k", nil, 0); err != nil {
+		t.Errorf("CreateIfAbsent on the bucket created at the second request: %v", err)
+	}
+}

@@ -104,18 +104,19 @@ func TestWatchCloseRace(t *testing.T) {
 	}
 }
 
-// pullDropper is a client connection that drops the first pull request it
-// carries (a PUB or HPUB to $JS.API.CONSUMER.MSG.NEXT.…), as a request lost
-// while its consumer was being placed on a cluster is lost: the consumer
-// then sends nothing, not even heartbeats, until the client notices.
-type pullDropper struct {
+// dropper is a client connection that drops the first request it carries
+// to a subject with the given prefix (a PUB or HPUB), as a request lost in
+// a cluster is lost: a pull request while its consumer was being placed,
+// an API request while the meta leader was changing.
+type dropper struct {
 	net.Conn
+	prefix  string
 	mu      sync.Mutex
 	pending []byte // a command not complete yet; guarded by mu
 	dropped bool   // guarded by mu
 }
 
-func (c *pullDropper) Write(p []byte) (int, error) {
+func (c *dropper) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pending = append(c.pending, p...)
@@ -134,14 +135,14 @@ func (c *pullDropper) Write(p []byte) (int, error) {
 		if (op == "PUB" || op == "HPUB") && len(f) >= 3 {
 			size, err := strconv.Atoi(f[len(f)-1])
 			if err != nil {
-				return 0, fmt.Errorf("pullDropper: %q: %w", c.pending[:line], err)
+				return 0, fmt.Errorf("dropper: %q: %w", c.pending[:line], err)
 			}
 			n += size + 2
 		}
 		if len(c.pending) < n {
 			break // the rest of the command comes with a later write
 		}
-		if !c.dropped && (op == "PUB" || op == "HPUB") && strings.HasPrefix(f[1], "$JS.API.CONSUMER.MSG.NEXT.") {
+		if !c.dropped && (op == "PUB" || op == "HPUB") && strings.HasPrefix(f[1], c.prefix) {
 			c.dropped = true
 		} else {
 			out = append(out, c.pending[:n]...)
@@ -154,16 +155,38 @@ func (c *pullDropper) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-type pullDropDialer struct{ conns chan *pullDropper }
+func (c *dropper) hasDropped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped
+}
 
-func (d pullDropDialer) Dial(network, address string) (net.Conn, error) {
+type dropDialer struct {
+	prefix string
+	conns  chan *dropper
+}
+
+func (d dropDialer) Dial(network, address string) (net.Conn, error) {
 	conn, err := net.Dial(network, address)
 	if err != nil {
 		return nil, err
 	}
-	c := &pullDropper{Conn: conn}
+	c := &dropper{Conn: conn, prefix: d.prefix}
 	d.conns <- c
 	return c, nil
+}
+
+// dropping connects to url through a dropper of the first request to a
+// subject under prefix.
+func dropping(t *testing.T, url, prefix string) (*nats.Conn, *dropper) {
+	t.Helper()
+	dialer := dropDialer{prefix: prefix, conns: make(chan *dropper, 1)}
+	nc, err := nats.Connect(url, nats.SetCustomDialer(dialer), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, <-dialer.conns
 }
 
 // TestWatchRecoversFromLostPull: a watch whose consumer's first pull
@@ -177,13 +200,7 @@ func TestWatchRecoversFromLostPull(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()
 	writer := open(t, srv.URL(), bucket, 1)
-	dialer := pullDropDialer{conns: make(chan *pullDropper, 1)}
-	nc, err := nats.Connect(srv.URL(), nats.SetCustomDialer(dialer), nats.MaxReconnects(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	conn := <-dialer.conns
+	nc, conn := dropping(t, srv.URL(), "$JS.API.CONSUMER.MSG.NEXT.")
 	s, err := New(t.Context(), nc, bucket)
 	if err != nil {
 		t.Fatal(err)
@@ -196,10 +213,7 @@ func TestWatchRecoversFromLostPull(t *testing.T) {
 	if _, err := writer.CreateIfAbsent(t.Context(), "w/a", []byte("a"), 0); err != nil {
 		t.Fatal(err)
 	}
-	conn.mu.Lock()
-	dropped := conn.dropped
-	conn.mu.Unlock()
-	if !dropped {
+	if !conn.hasDropped() {
 		t.Fatal("the watch's first pull request was not seen, so not dropped: the test proves nothing")
 	}
 	const bound = 5 * time.Second // two missed heartbeats of the watch's consumer, a new consumer, and room for load
