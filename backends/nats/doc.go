@@ -67,6 +67,12 @@
 //     within the elector's safety margin).
 //   - Taking over an expired entry is a create conditioned on the sequence
 //     that was judged: if the holder renewed meanwhile, it fails.
+//   - Expiry is each process's judgment, not a change of the entry: a
+//     renewal the holder sent in time and the server applied late (it was
+//     paused with the renewal queued) keeps the entry even after some
+//     process, the holder's own store included, reported it expired; only
+//     one of that renewal and a takeover, both conditioned on the same
+//     sequence, can land.
 //
 // The server's per-message TTL remains, for garbage collection only: it
 // is the entry's TTL rounded up to whole seconds plus a grace

@@ -60,6 +60,10 @@
 // observer starts counting again. Taking over an expired entry is an UPDATE
 // that names the revision and beat that were seen unchanged; a keep-alive
 // committed in between makes it match nothing, and the taker reads again.
+// Expiry is so each Store's judgment, not a change of the row: a keep-alive
+// sent in time and committed late (the server was paused) keeps the entry
+// even after some Store reported it expired, and only one of it and a
+// takeover can match the beat both name.
 //
 // Why this keeps two holders apart: a holder that sent a keep-alive at time
 // S (on its clock) stops acting by S + TTL − margin (the elector's
