@@ -1,0 +1,142 @@
+// Package childproc starts a program as a child process that dies with
+// its starter, and signals it only while its pid is still its own. It
+// serves the fault campaign and the test helpers that run servers in
+// processes of their own, to pause, kill and restart them.
+//
+// A child gets SIGKILL from the kernel when the thread that forked it
+// exits (a parent-death signal, Pdeathsig), so that no child outlives a
+// starter that was itself killed. The Go runtime may retire a thread at
+// any time (Go issue 27505), so the child is forked from a goroutine
+// locked to its thread, which stays locked, and alive, until the child
+// has been reaped.
+//
+// Not promised: the parent-death signal reaches the child only, not the
+// processes it starts itself; and a child whose starter dies by SIGKILL is
+// killed too, but nothing the starter had in hand (its log, its state) is
+// cleaned up.
+package childproc
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Spec is a program to start.
+type Spec struct {
+	// Argv is the program's path and its arguments.
+	Argv []string
+	// Env is the child's environment; nil gives it the starter's, as
+	// os/exec does.
+	Env []string
+	// Log is the file the child's standard output and error are appended
+	// to, created if missing; empty discards them.
+	Log string
+}
+
+// Process is a started child. Its methods are safe for concurrent use.
+// Once the child has exited, Start reaps it, closes Done, and Signal sends
+// nothing any more.
+type Process struct {
+	pid  int
+	done chan struct{} // closed once the child was reaped
+
+	mu     sync.Mutex // guards reaped
+	reaped bool
+}
+
+// Start starts the program s describes, with SIGKILL as its parent-death
+// signal, and returns once it runs. A goroutine waits for the child to
+// exit and reaps it; it ends with the child.
+func Start(s Spec) (*Process, error) {
+	if len(s.Argv) == 0 {
+		return nil, fmt.Errorf("childproc: no program to start")
+	}
+	var out *os.File
+	if s.Log != "" {
+		var err error
+		out, err = os.OpenFile(s.Log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("childproc: log: %w", err)
+		}
+	}
+	p := &Process{done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if out != nil {
+			defer out.Close()
+		}
+		cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
+		cmd.Env = s.Env
+		if out != nil {
+			cmd.Stdout, cmd.Stderr = out, out
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			started <- fmt.Errorf("childproc: %w", err)
+			return
+		}
+		p.pid = cmd.Process.Pid
+		started <- nil
+		_ = cmd.Wait()
+		p.mu.Lock()
+		p.reaped = true
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Pid is the child's process id. Once Done is closed it may name another
+// process.
+func (p *Process) Pid() int { return p.pid }
+
+// Done is closed once the child has exited and was reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Alive reports whether the child has not been reaped yet. A child that
+// has exited but is not reaped yet still counts as alive.
+func (p *Process) Alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Signal sends sig to the child unless it was reaped, since its pid may
+// name another process by then. It reports whether it sent it.
+func (p *Process) Signal(sig syscall.Signal) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return false
+	}
+	return syscall.Kill(p.pid, sig) == nil
+}
+
+// Terminate ends the child: SIGCONT (it may be paused), SIGTERM, and
+// SIGKILL if it has not exited within grace. It returns once the child
+// was reaped; on a child reaped already it returns at once.
+func (p *Process) Terminate(grace time.Duration) {
+	p.Signal(syscall.SIGCONT)
+	p.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}

@@ -1,0 +1,213 @@
+package childproc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+)
+
+// envMode makes the test binary, run again as a child, play a part
+// instead of running its tests.
+const envMode = "TENURE_CHILDPROC_MODE"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(envMode); mode != "" {
+		os.Exit(child(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// child is the test binary run again with envMode set.
+func child(mode string) int {
+	switch mode {
+	case "echo":
+		fmt.Println(os.Getenv("CHILDPROC_WORD"))
+		return 0
+	case "server": // ends on SIGTERM, as the servers do, saying so
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		_ = syscall.Kill(os.Getppid(), syscall.SIGUSR1)
+		<-term
+		fmt.Println("term")
+		return 0
+	case "stubborn": // ignores SIGTERM
+		signal.Ignore(syscall.SIGTERM)
+		_ = syscall.Kill(os.Getppid(), syscall.SIGUSR1)
+		select {}
+	case "parent": // starts a child of its own, prints its pid, exits
+		p, err := Start(Spec{Argv: []string{"sleep", "600"}})
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		fmt.Println(p.Pid())
+		return 0
+	}
+	return 2
+}
+
+// self is Spec for the test binary run again in mode, logging to a file
+// of the test's.
+func self(t *testing.T, mode string) Spec {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Spec{
+		Argv: []string{exe, "-test.run=^$"},
+		Env:  append(os.Environ(), envMode+"="+mode),
+		Log:  filepath.Join(t.TempDir(), "child.log"),
+	}
+}
+
+// startReady starts s and waits until the child says it is ready
+// (SIGUSR1 to its parent).
+func startReady(t *testing.T, s Spec) *Process {
+	t.Helper()
+	ready := make(chan os.Signal, 1)
+	signal.Notify(ready, syscall.SIGUSR1)
+	defer signal.Stop(ready)
+	p, err := Start(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Terminate(0) })
+	select {
+	case <-ready:
+	case <-p.Done():
+		t.Fatalf("the child exited before it was ready:\n%s", readLog(t, s.Log))
+	}
+	return p
+}
+
+func readLog(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestEnvAndLog(t *testing.T) {
+	s := self(t, "echo")
+	s.Env = append(s.Env, "CHILDPROC_WORD=hello")
+	if err := os.WriteFile(s.Log, []byte("before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if got, want := readLog(t, s.Log), "before\nhello\n"; got != want {
+		t.Errorf("log = %q, want %q (the output appended to what was there)", got, want)
+	}
+}
+
+func TestStartError(t *testing.T) {
+	_, err := Start(Spec{Argv: []string{filepath.Join(t.TempDir(), "missing")}})
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Start(a missing program) = %v, want an error wrapping os.ErrNotExist", err)
+	}
+	if _, err := Start(Spec{}); err == nil {
+		t.Error("Start(no program) = nil error, want an error")
+	}
+}
+
+func TestReapedIsNotSignalled(t *testing.T) {
+	p, err := Start(self(t, "echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Pid() <= 0 {
+		t.Errorf("Pid() = %d, want a process id", p.Pid())
+	}
+	<-p.Done()
+	if p.Alive() {
+		t.Error("Alive() = true once Done was closed")
+	}
+	if p.Signal(syscall.SIGTERM) {
+		t.Error("Signal after the child was reaped reported it sent the signal; its pid may be another process's by then")
+	}
+	p.Terminate(time.Hour) // returns at once
+}
+
+// A paused server is continued so that it can handle SIGTERM and end on
+// its own, well before the grace period.
+func TestTerminatePausedServer(t *testing.T) {
+	s := self(t, "server")
+	p := startReady(t, s)
+	if !p.Signal(syscall.SIGSTOP) {
+		t.Fatal("Signal(SIGSTOP) to a running child reported it did not send it")
+	}
+	if !p.Alive() {
+		t.Fatal("Alive() = false for a paused child")
+	}
+	// The bound only ends a failing test.
+	p.Terminate(30 * time.Second)
+	if got := readLog(t, s.Log); got != "term\n" {
+		t.Errorf("log = %q, want %q: the server should have ended on SIGTERM", got, "term\n")
+	}
+}
+
+// A child that ignores SIGTERM is killed once the grace period is over.
+func TestTerminateKillsAfterGrace(t *testing.T) {
+	p := startReady(t, self(t, "stubborn"))
+	p.Terminate(10 * time.Millisecond)
+	if p.Alive() {
+		t.Error("Alive() = true after Terminate returned")
+	}
+}
+
+// A child is killed by the kernel when its starter exits, even though the
+// starter did nothing to end it.
+func TestChildDiesWithStarter(t *testing.T) {
+	s := self(t, "parent")
+	p, err := Start(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	out := strings.TrimSpace(readLog(t, s.Log))
+	pid, err := strconv.Atoi(out)
+	if err != nil {
+		t.Fatalf("the starter printed %q, want its child's pid", out)
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return // gone and reaped already
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	// A pidfd turns readable when its process exits. The bound only ends
+	// a failing test: a killed child is gone at once.
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(pfd, int((30 * time.Second).Milliseconds()))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the child %d still runs 30s after its starter exited", pid)
+		}
+		return
+	}
+}
