@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
@@ -138,5 +139,26 @@ func (p *Process) Terminate(grace time.Duration) {
 	case <-t.C:
 		p.Signal(syscall.SIGKILL)
 		<-p.done
+	}
+}
+
+// WaitFile waits until the file path exists, the way the servers started
+// here say they are ready, and fails if the child exits first or d passes.
+func (p *Process) WaitFile(path string, d time.Duration) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-p.done:
+			return fmt.Errorf("childproc: the child exited before it created %s (see its log)", filepath.Base(path))
+		case <-deadline.C:
+			return fmt.Errorf("childproc: %s not created after %v", filepath.Base(path), d)
+		}
 	}
 }

@@ -40,6 +40,15 @@ func child(mode string) int {
 		<-term
 		fmt.Println("term")
 		return 0
+	case "ready": // creates the file CHILDPROC_READY, then ends on SIGTERM
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		if err := os.WriteFile(os.Getenv("CHILDPROC_READY"), nil, 0o644); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		<-term
+		return 0
 	case "stubborn": // ignores SIGTERM
 		signal.Ignore(syscall.SIGTERM)
 		_ = syscall.Kill(os.Getppid(), syscall.SIGUSR1)
@@ -209,5 +218,29 @@ func TestChildDiesWithStarter(t *testing.T) {
 			t.Fatalf("the child %d still runs 30s after its starter exited", pid)
 		}
 		return
+	}
+}
+
+func TestWaitFile(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	s := self(t, "ready")
+	s.Env = append(s.Env, "CHILDPROC_READY="+ready)
+	p, err := Start(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Terminate(time.Minute)
+	// The bound only ends a failing test.
+	if err := p.WaitFile(ready, time.Minute); err != nil {
+		t.Fatalf("WaitFile: %v\n%s", err, readLog(t, s.Log))
+	}
+
+	// A child that exits without creating the file fails the wait at once.
+	q, err := Start(self(t, "echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.WaitFile(filepath.Join(t.TempDir(), "never"), time.Hour); err == nil || !strings.Contains(err.Error(), "exited") {
+		t.Errorf("WaitFile on a child that exits = %v, want an error saying it exited", err)
 	}
 }
