@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
@@ -171,55 +169,17 @@ func (p *proxies) close() {
 
 // member is one etcd server process.
 type member struct {
-	name, dir, client, peer, advPeer, cluster, logPath string
-	exe                                                string
-
-	mu sync.Mutex // guards p
-	p  *proc
+	server
+	dir, client, peer, advPeer, cluster string
+	exe                                 string
 }
 
 func (m *member) start() error {
-	_ = os.Remove(filepath.Join(m.dir, readyFile))
-	p, err := spawn(m.name, m.logPath, []string{m.exe, "server", "-name", m.name, "-dir", m.dir,
-		"-client", m.client, "-peer", m.peer, "-advertise-peer", m.advPeer, "-cluster", m.cluster}, os.Environ())
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	m.p = p
-	m.mu.Unlock()
-	return nil
+	return m.server.start([]string{m.exe, "server", "-name", m.name, "-dir", m.dir,
+		"-client", m.client, "-peer", m.peer, "-advertise-peer", m.advPeer, "-cluster", m.cluster})
 }
 
-// waitReady waits until the member has written its ready file.
-func (m *member) waitReady(d time.Duration) error {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(d)
-	m.mu.Lock()
-	p := m.p
-	m.mu.Unlock()
-	for {
-		if _, err := os.Stat(filepath.Join(m.dir, readyFile)); err == nil {
-			return nil
-		}
-		select {
-		case <-tick.C:
-		case <-p.done:
-			return fmt.Errorf("chaos: etcd member %s exited before it was ready (see its log)", m.name)
-		case <-deadline:
-			return fmt.Errorf("chaos: etcd member %s not ready after %v", m.name, d)
-		}
-	}
-}
-
-func (m *member) proc() *proc {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.p
-}
-
-func (m *member) stop() { m.proc().terminate(10 * time.Second) }
+func (m *member) stop() { m.server.stop(10 * time.Second) }
 
 // etcdBackend is a cluster of n etcd server processes; each worker reaches
 // every member through a proxy of its own. With n > 1, members reach each
@@ -261,8 +221,9 @@ func startEtcd(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int, 
 			b.close()
 			return nil, err
 		}
-		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, fmt.Sprintf("etcd%d", i)),
-			client: client, peer: peer, advPeer: peer, exe: exe, logPath: filepath.Join(dir, "procs.log")}
+		mdir := filepath.Join(dir, fmt.Sprintf("etcd%d", i))
+		m := &member{server: server{name: fmt.Sprintf("m%d", i), logPath: filepath.Join(dir, "procs.log"), ready: filepath.Join(mdir, readyFile)},
+			dir: mdir, client: client, peer: peer, advPeer: peer, exe: exe}
 		if n > 1 {
 			px := toxiproxy.NewProxy(api, fmt.Sprintf("%s-peer%d", name, i), "127.0.0.1:0", peer)
 			if err := px.Start(); err != nil {
@@ -329,24 +290,14 @@ func (b *etcdBackend) apply(f fault, holder int) (func(), string, bool) {
 	case fLatency, fPartition:
 		return b.clients.fault(f, holder)
 	case fServerPause:
-		m := b.members[int(f.Pick)%len(b.members)]
-		p := m.proc()
-		if !p.signal(syscall.SIGSTOP) {
-			return nil, "", false
-		}
-		return func() { p.signal(syscall.SIGCONT) }, m.name, true
+		return b.members[int(f.Pick)%len(b.members)].pause()
 	case fServerKill:
 		m := b.members[int(f.Pick)%len(b.members)]
-		p := m.proc()
-		if !p.signal(syscall.SIGKILL) {
-			return nil, "", false
-		}
-		<-p.done
-		return func() {
+		return m.kill(func() {
 			if err := m.start(); err == nil {
 				_ = m.waitReady(60 * time.Second)
 			}
-		}, m.name, true
+		})
 	case fIsolate:
 		i := int(f.Pick) % len(b.members)
 		return netFault([]*toxiproxy.Proxy{b.peers[i]}, fault{N: f.N, Kind: fPartition, Mode: "blackhole"}), b.members[i].name, true

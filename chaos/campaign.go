@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/tenure-go/tenure/internal/childproc"
 	"github.com/tenure-go/tenure/internal/pgproc"
 )
 
@@ -245,7 +246,7 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 		spec: runSpec{Backend: b, Seed: seed, Duration: c.duration, TTL: c.ttl, Workers: c.workers, Slots: c.slots, Broken: c.broken,
 			Faults: schedule(seed, pickKinds(be.kinds(), c.kinds), c.duration, c.ttl), Settle: settleOf(be)},
 		dir: dir, exe: c.exe, j: j, fence: f, be: be,
-		workers: make([]*proc, c.workers), busy: make([]bool, c.workers),
+		workers: make([]*childproc.Process, c.workers), busy: make([]bool, c.workers),
 	}
 	if err := r.writeSpec(); err != nil {
 		be.close()

@@ -15,8 +15,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
-	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
@@ -42,18 +40,9 @@ type kubeBackend struct {
 	dir     string
 	addr    string // the API server's host:port
 	token   string
-	logPath string
 	clients *proxies
 	query   string // appended to the workers' store URLs: "" or kubeSession
-
-	mu  sync.Mutex // guards api
-	api *proc      // the running API server process
-}
-
-func (b *kubeBackend) apiProc() *proc {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.api
+	api     server // the API server process
 }
 
 // kubeSession is the store URL parameter that makes a worker's store keep
@@ -70,7 +59,8 @@ func startKube(api *toxiproxy.ApiServer, exe, dir, name string, workers int, que
 	if err != nil {
 		return nil, err
 	}
-	b := &kubeBackend{etcd: e, query: query, bin: bin, dir: filepath.Join(dir, "kube"), logPath: filepath.Join(dir, "kube-apiserver.log")}
+	b := &kubeBackend{etcd: e, query: query, bin: bin, dir: filepath.Join(dir, "kube"),
+		api: server{name: "kube-apiserver", logPath: filepath.Join(dir, "kube-apiserver.log")}}
 	if err := b.credentials(); err != nil {
 		b.close()
 		return nil, err
@@ -139,13 +129,10 @@ func (b *kubeBackend) start() error {
 		"--endpoint-reconciler-type=none",
 		"--shutdown-watch-termination-grace-period=1s",
 	}
-	p, err := spawn("kube-apiserver", b.logPath, args, os.Environ())
-	if err != nil {
+	if err := b.api.start(args); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	b.api = p
-	b.mu.Unlock()
+	p := b.api.proc()
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		// Only to ask /readyz before the workers, which check the
 		// server's certificate, connect.
@@ -155,7 +142,7 @@ func (b *kubeBackend) start() error {
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			return errors.New("kube: kube-apiserver exited before it was ready (see kube-apiserver.log)")
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -232,22 +219,13 @@ func (b *kubeBackend) apply(f fault, holder int) (func(), string, bool) {
 	case fLatency, fPartition:
 		return b.clients.fault(f, holder)
 	case fServerPause:
-		p := b.apiProc()
-		if !p.signal(syscall.SIGSTOP) {
-			return nil, "", false
-		}
-		return func() { p.signal(syscall.SIGCONT) }, "kube-apiserver", true
+		return b.api.pause()
 	case fServerKill:
-		p := b.apiProc()
-		if !p.signal(syscall.SIGKILL) {
-			return nil, "", false
-		}
-		<-p.done
-		return func() {
+		return b.api.kill(func() {
 			if err := b.start(); err != nil {
 				fmt.Fprintf(os.Stderr, "chaos: restart kube-apiserver: %v\n", err)
 			}
-		}, "kube-apiserver", true
+		})
 	}
 	return nil, "", false
 }
@@ -256,6 +234,6 @@ func (b *kubeBackend) close() {
 	if b.clients != nil {
 		b.clients.close()
 	}
-	b.apiProc().terminate(15 * time.Second)
+	b.api.stop(15 * time.Second)
 	b.etcd.close()
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
@@ -25,40 +24,16 @@ const natsBucket = "chaos"
 // "nats-server" (package natsproc), on fixed ports and a store directory
 // kept across restarts.
 type natsServer struct {
-	cfg     natsproc.Config
-	exe     string
-	logPath string
-
-	mu sync.Mutex // guards p
-	p  *proc
+	server
+	cfg natsproc.Config
+	exe string
 }
 
 func (s *natsServer) start() error {
-	_ = os.Remove(filepath.Join(s.cfg.Dir, natsproc.ReadyFile))
-	p, err := spawn(s.cfg.Name, s.logPath, append([]string{s.exe, "nats-server"}, s.cfg.Args()...), os.Environ())
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.p = p
-	s.mu.Unlock()
-	return nil
+	return s.server.start(append([]string{s.exe, "nats-server"}, s.cfg.Args()...))
 }
 
-func (s *natsServer) waitReady(d time.Duration) error {
-	if err := natsproc.WaitReady(s.cfg.Dir, s.proc().done, d); err != nil {
-		return fmt.Errorf("chaos: nats-server %s: %w", s.cfg.Name, err)
-	}
-	return nil
-}
-
-func (s *natsServer) proc() *proc {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.p
-}
-
-func (s *natsServer) stop() { s.proc().terminate(10 * time.Second) }
+func (s *natsServer) stop() { s.server.stop(10 * time.Second) }
 
 // natsBackend is n nats-server processes with JetStream (a cluster when
 // n > 1) and one bucket with n replicas. Each worker reaches every server
@@ -110,7 +85,7 @@ func startNats(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int) 
 			return nil, err
 		}
 		clusterAddrs = append(clusterAddrs, cfg.Cluster)
-		b.servers = append(b.servers, &natsServer{cfg: cfg, exe: exe, logPath: filepath.Join(dir, "procs.log")})
+		b.servers = append(b.servers, &natsServer{server: server{name: cfg.Name, logPath: filepath.Join(dir, "procs.log"), ready: filepath.Join(cfg.Dir, natsproc.ReadyFile)}, cfg: cfg, exe: exe})
 	}
 	if n > 1 {
 		b.routes = make([][]*toxiproxy.Proxy, n)
@@ -223,20 +198,10 @@ func (b *natsBackend) apply(f fault, holder int) (func(), string, bool) {
 	case fLatency, fPartition:
 		return b.clients.fault(f, holder)
 	case fServerPause:
-		s := b.servers[int(f.Pick)%len(b.servers)]
-		p := s.proc()
-		if !p.signal(syscall.SIGSTOP) {
-			return nil, "", false
-		}
-		return func() { p.signal(syscall.SIGCONT) }, s.cfg.Name, true
+		return b.servers[int(f.Pick)%len(b.servers)].pause()
 	case fServerKill:
 		s := b.servers[int(f.Pick)%len(b.servers)]
-		p := s.proc()
-		if !p.signal(syscall.SIGKILL) {
-			return nil, "", false
-		}
-		<-p.done
-		return func() {
+		return s.kill(func() {
 			err := s.start()
 			if err == nil {
 				err = s.waitReady(60 * time.Second)
@@ -244,7 +209,7 @@ func (b *natsBackend) apply(f fault, holder int) (func(), string, bool) {
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "chaos: restart %s: %v\n", s.cfg.Name, err)
 			}
-		}, s.cfg.Name, true
+		})
 	case fIsolate:
 		i := int(f.Pick) % len(b.servers)
 		var touching []*toxiproxy.Proxy

@@ -3,96 +3,91 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tenure-go/tenure/internal/childproc"
 )
 
-// proc is a child process of the campaign: a worker or a backend server.
-type proc struct {
-	name string
-	pid  int
-	done chan struct{} // closed once the process was reaped
-
-	mu     sync.Mutex // guards reaped
-	reaped bool
-}
-
-// spawn starts argv[0] with args, its output appended to logPath, and a
-// parent-death signal of SIGKILL, so that no child outlives a campaign
-// that was itself killed. The signal is tied to the thread that forked the
-// child, and Go retires threads (Go issue 27505): the child is forked from
-// a goroutine locked to its thread until the child has been reaped.
-func spawn(name, logPath string, argv []string, env []string) (*proc, error) {
-	out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+// spawn starts a child process of the campaign, a worker or a backend
+// server, its output appended to logPath. It dies with the campaign
+// (package childproc), so that no child outlives a campaign that was
+// itself killed.
+func spawn(name, logPath string, argv []string) (*childproc.Process, error) {
+	p, err := childproc.Start(childproc.Spec{Argv: argv, Log: logPath})
 	if err != nil {
-		return nil, err
-	}
-	p := &proc{name: name, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		defer out.Close()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = env
-		cmd.Stdout, cmd.Stderr = out, out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			started <- fmt.Errorf("chaos: start %s: %w", name, err)
-			return
-		}
-		p.pid = cmd.Process.Pid
-		started <- nil
-		_ = cmd.Wait()
-		p.mu.Lock()
-		p.reaped = true
-		p.mu.Unlock()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, err
+		return nil, fmt.Errorf("chaos: start %s: %w", name, err)
 	}
 	return p, nil
 }
 
-// signal sends sig unless the process was reaped (its pid may name
-// another process by then). It reports whether it sent it.
-func (p *proc) signal(sig syscall.Signal) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.reaped {
-		return false
-	}
-	return syscall.Kill(p.pid, sig) == nil
+// server is one backend server process, which the faults pause, kill and
+// restart: an etcd member, a nats-server, the kube-apiserver.
+type server struct {
+	name    string // its name in the journal and in errors
+	logPath string
+	ready   string // the file it creates once it serves; "" if it has none
+
+	mu sync.Mutex // guards p
+	p  *childproc.Process
 }
 
-func (p *proc) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
+// start starts the server's program, argv, without waiting for it to
+// serve.
+func (s *server) start(argv []string) error {
+	if s.ready != "" {
+		_ = os.Remove(s.ready)
+	}
+	p, err := spawn(s.name, s.logPath, argv)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.p = p
+	s.mu.Unlock()
+	return nil
+}
+
+// waitReady waits until the server has created its ready file.
+func (s *server) waitReady(d time.Duration) error {
+	if err := s.proc().WaitFile(s.ready, d); err != nil {
+		return fmt.Errorf("chaos: %s: %w", s.name, err)
+	}
+	return nil
+}
+
+// proc is the server's latest process; nil before the first start.
+func (s *server) proc() *childproc.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
+}
+
+// stop ends the server's process, if it was started: SIGTERM, and
+// SIGKILL after grace.
+func (s *server) stop(grace time.Duration) {
+	if p := s.proc(); p != nil {
+		p.Terminate(grace)
 	}
 }
 
-// terminate ends a server process: SIGCONT (it may be paused), SIGTERM,
-// and SIGKILL if it has not exited within grace; it returns once the
-// process was reaped. A nil p is a server not started.
-func (p *proc) terminate(grace time.Duration) {
-	if p == nil {
-		return
+// pause is the fault fServerPause on s: SIGSTOP until the heal.
+func (s *server) pause() (heal func(), target string, ok bool) {
+	p := s.proc()
+	if !p.Signal(syscall.SIGSTOP) {
+		return nil, "", false
 	}
-	p.signal(syscall.SIGCONT)
-	p.signal(syscall.SIGTERM)
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-p.done:
-	case <-t.C:
-		p.signal(syscall.SIGKILL)
-		<-p.done
+	return func() { p.Signal(syscall.SIGCONT) }, s.name, true
+}
+
+// kill is the fault fServerKill on s: SIGKILL, and restart as the heal.
+// It returns once the killed process was reaped.
+func (s *server) kill(restart func()) (heal func(), target string, ok bool) {
+	p := s.proc()
+	if !p.Signal(syscall.SIGKILL) {
+		return nil, "", false
 	}
+	<-p.Done()
+	return restart, s.name, true
 }

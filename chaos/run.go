@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tenure-go/tenure/internal/childproc"
 )
 
 // runSpec is one run of a campaign.
@@ -40,7 +42,7 @@ type runEnv struct {
 	be    backend
 
 	mu      sync.Mutex // guards workers and busy
-	workers []*proc
+	workers []*childproc.Process
 	busy    []bool // a worker fault holds the worker (stopped, or down until its restart)
 }
 
@@ -57,7 +59,7 @@ func (r *runEnv) startWorker(i int) error {
 	if r.spec.Broken != "" {
 		argv = append(argv, "-broken", r.spec.Broken)
 	}
-	p, err := spawn(fmt.Sprintf("w%d", i), filepath.Join(r.dir, "procs.log"), argv, os.Environ())
+	p, err := spawn(fmt.Sprintf("w%d", i), filepath.Join(r.dir, "procs.log"), argv)
 	if err != nil {
 		return err
 	}
@@ -77,7 +79,7 @@ func (r *runEnv) holder() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, p := range r.workers {
-		if p != nil && p.pid == l.pid && p.alive() {
+		if p != nil && p.Pid() == l.pid && p.Alive() {
 			return i
 		}
 	}
@@ -86,7 +88,7 @@ func (r *runEnv) holder() int {
 
 // claim reserves a worker for a worker fault: the holder, or another one
 // (pick chooses), that is up and not held by another worker fault.
-func (r *runEnv) claim(wantHolder bool, pick uint32) (int, *proc, bool) {
+func (r *runEnv) claim(wantHolder bool, pick uint32) (int, *childproc.Process, bool) {
 	h := r.holder()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -100,7 +102,7 @@ func (r *runEnv) claim(wantHolder bool, pick uint32) (int, *proc, bool) {
 	n := len(r.workers)
 	for k := range n {
 		i := (int(pick) + k) % n
-		if i != h && !r.busy[i] && r.workers[i] != nil && r.workers[i].alive() {
+		if i != h && !r.busy[i] && r.workers[i] != nil && r.workers[i].Alive() {
 			r.busy[i] = true
 			return i, r.workers[i], true
 		}
@@ -129,13 +131,13 @@ func (r *runEnv) apply(f fault) (heal func(), target string, ok bool) {
 		if f.Kind == fTerm {
 			sig = syscall.SIGTERM
 		}
-		p.signal(sig)
+		p.Signal(sig)
 		return func() {
 			select {
-			case <-p.done:
+			case <-p.Done():
 			case <-time.After(10 * time.Second):
-				p.signal(syscall.SIGKILL) // a SIGTERM not obeyed in time
-				<-p.done
+				p.Signal(syscall.SIGKILL) // a SIGTERM not obeyed in time
+				<-p.Done()
 			}
 			if err := r.startWorker(i); err != nil {
 				fmt.Fprintf(os.Stderr, "chaos: restart w%d: %v\n", i, err)
@@ -150,19 +152,19 @@ func (r *runEnv) apply(f fault) (heal func(), target string, ok bool) {
 			// before it writes. Its write is accepted, and it is stopped
 			// half its work time later.
 			select {
-			case <-r.fence.nextAccept(p.pid):
+			case <-r.fence.nextAccept(p.Pid()):
 				time.Sleep(workTime / 2)
 			case <-time.After(r.spec.TTL):
 			}
 		}
-		if !ok || !p.signal(syscall.SIGSTOP) {
+		if !ok || !p.Signal(syscall.SIGSTOP) {
 			if ok {
 				r.unclaim(i)
 			}
 			return nil, "", false
 		}
 		return func() {
-			p.signal(syscall.SIGCONT)
+			p.Signal(syscall.SIGCONT)
 			r.unclaim(i)
 		}, fmt.Sprintf("w%d", i), true
 	}
@@ -207,12 +209,12 @@ func (r *runEnv) execute(start time.Time) (time.Time, int64) {
 // for one that has not exited after 10 s.
 func (r *runEnv) stopWorkers() {
 	r.mu.Lock()
-	ws := append([]*proc(nil), r.workers...)
+	ws := append([]*childproc.Process(nil), r.workers...)
 	r.mu.Unlock()
 	for _, p := range ws {
 		if p != nil {
-			p.signal(syscall.SIGCONT)
-			p.signal(syscall.SIGTERM)
+			p.Signal(syscall.SIGCONT)
+			p.Signal(syscall.SIGTERM)
 		}
 	}
 	for _, p := range ws {
@@ -220,10 +222,10 @@ func (r *runEnv) stopWorkers() {
 			continue
 		}
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-time.After(10 * time.Second):
-			p.signal(syscall.SIGKILL)
-			<-p.done
+			p.Signal(syscall.SIGKILL)
+			<-p.Done()
 		}
 	}
 }
