@@ -166,23 +166,3 @@ func Main(args []string) error {
 	<-ctx.Done()
 	return nil
 }
-
-// WaitReady waits until the server writing into dir is ready, or exited
-// (done is closed), or d has passed.
-func WaitReady(dir string, done <-chan struct{}, d time.Duration) error {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(d)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, ReadyFile)); err == nil {
-			return nil
-		}
-		select {
-		case <-tick.C:
-		case <-done:
-			return errors.New("natsproc: the server exited before it was ready (see its log)")
-		case <-deadline:
-			return fmt.Errorf("natsproc: the server is not ready after %v", d)
-		}
-	}
-}

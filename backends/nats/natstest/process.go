@@ -3,15 +3,13 @@ package natstest
 import (
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/internal/childproc"
 	"github.com/tenure-go/tenure/internal/natsproc"
 )
 
@@ -43,11 +41,7 @@ func ServeProcess() {
 // test can pause it with SIGSTOP. It is stopped by t.Cleanup.
 type Process struct {
 	cfg  natsproc.Config
-	pid  int
-	done chan struct{} // closed once the process has been reaped
-
-	mu     sync.Mutex // guards reaped
-	reaped bool
+	proc *childproc.Process
 }
 
 // StartProcess starts a single server in a child process and waits until
@@ -60,47 +54,23 @@ func StartProcess(t testing.TB) *Process {
 	}
 	dir := t.TempDir()
 	p := &Process{
-		cfg:  natsproc.Config{Name: "n1", Dir: filepath.Join(dir, "store"), Client: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))},
-		done: make(chan struct{}),
+		cfg: natsproc.Config{Name: "n1", Dir: filepath.Join(dir, "store"), Client: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))},
 	}
 	if err := os.MkdirAll(p.cfg.Dir, 0o755); err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
-	log, err := os.Create(filepath.Join(dir, "server.log"))
+	logPath := filepath.Join(dir, "server.log")
+	p.proc, err = childproc.Start(childproc.Spec{
+		Argv: append([]string{exe}, p.cfg.Args()...),
+		Env:  append(os.Environ(), envProcess+"=1"),
+		Log:  logPath,
+	})
 	if err != nil {
-		t.Fatalf("natstest: %v", err)
-	}
-	started := make(chan error, 1)
-	// The child gets SIGKILL when the thread that forked it exits (Go
-	// retires threads): the goroutine keeps its thread until the child
-	// is reaped.
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		defer log.Close()
-		cmd := exec.Command(exe, p.cfg.Args()...)
-		cmd.Env = append(os.Environ(), envProcess+"=1")
-		cmd.Stdout, cmd.Stderr = log, log
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(p.done)
-			return
-		}
-		p.pid = cmd.Process.Pid
-		started <- nil
-		_ = cmd.Wait()
-		p.mu.Lock()
-		p.reaped = true
-		p.mu.Unlock()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
 		t.Fatalf("natstest: start the server process: %v", err)
 	}
 	t.Cleanup(p.stop)
-	if err := natsproc.WaitReady(p.cfg.Dir, p.done, readyTimeout); err != nil {
-		logText, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+	if err := p.proc.WaitFile(filepath.Join(p.cfg.Dir, natsproc.ReadyFile), readyTimeout); err != nil {
+		logText, _ := os.ReadFile(logPath)
 		t.Fatalf("natstest: %v\n%s", err, logText)
 	}
 	return p
@@ -113,7 +83,7 @@ func (p *Process) URL() string { return "nats://" + p.cfg.Client }
 // nothing is answered until Resume.
 func (p *Process) Pause(t testing.TB) {
 	t.Helper()
-	if !p.signal(syscall.SIGSTOP) {
+	if !p.proc.Signal(syscall.SIGSTOP) {
 		t.Fatal("natstest: pause: the server process has exited")
 	}
 }
@@ -121,30 +91,10 @@ func (p *Process) Pause(t testing.TB) {
 // Resume continues a paused server.
 func (p *Process) Resume(t testing.TB) {
 	t.Helper()
-	if !p.signal(syscall.SIGCONT) {
+	if !p.proc.Signal(syscall.SIGCONT) {
 		t.Fatal("natstest: resume: the server process has exited")
 	}
 }
 
-// signal sends sig unless the process was reaped (its pid may name
-// another process by then), and reports whether it sent it.
-func (p *Process) signal(sig syscall.Signal) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.reaped {
-		return false
-	}
-	return syscall.Kill(p.pid, sig) == nil
-}
-
 // stop continues the server if paused, ends it and waits for it.
-func (p *Process) stop() {
-	p.signal(syscall.SIGCONT)
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
+func (p *Process) stop() { p.proc.Terminate(10 * time.Second) }
