@@ -11,9 +11,8 @@
 // has been reaped.
 //
 // Not promised: the parent-death signal reaches the child only, not the
-// processes it starts itself; and a child whose starter dies by SIGKILL is
-// killed too, but nothing the starter had in hand (its log, its state) is
-// cleaned up.
+// processes the child starts itself; a child killed with its starter
+// leaves its log and its files as they were.
 package childproc
 
 import (
@@ -40,8 +39,8 @@ type Spec struct {
 }
 
 // Process is a started child. Its methods are safe for concurrent use.
-// Once the child has exited, Start reaps it, closes Done, and Signal sends
-// nothing any more.
+// Once the child has exited, a goroutine of Start's reaps it and closes
+// Done, and Signal sends nothing any more.
 type Process struct {
 	pid  int
 	done chan struct{} // closed once the child was reaped
