@@ -44,6 +44,7 @@ type Spec struct {
 type Process struct {
 	pid  int
 	done chan struct{} // closed once the child was reaped
+	err  error         // how the child ended; set before done is closed
 
 	mu     sync.Mutex // guards reaped
 	reaped bool
@@ -84,7 +85,7 @@ func Start(s Spec) (*Process, error) {
 		}
 		p.pid = cmd.Process.Pid
 		started <- nil
-		_ = cmd.Wait()
+		p.err = cmd.Wait()
 		p.mu.Lock()
 		p.reaped = true
 		p.mu.Unlock()
@@ -102,6 +103,15 @@ func (p *Process) Pid() int { return p.pid }
 
 // Done is closed once the child has exited and was reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits until the child has exited and was reaped, and says how it
+// ended, as os/exec's Wait does: nil if it exited with status 0, else an
+// error (an *exec.ExitError for a non-zero status or a signal). It may be
+// called any number of times.
+func (p *Process) Wait() error {
+	<-p.done
+	return p.err
+}
 
 // Alive reports whether the child has not been reaped yet. A child that
 // has exited but is not reaped yet still counts as alive.

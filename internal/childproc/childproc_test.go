@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+
+	"github.com/tenure-go/tenure/internal/childproc/childproctest"
 )
 
 // envMode makes the test binary, run again as a child, play a part
@@ -33,6 +36,8 @@ func child(mode string) int {
 	case "echo":
 		fmt.Println(os.Getenv("CHILDPROC_WORD"))
 		return 0
+	case "exit3":
+		return 3
 	case "server": // ends on SIGTERM, as the servers do, saying so
 		term := make(chan os.Signal, 1)
 		signal.Notify(term, syscall.SIGTERM)
@@ -122,6 +127,65 @@ func TestEnvAndLog(t *testing.T) {
 	<-p.Done()
 	if got, want := readLog(t, s.Log), "before\nhello\n"; got != want {
 		t.Errorf("log = %q, want %q (the output appended to what was there)", got, want)
+	}
+}
+
+// Wait says how the child ended, as often as it is asked.
+func TestWait(t *testing.T) {
+	ok, err := Start(self(t, "echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ok.Wait(); err != nil {
+		t.Errorf("Wait() on a child that exited 0 = %v, want nil", err)
+	}
+
+	failed, err := Start(self(t, "exit3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		var exit *exec.ExitError
+		if err := failed.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
+			t.Errorf("Wait() call %d on a child that exited 3 = %v, want an *exec.ExitError with code 3", i+1, err)
+		}
+	}
+
+	killed := startReady(t, self(t, "stubborn"))
+	killed.Signal(syscall.SIGKILL)
+	var exit *exec.ExitError
+	if err := killed.Wait(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("Wait() on a killed child = %v, want an *exec.ExitError for SIGKILL", err)
+	}
+}
+
+// A child outlives the thread its starter called Start from: the Go
+// runtime may end that thread at any time.
+func TestChildOutlivesStartingThread(t *testing.T) {
+	s := self(t, "server")
+	ready := make(chan os.Signal, 1)
+	signal.Notify(ready, syscall.SIGUSR1)
+	defer signal.Stop(ready)
+	var p *Process
+	childproctest.OnRetiredThread(t, func() {
+		var err error
+		if p, err = Start(s); err != nil {
+			t.Error(err)
+		}
+	})
+	if p == nil {
+		return
+	}
+	select {
+	case <-ready:
+	case <-p.Done():
+		t.Fatalf("the child exited before it was ready: %v\n%s", p.Wait(), readLog(t, s.Log))
+	}
+	// A child sent SIGKILL when the thread ended cannot handle SIGTERM
+	// any more. The bound only ends a failing test.
+	p.Terminate(30 * time.Second)
+	if got := readLog(t, s.Log); got != "term\n" {
+		t.Errorf("log = %q, want %q: the child should have lived to end on SIGTERM (it ended: %v)", got, "term\n", p.Wait())
 	}
 }
 
