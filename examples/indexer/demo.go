@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/tenure-go/tenure/backends/filestore"
+	"github.com/tenure-go/tenure/internal/childproc"
 )
 
 // demo runs three indexers as child processes and watches them through
@@ -42,8 +41,8 @@ type demo struct {
 
 type child struct {
 	id     string
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	p      *childproc.Process
+	log    string // its standard error (serve writes nothing to its standard output)
 	addr   string
 	exited bool
 }
@@ -123,13 +122,13 @@ func (d *demo) run(ctx context.Context) error {
 	// 1. Crash: the serving indexer dies without releasing its claim.
 	victim := d.byID(first.ID)
 	d.say("SIGKILL %q: it cannot release its claim, so the others must wait out its TTL", victim.id)
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		return err
+	if !victim.p.Signal(syscall.SIGKILL) {
+		return fmt.Errorf("%q exited before the kill: %v", victim.id, victim.p.Wait())
 	}
-	_ = victim.cmd.Wait()
+	_ = victim.p.Wait()
 	victim.exited = true
 	deadAt := monoNow()
-	d.killed[victim.cmd.Process.Pid] = deadAt
+	d.killed[victim.p.Pid()] = deadAt
 	second, err := d.waitServing(ctx, first.Token)
 	if err != nil {
 		return err
@@ -147,8 +146,8 @@ func (d *demo) run(ctx context.Context) error {
 	leaving := d.byID(second.ID)
 	d.say("SIGTERM %q: it stops serving, releases its claim, and a follower takes over", leaving.id)
 	sentAt := monoNow()
-	if err := leaving.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return err
+	if !leaving.p.Signal(syscall.SIGTERM) {
+		return fmt.Errorf("%q exited before the signal: %v", leaving.id, leaving.p.Wait())
 	}
 	third, err := d.waitServing(ctx, second.Token)
 	if err != nil {
@@ -157,7 +156,7 @@ func (d *demo) run(ctx context.Context) error {
 	handover := monoDuration(sentAt, third.Mono)
 	d.say("%q took over (token %d), %v after the signal", third.ID, third.Token, handover.Round(time.Microsecond))
 	d.timings = append(d.timings, fmt.Sprintf("graceful handover %v", handover.Round(time.Microsecond)))
-	if err := leaving.cmd.Wait(); err != nil {
+	if err := leaving.p.Wait(); err != nil {
 		d.fail("%q did not exit cleanly: %v", leaving.id, err)
 	}
 	leaving.exited = true
@@ -173,20 +172,22 @@ func (d *demo) run(ctx context.Context) error {
 }
 
 func (d *demo) spawn(id, jpath string) error {
-	c := &child{id: id, stderr: new(bytes.Buffer)}
-	c.cmd = exec.Command(d.exe, "serve",
-		"--store", "file://"+filepath.Join(d.dir, "store")+"?create=true",
-		"--group", d.group, "--id", id, "--http", "127.0.0.1:0",
-		"--ttl", d.ttl.String(), "--journal", jpath)
-	c.cmd.Stdout = io.Discard
-	c.cmd.Stderr = c.stderr
-	// A child must not outlive the demo, whatever happens to the demo.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
+	c := &child{id: id, log: filepath.Join(d.dir, fmt.Sprintf("indexer-%d.log", len(d.procs)+1))}
+	// A child must not outlive the demo, whatever happens to the demo
+	// (package childproc).
+	p, err := childproc.Start(childproc.Spec{
+		Argv: []string{d.exe, "serve",
+			"--store", "file://" + filepath.Join(d.dir, "store") + "?create=true",
+			"--group", d.group, "--id", id, "--http", "127.0.0.1:0",
+			"--ttl", d.ttl.String(), "--journal", jpath},
+		Log: c.log,
+	})
+	if err != nil {
 		return fmt.Errorf("start %q: %w", id, err)
 	}
+	c.p = p
 	d.procs = append(d.procs, c)
-	d.say("started %q (pid %d)", id, c.cmd.Process.Pid)
+	d.say("started %q (pid %d)", id, p.Pid())
 	return nil
 }
 
@@ -205,7 +206,7 @@ func (d *demo) drain() ([]record, error) {
 	for _, r := range recs {
 		if r.Event == "listening" {
 			for _, c := range d.procs {
-				if c.cmd.Process != nil && c.cmd.Process.Pid == r.PID {
+				if c.p.Pid() == r.PID {
 					c.addr = r.Addr
 				}
 			}
@@ -310,11 +311,11 @@ func (d *demo) fail(format string, args ...any) {
 // stopAll sends SIGTERM to every indexer still running and waits for it.
 func (d *demo) stopAll() {
 	for _, c := range d.procs {
-		if c.exited || c.cmd.Process == nil {
+		if c.exited {
 			continue
 		}
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		if err := c.cmd.Wait(); err != nil {
+		c.p.Signal(syscall.SIGTERM)
+		if err := c.p.Wait(); err != nil {
 			d.fail("%q did not exit cleanly: %v", c.id, err)
 		}
 		c.exited = true
@@ -411,8 +412,8 @@ func verdict(w io.Writer, ok bool, what string) {
 
 func (d *demo) dumpChildren(w io.Writer) {
 	for _, c := range d.procs {
-		if c.stderr.Len() > 0 {
-			fmt.Fprintf(w, "\n--- %s (stderr) ---\n%s", c.id, c.stderr.String())
+		if b, err := os.ReadFile(c.log); err == nil && len(b) > 0 {
+			fmt.Fprintf(w, "\n--- %s (stderr) ---\n%s", c.id, b)
 		}
 	}
 }
