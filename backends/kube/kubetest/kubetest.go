@@ -29,7 +29,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,6 +43,7 @@ import (
 	"k8s.io/client-go/util/connrotation"
 
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/internal/childproc"
 )
 
 // wall is the real clock: the API server is a real process on real time.
@@ -79,10 +79,7 @@ type Server struct {
 	etcd  *etcdtest.Server
 	conns *connrotation.ConnectionTracker
 
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when cmd has been waited for
-	waitErr error         // set before exited is closed
-	log     *os.File
+	proc *childproc.Process // nil while stopped
 }
 
 // Start starts etcd and a kube-apiserver for the test and registers their
@@ -174,10 +171,10 @@ func (s *Server) Stop(t testing.TB) {
 // Restart brings it back.
 func (s *Server) Kill(t testing.TB) {
 	t.Helper()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill()
+	s.proc.Signal(syscall.SIGKILL)
 	s.stop(t)
 }
 
@@ -257,11 +254,8 @@ func (s *Server) launch(t testing.TB, pickPort bool) {
 }
 
 func (s *Server) exec() error {
-	log, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	args := []string{
+	argv := []string{
+		s.bin,
 		"--etcd-servers=" + s.EtcdEndpoint(),
 		"--etcd-prefix=" + s.prefix,
 		"--bind-address=127.0.0.1",
@@ -279,24 +273,14 @@ func (s *Server) exec() error {
 		"--shutdown-watch-termination-grace-period=1s",
 		"-v=1",
 	}
-	cmd := exec.Command(s.bin, args...)
-	cmd.Dir = s.dir
-	cmd.Stdout = log
-	cmd.Stderr = log
-	// Its own process group, so a terminal's ^C reaches the test binary
-	// first and the cleanup decides how the server ends; and killed with the
-	// test binary if that dies without running its cleanups (a timeout).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		log.Close()
+	// Killed with the test binary if that dies without running its
+	// cleanups (a timeout, a ^C), whichever thread started it (package
+	// childproc).
+	p, err := childproc.Start(childproc.Spec{Argv: argv, Log: s.logPath})
+	if err != nil {
 		return err
 	}
-	s.cmd, s.log = cmd, log
-	s.exited = make(chan struct{})
-	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.exited)
-	}()
+	s.proc = p
 	return nil
 }
 
@@ -318,8 +302,8 @@ func (s *Server) waitReady() error {
 	}()
 	for {
 		select {
-		case <-s.exited:
-			return fmt.Errorf("exited: %v", s.waitErr)
+		case <-s.proc.Done():
+			return fmt.Errorf("exited: %v", s.proc.Wait())
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
 		case <-tick.C:
@@ -362,21 +346,20 @@ func (s *Server) probe(ctx context.Context, client *http.Client) error {
 // time. It waits for the process either way.
 func (s *Server) stop(t testing.TB) {
 	t.Helper()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	s.proc.Signal(syscall.SIGTERM)
 	timer := wall.Timer(stopTimeout)
 	defer timer.Stop()
 	select {
-	case <-s.exited:
+	case <-s.proc.Done():
 	case <-timer.C:
 		t.Logf("kubetest: kube-apiserver still running %v after SIGTERM; killing it", stopTimeout)
-		_ = s.cmd.Process.Kill()
-		<-s.exited
+		s.proc.Signal(syscall.SIGKILL)
+		<-s.proc.Done()
 	}
-	s.log.Close()
-	s.cmd, s.log = nil, nil
+	s.proc = nil
 	// Connections to the old process are dead; drop them so clients redial.
 	s.conns.CloseAll()
 }
