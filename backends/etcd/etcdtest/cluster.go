@@ -16,6 +16,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/tenure-go/tenure/internal/childproc"
 )
 
 // startTries bounds the attempts to start a cluster: its ports are picked
@@ -57,9 +59,9 @@ type member struct {
 	log        string  // a process member's log file
 
 	mu     sync.Mutex
-	etcd   *embed.Etcd      // nil while stopped; an embedded member's server
-	proc   *running         // nil while stopped; a process member's process
-	status *clientv3.Client // a process member's client of its own URL, for Leader; closed by close
+	etcd   *embed.Etcd        // nil while stopped; an embedded member's server
+	proc   *childproc.Process // nil while stopped; a process member's process
+	status *clientv3.Client   // a process member's client of its own URL, for Leader; closed by close
 }
 
 // StartCluster starts an n-member cluster, waits until it has a leader and
@@ -198,7 +200,7 @@ func (m *member) startProcess(restart bool) error {
 		state = "existing"
 	}
 	client := m.client.String()
-	r, err := run(m.bin, m.log, []string{
+	proc, err := run(m.bin, m.log, []string{
 		"--name", m.name,
 		"--data-dir", m.dir,
 		"--listen-client-urls", client, "--advertise-client-urls", client,
@@ -212,9 +214,9 @@ func (m *member) startProcess(restart bool) error {
 		return err
 	}
 	m.mu.Lock()
-	m.proc = &r
+	m.proc = proc
 	m.mu.Unlock()
-	if err := waitReady(m.bin, []string{client}, r.exited); err != nil {
+	if err := waitReady(m.bin, []string{client}, proc); err != nil {
 		m.stop()
 		return fmt.Errorf("member %s: %w\n%s", m.name, err, logTail(m.log))
 	}
@@ -234,8 +236,7 @@ func (m *member) stop() {
 		e.Close()
 	}
 	if p != nil {
-		_ = p.kill()
-		<-p.exited
+		kill(p)
 	}
 }
 
@@ -246,7 +247,7 @@ func (m *member) pid() int {
 	if m.proc == nil {
 		return 0
 	}
-	return m.proc.pid
+	return m.proc.Pid()
 }
 
 // running reports whether the member runs.

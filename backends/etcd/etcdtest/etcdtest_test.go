@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/internal/childproc/childproctest"
 	"go.uber.org/goleak"
 )
 
@@ -110,6 +111,24 @@ func TestProcessStartRestart(t *testing.T) {
 	resp, err := cli.Get(ctx, "k")
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v1" {
 		t.Fatalf("get after restart: %v, %v; want v1", resp, err)
+	}
+}
+
+// An etcd process outlives the thread the test started it from: the Go
+// runtime may end that thread at any time.
+func TestProcessOutlivesStartingThread(t *testing.T) {
+	bin := etcdtest.ServerBinary(t)
+	var p *etcdtest.Process
+	childproctest.OnRetiredThread(t, func() { p = etcdtest.StartProcess(t, bin) })
+	if p == nil {
+		return
+	}
+	// Only a live server answers; one sent SIGKILL when the thread ended
+	// cannot. The bound only ends a failing test.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.Client(t).Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("put once the thread that started the server ended: %v", err)
 	}
 }
 

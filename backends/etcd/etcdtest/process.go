@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +16,8 @@ import (
 	"github.com/benbjohnson/clock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/tenure-go/tenure/internal/childproc"
 )
 
 // ServerEnv names the environment variable that gives the path of an etcd
@@ -48,14 +48,13 @@ func ServerBinary(t testing.TB) string {
 // a 1 s minimum lease, no fsync). Stop, Restart and StartProcess are called
 // from the test goroutine; Endpoints and Client are safe for concurrent
 // use. The process is killed at cleanup, and, should the test process die
-// first, by the kernel (Pdeathsig).
+// first, by the kernel (package childproc).
 type Process struct {
 	bin, dir, log string
 	client, peer  string // host:port
 
-	mu     sync.Mutex
-	exited chan error // nil while stopped; receives the process's end
-	kill   func() error
+	mu   sync.Mutex
+	proc *childproc.Process // nil while stopped
 }
 
 // StartProcess starts the etcd binary bin for the test, waits until it
@@ -113,14 +112,12 @@ func (p *Process) Version(t testing.TB) string {
 // nothing.
 func (p *Process) Stop() {
 	p.mu.Lock()
-	exited, kill := p.exited, p.kill
-	p.exited, p.kill = nil, nil
+	proc := p.proc
+	p.proc = nil
 	p.mu.Unlock()
-	if exited == nil {
-		return
+	if proc != nil {
+		kill(proc)
 	}
-	_ = kill()
-	<-exited
 }
 
 // Restart stops the process if it runs and starts it again on the same
@@ -135,7 +132,7 @@ func (p *Process) Restart(t testing.TB) {
 
 func (p *Process) start() error {
 	client, peer := "http://"+p.client, "http://"+p.peer
-	r, err := run(p.bin, p.log, []string{
+	proc, err := run(p.bin, p.log, []string{
 		"--name", "etcdtest",
 		"--data-dir", p.dir,
 		"--listen-client-urls", client, "--advertise-client-urls", client,
@@ -146,63 +143,43 @@ func (p *Process) start() error {
 		return err
 	}
 	p.mu.Lock()
-	p.exited, p.kill = r.exited, r.kill
+	p.proc = proc
 	p.mu.Unlock()
-	if err := waitReady(p.bin, p.Endpoints(), r.exited); err != nil {
+	if err := waitReady(p.bin, p.Endpoints(), proc); err != nil {
 		p.Stop()
 		return fmt.Errorf("%w\n%s", err, logTail(p.log))
 	}
 	return nil
 }
 
-// running is an etcd process: kill it, then receive from exited.
-type running struct {
-	pid    int
-	exited chan error // receives the process's end, once
-	kill   func() error
-}
-
 // run starts the etcd binary bin with args and the fast test timings,
-// logging to the file logPath.
-func run(bin, logPath string, args []string) (running, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return running{}, fmt.Errorf("etcd log: %w", err)
-	}
-	args = append(args,
+// logging to the file logPath. The process dies with the test process
+// (package childproc).
+func run(bin, logPath string, args []string) (*childproc.Process, error) {
+	argv := append([]string{bin}, args...)
+	argv = append(argv,
 		"--heartbeat-interval", "10", "--election-timeout", "100",
 		"--unsafe-no-fsync",
 		"--log-level", "warn",
 	)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Pdeathsig fires when the thread that started the child exits, and Go
-	// retires threads: start it from a goroutine that stays locked to its
-	// thread until the child has exited.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-		logf.Close()
-	}()
-	if err := <-started; err != nil {
-		logf.Close()
-		return running{}, fmt.Errorf("start %s: %w", bin, err)
+	p, err := childproc.Start(childproc.Spec{Argv: argv, Log: logPath})
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	return running{pid: cmd.Process.Pid, exited: exited, kill: cmd.Process.Kill}, nil
+	return p, nil
+}
+
+// kill kills an etcd process (SIGKILL: a crash) and returns once it was
+// reaped.
+func kill(p *childproc.Process) {
+	p.Signal(syscall.SIGKILL)
+	<-p.Done()
 }
 
 // waitReady waits until the etcd process bin at endpoints answers a
 // linearizable read, at most readyTimeout; it fails at once if the process
 // exits.
-func waitReady(bin string, endpoints []string, exited chan error) error {
+func waitReady(bin string, endpoints []string, proc *childproc.Process) error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: dialTimeout, Logger: zap.NewNop()})
@@ -220,9 +197,8 @@ func waitReady(bin string, endpoints []string, exited chan error) error {
 			return nil
 		}
 		select {
-		case werr := <-exited:
-			exited <- werr // Stop waits for it
-			return fmt.Errorf("etcd %s exited before serving: %v", bin, werr)
+		case <-proc.Done():
+			return fmt.Errorf("etcd %s exited before serving: %v", bin, proc.Wait())
 		case <-ctx.Done():
 			return fmt.Errorf("etcd %s not ready after %v: %w", bin, readyTimeout, errors.Join(err, ctx.Err()))
 		case <-tk.C:
