@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -176,6 +177,9 @@ func check(recs []record, ttl time.Duration, slots int, settle time.Duration) re
 			}
 		case evHeal:
 			lastEnd = max(lastEnd, r.T)
+			if strings.HasPrefix(r.Reason, "abandoned") {
+				res.Faults["heal-abandoned"]++ // listed with the faults, so that a run's line shows it
+			}
 		}
 	}
 	if lastEnd > 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,28 @@ func TestCheckSettle(t *testing.T) {
 	}
 }
 
+// TestCheckListsAbandonedHeals: a heal the run gave up on (see healWithin)
+// shows among the run's faults, and its time still ends the faults for the
+// recovery check.
+func TestCheckListsAbandonedHeals(t *testing.T) {
+	h := &history{}
+	h.elect(0, "w0", 10, 1)
+	h.act(0, 50*ms, "w0", 10, 1)
+	h.add(record{Ev: evFault, T: 100 * ms, Kind: fLatency, Target: "w1", Fault: 1})
+	h.add(record{Ev: evHeal, T: 1000 * ms, Kind: fLatency, Target: "w1", Fault: 1, Reason: "abandoned: the heal had not returned after 20s"})
+	h.act(1500*ms, 1550*ms, "w0", 10, 1)
+	res := check(h.recs, 2*time.Second, 0, 0)
+	if got := checks(res); got != "" {
+		t.Errorf("violations = %v, want none", res.Violations)
+	}
+	if res.Faults["heal-abandoned"] != 1 || res.Faults[fLatency] != 1 {
+		t.Errorf("faults = %v, want one latency and one heal-abandoned", res.Faults)
+	}
+	if want := 500 * time.Millisecond; res.Recovery != want {
+		t.Errorf("recovery = %v, want %v", res.Recovery, want)
+	}
+}
+
 func TestCheckCatches(t *testing.T) {
 	for _, tc := range []struct {
 		name, want string
@@ -148,4 +171,59 @@ func TestCheckCountsStaleWritesCaught(t *testing.T) {
 	if res.StaleCaught != 1 || res.LongPauses != 1 {
 		t.Errorf("stale caught %d, long pauses %d; want 1 and 1", res.StaleCaught, res.LongPauses)
 	}
+}
+
+// stuckBackend's heals block until release is closed, as a toxiproxy
+// RemoveToxic caught in its deadlock does.
+type stuckBackend struct{ release chan struct{} }
+
+func (b *stuckBackend) kinds() []string { return []string{fServerPause} }
+func (b *stuckBackend) url(int) string  { return "" }
+func (b *stuckBackend) close()          {}
+func (b *stuckBackend) apply(fault, int) (func(), string, bool) {
+	return func() { <-b.release }, "n0", true
+}
+
+// TestExecuteAbandonsAStuckHeal: a heal that does not return is journaled
+// as abandoned after healWithin and the run goes on. Before, the run waited
+// for it for good (a campaign on nats3 stood still for 7 minutes).
+func TestExecuteAbandonsAStuckHeal(t *testing.T) {
+	defer func(d time.Duration) { healWithin = d }(healWithin)
+	healWithin = 50 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "journal.jsonl")
+	j, err := openJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	f, err := startFence(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	be := &stuckBackend{release: make(chan struct{})}
+	defer close(be.release)
+	r := &runEnv{spec: runSpec{TTL: time.Second, Faults: []fault{{N: 1, Kind: fServerPause, Dur: 10 * time.Millisecond}}}, j: j, fence: f, be: be}
+	done := make(chan struct{})
+	go func() {
+		r.execute(time.Now())
+		close(done)
+	}()
+	bound := time.NewTimer(10 * time.Second)
+	defer bound.Stop()
+	select {
+	case <-done:
+	case <-bound.C:
+		t.Fatal("execute did not return while a heal was stuck")
+	}
+	recs, err := readJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		if rec.Ev == evHeal && rec.Fault == 1 && strings.HasPrefix(rec.Reason, "abandoned") {
+			return
+		}
+	}
+	t.Errorf("no abandoned heal of fault 1 in the journal: %+v", recs)
 }

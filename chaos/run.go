@@ -194,8 +194,20 @@ func (r *runEnv) execute(start time.Time) (time.Time, int64) {
 			}
 			r.j.write(record{Ev: evFault, Fault: f.N, Kind: f.Kind, Target: target})
 			time.Sleep(f.Dur)
-			heal()
-			r.j.write(record{Ev: evHeal, Fault: f.N, Kind: f.Kind, Target: target})
+			healed := make(chan struct{})
+			go func() {
+				heal()
+				close(healed)
+			}()
+			t := time.NewTimer(healWithin)
+			select {
+			case <-healed:
+				r.j.write(record{Ev: evHeal, Fault: f.N, Kind: f.Kind, Target: target})
+			case <-t.C:
+				// The fault may still be in place; the run goes on without it.
+				r.j.write(record{Ev: evHeal, Fault: f.N, Kind: f.Kind, Target: target, Reason: fmt.Sprintf("abandoned: the heal had not returned after %v", healWithin)})
+			}
+			t.Stop()
 			mu.Lock()
 			last, lastMono = time.Now(), monoNow()
 			mu.Unlock()
@@ -204,6 +216,13 @@ func (r *runEnv) execute(start time.Time) (time.Time, int64) {
 	wg.Wait()
 	return last, lastMono
 }
+
+// healWithin bounds a heal. toxiproxy can deadlock removing a toxic from a
+// link whose connection is closing at that moment (RemoveToxic holds the
+// proxy's toxic collection while it waits for the link, and the ending link
+// waits for the collection to remove itself); that fault's heal never
+// returns. Seen once in about 300 runs, on nats3, as a run that never ended.
+var healWithin = 20 * time.Second
 
 // stopWorkers ends every worker: SIGCONT (in case), SIGTERM, and SIGKILL
 // for one that has not exited after 10 s.
