@@ -110,7 +110,16 @@
 // Reads go to the stream leader through the JetStream API's message get,
 // not the direct get a follower of a replicated bucket may answer from a
 // stale copy. A leader that has lost its leadership and not yet noticed
-// can still answer a read stale; a write it accepts cannot land.
+// can still answer a read stale; a write it accepts cannot land. It can
+// also refuse a conditional write on its stale state, and its refusal may
+// reach the client before the true leader's answer: the fault campaign
+// saw, on a three-server cluster seconds after a member's isolation healed
+// and the new leader was killed, a keep-alive refused with an entry two
+// writes old. Such an answer is a conflict that is not true: the holder
+// gives its claim up early, a follower waits longer. It never makes a
+// second holder, since a write still lands only through the leader of a
+// quorum. This is open work: until refusals are confirmed, a replicated
+// bucket's refusals may be stale for that window.
 //
 // # Watch
 //
