@@ -181,10 +181,11 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var info *jetstream.StreamInfo
-	err = s.askAgain(ctx, func(ctx context.Context) (err error) {
+	readInfo := func(ctx context.Context) (err error) {
 		info, err = s.info(ctx)
 		return err
-	})
+	}
+	err = s.askAgain(ctx, readInfo)
 	if errors.Is(err, backends.ErrMissingResource) && cf.create {
 		cerr := s.askAgain(ctx, func(ctx context.Context) error {
 			_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
@@ -203,10 +204,7 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 		if cerr != nil {
 			return nil, fmt.Errorf("nats: create bucket %q: %w", bucket, mapErr(cerr))
 		}
-		err = s.askAgain(ctx, func(ctx context.Context) (err error) {
-			info, err = s.info(ctx)
-			return err
-		})
+		err = s.askAgain(ctx, readInfo)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("nats: open bucket %q: %w", bucket, err)
