@@ -312,6 +312,13 @@ func (s *Server) Kill() error {
 	if cmd == nil {
 		return nil
 	}
+	select {
+	case <-done:
+		// It exited on its own and was reaped: its pid may name another
+		// process by now, which must not be stopped or killed.
+		return nil
+	default:
+	}
 	pm := cmd.Process.Pid
 	_ = syscall.Kill(pm, syscall.SIGSTOP)
 	var fds []int
