@@ -110,16 +110,21 @@
 // Reads go to the stream leader through the JetStream API's message get,
 // not the direct get a follower of a replicated bucket may answer from a
 // stale copy. A leader that has lost its leadership and not yet noticed
-// can still answer a read stale; a write it accepts cannot land. It can
-// also refuse a conditional write on its stale state, and its refusal may
-// reach the client before the true leader's answer: the fault campaign
-// saw, on a three-server cluster seconds after a member's isolation healed
-// and the new leader was killed, a keep-alive refused with an entry two
-// writes old. Such an answer is a conflict that is not true: the holder
-// gives its claim up early, a follower waits longer. It never makes a
-// second holder, since a write still lands only through the leader of a
-// quorum. This is open work: until refusals are confirmed, a replicated
-// bucket's refusals may be stale for that window.
+// (a NATS server steps down after 10 s without its quorum) still answers
+// as the leader from its copy. A write it accepts cannot land without a
+// quorum, but it refuses a conditional write on its copy at once, and it
+// answers reads from it. So a refusal is never decided on by itself: the
+// store reads the key again, and decides on that read. A read older than
+// a message of the key the store already saw committed (one it wrote,
+// watched or read; for a delete or an entry without TTL, seen within the
+// last minute) is such a leader's answer: the store asks again, paced,
+// until a current leader answers, and fails as unavailable (outcome
+// unknown) if none does before the request's deadline. A write refused
+// again and again on the sequence it just read fails the same way. So one
+// Store never reads a key going back and never reports a conflict with a
+// copy older than what it saw; a process that saw nothing newer can still
+// read an older copy for that window, and then tries a write the leader
+// of a quorum decides.
 //
 // # Watch
 //

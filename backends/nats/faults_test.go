@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/benbjohnson/clock"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/tenure-go/tenure/backends"
@@ -244,4 +247,182 @@ func TestFaultMemberPartitioned(t *testing.T) {
 		t.Errorf("%d leaders after the heal, want 1", n)
 	}
 	ts.Check(t)
+}
+
+// switchDialer dials whatever server the test points it at, whatever
+// address the client asks for.
+type switchDialer struct{ target *atomic.Pointer[string] }
+
+func (d switchDialer) Dial(network, _ string) (net.Conn, error) {
+	return net.Dial(network, *d.target.Load())
+}
+
+// TestFaultDeposedLeaderAnswersStale: the stream leader is cut off from
+// its peers, the other two elect a new one and a write lands there; the
+// old leader, not yet aware, still answers as the stream's leader from
+// its copy without that write. A store that saw the write must neither
+// read the key going back nor report a conflict on that copy: its
+// requests are not answered by a current leader, so they fail as
+// unavailable. Before, the store's Get returned the older entry and its
+// KeepAlive of the entry it had written failed as a conflict with it, as
+// a three-server fault campaign once saw after a heal.
+func TestFaultDeposedLeaderAnswersStale(t *testing.T) {
+	// The old leader steps down once it has not heard from its peers for
+	// 10 s, and the others elect a new leader 4 to 9 s after the cut, so
+	// the window to ask the old one may be too short: then the scenario
+	// runs again on a fresh cluster.
+	for attempt := 1; attempt <= 3; attempt++ {
+		if deposedLeaderAnswersStale(t) {
+			return
+		}
+		t.Logf("attempt %d: the cut-off leader stepped down before it could be asked", attempt)
+	}
+	t.Fatal("in 3 attempts the cut-off stream leader never answered while it still believed it led")
+}
+
+// deposedLeaderAnswersStale runs the scenario once; false: the old leader
+// noticed before it was asked, and the run proves nothing.
+func deposedLeaderAnswersStale(t *testing.T) bool {
+	c := natstest.StartCluster(t, 3, natstest.WithPartitions())
+	bucket := newBucketName()
+	setup := open(t, c.URLs(), bucket, 3)
+	info, err := setup.js.Stream(t.Context(), setup.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := info.CachedInfo().Cluster
+	if ci == nil || c.Index(ci.Leader) < 0 {
+		t.Fatalf("stream cluster info %+v: no known leader", ci)
+	}
+	old := c.Index(ci.Leader)
+	other := (old + 1) % len(c.Servers)
+
+	target := &atomic.Pointer[string]{}
+	addr := c.Servers[old].HostPort()
+	target.Store(&addr)
+	moved := make(chan struct{}, 1)
+	nc, err := nats.Connect(c.Servers[old].URL(), nats.SetCustomDialer(switchDialer{target}),
+		nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+		nats.ReconnectHandler(func(*nats.Conn) {
+			select {
+			case moved <- struct{}{}:
+			default:
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	moveTo := func(i int) {
+		t.Helper()
+		addr := c.Servers[i].HostPort()
+		target.Store(&addr)
+		if err := nc.ForceReconnect(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-moved:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no reconnection to %s within 10 s", addr)
+		}
+		if got := nc.ConnectedAddr(); got != addr {
+			t.Fatalf("reconnected to %s, want %s", got, addr)
+		}
+	}
+	s, err := New(t.Context(), nc, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+
+	const key, gone, ttl = "k", "gone", time.Minute
+	first, err := s.CreateIfAbsent(t.Context(), key, []byte("v1"), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := s.CreateIfAbsent(t.Context(), gone, []byte("v1"), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c.Partition(old)
+	t.Cleanup(func() { c.Heal(old) })
+	moveTo(other)
+	// The write lands once the two elect a leader.
+	var second backends.Entry
+	waitUntil(t, 30*time.Second, "a write through the new stream leader", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		second, err = s.CompareAndSet(ctx, key, first.Revision, []byte("v2"), ttl)
+		if errors.Is(err, backends.ErrConflict) {
+			// An earlier attempt landed and its answer was lost.
+			if second, err = s.Get(ctx, key); err == nil && string(second.Value) != "v2" {
+				t.Fatalf("after the cut, %q holds %q, which this test did not write", key, second.Value)
+			}
+		}
+		return err == nil
+	})
+	waitUntil(t, 10*time.Second, "a delete through the new stream leader", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		err := s.CompareAndDelete(ctx, gone, deleted.Revision)
+		if errors.Is(err, backends.ErrConflict) {
+			// An earlier attempt landed and its answer was lost.
+			_, err = s.Get(ctx, gone)
+			return errors.Is(err, backends.ErrNotFound)
+		}
+		return err == nil
+	})
+
+	moveTo(old)
+	// The proof that the scenario happened: the old leader answers as
+	// the stream's leader, with the entry before the write.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	r, err := s.readOnce(ctx, key)
+	cancel()
+	if err != nil || !c.Servers[old].Running().JetStreamIsStreamLeader("$G", s.stream) {
+		return false
+	}
+	if r.seq >= uint64(second.Revision) {
+		t.Fatalf("the cut-off server answered message %d, not older than %d: not the stale leader this test needs", r.seq, second.Revision)
+	}
+
+	ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+	e, err := s.Get(ctx, key)
+	cancel()
+	switch {
+	case err == nil:
+		t.Errorf("Get after the write at %d read %q at revision %d, going back", second.Revision, e.Value, e.Revision)
+	case !errors.Is(err, backends.ErrUnavailable):
+		t.Errorf("Get: %v, want unavailable", err)
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+	_, err = s.KeepAlive(ctx, key, second.Revision, ttl)
+	cancel()
+	switch {
+	case errors.Is(err, backends.ErrConflict):
+		t.Errorf("KeepAlive of the entry this store wrote: %v; a conflict on a deposed leader's copy", err)
+	case !errors.Is(err, backends.ErrUnavailable):
+		t.Errorf("KeepAlive: %v, want unavailable", err)
+	}
+	// The same for a key deleted through the new leader.
+	ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+	e, err = s.Get(ctx, gone)
+	cancel()
+	switch {
+	case err == nil:
+		t.Errorf("Get of a key deleted through the new leader read %q at revision %d", e.Value, e.Revision)
+	case !errors.Is(err, backends.ErrUnavailable):
+		t.Errorf("Get of the deleted key: %v, want unavailable", err)
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+	_, err = s.CreateIfAbsent(ctx, gone, []byte("v3"), ttl)
+	cancel()
+	switch {
+	case errors.Is(err, backends.ErrConflict):
+		t.Errorf("CreateIfAbsent of a key deleted through the new leader: %v; a conflict on a deposed leader's copy", err)
+	case !errors.Is(err, backends.ErrUnavailable):
+		t.Errorf("CreateIfAbsent of the deleted key: %v, want unavailable", err)
+	}
+	return true
 }

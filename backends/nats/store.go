@@ -60,12 +60,31 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool                // guarded by mu
 	seen   map[string]sighting // guarded by mu; by key
-	watch  *hub                // guarded by mu; the shared consumer, nil before the first Watch
+	// known holds, by key, the last message this store saw committed
+	// where seen does not (a delete, an entry without TTL), for as long as
+	// a deposed stream leader could answer with an older one; guarded by
+	// mu. See read.
+	known   map[string]mark
+	pruneAt int  // guarded by mu; the size of known that prunes it
+	watch   *hub // guarded by mu; the shared consumer, nil before the first Watch
 
 	// sighted wakes the hub's expiry timer when a key gets a sighting
 	// whose expiry may come before the one it waits for.
 	sighted chan struct{}
 }
+
+// mark is a message of a key this store saw committed, and when (real
+// time: it ages against the servers' behaviour, not against TTLs).
+type mark struct {
+	seq uint64
+	at  time.Time
+}
+
+// staleWindow is how long a server can still answer as the stream's
+// leader after it lost its quorum without noticing: a NATS server steps
+// down once it has not heard from a quorum for 10 s. known keeps a mark
+// six times that.
+const staleWindow = time.Minute
 
 // sighting is when this process first saw a key's message seq.
 type sighting struct {
@@ -176,7 +195,7 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 		nc: nc, ownConn: own, js: js, bucket: bucket,
 		stream: "KV_" + bucket, subj: "$KV." + bucket + ".",
 		clk: cf.clk, grace: cf.grace, timeout: cf.timeout,
-		done: make(chan struct{}), seen: map[string]sighting{}, sighted: make(chan struct{}, 1),
+		done: make(chan struct{}), seen: map[string]sighting{}, known: map[string]mark{}, sighted: make(chan struct{}, 1),
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -446,6 +465,7 @@ func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, tt
 }
 
 func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	var p pacer
 	for {
 		r, err := s.read(ctx, key)
 		if err != nil {
@@ -456,6 +476,9 @@ func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl ti
 		}
 		seq, err := s.publish(ctx, key, header(ttl, 0, 0), value, r.seq, ttl, &backends.Entry{Value: value})
 		if errors.Is(err, errWrongSeq) {
+			if err := p.again(ctx); err != nil {
+				return backends.Entry{}, refused(op, key, err)
+			}
 			continue // the key moved since the read: judge again
 		}
 		if err != nil {
@@ -480,6 +503,7 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 	if rev == 0 {
 		return s.create(ctx, "cas", key, value, ttl)
 	}
+	var p pacer
 	for {
 		r, cur, err := s.current(ctx, "cas", key, rev)
 		if err != nil {
@@ -487,6 +511,9 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 		}
 		seq, err := s.publish(ctx, key, header(ttl, 0, cur.CreateRevision), value, r.seq, ttl, &backends.Entry{Value: value, CreateRevision: cur.CreateRevision})
 		if errors.Is(err, errWrongSeq) {
+			if err := p.again(ctx); err != nil {
+				return backends.Entry{}, refused("cas", key, err)
+			}
 			continue
 		}
 		if err != nil {
@@ -511,6 +538,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
+	var p pacer
 	for {
 		r, cur, err := s.current(ctx, "delete", key, rev)
 		if err != nil {
@@ -521,6 +549,9 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 		h.Set(hdrKVOp, kvOpDelete)
 		_, err = s.publish(ctx, key, h, nil, r.seq, 0, nil)
 		if errors.Is(err, errWrongSeq) {
+			if err := p.again(ctx); err != nil {
+				return refused("delete", key, err)
+			}
 			continue
 		}
 		if err != nil {
@@ -562,6 +593,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 			return backends.Entry{}, fmt.Errorf("nats: keepalive %q: %w", key, err)
 		}
 	}
+	var p pacer
 	for {
 		r, cur, err := s.current(ctx, "keepalive", key, rev)
 		if err != nil {
@@ -569,6 +601,9 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 		}
 		_, err = s.publish(ctx, key, header(ttl, cur.Revision, cur.CreateRevision), cur.Value, r.seq, ttl, &cur)
 		if errors.Is(err, errWrongSeq) {
+			if err := p.again(ctx); err != nil {
+				return backends.Entry{}, refused("keepalive", key, err)
+			}
 			continue
 		}
 		if err != nil {
@@ -611,16 +646,14 @@ func (s *Store) judge(r record) (backends.Entry, bool) {
 	e := r.entry
 	e.Value = clone(e.Value)
 	key := e.Key
-	if !r.present {
+	if !r.present || e.TTL == 0 {
 		s.mu.Lock()
 		if sg, ok := s.seen[key]; ok && sg.seq <= r.seq {
 			delete(s.seen, key)
 		}
+		s.note(key, r.seq)
 		s.mu.Unlock()
-		return e, false
-	}
-	if e.TTL == 0 {
-		return e, true
+		return e, r.present
 	}
 	now := s.clk.Now()
 	s.mu.Lock()
@@ -669,6 +702,24 @@ func (s *Store) saw(key string, seq uint64, last backends.Entry, own *backends.E
 		s.seen[key] = sg
 	}
 	return false
+}
+
+// note records seq as a committed message of key in known. s.mu is held.
+func (s *Store) note(key string, seq uint64) {
+	if seq == 0 || seq <= s.known[key].seq {
+		return
+	}
+	now := time.Now()
+	s.known[key] = mark{seq: seq, at: now}
+	if len(s.known) < s.pruneAt {
+		return
+	}
+	for k, m := range s.known {
+		if now.Sub(m.at) > staleWindow {
+			delete(s.known, k)
+		}
+	}
+	s.pruneAt = 2*len(s.known) + 64
 }
 
 // sight wakes the hub's expiry timer, if it runs. s.mu is held.
@@ -724,7 +775,11 @@ func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []
 		}
 		return 0, mapErr(err)
 	}
-	if ttl > 0 {
+	if ttl == 0 {
+		s.mu.Lock()
+		s.note(key, ack.Sequence)
+		s.mu.Unlock()
+	} else {
 		e := backends.Entry{Key: key, Value: clone(value), TTL: ttl}
 		if own != nil {
 			e.Revision, e.CreateRevision = own.Revision, own.CreateRevision
@@ -764,7 +819,90 @@ type msgGetResponse struct {
 // read gets key's last message from the stream leader (the JetStream API's
 // message get, never a direct get, which a follower may answer from a
 // stale copy). A key with no message reads as a record absent at 0.
+//
+// An answer older than a message of key this store already knows to be
+// committed (one it wrote, watched or read) can only come from a server
+// that lost the stream's leadership and has not noticed yet: read asks
+// again, paced, until a current leader answers or ctx ends, and then
+// fails as unavailable. So one Store never reads a key going back, and
+// never decides on such an answer.
 func (s *Store) read(ctx context.Context, key string) (record, error) {
+	var p pacer
+	for {
+		r, err := s.readOnce(ctx, key)
+		if err != nil {
+			return r, err
+		}
+		known, old := s.stale(key, r)
+		if !old {
+			return r, nil
+		}
+		if err := p.wait(ctx); err != nil {
+			return record{}, fmt.Errorf("key %q: the stream leader answers with message %d, older than message %d this store saw (%v): %w", key, r.seq, known, err, backends.ErrUnavailable)
+		}
+	}
+}
+
+// stale reports whether r, a read of key, is older than the last message
+// of key this store has seen committed (for a delete or an entry without
+// TTL, within staleWindow), and that message's sequence. A key with no
+// message at all is not judged: the server drops a key's last message
+// only long after its TTL, and an absent key is decided on by a write
+// conditioned on its sequence, which a current leader refuses.
+func (s *Store) stale(key string, r record) (uint64, bool) {
+	if r.seq == 0 {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	known := s.seen[key].seq
+	if m, ok := s.known[key]; ok && m.seq > known && time.Since(m.at) <= staleWindow {
+		known = m.seq
+	}
+	return known, r.seq < known
+}
+
+// pacer spaces out the requests of one operation that keeps getting
+// answers it cannot use: 5 ms, doubling up to 200 ms. It waits on real
+// time, not the store's clock: it paces requests and judges nothing.
+type pacer struct {
+	d       time.Duration
+	retried bool
+}
+
+// again lets an operation's first retry go at once and paces the later
+// ones. A write refused on the sequence just read is retried after a new
+// read; refused again and again, it may be talking to a deposed leader
+// (see read) while a current one answers its reads.
+func (p *pacer) again(ctx context.Context) error {
+	if !p.retried {
+		p.retried = true
+		return nil
+	}
+	return p.wait(ctx)
+}
+
+// refused is the error of an operation whose writes were refused until
+// its ctx ended (err): its outcome is not known to be a conflict.
+func refused(op, key string, err error) error {
+	return fmt.Errorf("nats: %s %q: refused on the sequence just read until %v: %w", op, key, err, backends.ErrUnavailable)
+}
+
+// wait pauses for the next interval, or until ctx ends.
+func (p *pacer) wait(ctx context.Context) error {
+	p.d = min(max(2*p.d, 5*time.Millisecond), 200*time.Millisecond)
+	t := time.NewTimer(p.d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// readOnce is one message get of key's last message.
+func (s *Store) readOnce(ctx context.Context, key string) (record, error) {
 	req, _ := json.Marshal(map[string]string{"last_by_subj": s.subj + encodeKey(key)})
 	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.stream, req)
 	if err != nil {

@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -324,5 +325,33 @@ func TestNewAsksAgainWhenUnanswered(t *testing.T) {
 	}
 	if _, err := s.CreateIfAbsent(ctx, "k", nil, 0); err != nil {
 		t.Errorf("CreateIfAbsent on the bucket created at the second request: %v", err)
+	}
+}
+
+// TestKnownIsPruned: the marks of deletes and of entries without TTL,
+// kept to catch a deposed leader's stale answers, are dropped once older
+// than staleWindow, so a store that deletes many keys does not grow.
+func TestKnownIsPruned(t *testing.T) {
+	s := &Store{known: map[string]mark{}}
+	old := time.Now().Add(-2 * staleWindow)
+	for i := range 1000 {
+		s.known[fmt.Sprint("old", i)] = mark{seq: uint64(i + 1), at: old}
+	}
+	s.pruneAt = len(s.known) + 1
+	s.note("recent", 5000)
+	if _, ok := s.known["recent"]; !ok || len(s.known) != 1 {
+		t.Fatalf("after pruning: %d marks (recent kept: %v), want only the recent one", len(s.known), ok)
+	}
+	if _, old := s.stale("old1", record{seq: 1}); old {
+		t.Error("a pruned mark still judges a read stale")
+	}
+	if known, old := s.stale("recent", record{seq: 4999}); !old || known != 5000 {
+		t.Errorf("stale(recent, 4999) = %d, %v; want 5000, true", known, old)
+	}
+	for i := range 100 {
+		s.note(fmt.Sprint("new", i), uint64(6000+i))
+	}
+	if len(s.known) != 101 {
+		t.Errorf("%d marks after 100 recent notes, want 101: recent marks were pruned", len(s.known))
 	}
 }

@@ -221,6 +221,10 @@ func (s *Store) follow(h *hub) {
 		case r.present:
 			if r.entry.TTL > 0 {
 				s.saw(key, r.seq, r.entry, nil)
+			} else {
+				s.mu.Lock()
+				s.note(key, r.seq)
+				s.mu.Unlock()
 			}
 			e := r.entry
 			e.Remaining = e.TTL
