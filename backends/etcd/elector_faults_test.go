@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,119 +12,28 @@ import (
 	"github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
 )
 
 // Elector-level fault tests: electors over this store, each on its own
 // client to one member of a three-member cluster, with the shortest lease
 // the cluster grants (1 s).
 
-// term is one leadership as the test saw it, on one wall clock.
-type term struct {
-	who             string
-	token           int64
-	start, end      time.Time
-	deadline        time.Time // the local deadline when the term ended
-	endedByDeadline bool
-}
-
-// terms records the terms of several electors.
-type terms struct {
-	wall clock.Clock
-
-	mu   sync.Mutex
-	all  []term                   // guarded by mu; ended terms
-	open map[string]term          // guarded by mu; running terms by elector
-	won  chan string              // who was elected, in order
-	done map[string]chan struct{} // guarded by mu; closed when that elector's current term ends
-}
-
-func newTerms() *terms {
-	return &terms{wall: clock.New(), open: make(map[string]term), won: make(chan string, 64), done: make(map[string]chan struct{})}
-}
-
-// onElected is the OnElected of elector who: it records the term and holds
-// it until the leadership context ends.
-func (ts *terms) onElected(who string) func(context.Context, elector.Term) {
-	return func(ctx context.Context, t elector.Term) {
-		ts.mu.Lock()
-		ts.open[who] = term{who: who, token: t.Token, start: ts.wall.Now()}
-		ended := make(chan struct{})
-		ts.done[who] = ended
-		ts.mu.Unlock()
-		ts.won <- who
-		<-ctx.Done()
-		now := ts.wall.Now()
-		deadline, _ := ctx.Deadline()
-		ts.mu.Lock()
-		tm := ts.open[who]
-		delete(ts.open, who)
-		tm.end, tm.deadline = now, deadline
-		tm.endedByDeadline = !now.Before(deadline)
-		ts.all = append(ts.all, tm)
-		ts.mu.Unlock()
-		close(ended)
-	}
-}
-
-// next waits for the next election.
-func (ts *terms) next(t *testing.T, limit time.Duration) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	select {
-	case who := <-ts.won:
-		return who
-	case <-ctx.Done():
-		t.Fatalf("no election within %v", limit)
-		return ""
-	}
-}
-
-// ended returns a channel closed when who's current term has ended.
-func (ts *terms) ended(who string) <-chan struct{} {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.done[who]
-}
-
-// check fails t if two terms overlap or tokens do not strictly increase in
-// the order the terms began.
-func (ts *terms) check(t *testing.T) []term {
-	t.Helper()
-	ts.mu.Lock()
-	all := slices.Clone(ts.all)
-	for _, tm := range ts.open {
-		tm.end = ts.wall.Now()
-		all = append(all, tm)
-	}
-	ts.mu.Unlock()
-	slices.SortFunc(all, func(a, b term) int { return a.start.Compare(b.start) })
-	for i := 1; i < len(all); i++ {
-		prev, cur := all[i-1], all[i]
-		if cur.start.Before(prev.end) {
-			t.Errorf("%s's term (token %d) began %v before %s's (token %d) ended: two leaders", cur.who, cur.token, prev.end.Sub(cur.start), prev.who, prev.token)
-		}
-		if cur.token <= prev.token {
-			t.Errorf("%s's token %d after %s's %d: not increasing", cur.who, cur.token, prev.who, prev.token)
-		}
-	}
-	return all
-}
-
 // startElector runs an elector named who over a store on member i.
-func startElector(t *testing.T, c *etcdtest.Cluster, i int, prefix, who string, ts *terms, opts ...etcd.Option) *elector.Elector {
+func startElector(t *testing.T, c *etcdtest.Cluster, i int, prefix, who string, ts *electortest.Terms, opts ...etcd.Option) *elector.Elector {
 	t.Helper()
 	s := memberStore(t, c, i, prefix, opts...)
 	locker, err := backends.NewLocker(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	el, err := elector.New(locker, elector.Config{
-		Key:       "leader",
-		Identity:  who,
-		TTL:       time.Second,
-		OnElected: ts.onElected(who),
-	})
+	cfg := elector.Config{
+		Key:      "leader",
+		Identity: who,
+		TTL:      time.Second,
+	}
+	ts.Install(&cfg, who)
+	el, err := elector.New(locker, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,31 +61,26 @@ func TestFaultElectorBlackholed(t *testing.T) {
 			prefix := newPrefix(t)
 			h := nonLeader(t, c)
 			o := nonLeader(t, c, h)
-			ts := newTerms()
+			ts := electortest.NewTerms(clock.New())
 			a := startElector(t, c, h, prefix, "a", ts, opts...)
-			if who := ts.next(t, 10*time.Second); who != "a" {
+			if who := ts.Next(t, within(t, 10*time.Second)); who != "a" {
 				t.Fatalf("first leader %q, want a", who)
 			}
 			startElector(t, c, o, prefix, "b", ts, opts...)
 
 			c.Blackhole(h)
-			aEnded := ts.ended("a")
-			if who := ts.next(t, 10*time.Second); who != "b" {
+			if who := ts.Next(t, within(t, 10*time.Second)); who != "b" {
 				t.Fatalf("leader after the blackhole %q, want b", who)
 			}
-			select {
-			case <-aEnded:
-			case <-testContext(t).Done():
-				t.Fatalf("a's term never ended")
-			}
+			electortest.Await(t, testContext(t), "a's term ends", func() bool { return !slices.Contains(ts.Leading(), "a") }, ts)
 			if a.IsLeader() {
 				t.Errorf("a still reports leading after b was elected")
 			}
-			all := ts.check(t)
+			all := ts.Check(t)
 			first := all[0]
 			// The leadership context ends at the deadline at the latest (a
 			// few milliseconds of timer scheduling aside).
-			if late := first.end.Sub(first.deadline); late > 50*time.Millisecond {
+			if late := first.End.Sub(first.Deadline); late > 50*time.Millisecond {
 				t.Errorf("a stopped acting %v after its local deadline", late)
 			}
 			c.Unblackhole(h)
@@ -194,12 +97,12 @@ func TestFaultElectorLeaderChanges(t *testing.T) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
 			c := start(t)
 			prefix := newPrefix(t)
-			ts := newTerms()
+			ts := electortest.NewTerms(clock.New())
 			els := make([]*elector.Elector, c.Size())
 			for i := range els {
 				els[i] = startElector(t, c, i, prefix, fmt.Sprintf("e%d", i), ts, opts...)
 			}
-			ts.next(t, 10*time.Second)
+			ts.Next(t, within(t, 10*time.Second))
 			ctx := testContext(t)
 			someoneLeads := func(except int) func(context.Context) bool {
 				return func(context.Context) bool {
@@ -232,7 +135,7 @@ func TestFaultElectorLeaderChanges(t *testing.T) {
 			waitFor(t, 10*time.Second, "the partitioned member's elector does not lead", func(context.Context) bool { return !els[p].IsLeader() })
 			waitFor(t, 10*time.Second, "a leader in the majority", someoneLeads(p))
 			c.Heal(p)
-			all := ts.check(t)
+			all := ts.Check(t)
 			if len(all) == 0 {
 				t.Fatalf("no terms recorded")
 			}
@@ -241,10 +144,10 @@ func TestFaultElectorLeaderChanges(t *testing.T) {
 	})
 }
 
-func tokensOf(ts []term) []int64 {
+func tokensOf(all []electortest.Term) []int64 {
 	var out []int64
-	for _, t := range ts {
-		out = append(out, t.token)
+	for _, tm := range all {
+		out = append(out, tm.Token)
 	}
 	return out
 }

@@ -43,6 +43,13 @@ func testContext(t testing.TB) context.Context {
 	return ctx
 }
 
+// within returns a context that ends after d, or when t ends.
+func within(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // counter counts the requests a client sends: one per unary call and one
 // per message sent on a stream (a KeepAliveOnce is one, a watch creation
 // one). Received stream messages are not requests.
