@@ -35,6 +35,9 @@ const (
 	noMessageFound = 10037
 	streamNotFound = 10059
 	badTTL         = 10165 // a message TTL the stream refuses
+	// JSClusterNotAvailErr, "JetStream system temporarily unavailable":
+	// the cluster has had no meta leader for a while.
+	clusterNotAvailable = 10008
 )
 
 // encodeKey maps a tenure key (any UTF-8 but NUL) onto one subject token:

@@ -167,6 +167,12 @@ func WithCreate(replicas int) Option {
 // bucket keeps per-key TTLs (created with LimitMarkerTTL), has no
 // bucket-wide TTL and is no mirror. A bucket that fails them is refused
 // with an error wrapping backends.ErrUnsupported.
+//
+// A cluster that answers that JetStream is temporarily unavailable (it has
+// no meta leader, as when it has just started or lost a majority of its
+// servers), or does not answer, is asked again until ctx ends; New then
+// fails with an error wrapping backends.ErrUnavailable. Other answers
+// (a missing bucket without WithCreate, a permission refused) fail at once.
 func New(ctx context.Context, nc *nats.Conn, bucket string, opts ...Option) (*Store, error) {
 	return newStore(ctx, nc, false, bucket, opts)
 }
@@ -218,10 +224,10 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 			if errors.Is(err, jetstream.ErrBucketExists) {
 				return nil // an earlier request of ours, or a peer's, made it
 			}
-			return err
+			return mapErr(err)
 		})
 		if cerr != nil {
-			return nil, fmt.Errorf("nats: create bucket %q: %w", bucket, mapErr(cerr))
+			return nil, fmt.Errorf("nats: create bucket %q: %w", bucket, cerr)
 		}
 		err = s.askAgain(ctx, readInfo)
 	}
@@ -235,20 +241,48 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 }
 
 // askAgain runs req, a request that may be repeated, giving each attempt
-// the store's timeout, and asks again while an attempt goes unanswered and
-// ctx has not ended. A cluster drops JetStream API requests that arrive
-// while its meta leader changes, and the client then waits for an answer
-// that never comes: without asking again, opening a store waited out its
-// whole ctx.
+// the store's timeout, and asks again while ctx has not ended and an
+// attempt goes unanswered or is answered "not now" (see notNow). A cluster
+// drops JetStream API requests that arrive while its meta leader changes,
+// and the client then waits for an answer that never comes: without asking
+// again, opening a store waited out its whole ctx. A cluster that has been
+// without a meta leader for a while answers instead that JetStream is
+// temporarily unavailable: without asking again, a store could not be
+// opened on a cluster still electing one. Those answers are asked again
+// paced; when ctx ends, the error is the last of them.
 func (s *Store) askAgain(ctx context.Context, req func(context.Context) error) error {
+	var p pacer
+	var answer error // the last "not now" answer
 	for {
 		actx, cancel := context.WithTimeout(ctx, s.timeout)
 		err := req(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			if answer != nil {
+				return fmt.Errorf("%w (asked again until %v)", answer, ctx.Err())
+			}
+			return err
+		case notNow(err):
+			answer = err
+			if p.wait(ctx) != nil {
+				return fmt.Errorf("%w (asked again until %v)", answer, ctx.Err())
+			}
+		case !errors.Is(err, context.DeadlineExceeded):
 			return err
 		}
 	}
+}
+
+// notNow reports whether err is the server's answer that JetStream is
+// temporarily unavailable: its cluster has no meta leader, so no server
+// can take the request yet. Other unavailable answers (JetStream not
+// enabled, insufficient resources) do not pass with time.
+func notNow(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && ae.ErrorCode == clusterNotAvailable
 }
 
 // validBucket checks a bucket name as nats.go's KV layer does.

@@ -2,11 +2,14 @@ package nats
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/nats/natstest"
@@ -325,6 +328,84 @@ func TestNewAsksAgainWhenUnanswered(t *testing.T) {
 	}
 	if _, err := s.CreateIfAbsent(ctx, "k", nil, 0); err != nil {
 		t.Errorf("CreateIfAbsent on the bucket created at the second request: %v", err)
+	}
+}
+
+// TestNewWaitsForMetaLeader: a cluster started with one server of three
+// has no JetStream meta leader and, once it has been without one for a
+// while (10 s in nats-server), answers the store's requests that JetStream
+// is temporarily unavailable. New asks again, paced, until the other two
+// servers start and elect a leader, then creates the bucket; a New whose
+// ctx ends first fails as unavailable, saying what the server answered.
+// Before, New failed at the first such answer: "nats: open bucket ...:
+// backend unavailable: nats: API error: code=503 err_code=10008
+// description=JetStream system temporarily unavailable".
+func TestNewWaitsForMetaLeader(t *testing.T) {
+	c := natstest.StartCluster(t, 3, natstest.WithHeldBack(1, 2))
+	url := c.Servers[0].URL()
+
+	// A second client sees the answers the server sends to the store's
+	// connection, whose inbox has a prefix of its own.
+	answered := make(chan struct{})
+	var once bool
+	spy := connect(t, url)
+	if _, err := spy.Subscribe("_OPEN.>", func(m *nats.Msg) {
+		var r struct {
+			Error *struct {
+				ErrCode int `json:"err_code"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(m.Data, &r) == nil && r.Error != nil && r.Error.ErrCode == clusterNotAvailable && !once {
+			once = true // handlers of one subscription run one at a time
+			close(answered)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, nats.CustomInboxPrefix("_OPEN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	type result struct {
+		s   *Store
+		err error
+	}
+	opened := make(chan result, 1)
+	ctx := within(t, 90*time.Second)
+	bucket := newBucketName()
+	go func() {
+		s, err := New(ctx, nc, bucket, WithCreate(3), WithTimeout(2*time.Second))
+		opened <- result{s, err}
+	}()
+	select {
+	case <-answered:
+	case r := <-opened:
+		t.Fatalf("New returned before the server answered it was unavailable: %v", r.err)
+	}
+
+	bounded, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if s, err := New(bounded, nc, newBucketName(), WithCreate(3), WithTimeout(2*time.Second)); err == nil {
+		s.Close()
+		t.Error("New on a cluster without a meta leader succeeded")
+	} else if !errors.Is(err, backends.ErrUnavailable) || !strings.Contains(err.Error(), "temporarily unavailable") {
+		t.Errorf("New on a cluster without a meta leader until its ctx ended = %v, want ErrUnavailable with the server's answer", err)
+	}
+
+	c.Servers[1].Restart()
+	c.Servers[2].Restart()
+	r := <-opened
+	if r.err != nil {
+		t.Fatalf("New once the cluster elects a meta leader: %v", r.err)
+	}
+	defer r.s.Close()
+	if _, err := r.s.CreateIfAbsent(ctx, "k", nil, 0); err != nil {
+		t.Errorf("CreateIfAbsent on the bucket New created: %v", err)
 	}
 }
 

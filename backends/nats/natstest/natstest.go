@@ -131,7 +131,8 @@ func (s *Server) Stop() {
 }
 
 // Restart starts a stopped server again on the same ports and store
-// directory.
+// directory, or for the first time one that StartCluster held back (see
+// WithHeldBack).
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
@@ -157,15 +158,34 @@ type Cluster struct {
 // ClusterOption configures StartCluster.
 type ClusterOption func(*clusterConfig)
 
-type clusterConfig struct{ partitions bool }
+type clusterConfig struct {
+	partitions bool
+	held       map[int]bool // indexes of the servers not started
+}
 
 // WithPartitions routes every server to every other through an in-process
 // toxiproxy proxy of its own, so that Partition can cut a server off from
 // its peers while its clients still reach it.
 func WithPartitions() ClusterOption { return func(c *clusterConfig) { c.partitions = true } }
 
+// WithHeldBack leaves the servers at the given indexes unstarted, on the
+// ports and with the routes they will have: Restart starts each. A cluster
+// started without a majority of its servers has no JetStream meta leader,
+// so StartCluster then waits only until the started servers take
+// connections.
+func WithHeldBack(idx ...int) ClusterOption {
+	return func(c *clusterConfig) {
+		if c.held == nil {
+			c.held = map[int]bool{}
+		}
+		for _, i := range idx {
+			c.held[i] = true
+		}
+	}
+}
+
 // StartCluster starts an n-server cluster and waits until it has a
-// JetStream meta leader.
+// JetStream meta leader (see WithHeldBack for the exception).
 func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 	t.Helper()
 	var cf clusterConfig
@@ -200,12 +220,19 @@ func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 			}
 		}
 	}
-	for _, s := range c.Servers {
-		s.launch()
+	for i, s := range c.Servers {
 		t.Cleanup(s.Stop)
+		if !cf.held[i] {
+			s.launch()
+		}
 	}
-	for _, s := range c.Servers {
-		s.ready()
+	for i, s := range c.Servers {
+		if !cf.held[i] {
+			s.ready()
+		}
+	}
+	if len(cf.held) > 0 {
+		return c
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for {
