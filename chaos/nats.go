@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +14,9 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/nats-io/nats.go"
 
+	"github.com/tenure-go/tenure/backends"
+	natsstore "github.com/tenure-go/tenure/backends/nats"
 	"github.com/tenure-go/tenure/internal/natsproc"
-	"github.com/tenure-go/tenure/storeurl"
 )
 
 // natsBucket is the key-value bucket the workers' claims live in.
@@ -140,20 +142,24 @@ func startNats(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int) 
 }
 
 // createBucket creates the workers' bucket with n replicas, once, before
-// the workers open it: a cluster serves JetStream only once it has
-// elected a meta leader, which the tries wait for.
+// the workers open it. Opening asks again while the cluster has no meta
+// leader, each request dropped meanwhile after a second rather than the
+// store's default timeout. Just after its election the leader may not know
+// its peers yet and refuse to place the replicas ("no suitable peers for
+// placement", not an error the store asks again on, since it is also the
+// answer for more replicas than servers): a refusal that is not fatal is
+// tried again.
 func createBucket(servers []string, n int) error {
-	raw := fmt.Sprintf("nats://%s/%s?create=true&replicas=%d", strings.Join(servers, ","), natsBucket, n)
+	u := &url.URL{Scheme: natsstore.Scheme, Host: strings.Join(servers, ","), Path: "/" + natsBucket, RawQuery: fmt.Sprintf("create=true&replicas=%d", n)}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
-		// A try before the cluster has a meta leader waits for one:
-		// short tries catch it soon after it is elected.
-		try, cancelTry := context.WithTimeout(ctx, time.Second)
-		s, err := storeurl.Open(try, raw)
-		cancelTry()
+		s, err := natsstore.OpenURL(ctx, u, true, natsstore.WithTimeout(time.Second))
 		if err == nil {
 			return s.Close()
+		}
+		if backends.Classify(err) == backends.ClassFatal {
+			return fmt.Errorf("chaos: create the NATS bucket: %w", err)
 		}
 		select {
 		case <-ctx.Done():
