@@ -286,15 +286,29 @@ func deposedLeaderAnswersStale(t *testing.T) bool {
 	c := natstest.StartCluster(t, 3, natstest.WithPartitions())
 	bucket := newBucketName()
 	setup := open(t, c.URLs(), bucket, 3)
-	info, err := setup.js.Stream(t.Context(), setup.stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci := info.CachedInfo().Cluster
-	if ci == nil || c.Index(ci.Leader) < 0 {
-		t.Fatalf("stream cluster info %+v: no known leader", ci)
-	}
-	old := c.Index(ci.Leader)
+	// The stream's leader must also lead the cluster's meta group: a
+	// server that has lost its meta leader answers every API request,
+	// reads included, that JetStream is unavailable, stale or not.
+	old := -1
+	waitUntil(t, 30*time.Second, "one server leading the stream and the cluster", func() bool {
+		meta, lead := -1, -1
+		for i, srv := range c.Servers {
+			if srv.Running().JetStreamIsLeader() {
+				meta = i
+			}
+			if srv.Running().JetStreamIsStreamLeader("$G", setup.stream) {
+				lead = i
+			}
+		}
+		if meta >= 0 && lead >= 0 && meta != lead {
+			if err := c.Servers[lead].Running().JetStreamStepdownStream("$G", setup.stream); err != nil {
+				t.Fatal(err)
+			}
+			return false
+		}
+		old = lead
+		return meta >= 0 && meta == lead
+	})
 	other := (old + 1) % len(c.Servers)
 
 	target := &atomic.Pointer[string]{}
@@ -348,10 +362,12 @@ func deposedLeaderAnswersStale(t *testing.T) bool {
 	c.Partition(old)
 	t.Cleanup(func() { c.Heal(old) })
 	moveTo(other)
-	// The write lands once the two elect a leader.
+	// The write lands once the two elect a leader. Until then a request
+	// goes unanswered: short tries catch the new leader soon after its
+	// election, while the old one still believes it leads.
 	var second backends.Entry
 	waitUntil(t, 30*time.Second, "a write through the new stream leader", func() bool {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
 		defer cancel()
 		second, err = s.CompareAndSet(ctx, key, first.Revision, []byte("v2"), ttl)
 		if errors.Is(err, backends.ErrConflict) {
@@ -363,7 +379,7 @@ func deposedLeaderAnswersStale(t *testing.T) bool {
 		return err == nil
 	})
 	waitUntil(t, 10*time.Second, "a delete through the new stream leader", func() bool {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
 		defer cancel()
 		err := s.CompareAndDelete(ctx, gone, deleted.Revision)
 		if errors.Is(err, backends.ErrConflict) {
