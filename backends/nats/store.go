@@ -685,7 +685,7 @@ func (s *Store) judge(r record) (backends.Entry, bool) {
 		if sg, ok := s.seen[key]; ok && sg.seq <= r.seq {
 			delete(s.seen, key)
 		}
-		s.note(key, r.seq)
+		s.noteLocked(key, r.seq)
 		s.mu.Unlock()
 		return e, r.present
 	}
@@ -738,8 +738,15 @@ func (s *Store) saw(key string, seq uint64, last backends.Entry, own *backends.E
 	return false
 }
 
-// note records seq as a committed message of key in known. s.mu is held.
+// note records seq as a committed message of key in known.
 func (s *Store) note(key string, seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noteLocked(key, seq)
+}
+
+// noteLocked is note with s.mu held.
+func (s *Store) noteLocked(key string, seq uint64) {
 	if seq == 0 || seq <= s.known[key].seq {
 		return
 	}
@@ -810,9 +817,7 @@ func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []
 		return 0, mapErr(err)
 	}
 	if ttl == 0 {
-		s.mu.Lock()
 		s.note(key, ack.Sequence)
-		s.mu.Unlock()
 	} else {
 		e := backends.Entry{Key: key, Value: clone(value), TTL: ttl}
 		if own != nil {
@@ -916,12 +921,6 @@ func (p *pacer) again(ctx context.Context) error {
 	return p.wait(ctx)
 }
 
-// refused is the error of an operation whose writes were refused until
-// its ctx ended (err): its outcome is not known to be a conflict.
-func refused(op, key string, err error) error {
-	return fmt.Errorf("nats: %s %q: refused on the sequence just read until %v: %w", op, key, err, backends.ErrUnavailable)
-}
-
 // wait pauses for the next interval, or until ctx ends.
 func (p *pacer) wait(ctx context.Context) error {
 	p.d = min(max(2*p.d, 5*time.Millisecond), 200*time.Millisecond)
@@ -933,6 +932,12 @@ func (p *pacer) wait(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// refused is the error of an operation whose writes were refused until
+// its ctx ended (err): its outcome is not known to be a conflict.
+func refused(op, key string, err error) error {
+	return fmt.Errorf("nats: %s %q: refused on the sequence just read until %v: %w", op, key, err, backends.ErrUnavailable)
 }
 
 // readOnce is one message get of key's last message.

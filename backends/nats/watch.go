@@ -222,9 +222,7 @@ func (s *Store) follow(h *hub) {
 			if r.entry.TTL > 0 {
 				s.saw(key, r.seq, r.entry, nil)
 			} else {
-				s.mu.Lock()
 				s.note(key, r.seq)
-				s.mu.Unlock()
 			}
 			e := r.entry
 			e.Remaining = e.TTL
