@@ -91,14 +91,37 @@
 //
 // # Server and bucket requirements
 //
-// New refuses, with an error wrapping backends.ErrUnsupported, a server
-// older than MinServerVersion (2.14.0: per-key TTLs recovered at a
+// New refuses, with an error wrapping backends.ErrUnsupported (fatal), a
+// server older than MinServerVersion (2.14.0: per-key TTLs recovered at a
 // server's start expire only from there; every server of a cluster must
-// be at least that), and a bucket without per-key TTLs (created without
-// LimitMarkerTTL), with a bucket-wide TTL (which the server would judge
-// by its wall clock), or that is a mirror. WithCreate creates a missing
-// bucket with per-key TTLs, History 8, file storage and the replicas
-// asked.
+// be at least that, and the store sees only the one it is connected to),
+// and a bucket whose stream cannot keep per-key TTLs or can remove a live
+// key's last message. A key whose last message goes reads absent while
+// its holder is inside its deadline, and a contender takes it: two
+// holders. The refusal names the setting:
+//
+//   - no per-key TTLs (AllowMsgTTL, SubjectDeleteMarkerTTL: a bucket
+//     created without LimitMarkerTTL);
+//   - MaxAge, a bucket-wide TTL the server judges by its wall clock;
+//   - Discard old with MaxMsgs or MaxBytes: once the stream is full,
+//     writes of other keys push a key's only message out;
+//   - Retention other than Limits: Interest and WorkQueue remove
+//     messages once consumers have them;
+//   - Storage other than File: a restart loses every message and starts
+//     the sequences, and so the tokens, again;
+//   - DiscardNewPerSubject: the server refuses a key's writes once it
+//     holds MaxMsgsPerSubject messages, so a holder could not renew;
+//   - NoAck: no write is acknowledged, so none has a known outcome;
+//   - a mirror, sources, or subjects other than the bucket's.
+//
+// Limits with Discard new (a key-value bucket's default) refuse writes
+// once the stream is full instead of dropping messages, and the per-key
+// history (MaxMsgsPerSubject) drops only a key's older messages, never
+// its last: both are accepted. The check runs when the store opens,
+// whether it found the bucket or created it (a peer may have created it
+// first, with other settings); a stream changed after that is not seen.
+// WithCreate creates a missing bucket with per-key TTLs, History 8, file
+// storage, Discard new, no limits and the replicas asked.
 //
 // Durability: by default JetStream syncs its files to disk every two
 // minutes, so a single server that loses power can lose acknowledged

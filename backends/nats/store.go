@@ -164,9 +164,13 @@ func WithCreate(replicas int) Option {
 // New returns a Store over the key-value bucket named bucket, reached
 // through nc, which the caller keeps and closes after the Store. ctx bounds
 // the checks New makes: the server is at least MinServerVersion, and the
-// bucket keeps per-key TTLs (created with LimitMarkerTTL), has no
-// bucket-wide TTL and is no mirror. A bucket that fails them is refused
-// with an error wrapping backends.ErrUnsupported.
+// bucket keeps per-key TTLs (created with LimitMarkerTTL) and has no
+// stream setting that can remove a live key's last message (MaxAge,
+// Discard old with MaxMsgs or MaxBytes, a retention other than Limits,
+// memory storage; see the package doc for the whole list). A server or a
+// bucket that fails them is refused with an error wrapping
+// backends.ErrUnsupported that names the setting, whether New found the
+// bucket or created it.
 //
 // A cluster that answers that JetStream is temporarily unavailable (it has
 // no meta leader, as when it has just started or lost a majority of its
@@ -343,20 +347,39 @@ func versionAtLeast(v, min string) bool {
 }
 
 // checkBucket refuses a bucket whose entries the server would drop by its
-// own clock, or that cannot keep per-key TTLs.
+// own clock, that cannot keep per-key TTLs, or whose stream settings can
+// remove a live key's last message or refuse its renewals. Each refusal
+// names the stream setting. A key whose last message goes reads absent
+// while its holder is inside its deadline, and a contender takes it: two
+// holders. So every limit that makes room by dropping messages of other
+// keys is refused; the per-key limit (MaxMsgsPerSubject, the bucket's
+// history) is not, because it drops only a key's older messages, never
+// its last one.
 func checkBucket(bucket string, c jetstream.StreamConfig) error {
 	bad := func(why string) error {
 		return fmt.Errorf("nats: bucket %q %s: %w", bucket, why, backends.ErrUnsupported)
 	}
 	switch {
 	case !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL <= 0:
-		return bad("has no per-key TTLs (create it with LimitMarkerTTL)")
+		return bad("has no per-key TTLs (AllowMsgTTL and SubjectDeleteMarkerTTL: create it with LimitMarkerTTL)")
 	case c.MaxAge != 0:
-		return bad(fmt.Sprintf("has a bucket-wide TTL (%v), which the server judges by its wall clock", c.MaxAge))
+		return bad(fmt.Sprintf("has MaxAge %v, a bucket-wide TTL the server judges by its wall clock", c.MaxAge))
 	case c.Mirror != nil || len(c.Sources) > 0:
 		return bad("is a mirror or has sources")
 	case len(c.Subjects) != 1 || c.Subjects[0] != "$KV."+bucket+".>":
 		return bad(fmt.Sprintf("has subjects %q, want [$KV.%s.>]", c.Subjects, bucket))
+	case c.Retention != jetstream.LimitsPolicy:
+		return bad(fmt.Sprintf("has Retention %v: the server removes messages once consumers have them, a live key's last message too; want Limits", c.Retention))
+	case c.Discard == jetstream.DiscardOld && c.MaxMsgs > 0:
+		return bad(fmt.Sprintf("has Discard old with MaxMsgs %d: writes of other keys push a live key's last message out; want Discard new", c.MaxMsgs))
+	case c.Discard == jetstream.DiscardOld && c.MaxBytes > 0:
+		return bad(fmt.Sprintf("has Discard old with MaxBytes %d: writes of other keys push a live key's last message out; want Discard new", c.MaxBytes))
+	case c.DiscardNewPerSubject:
+		return bad(fmt.Sprintf("has DiscardNewPerSubject with MaxMsgsPerSubject %d: the server refuses a key's writes once it holds that many messages, so a holder cannot renew", c.MaxMsgsPerSubject))
+	case c.Storage != jetstream.FileStorage:
+		return bad(fmt.Sprintf("has Storage %v: a restart loses every key's messages, and the stream's sequences, so tokens, start again; want File", c.Storage))
+	case c.NoAck:
+		return bad("has NoAck: the server acknowledges no write, so the store can never learn a write's outcome")
 	}
 	return nil
 }

@@ -93,6 +93,123 @@ func TestBucketRefused(t *testing.T) {
 	}
 }
 
+// kvStream is the stream of a key-value bucket as the store would create
+// it (per-key TTLs, History 8, file storage, Discard new, no limits),
+// changed by edit.
+func kvStream(bucket string, edit func(*jetstream.StreamConfig)) jetstream.StreamConfig {
+	c := jetstream.StreamConfig{
+		Name:                   "KV_" + bucket,
+		Subjects:               []string{"$KV." + bucket + ".>"},
+		MaxMsgsPerSubject:      createHistory,
+		MaxMsgs:                -1,
+		MaxBytes:               -1,
+		Discard:                jetstream.DiscardNew,
+		Storage:                jetstream.FileStorage,
+		AllowRollup:            true,
+		DenyDelete:             true,
+		AllowDirect:            true,
+		AllowMsgTTL:            true,
+		SubjectDeleteMarkerTTL: markerTTL,
+	}
+	if edit != nil {
+		edit(&c)
+	}
+	return c
+}
+
+// TestBucketSettingsRefused: New refuses, as fatal and naming the setting,
+// every stream setting that can remove a live key's last message (a
+// discard-old limit: other keys' writes push it out; a retention other
+// than limits; memory storage: a restart), or that refuses a key's
+// renewals (DiscardNewPerSubject) or acknowledges no write; it accepts
+// limits that refuse new writes instead, a Discard old without limits and
+// any per-key history. Before, only MaxAge was refused: a stream with
+// Discard old and MaxMsgs opened, and once writes of other keys pushed a
+// holder's only message out, its key read absent to a contender.
+func TestBucketSettingsRefused(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := connect(t, srv.URL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := within(t, 60*time.Second)
+	for _, tc := range []struct {
+		setting string // in the refusal; "" for a stream that opens
+		edit    func(*jetstream.StreamConfig)
+	}{
+		{"MaxAge", func(c *jetstream.StreamConfig) { c.MaxAge = time.Minute }},
+		{"Discard old with MaxMsgs 100", func(c *jetstream.StreamConfig) { c.Discard, c.MaxMsgs = jetstream.DiscardOld, 100 }},
+		{"Discard old with MaxBytes 1048576", func(c *jetstream.StreamConfig) { c.Discard, c.MaxBytes = jetstream.DiscardOld, 1<<20 }},
+		{"DiscardNewPerSubject", func(c *jetstream.StreamConfig) { c.DiscardNewPerSubject = true }},
+		{"Retention Interest", func(c *jetstream.StreamConfig) { c.Retention = jetstream.InterestPolicy }},
+		{"Retention WorkQueue", func(c *jetstream.StreamConfig) { c.Retention = jetstream.WorkQueuePolicy }},
+		{"Storage Memory", func(c *jetstream.StreamConfig) { c.Storage = jetstream.MemoryStorage }},
+		{"NoAck", func(c *jetstream.StreamConfig) { c.NoAck = true }},
+		{"", nil},
+		{"", func(c *jetstream.StreamConfig) { c.MaxMsgs, c.MaxBytes = 100, 1<<20 }}, // Discard new: writes are refused, nothing dropped
+		{"", func(c *jetstream.StreamConfig) { c.Discard = jetstream.DiscardOld }},   // no limit to make room for
+		{"", func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = 1 }},
+		{"", func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = -1 }},
+	} {
+		bucket := newBucketName()
+		cfg := kvStream(bucket, tc.edit)
+		if _, err := js.CreateStream(ctx, cfg); err != nil {
+			t.Fatalf("CreateStream(%+v): %v", cfg, err)
+		}
+		for _, opts := range [][]Option{nil, {WithCreate(1)}} {
+			s, err := New(ctx, nc, bucket, opts...)
+			switch {
+			case tc.setting == "" && err != nil:
+				t.Errorf("New over a stream with %s: %v, want it opened", streamDiff(cfg), err)
+			case tc.setting == "":
+			case err == nil:
+				t.Errorf("New over a stream with %s opened, want refused naming %q", tc.setting, tc.setting)
+			case !errors.Is(err, backends.ErrUnsupported) || backends.Classify(err) != backends.ClassFatal || !strings.Contains(err.Error(), tc.setting):
+				t.Errorf("New over a stream with %s = %v, want a fatal ErrUnsupported naming %q", tc.setting, err, tc.setting)
+			}
+			if s != nil {
+				s.Close()
+			}
+		}
+	}
+}
+
+// streamDiff names what a kvStream test case changed, for messages.
+func streamDiff(c jetstream.StreamConfig) string {
+	return fmt.Sprintf("Discard %v MaxMsgs %d MaxBytes %d MaxMsgsPerSubject %d", c.Discard, c.MaxMsgs, c.MaxBytes, c.MaxMsgsPerSubject)
+}
+
+// TestBucketSettingsRefusedWhenCreated: a store asked to create a missing
+// bucket finds that a peer created it first with Discard old and MaxMsgs
+// (the peer's creation lands just before the store's), and refuses it as
+// it refuses such a bucket on open, naming the setting.
+func TestBucketSettingsRefusedWhenCreated(t *testing.T) {
+	srv := natstest.Start(t)
+	peer := connect(t, srv.URL())
+	js, err := jetstream.New(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := within(t, 60*time.Second)
+	bucket := newBucketName()
+	cfg := kvStream(bucket, func(c *jetstream.StreamConfig) { c.Discard, c.MaxMsgs = jetstream.DiscardOld, 100 })
+	var peerErr error
+	nc, conn := intercepting(t, srv.URL(), "$JS.API.STREAM.CREATE.KV_"+bucket, func() {
+		_, peerErr = js.CreateStream(ctx, cfg)
+	})
+	s, err := New(ctx, nc, bucket, WithCreate(1))
+	if s != nil {
+		s.Close()
+	}
+	if !conn.hasDropped() || peerErr != nil {
+		t.Fatalf("the peer's creation did not run before the store's (seen %v, peer: %v): the test proves nothing", conn.hasDropped(), peerErr)
+	}
+	if !errors.Is(err, backends.ErrUnsupported) || backends.Classify(err) != backends.ClassFatal || !strings.Contains(err.Error(), "Discard old with MaxMsgs 100") {
+		t.Errorf("New creating a bucket a peer created with Discard old and MaxMsgs = %v, want a fatal ErrUnsupported naming the setting", err)
+	}
+}
+
 // TestForeignWrite: a value another client wrote into the bucket (nats kv
 // put) is corrupt state for every operation, never absent: a create over
 // it does not win.

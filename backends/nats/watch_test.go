@@ -108,9 +108,13 @@ func TestWatchCloseRace(t *testing.T) {
 // to a subject with the given prefix (a PUB or HPUB), as a request lost in
 // a cluster is lost: a pull request while its consumer was being placed,
 // an API request while the meta leader was changing.
+//
+// With hook set, the command is not dropped: hook runs, once, before it is
+// sent, as another client's request that lands just before it.
 type dropper struct {
 	net.Conn
 	prefix  string
+	hook    func()
 	mu      sync.Mutex
 	pending []byte // a command not complete yet; guarded by mu
 	dropped bool   // guarded by mu
@@ -144,6 +148,10 @@ func (c *dropper) Write(p []byte) (int, error) {
 		}
 		if !c.dropped && (op == "PUB" || op == "HPUB") && strings.HasPrefix(f[1], c.prefix) {
 			c.dropped = true
+			if c.hook != nil {
+				c.hook()
+				out = append(out, c.pending[:n]...)
+			}
 		} else {
 			out = append(out, c.pending[:n]...)
 		}
@@ -163,6 +171,7 @@ func (c *dropper) hasDropped() bool {
 
 type dropDialer struct {
 	prefix string
+	hook   func()
 	conns  chan *dropper
 }
 
@@ -171,7 +180,7 @@ func (d dropDialer) Dial(network, address string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &dropper{Conn: conn, prefix: d.prefix}
+	c := &dropper{Conn: conn, prefix: d.prefix, hook: d.hook}
 	d.conns <- c
 	return c, nil
 }
@@ -180,7 +189,15 @@ func (d dropDialer) Dial(network, address string) (net.Conn, error) {
 // subject under prefix.
 func dropping(t *testing.T, url, prefix string) (*nats.Conn, *dropper) {
 	t.Helper()
-	dialer := dropDialer{prefix: prefix, conns: make(chan *dropper, 1)}
+	return intercepting(t, url, prefix, nil)
+}
+
+// intercepting connects to url through a dropper that, with hook set,
+// runs hook before the first request to a subject under prefix instead of
+// dropping it.
+func intercepting(t *testing.T, url, prefix string, hook func()) (*nats.Conn, *dropper) {
+	t.Helper()
+	dialer := dropDialer{prefix: prefix, hook: hook, conns: make(chan *dropper, 1)}
 	nc, err := nats.Connect(url, nats.SetCustomDialer(dialer), nats.MaxReconnects(0))
 	if err != nil {
 		t.Fatal(err)
