@@ -34,8 +34,9 @@
 //	                                         backends/kube: Lease objects in NAMESPACE (distributed)
 //	nats://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/BUCKET[?create=true&replicas=N&gcgrace=DURATION]
 //	                                         backends/nats: a JetStream key-value bucket (distributed)
-//	postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&create=true]
-//	                                         backends/postgres: a table in DATABASE (distributed)
+//	postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&create=true&...]
+//	                                         backends/postgres: a table in DATABASE (distributed); also
+//	                                         postgresql://, and ?host=/SOCKET/DIR for a unix socket
 //
 // # A store is made only when asked
 //

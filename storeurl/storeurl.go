@@ -90,12 +90,13 @@ var (
 // linkable names the package that registers each scheme tenure provides,
 // for the error a URL of a scheme not linked in gets.
 var linkable = map[string]string{
-	"mem":      "github.com/tenure-go/tenure/backends/memstore",
-	"file":     "github.com/tenure-go/tenure/backends/filestore",
-	"etcd":     "github.com/tenure-go/tenure/backends/etcd",
-	"kube":     "github.com/tenure-go/tenure/backends/kube",
-	"nats":     "github.com/tenure-go/tenure/backends/nats",
-	"postgres": "github.com/tenure-go/tenure/backends/postgres",
+	"mem":        "github.com/tenure-go/tenure/backends/memstore",
+	"file":       "github.com/tenure-go/tenure/backends/filestore",
+	"etcd":       "github.com/tenure-go/tenure/backends/etcd",
+	"kube":       "github.com/tenure-go/tenure/backends/kube",
+	"nats":       "github.com/tenure-go/tenure/backends/nats",
+	"postgres":   "github.com/tenure-go/tenure/backends/postgres",
+	"postgresql": "github.com/tenure-go/tenure/backends/postgres",
 }
 
 func lookup(name string) (*Scheme, string) {

@@ -97,9 +97,15 @@
 //
 // Open takes a libpq connection string; New takes a *pgxpool.Pool the
 // caller keeps. A program that imports the package opens stores by URL
-// (storeurl): postgres://USER:PASSWORD@HOST:PORT/DATABASE?table=SCHEMA.TABLE,
-// with create=true to run Setup; see url.go for the form. Errors never show
-// the password.
+// (storeurl): postgres://USER:PASSWORD@HOST:PORT/DATABASE?table=SCHEMA.TABLE
+// (or postgresql://), with create=true to run Setup, connect_timeout and
+// application_name as libpq reads them, and host=/DIR for a unix socket;
+// see url.go for the form. What a URL leaves out (a user, a password, TLS
+// files) comes from libpq's environment variables and password file, as
+// pgx reads them (PGUSER, PGPASSWORD, PGPASSFILE, PGSSLMODE, ...). A URL
+// that cannot be opened fails with one line naming the database, the
+// servers and the cause ("connection refused", or the server's message
+// and SQLSTATE). Errors never show the password.
 //
 // # Testing
 //

@@ -2,79 +2,136 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
+	"path"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/storeurl"
 )
 
-// Scheme is the URL scheme of a PostgreSQL store.
-const Scheme = "postgres"
+// Scheme is the URL scheme of a PostgreSQL store. SchemeLong, libpq's
+// other spelling, opens the same stores.
+const (
+	Scheme     = "postgres"
+	SchemeLong = "postgresql"
+)
 
 // DefaultPort is the port of a host a URL gives without one.
 const DefaultPort = "5432"
 
-// form is the form of a PostgreSQL store's URL.
-const form = "postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&create=true]"
+// formTail is what follows a PostgreSQL store URL's scheme.
+const formTail = "://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&connect_timeout=SECONDS&application_name=NAME&create=true], or ?host=/SOCKET/DIR[&port=PORT] instead of HOST"
+
+// params are the query parameters a URL may give, besides create.
+var params = []string{"table", "sslmode", "connect_timeout", "application_name", "host", "port"}
 
 // sslModes are the libpq sslmode values a URL may give.
 var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
 
 // A program that imports this package opens PostgreSQL stores by URL with
-// storeurl.Open:
+// storeurl.Open, under either of libpq's scheme names:
 //
-//	postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&create=true]
+//	postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?PARAMS]
+//	postgresql://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?PARAMS]
+//	postgres://[USER[:PASSWORD]@]/DATABASE?host=/SOCKET/DIR[&port=PORT][&PARAMS]
 //
 // connects to DATABASE (port 5432 when omitted; several hosts are tried in
-// order) and keeps entries in TABLE (default public.tenure_entries).
-// sslmode is libpq's (default prefer). create=true runs Setup, creating
-// the table, its sequence and its trigger where missing; without it they
-// must exist, and opening fails with an error wrapping
-// backends.ErrMissingResource if they do not. The password is never
-// printed: storeurl shows the URL redacted, and the store's errors name
-// the hosts and the database only.
+// order) and keeps entries in TABLE (default public.tenure_entries). The
+// parameters are:
+//
+//   - table=[SCHEMA.]TABLE: where the entries are kept;
+//   - sslmode=MODE: libpq's (default prefer);
+//   - connect_timeout=SECONDS: bounds each connection attempt, as libpq's
+//     does (0 or absent: only the caller's context bounds it);
+//   - application_name=NAME: shown by the server in pg_stat_activity;
+//   - host=/DIR: a directory holding the server's unix socket, as libpq
+//     allows, in place of the hosts before the path; port=PORT then names
+//     the socket's port (default 5432);
+//   - create=true: runs Setup, creating the table, its sequence and its
+//     trigger where missing; without it they must exist, and opening fails
+//     with an error wrapping backends.ErrMissingResource if they do not.
+//
+// What the URL leaves out is taken from libpq's environment variables, as
+// pgx reads them: PGUSER and PGPASSWORD (or the password file, PGPASSFILE,
+// default ~/.pgpass) when the URL names no user or password, PGSSLMODE,
+// PGSSLCERT, PGSSLKEY, PGSSLROOTCERT and PGSSLPASSWORD, PGAPPNAME,
+// PGCONNECT_TIMEOUT, PGTARGETSESSIONATTRS, PGOPTIONS and PGTZ. The host
+// and database always come from the URL. The password is never printed:
+// storeurl shows the URL redacted, and the store's errors name the hosts,
+// the database and the cause only, on one line.
 func init() {
-	storeurl.Register(storeurl.Scheme{
-		Name:        Scheme,
-		Form:        form,
-		Params:      []string{"table", "sslmode"},
-		Credentials: true,
-		Create:      true,
-		Parse: func(u *url.URL) (storeurl.Opener, error) {
-			c, err := parseURL(u)
-			if err != nil {
-				return nil, err
-			}
-			return func(ctx context.Context, req storeurl.Request) (backends.Store, error) {
-				return c.open(ctx, req.Create)
-			}, nil
-		},
-	})
+	for _, name := range []string{Scheme, SchemeLong} {
+		storeurl.Register(storeurl.Scheme{
+			Name:        name,
+			Form:        name + formTail,
+			Params:      params,
+			Credentials: true,
+			Create:      true,
+			Parse: func(u *url.URL) (storeurl.Opener, error) {
+				c, err := parseURL(u)
+				if err != nil {
+					return nil, err
+				}
+				return func(ctx context.Context, req storeurl.Request) (backends.Store, error) {
+					return c.open(ctx, req.Create)
+				}, nil
+			},
+		})
+	}
 }
 
 // urlConfig is what a postgres URL asks for.
 type urlConfig struct {
-	hosts         []string // host:port
+	hosts         []string // host:port; empty with a socket directory
+	socket        string   // a unix-socket directory, or ""
+	port          string   // the socket's port, with socket
 	database      string
 	schema, table string
 	sslmode       string
+	timeout       string // connect_timeout, in seconds
+	appName       string
 	user          *url.Userinfo
 }
 
 func parseURL(u *url.URL) (urlConfig, error) {
 	c := urlConfig{schema: DefaultSchema, table: DefaultTable}
-	hosts, err := storeurl.Hosts(u, DefaultPort)
-	if err != nil {
-		return c, fmt.Errorf("%v: want %s", err, form)
+	form := u.Scheme + formTail
+	q := u.Query()
+	if q.Has("host") {
+		dir := q.Get("host")
+		if u.Host != "" {
+			return c, fmt.Errorf("host %q and host=%s: give the server either before the path or as a socket directory, not both", u.Host, dir)
+		}
+		if !strings.HasPrefix(dir, "/") || path.Clean(dir) != dir {
+			return c, fmt.Errorf("host=%q: want the absolute path of the directory that holds the server's unix socket (a host name goes before the path)", dir)
+		}
+		c.socket, c.port = dir, DefaultPort
+		if q.Has("port") {
+			p := q.Get("port")
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p {
+				return c, fmt.Errorf("port %q: want a number from 1 to 65535", p)
+			}
+			c.port = p
+		}
+	} else {
+		if q.Has("port") {
+			return c, fmt.Errorf("port= goes with host=/SOCKET/DIR only; give a host's port as HOST:PORT")
+		}
+		hosts, err := storeurl.Hosts(u, DefaultPort)
+		if err != nil {
+			return c, fmt.Errorf("%v: want %s", err, form)
+		}
+		c.hosts = hosts
 	}
-	c.hosts = hosts
 	c.database = strings.Trim(u.Path, "/")
 	if c.database == "" || strings.Contains(c.database, "/") {
 		return c, fmt.Errorf("database %q: want one name: %s", c.database, form)
 	}
-	q := u.Query()
 	if q.Has("table") {
 		v := q.Get("table")
 		schema, table, ok := strings.Cut(v, ".")
@@ -91,14 +148,24 @@ func parseURL(u *url.URL) (urlConfig, error) {
 	}
 	if q.Has("sslmode") {
 		v := q.Get("sslmode")
-		ok := false
-		for _, m := range sslModes {
-			ok = ok || v == m
-		}
-		if !ok {
+		if !slices.Contains(sslModes, v) {
 			return c, fmt.Errorf("sslmode %q: want one of %s", v, strings.Join(sslModes, ", "))
 		}
 		c.sslmode = v
+	}
+	if q.Has("connect_timeout") {
+		v := q.Get("connect_timeout")
+		if n, err := strconv.Atoi(v); err != nil || n < 0 || strconv.Itoa(n) != v {
+			return c, fmt.Errorf("connect_timeout %q: want whole seconds, 0 or more (libpq's form)", v)
+		}
+		c.timeout = v
+	}
+	if q.Has("application_name") {
+		v := q.Get("application_name")
+		if len(v) > 63 {
+			return c, fmt.Errorf("application_name %q: at most 63 bytes (the server keeps no more)", v)
+		}
+		c.appName = v
 	}
 	c.user = u.User
 	return c, nil
@@ -107,10 +174,29 @@ func parseURL(u *url.URL) (urlConfig, error) {
 // connString is the libpq URL pgx connects with; it holds the password.
 func (c urlConfig) connString() string {
 	u := url.URL{Scheme: "postgres", User: c.user, Host: strings.Join(c.hosts, ","), Path: "/" + c.database}
-	if c.sslmode != "" {
-		u.RawQuery = url.Values{"sslmode": {c.sslmode}}.Encode()
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
 	}
+	if c.socket != "" {
+		set("host", c.socket)
+		set("port", c.port)
+	}
+	set("sslmode", c.sslmode)
+	set("connect_timeout", c.timeout)
+	set("application_name", c.appName)
+	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// where names the server(s) a URL points at, for errors.
+func (c urlConfig) where() string {
+	if c.socket != "" {
+		return "socket " + path.Join(c.socket, ".s.PGSQL."+c.port)
+	}
+	return strings.Join(c.hosts, ",")
 }
 
 func (c urlConfig) open(ctx context.Context, create bool) (*Store, error) {
@@ -120,31 +206,85 @@ func (c urlConfig) open(ctx context.Context, create bool) (*Store, error) {
 	}
 	s, err := Open(ctx, c.connString(), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: open database %q on %s: %w", c.database, strings.Join(c.hosts, ","), scrub(err, c.user))
+		return nil, openError(c, err)
 	}
 	return s, nil
 }
 
-// scrub makes sure an error does not carry the password, whatever a driver
-// put in its text: the text is rewritten if it does, keeping the sentinels.
-func scrub(err error, user *url.Userinfo) error {
-	if user == nil {
-		return err
+// openError is the one line an Open through a URL fails with: the
+// database, the servers and the cause, never the password, wrapping the
+// class's sentinel and err.
+func openError(c urlConfig, err error) error {
+	msg := fmt.Sprintf("postgres: open database %q on %s: %s", c.database, c.where(), cause(err))
+	if user := c.user; user != nil {
+		if pw, ok := user.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
 	}
-	pw, ok := user.Password()
-	if !ok || pw == "" || !strings.Contains(err.Error(), pw) {
-		return err
-	}
-	return &scrubbed{msg: strings.ReplaceAll(err.Error(), pw, "xxxxx"), err: err}
+	return &lineError{msg: msg, err: err}
 }
 
-type scrubbed struct {
+// cause is why err happened, in a few words: what the server said (its
+// message and SQLSTATE), or what the network said ("connection refused"),
+// without pgx's account of the attempt and without this package's
+// prefixes and sentinels. Several hosts that failed alike are said once.
+func cause(err error) string {
+	var out []string
+	add := func(s string) {
+		s = strings.ReplaceAll(strings.TrimPrefix(s, "postgres: "), "\n", " ")
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	var walk func(error)
+	walk = func(e error) {
+		if x, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, y := range x.Unwrap() {
+				if !isSentinel(y) {
+					walk(y)
+				}
+			}
+			return
+		}
+		next := errors.Unwrap(e)
+		switch {
+		case next == nil && e == context.DeadlineExceeded:
+			add("no answer before the deadline (" + e.Error() + ")")
+		case next == nil:
+			add(e.Error())
+		case isSentinel(next):
+			// One of this package's own errors: its words, less the class.
+			add(strings.TrimSuffix(e.Error(), ": "+next.Error()))
+		default:
+			walk(next)
+		}
+	}
+	walk(err)
+	if len(out) == 0 {
+		return err.Error()
+	}
+	return strings.Join(out, "; ")
+}
+
+// isSentinel reports whether err is one of the backends sentinels a store
+// error wraps to state its class.
+func isSentinel(err error) bool {
+	for _, e := range []error{backends.ErrUnavailable, backends.ErrThrottled, backends.ErrPermission, backends.ErrMissingResource, backends.ErrInvalid, backends.ErrUnsupported, backends.ErrCorrupt} {
+		if err == e {
+			return true
+		}
+	}
+	return false
+}
+
+// lineError is an error whose text is one line of its own, wrapping the
+// error it sums up (for errors.Is and errors.As); that error's text is not
+// shown.
+type lineError struct {
 	msg string
 	err error
 }
 
-func (e *scrubbed) Error() string { return e.msg }
+func (e *lineError) Error() string { return e.msg }
 
-// Unwrap keeps errors.Is working on the sentinels; the wrapped error's
-// text is not shown by the scrubbed one.
-func (e *scrubbed) Unwrap() error { return e.err }
+func (e *lineError) Unwrap() error { return e.err }

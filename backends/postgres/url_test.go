@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,11 @@ func TestURLParse(t *testing.T) {
 		"postgres://u:" + secret + "@h1:5433,h2/db?table=claims.leases&sslmode=require",
 		"postgres://h/db?table=leases&create=true",
 		"POSTGRES://[::1]:5432/db",
+		"postgresql://u:" + secret + "@h1,h2:5433/db?table=leases",
+		"postgres://h/db?connect_timeout=5&application_name=billing-leader",
+		"postgres://h/db?connect_timeout=0",
+		"postgres:///db?host=/run/postgresql",
+		"postgresql://u@/db?host=/var/run/postgresql&port=5433&create=true",
 	}
 	for _, raw := range good {
 		loc, err := storeurl.Parse(raw)
@@ -47,6 +54,17 @@ func TestURLParse(t *testing.T) {
 		"postgres://h/db?search_path=x",        // unknown parameter
 		"postgres://u:" + secret + "@h:0/db",   // bad port, with a password
 		"postgres://u:" + secret + "@h/db?x=1", // unknown parameter, with a password
+		"postgresql://h",                       // no database
+		"postgres://h/db?connect_timeout=1.5",  // libpq takes whole seconds
+		"postgres://h/db?connect_timeout=-1",   // negative
+		"postgres://h/db?connect_timeout=5s",   // not libpq's form
+		"postgres://h/db?application_name=" + strings.Repeat("a", 64),
+		"postgres:///db?host=run/postgresql",    // a socket directory is absolute
+		"postgres://h/db?host=/run/postgresql",  // two servers named
+		"postgres:///db?host=/run/pg&port=0",    // bad port
+		"postgres://h/db?port=5433",             // port= only with a socket
+		"postgres:///db",                        // no host at all
+		"postgres://u:" + secret + "@/db?host=", // empty socket directory, with a password
 	}
 	for _, raw := range bad {
 		_, err := storeurl.Parse(raw)
@@ -107,6 +125,129 @@ func TestURLOpen(t *testing.T) {
 		t.Errorf("Open(%s) = %v, want a transient error", unreachable, err)
 	}
 	noPassword(t, err)
+}
+
+// TestURLOpenSocket opens a store through the server's unix socket,
+// named by a host= directory as libpq allows, under the postgresql://
+// spelling, with an application_name the server then shows for the
+// store's connections.
+func TestURLOpenSocket(t *testing.T) {
+	srv := pgtest.Shared(t)
+	db := srv.NewDatabase(t)
+	raw := fmt.Sprintf("postgresql://postgres@/%s?host=%s&port=%d&application_name=tenure-socket-test&create=true", db, url.QueryEscape(srv.SocketDir()), srv.Port())
+	st, err := storeurl.Open(within(t, 30*time.Second), raw)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", raw, err)
+	}
+	defer st.Close()
+	if _, err := st.CreateIfAbsent(t.Context(), "k", []byte("v"), 0); err != nil {
+		t.Fatalf("CreateIfAbsent over the socket: %v", err)
+	}
+	c, err := pgxConnect(t.Context(), srv.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	var n int
+	q := `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'tenure-socket-test' AND client_port = -1`
+	if err := c.QueryRow(t.Context(), q, db).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Errorf("no connection of the store's on the unix socket with application_name tenure-socket-test (pg_stat_activity)")
+	}
+}
+
+// TestURLConnectTimeout: connect_timeout bounds a connection attempt to a
+// server that accepts the connection and never answers, when the caller's
+// context has no deadline of its own to end it.
+func TestURLConnectTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var conns []net.Conn
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // held open, never answered
+		}
+	}()
+	defer func() {
+		l.Close()
+		<-accepted
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	raw := fmt.Sprintf("postgres://postgres@%s/db?sslmode=disable&connect_timeout=1", l.Addr())
+	// The bound of the test, not of the open: connect_timeout must end it
+	// long before.
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err = storeurl.Open(ctx, raw)
+	took := time.Since(began)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Open(%s) = %v after %v, want a timeout from connect_timeout before the test's bound", raw, err, took)
+	}
+	if backends.Classify(err) != backends.ClassTransient {
+		t.Errorf("Open(%s) = %v, want a transient error", raw, err)
+	}
+	t.Logf("refused after %v: %v", took, err)
+}
+
+// TestURLOpenErrorLine: a store that cannot be opened says so in one line
+// that names the database, the servers and the cause as the network or
+// the server gave it, without pgx's account of the attempt or repeated
+// prefixes, and never the password.
+func TestURLOpenErrorLine(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := within(t, 30*time.Second)
+	for _, c := range []struct {
+		raw, want string
+		class     backends.Class
+	}{
+		{
+			fmt.Sprintf("postgres://postgres:%s@127.0.0.1:1,127.0.0.1:2/appdb?sslmode=disable", secret),
+			`postgres: open database "appdb" on 127.0.0.1:1,127.0.0.1:2: connection refused`,
+			backends.ClassTransient,
+		},
+		{
+			fmt.Sprintf("postgresql://postgres:%s@%s/nosuchdb?sslmode=disable", secret, srv.Addr()),
+			`postgres: open database "nosuchdb" on ` + srv.Addr() + `: FATAL: database "nosuchdb" does not exist (SQLSTATE 3D000)`,
+			backends.ClassFatal,
+		},
+		{
+			fmt.Sprintf("postgres://postgres:%s@%s/%s?sslmode=disable&table=none.here", secret, srv.Addr(), srv.NewDatabase(t)),
+			`is missing (create them with Setup, or with create=true in a store URL)`,
+			backends.ClassFatal,
+		},
+	} {
+		_, err := storeurl.Open(ctx, c.raw)
+		noPassword(t, err)
+		if err == nil {
+			t.Errorf("Open(%s) = success, want an error", c.raw)
+			continue
+		}
+		msg := err.Error()
+		_, line, _ := strings.Cut(msg, `": `) // what follows storeurl's prefix
+		if !strings.HasPrefix(line, "postgres: open database") || !strings.HasSuffix(line, c.want) && !strings.Contains(line, c.want) {
+			t.Errorf("Open(%s) error\n%s\nwant after the URL a line ending in\n%s", c.raw, msg, c.want)
+		}
+		if strings.Contains(msg, "\n") || strings.Count(msg, "postgres: ") != 1 || strings.Contains(msg, "failed to connect") || strings.Contains(msg, "dial") {
+			t.Errorf("Open(%s) error is not one clean line: %q", c.raw, msg)
+		}
+		if got := backends.Classify(err); got != c.class {
+			t.Errorf("Open(%s) class = %v, want %v (%v)", c.raw, got, c.class, err)
+		}
+	}
 }
 
 func noPassword(t *testing.T, err error) {

@@ -59,6 +59,10 @@ func (s *Server) Port() int { return s.port }
 // Addr is "127.0.0.1:PORT".
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
+// SocketDir is the directory that holds the server's unix socket,
+// .s.PGSQL.PORT.
+func (s *Server) SocketDir() string { return s.root }
+
 // logPath is the server's log file.
 func (s *Server) logPath() string { return filepath.Join(s.root, "log") }
 

@@ -49,6 +49,10 @@ func (s *Server) Port() int { return s.p.Port() }
 // Addr is "127.0.0.1:PORT".
 func (s *Server) Addr() string { return s.p.Addr() }
 
+// SocketDir is the directory that holds the server's unix socket,
+// .s.PGSQL.PORT.
+func (s *Server) SocketDir() string { return s.p.SocketDir() }
+
 // DSN is the connection URL of database db as the superuser postgres.
 func (s *Server) DSN(db string) string { return s.p.DSN(db) }
 
