@@ -140,14 +140,17 @@
 // store reads the key again, and decides on that read. A read older than
 // a message of the key the store already saw committed (one it wrote,
 // watched or read; for a delete or an entry without TTL, seen within the
-// last minute) is such a leader's answer: the store asks again, paced,
+// last minute), or that finds no message at all of a key the store saw
+// hold an entry within the last minute (a key created after that leader
+// was cut off), is such a leader's answer: the store asks again, paced,
 // until a current leader answers, and fails as unavailable (outcome
 // unknown) if none does before the request's deadline. A write refused
 // again and again on the sequence it just read fails the same way. So one
-// Store never reads a key going back and never reports a conflict with a
-// copy older than what it saw; a process that saw nothing newer can still
-// read an older copy for that window, and then tries a write the leader
-// of a quorum decides.
+// Store never reads a key going back, never reads a key it saw held as
+// absent, and never reports a conflict with a copy older than what it
+// saw (a Release is not taken for done on such a copy); a process that
+// saw nothing newer can still read an older copy for that window, and
+// then tries a write the leader of a quorum decides.
 //
 // # Watch
 //
@@ -218,7 +221,11 @@
 //   - List costs one request for the bucket's subjects and one read per
 //     key under the prefix.
 //   - Each Store keeps the sequence it last saw of every key with a TTL it
-//     touched, for the life of the Store.
+//     touched, for the life of the Store, and a mark of every key it saw
+//     in the last minute.
+//   - A key whose messages are all gone (the server's marker for an
+//     entry it dropped outlived too) reads as unavailable, not absent,
+//     for up to a minute after this store saw it hold an entry.
 //   - Out-of-band writes to the bucket (nats kv put) read as corrupt, and
 //     out-of-band deletes can break exclusion, though tokens still never
 //     repeat.

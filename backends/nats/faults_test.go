@@ -265,7 +265,11 @@ func (d switchDialer) Dial(network, _ string) (net.Conn, error) {
 // requests are not answered by a current leader, so they fail as
 // unavailable. Before, the store's Get returned the older entry and its
 // KeepAlive of the entry it had written failed as a conflict with it, as
-// a three-server fault campaign once saw after a heal.
+// a three-server fault campaign once saw after a heal. The same for a key
+// created through the new leader, of which the old one has no message at
+// all: before, Get said not found, KeepAlive lost and CompareAndDelete
+// (a Release) a conflict, which a Locker takes as released, while the
+// current leader still held the entry.
 func TestFaultDeposedLeaderAnswersStale(t *testing.T) {
 	// The old leader steps down once it has not heard from its peers for
 	// 10 s, and the others elect a new leader 4 to 9 s after the cut, so
@@ -349,7 +353,7 @@ func deposedLeaderAnswersStale(t *testing.T) bool {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 
-	const key, gone, ttl = "k", "gone", time.Minute
+	const key, gone, fresh, ttl = "k", "gone", "fresh", time.Minute
 	first, err := s.CreateIfAbsent(t.Context(), key, []byte("v1"), ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -390,6 +394,18 @@ func deposedLeaderAnswersStale(t *testing.T) bool {
 		return err == nil
 	})
 
+	var created backends.Entry
+	waitUntil(t, 10*time.Second, "a create through the new stream leader", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
+		defer cancel()
+		created, err = s.CreateIfAbsent(ctx, fresh, []byte("v1"), ttl)
+		if errors.Is(err, backends.ErrConflict) {
+			// An earlier attempt landed and its answer was lost.
+			created, err = s.Get(ctx, fresh)
+		}
+		return err == nil
+	})
+
 	moveTo(old)
 	// The proof that the scenario happened: the old leader answers as
 	// the stream's leader, with the entry before the write.
@@ -401,6 +417,37 @@ func deposedLeaderAnswersStale(t *testing.T) bool {
 	}
 	if r.seq >= uint64(second.Revision) {
 		t.Fatalf("the cut-off server answered message %d, not older than %d: not the stale leader this test needs", r.seq, second.Revision)
+	}
+
+	// A key the old leader has no message of: each request must fail as
+	// unavailable, refusing that answer. These go first, while the old
+	// leader most likely still believes it leads; if it has stepped down
+	// meanwhile, a request fails for that reason, and the run proves
+	// nothing about the answer.
+	noMessage := 0
+	askOldEmpty := func(what string, op func(context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		err := op(ctx)
+		switch {
+		case err == nil || !errors.Is(err, backends.ErrUnavailable):
+			t.Errorf("%s of %q, created through the new leader: %v; want unavailable, not an answer from the cut-off leader, which has no message of it", what, fresh, err)
+		case strings.Contains(err.Error(), "answers with no message of the key"):
+			noMessage++
+		default:
+			t.Logf("%s of %q: %v: not refused on the cut-off leader's answer", what, fresh, err)
+		}
+	}
+	askOldEmpty("Get", func(ctx context.Context) error { _, err := s.Get(ctx, fresh); return err })
+	askOldEmpty("KeepAlive", func(ctx context.Context) error { _, err := s.KeepAlive(ctx, fresh, created.Revision, ttl); return err })
+	askOldEmpty("CompareAndDelete", func(ctx context.Context) error { return s.CompareAndDelete(ctx, fresh, created.Revision) })
+	if t.Failed() {
+		return true
+	}
+	if noMessage < 3 {
+		t.Logf("the cut-off leader answered %d of the 3 requests on %q before it stepped down", noMessage, fresh)
+		return false
 	}
 
 	// Each request to it must fail as unavailable, not answer from its copy.

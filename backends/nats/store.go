@@ -61,9 +61,9 @@ type Store struct {
 	closed bool                // guarded by mu
 	seen   map[string]sighting // guarded by mu; by key
 	// known holds, by key, the last message this store saw committed
-	// where seen does not (a delete, an entry without TTL), for as long as
-	// a deposed stream leader could answer with an older one; guarded by
-	// mu. See read.
+	// (written, watched or read: an entry with or without TTL, a delete),
+	// for as long as a deposed stream leader could answer with an older
+	// one, or with none; guarded by mu. See read.
 	known   map[string]mark
 	pruneAt int  // guarded by mu; the size of known that prunes it
 	watch   *hub // guarded by mu; the shared consumer, nil before the first Watch
@@ -78,6 +78,8 @@ type Store struct {
 type mark struct {
 	seq uint64
 	at  time.Time
+	// present: the message holds an entry, not a delete or a marker.
+	present bool
 }
 
 // staleWindow is how long a server can still answer as the stream's
@@ -708,12 +710,13 @@ func (s *Store) judge(r record) (backends.Entry, bool) {
 		if sg, ok := s.seen[key]; ok && sg.seq <= r.seq {
 			delete(s.seen, key)
 		}
-		s.noteLocked(key, r.seq)
+		s.noteLocked(key, r.seq, r.present)
 		s.mu.Unlock()
 		return e, r.present
 	}
 	now := s.clk.Now()
 	s.mu.Lock()
+	s.noteLocked(key, r.seq, true)
 	sg, ok := s.seen[key]
 	if !ok || sg.seq < r.seq {
 		if !ok || sg.reported || e.TTL < sg.last.TTL {
@@ -745,6 +748,7 @@ func (s *Store) saw(key string, seq uint64, last backends.Entry, own *backends.E
 	now := s.clk.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.noteLocked(key, seq, true)
 	switch sg, ok := s.seen[key]; {
 	case !ok || sg.seq < seq:
 		if !ok || sg.reported || last.TTL < sg.last.TTL {
@@ -761,20 +765,23 @@ func (s *Store) saw(key string, seq uint64, last backends.Entry, own *backends.E
 	return false
 }
 
-// note records seq as a committed message of key in known.
-func (s *Store) note(key string, seq uint64) {
+// note records seq as a committed message of key in known; present: it
+// holds an entry.
+func (s *Store) note(key string, seq uint64, present bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.noteLocked(key, seq)
+	s.noteLocked(key, seq, present)
 }
 
-// noteLocked is note with s.mu held.
-func (s *Store) noteLocked(key string, seq uint64) {
+// noteLocked is note with s.mu held. A mark keeps the time its message was
+// first seen: what bounds how long a deposed leader can still answer
+// without it (see stale).
+func (s *Store) noteLocked(key string, seq uint64, present bool) {
 	if seq == 0 || seq <= s.known[key].seq {
 		return
 	}
 	now := time.Now()
-	s.known[key] = mark{seq: seq, at: now}
+	s.known[key] = mark{seq: seq, at: now, present: present}
 	if len(s.known) < s.pruneAt {
 		return
 	}
@@ -840,7 +847,7 @@ func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []
 		return 0, mapErr(err)
 	}
 	if ttl == 0 {
-		s.note(key, ack.Sequence)
+		s.note(key, ack.Sequence, h.Get(hdrKVOp) == "")
 	} else {
 		e := backends.Entry{Key: key, Value: clone(value), TTL: ttl}
 		if own != nil {
@@ -883,7 +890,8 @@ type msgGetResponse struct {
 // stale copy). A key with no message reads as a record absent at 0.
 //
 // An answer older than a message of key this store already knows to be
-// committed (one it wrote, watched or read) can only come from a server
+// committed (one it wrote, watched or read), or with no message of a key
+// it saw hold an entry within staleWindow, can only come from a server
 // that lost the stream's leadership and has not noticed yet: read asks
 // again, paced, until a current leader answers or ctx ends, and then
 // fails as unavailable. So one Store never reads a key going back, and
@@ -900,25 +908,40 @@ func (s *Store) read(ctx context.Context, key string) (record, error) {
 			return r, nil
 		}
 		if err := p.wait(ctx); err != nil {
+			if r.seq == 0 {
+				return record{}, fmt.Errorf("key %q: the stream leader answers with no message of the key, though this store saw message %d hold an entry (%v): %w", key, known, err, backends.ErrUnavailable)
+			}
 			return record{}, fmt.Errorf("key %q: the stream leader answers with message %d, older than message %d this store saw (%v): %w", key, r.seq, known, err, backends.ErrUnavailable)
 		}
 	}
 }
 
 // stale reports whether r, a read of key, is older than the last message
-// of key this store has seen committed (for a delete or an entry without
-// TTL, within staleWindow), and that message's sequence. A key with no
-// message at all is not judged: the server drops a key's last message
-// only long after its TTL, and an absent key is decided on by a write
-// conditioned on its sequence, which a current leader refuses.
+// of key this store has seen committed, and that message's sequence. A
+// message older than one this store saw of an entry with TTL is stale
+// whenever it comes; older than any other message seen (a delete, an
+// entry without TTL), within staleWindow of its sighting.
+//
+// An answer with no message of the key at all is stale when this store
+// saw the key hold an entry within staleWindow: a deposed leader that
+// has no message of a key created after it was cut off answers so, and
+// reads as absent a claim the current leader lists. Once the window has
+// passed it is believed: the server drops a key's last message only after
+// its TTL and the grace, leaving a marker (SubjectDeleteMarkerTTL, which
+// New requires), and no message at all only once that marker has gone
+// too; nothing else the store allows removes one (see checkBucket). A
+// delete seen last is no floor for an empty answer, which says absent as
+// the delete does.
 func (s *Store) stale(key string, r record) (uint64, bool) {
-	if r.seq == 0 {
-		return 0, false
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	m, ok := s.known[key]
+	fresh := ok && time.Since(m.at) <= staleWindow
+	if r.seq == 0 {
+		return m.seq, fresh && m.present
+	}
 	known := s.seen[key].seq
-	if m, ok := s.known[key]; ok && m.seq > known && time.Since(m.at) <= staleWindow {
+	if fresh && m.seq > known {
 		known = m.seq
 	}
 	return known, r.seq < known

@@ -526,30 +526,50 @@ func TestNewWaitsForMetaLeader(t *testing.T) {
 	}
 }
 
-// TestKnownIsPruned: the marks of deletes and of entries without TTL,
-// kept to catch a deposed leader's stale answers, are dropped once older
-// than staleWindow, so a store that deletes many keys does not grow.
+// TestKnownIsPruned: the marks of every key this store saw, kept to catch
+// a deposed leader's stale answers, are dropped once older than
+// staleWindow, so a store that touches many keys does not grow; a mark
+// judges an answer with no message of its key stale only while it is
+// within the window and held an entry.
 func TestKnownIsPruned(t *testing.T) {
 	s := &Store{known: map[string]mark{}}
 	old := time.Now().Add(-2 * staleWindow)
 	for i := range 1000 {
-		s.known[fmt.Sprint("old", i)] = mark{seq: uint64(i + 1), at: old}
+		s.known[fmt.Sprint("old", i)] = mark{seq: uint64(i + 1), at: old, present: true}
 	}
 	s.pruneAt = len(s.known) + 1
-	s.note("recent", 5000)
+	s.note("recent", 5000, true)
 	if _, ok := s.known["recent"]; !ok || len(s.known) != 1 {
 		t.Fatalf("after pruning: %d marks (recent kept: %v), want only the recent one", len(s.known), ok)
 	}
 	if _, old := s.stale("old1", record{seq: 1}); old {
 		t.Error("a pruned mark still judges a read stale")
 	}
+	if _, old := s.stale("old1", record{}); old {
+		t.Error("a pruned mark still judges an answer without a message stale")
+	}
 	if known, old := s.stale("recent", record{seq: 4999}); !old || known != 5000 {
 		t.Errorf("stale(recent, 4999) = %d, %v; want 5000, true", known, old)
 	}
-	for i := range 100 {
-		s.note(fmt.Sprint("new", i), uint64(6000+i))
+	if known, old := s.stale("recent", record{}); !old || known != 5000 {
+		t.Errorf("stale(recent, no message) = %d, %v; want 5000, true", known, old)
 	}
-	if len(s.known) != 101 {
-		t.Errorf("%d marks after 100 recent notes, want 101: recent marks were pruned", len(s.known))
+	s.note("deleted", 5001, false)
+	if _, old := s.stale("deleted", record{}); old {
+		t.Error("an answer without a message after a delete was judged stale; it says absent as the delete does")
+	}
+	if _, old := s.stale("deleted", record{seq: 4000}); !old {
+		t.Error("an answer older than a recent delete was not judged stale")
+	}
+	s.known["aged"] = mark{seq: 10, at: old, present: true} // not pruned yet
+	if _, old := s.stale("aged", record{}); old {
+		t.Error("an answer without a message was judged stale on a mark older than staleWindow")
+	}
+	delete(s.known, "aged")
+	for i := range 100 {
+		s.note(fmt.Sprint("new", i), uint64(6000+i), true)
+	}
+	if len(s.known) != 102 {
+		t.Errorf("%d marks after 100 recent notes, want 102: recent marks were pruned", len(s.known))
 	}
 }

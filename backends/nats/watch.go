@@ -222,7 +222,7 @@ func (s *Store) follow(h *hub) {
 			if r.entry.TTL > 0 {
 				s.saw(key, r.seq, r.entry, nil)
 			} else {
-				s.note(key, r.seq)
+				s.note(key, r.seq, true)
 			}
 			e := r.entry
 			e.Remaining = e.TTL

@@ -49,6 +49,12 @@ func (f *fakeIter) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
 	return m, nil
 }
 
+// bareStore is a Store over bucket "b" with no server, for tests that
+// drive its watch with a fake consumer.
+func bareStore(clk clock.Clock) *Store {
+	return &Store{subj: "$KV.b.", clk: clk, seen: map[string]sighting{}, known: map[string]mark{}, sighted: make(chan struct{}, 1)}
+}
+
 // TestWatchEndsOnGap: when the consumer's next message is not the next
 // stream sequence (older messages of a key were removed before the
 // consumer reached them, as a bucket's history limit does to a lagging
@@ -56,7 +62,7 @@ func (f *fakeIter) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
 // servers' tests cover delivery without gaps; a gap cannot be forced on
 // them deterministically, so the consumer is faked here.
 func TestWatchEndsOnGap(t *testing.T) {
-	s := &Store{subj: "$KV.b.", clk: clock.New(), seen: map[string]sighting{}}
+	s := bareStore(clock.New())
 	put := header(time.Second, 0, 0)
 	it := &fakeIter{msgs: []fakeMsg{
 		{subj: "$KV.b.w/a", seq: 5, hdr: put},
