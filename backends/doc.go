@@ -23,6 +23,9 @@
 //     conditional writes, Txn). Each backend documents who judges expiry.
 //   - Operations after Close fail with an error wrapping [ErrClosed]; bad input
 //     fails with an error wrapping [ErrInvalid]. Neither panics.
+//   - Every TTL from 0 (no expiry) to [MaxTTL] is kept (rounded up at most to
+//     the store's granularity); a longer one is refused with [ErrInvalid] by
+//     every write that takes a TTL, and nothing is written.
 //   - Capabilities states what the backend enforces atomically and the scope
 //     in which its guarantees hold. What it does not declare it does not
 //     provide: [Require] fails closed.

@@ -200,6 +200,18 @@ func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder,
 	return Claim{}, err
 }
 
+// claimTTL checks a claim's TTL: positive (a claim always expires) and at
+// most MaxTTL.
+func claimTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("ttl %v must be positive: %w", ttl, ErrInvalid)
+	}
+	if err := ValidateTTL(ttl); err != nil {
+		return fmt.Errorf("ttl %v exceeds the maximum of %v: %w", ttl, MaxTTL, ErrInvalid)
+	}
+	return nil
+}
+
 // acquireTxn takes key for holder in one transaction: create key if it is
 // absent and the slot group's size entry is absent too. If key is held,
 // the error is a *HeldError listing its holder.
@@ -207,8 +219,8 @@ func (l *StoreLocker) acquireTxn(ctx context.Context, key string, holder Holder,
 	if err := validateHolder(holder.ID); err != nil {
 		return Claim{}, err
 	}
-	if ttl <= 0 {
-		return Claim{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", key, ttl, ErrInvalid)
+	if err := claimTTL(ttl); err != nil {
+		return Claim{}, fmt.Errorf("backends: acquire %q: %w", key, err)
 	}
 	sizeKey := wire.SizeKey(key)
 	conds := []Cond{{Key: key}, {Key: sizeKey}}
@@ -252,8 +264,8 @@ func slotGroupKey(key string, size Entry) error {
 // key c.Key; a slot group (package slots) renews a slot as a claim on the
 // slot's store key.
 func (l *StoreLocker) Renew(ctx context.Context, c Claim) (Claim, error) {
-	if c.TTL <= 0 {
-		return Claim{}, fmt.Errorf("backends: renew %q: ttl %v must be positive: %w", c.Key, c.TTL, ErrInvalid)
+	if err := claimTTL(c.TTL); err != nil {
+		return Claim{}, fmt.Errorf("backends: renew %q: %w", c.Key, err)
 	}
 	e, err := l.store.KeepAlive(ctx, c.Key, c.Revision, c.TTL)
 	if err != nil {
@@ -280,8 +292,8 @@ func acquireKey(ctx context.Context, s Store, key string, holder Holder, ttl tim
 	if err := validateHolder(holder.ID); err != nil {
 		return Claim{}, err
 	}
-	if ttl <= 0 {
-		return Claim{}, fmt.Errorf("backends: acquire %q: ttl %v must be positive: %w", key, ttl, ErrInvalid)
+	if err := claimTTL(ttl); err != nil {
+		return Claim{}, fmt.Errorf("backends: acquire %q: %w", key, err)
 	}
 	e, err := s.CreateIfAbsent(ctx, key, encodeClaim(holder), ttl)
 	if err != nil {

@@ -3,6 +3,7 @@ package backends
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -14,6 +15,29 @@ const (
 	MaxKeyBytes   = 512
 	MaxValueBytes = 64 << 10
 )
+
+// MaxTTL is the longest TTL a write may ask for: one year. Every backend
+// represents every TTL up to it exactly (or rounded up) and refuses a
+// longer one with an error wrapping ErrInvalid, in every call that takes a
+// TTL (create, compare-and-set, keep-alive, a transaction's puts). A
+// longer TTL is never what a claim needs (a crashed holder would block its
+// key for longer), and near the end of time.Duration's range it overflows
+// the units stores keep TTLs in, where it can turn into a TTL that has
+// already passed. TTL 0 (no expiry) stays the way to write an entry that
+// never expires.
+const MaxTTL = 365 * 24 * time.Hour
+
+// ValidateTTL checks a TTL a write asks for: 0 (no expiry) or positive and
+// at most MaxTTL. The error wraps ErrInvalid.
+func ValidateTTL(ttl time.Duration) error {
+	switch {
+	case ttl < 0:
+		return fmt.Errorf("backends: negative ttl %v: %w", ttl, ErrInvalid)
+	case ttl > MaxTTL:
+		return fmt.Errorf("backends: ttl %v exceeds the maximum of %v: %w", ttl, MaxTTL, ErrInvalid)
+	}
+	return nil
+}
 
 // ValidateKey checks a key against the limits every backend shares: non-empty,
 // valid UTF-8, no NUL byte, at most MaxKeyBytes. Spaces, slashes and any other

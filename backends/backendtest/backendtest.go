@@ -94,6 +94,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("CopiedInAndOut", s.testValuesCopied)
 	})
 	t.Run("BadInput", s.testBadInput)
+	t.Run("TTLBound", s.testTTLBound)
 	t.Run("Closed", s.testClosed)
 	t.Run("Peer", s.testPeer)
 	t.Run("Watch", func(t *testing.T) {

@@ -60,6 +60,7 @@ var defects = map[string]string{
 	"lost-update":      "CompareAndSet/NoLostUpdate",
 	"stale-get":        "Linearizable",
 	"silent-expiry":    "Watch/ReportsExpiry",
+	"unbounded-ttl":    "TTLBound",
 }
 
 // TestSuiteCatches proves the suite can fail: each defect, planted in a
@@ -150,6 +151,9 @@ func (b *broken) CreateIfAbsent(ctx context.Context, key string, value []byte, t
 		if closed {
 			return backends.Entry{Key: key, Value: value, Revision: 1, CreateRevision: 1}, nil
 		}
+	}
+	if b.defect == "unbounded-ttl" && ttl > backends.MaxTTL {
+		ttl = 0 // a TTL it cannot keep, written as none
 	}
 	e, err := b.Store.CreateIfAbsent(ctx, key, value, ttl)
 	if err != nil {

@@ -7,7 +7,8 @@
 // updates, revision and token monotonicity (across delete, expiry and, where
 // the store persists, restart), keep-alive, expiry as absence for every
 // operation, listing, watch and transactions where declared, arbitrary keys
-// and values, rejection of bad input without panics, truthful capability
+// and values, rejection of bad input without panics, the TTL bound
+// (backends.MaxTTL) on every write that takes a TTL, truthful capability
 // declarations, the Locker built over the store, and a linearizability check
 // of a concurrent history.
 //

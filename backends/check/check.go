@@ -17,12 +17,17 @@ import (
 	"github.com/tenure-go/tenure/backends"
 )
 
-// TTL rejects a negative TTL. 0 means no expiry.
-func TTL(ttl time.Duration) error {
-	if ttl < 0 {
-		return fmt.Errorf("check: negative ttl %v: %w", ttl, backends.ErrInvalid)
+// TTL rejects a negative TTL and one above backends.MaxTTL. 0 means no
+// expiry.
+func TTL(ttl time.Duration) error { return backends.ValidateTTL(ttl) }
+
+// KeepAliveTTL rejects the TTL of a keep-alive unless it is positive and at
+// most backends.MaxTTL: a keep-alive cannot make an entry permanent.
+func KeepAliveTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("check: keep-alive ttl %v, want positive: %w", ttl, backends.ErrInvalid)
 	}
-	return nil
+	return TTL(ttl)
 }
 
 // Revision rejects a revision below zero, or of zero when a positive one is

@@ -41,7 +41,7 @@
 //     the server may raise it further; Entry.TTL says what was granted, and
 //     Capabilities declares the granularity (1 s) and the minimum the server
 //     granted when the store was opened. Rounding up is safe: a holder's
-//     deadline comes from the TTL it asked for. A TTL above [MaxTTL] fails
+//     deadline comes from the TTL it asked for. A TTL above backends.MaxTTL fails
 //     with ErrInvalid, and so does a KeepAlive asking for more than the
 //     entry's lease was granted, or for a TTL on an entry written without
 //     one (a lease's TTL is fixed at its grant, and moving a key to another

@@ -656,8 +656,8 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if err := check.Revision(rev, true); err != nil {
 		return backends.Entry{}, err
 	}
-	if ttl <= 0 {
-		return backends.Entry{}, fmt.Errorf("kube: keepalive %q: ttl %v must be positive: %w", key, ttl, backends.ErrInvalid)
+	if err := check.KeepAliveTTL(ttl); err != nil {
+		return backends.Entry{}, fmt.Errorf("kube: keepalive %q: %w", key, err)
 	}
 	if s.own != nil {
 		if err := s.checkOpen(); err != nil {

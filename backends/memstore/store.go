@@ -229,8 +229,8 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if err == nil {
 		err = check.Revision(rev, true)
 	}
-	if err == nil && ttl <= 0 {
-		err = fmt.Errorf("ttl %v must be positive: %w", ttl, backends.ErrInvalid)
+	if err == nil {
+		err = check.KeepAliveTTL(ttl)
 	}
 	if err := checkCall(ctx, err); err != nil {
 		return backends.Entry{}, opErr("keepalive", key, err)

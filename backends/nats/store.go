@@ -631,8 +631,8 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if err := check.Revision(rev, true); err != nil {
 		return backends.Entry{}, fmt.Errorf("nats: keepalive %q: %w", key, err)
 	}
-	if ttl <= 0 {
-		return backends.Entry{}, fmt.Errorf("nats: keepalive %q: ttl %v not positive: %w", key, ttl, backends.ErrInvalid)
+	if err := check.KeepAliveTTL(ttl); err != nil {
+		return backends.Entry{}, fmt.Errorf("nats: keepalive %q: %w", key, err)
 	}
 	if err := s.checkOpen("keepalive", key); err != nil {
 		return backends.Entry{}, err

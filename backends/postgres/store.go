@@ -597,8 +597,8 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if err := check.Revision(rev, true); err != nil {
 		return backends.Entry{}, err
 	}
-	if ttl <= 0 {
-		return backends.Entry{}, fmt.Errorf("postgres: keepalive %q: ttl %v, want positive: %w", key, ttl, backends.ErrInvalid)
+	if err := check.KeepAliveTTL(ttl); err != nil {
+		return backends.Entry{}, fmt.Errorf("postgres: keepalive %q: %w", key, err)
 	}
 	if err := s.isClosed("keepalive", key); err != nil {
 		return backends.Entry{}, err
