@@ -480,3 +480,171 @@ func signalPids(pids []int, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// StartStandby makes a streaming standby of primary and starts it: a base
+// backup of primary (pg_basebackup -R, which writes standby.signal and the
+// primary_conninfo that points at primary), run on a port of its own. It
+// accepts connections, read-only, when StartStandby returns; WaitStandbys
+// on the primary waits until it streams. Promote makes it a primary.
+func StartStandby(primary *Server) (*Server, error) {
+	if _, err := findBin(); err != nil {
+		return nil, err
+	}
+	root, err := ownedDir("pgproc-standby-")
+	if err != nil {
+		return nil, fmt.Errorf("pgproc: %w", err)
+	}
+	s := &Server{root: root, data: filepath.Join(root, "data"), bin: binDir}
+	if err := s.baseBackup(primary); err != nil {
+		_ = os.RemoveAll(root)
+		return nil, err
+	}
+	var last error
+	for range 3 { // a port picked free may be taken before postgres binds it
+		if s.port, err = freePort(); err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("pgproc: %w", err)
+		}
+		if last = s.run(); last == nil {
+			return s, nil
+		}
+	}
+	_ = os.RemoveAll(root)
+	return nil, last
+}
+
+// Rebuild makes a stopped or killed server a streaming standby of
+// primary, as an operator rebuilds an old primary after a failover: its
+// data directory is replaced by a base backup of primary. It stays
+// stopped; Restart starts it, on its own port.
+func (s *Server) Rebuild(primary *Server) error {
+	if err := s.Kill(); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(s.data); err != nil {
+		return fmt.Errorf("pgproc: %w", err)
+	}
+	return s.baseBackup(primary)
+}
+
+// baseBackupWithin bounds a base backup of a test server.
+const baseBackupWithin = 60 * time.Second
+
+// baseBackup copies primary's data into s.data with pg_basebackup, as the
+// server's user, streaming the WAL it needs and writing the standby's
+// configuration (-R).
+func (s *Server) baseBackup(primary *Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), baseBackupWithin)
+	defer cancel()
+	tool, err := toolPath("pg_basebackup")
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, tool, "-D", s.data,
+		"-h", "127.0.0.1", "-p", strconv.Itoa(primary.port), "-U", "postgres",
+		"-R", "-X", "stream", "--checkpoint=fast", "--no-sync")
+	asNobody(cmd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgproc: pg_basebackup from %s: %v\n%s", primary.Addr(), err, out)
+	}
+	return nil
+}
+
+// Promote makes a standby a primary (pg_promote) and waits until it
+// accepts writes.
+func (s *Server) Promote(ctx context.Context) error {
+	c, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("pgproc: promote %s: %w", s.Addr(), err)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var ok bool
+	if err := c.QueryRow(ctx, `SELECT pg_promote(true, 60)`).Scan(&ok); err != nil {
+		return fmt.Errorf("pgproc: promote %s: %w", s.Addr(), err)
+	}
+	if !ok {
+		return fmt.Errorf("pgproc: promote %s: not promoted within 60s", s.Addr())
+	}
+	return nil
+}
+
+// Exec runs one statement on database postgres, as the superuser: for a
+// setting (ALTER SYSTEM ...; then SELECT pg_reload_conf()).
+func (s *Server) Exec(ctx context.Context, sql string) error {
+	c, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("pgproc: %s: %w", s.Addr(), err)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	if _, err := c.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("pgproc: %s: %q: %w", s.Addr(), sql, err)
+	}
+	return nil
+}
+
+// SetSynchronous makes s replicate synchronously to any standby
+// (synchronous_standby_names = '*'), or asynchronously with on false, and
+// reloads its configuration. A commit on a synchronous primary returns
+// only once a standby has flushed it.
+func (s *Server) SetSynchronous(ctx context.Context, on bool) error {
+	v := "''"
+	if on {
+		v = "'*'"
+	}
+	if err := s.Exec(ctx, `ALTER SYSTEM SET synchronous_standby_names = `+v); err != nil {
+		return err
+	}
+	return s.Exec(ctx, `SELECT pg_reload_conf()`)
+}
+
+// WaitStandbys waits until n standbys stream from s, and, with sync, until
+// that many are synchronous.
+func (s *Server) WaitStandbys(ctx context.Context, n int, sync bool) error {
+	q := `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`
+	if sync {
+		q += ` AND sync_state IN ('sync', 'quorum')`
+	}
+	for {
+		got, err := func() (int, error) {
+			c, err := pgx.Connect(ctx, s.DSN("postgres"))
+			if err != nil {
+				return 0, err
+			}
+			defer c.Close(context.WithoutCancel(ctx))
+			var k int
+			err = c.QueryRow(ctx, q).Scan(&k)
+			return k, err
+		}()
+		if err == nil && got >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgproc: %d standbys of %s streaming (sync %v), want %d: %v (last error %v)", got, s.Addr(), sync, n, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond): // polling a server process
+		}
+	}
+}
+
+// toolPath finds a client program of the server's version: beside the
+// postgres binary, beside what that binary links to (PATH may hold links
+// to the server's directory), or on PATH.
+func toolPath(name string) (string, error) {
+	bin, err := findBin()
+	if err != nil {
+		return "", err
+	}
+	cands := []string{filepath.Join(bin, name)}
+	if real, err := filepath.EvalSymlinks(filepath.Join(bin, "postgres")); err == nil {
+		cands = append(cands, filepath.Join(filepath.Dir(real), name))
+	}
+	for _, c := range cands {
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("pgproc: no %s beside %s or on PATH: %s", name, bin, Install)
+}

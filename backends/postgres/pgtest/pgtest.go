@@ -237,3 +237,69 @@ func (s *Server) NewDatabase(t testing.TB) string {
 	})
 	return name
 }
+
+// StartStandby starts a streaming standby of s (a base backup of s,
+// pg_basebackup -R), removed when t ends. It accepts read-only
+// connections when StartStandby returns; s.WaitStandbys waits until it
+// streams, and Promote makes it a primary.
+func (s *Server) StartStandby(t testing.TB) *Server {
+	t.Helper()
+	p, err := pgproc.StartStandby(s.p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Remove)
+	return &Server{p: p}
+}
+
+// Promote makes a standby a primary and waits until it accepts writes.
+func (s *Server) Promote(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
+	defer cancel()
+	if err := s.p.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// SetSynchronous makes s replicate synchronously to any standby
+// (synchronous_standby_names = '*'), or asynchronously with on false.
+// Made synchronous, s is made asynchronous again when t ends, before the
+// standbys started earlier are removed, so that its cleanup does not wait
+// for them.
+func (s *Server) SetSynchronous(t testing.TB, on bool) {
+	t.Helper()
+	if on {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
+			defer cancel()
+			_ = s.p.SetSynchronous(ctx, false) // a killed server has nothing to wait for
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
+	defer cancel()
+	if err := s.p.SetSynchronous(ctx, on); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitStandbys waits until n standbys stream from s (and, with sync, are
+// synchronous), bounded by 30 s.
+func (s *Server) WaitStandbys(t testing.TB, n int, sync bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
+	defer cancel()
+	if err := s.p.WaitStandbys(ctx, n, sync); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Exec runs one statement on s's database postgres as the superuser.
+func (s *Server) Exec(t testing.TB, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
+	defer cancel()
+	if err := s.p.Exec(ctx, sql); err != nil {
+		t.Fatal(err)
+	}
+}
