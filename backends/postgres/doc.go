@@ -75,6 +75,15 @@
 // longer. Wall-clock steps on any host, the server's included, change
 // nothing.
 //
+// A row read with a revision, or a beat at the same revision, below what
+// the store saw of that key before it asked is history the server lost:
+// writes it had acknowledged, gone with a failover to a standby that had
+// not received them, or a restore. The store judges nothing on such an
+// answer: it returns backends.ErrUnavailable, and every sighting it holds
+// starts counting again from that moment, so no expiry is judged on time
+// counted before the loss. A store that never saw the lost write cannot
+// tell (see Failover).
+//
 // The price: a store that has just started (or never read a key) waits a
 // whole TTL from its first read before it may take an abandoned claim, and
 // Remaining is that store's own estimate. Entries that nobody reads stay in
@@ -128,6 +137,7 @@
 //     transaction): LISTEN needs a session of its own. Point the store at
 //     the server or a session-mode pool.
 //   - Memory for keys read once and never again: a Store remembers what it
-//     saw of each key it read (to judge its expiry) until it reads the key
-//     absent or lists its prefix without it.
+//     saw of each key it read (to judge its expiry, and to tell a row
+//     going back) until it reads the key absent or lists its prefix
+//     without it.
 package postgres

@@ -130,7 +130,8 @@ type Store struct {
 	batch time.Duration // 0: no batching
 
 	mu      sync.Mutex
-	seen    map[string]seen // guarded by mu: what this store last observed of each key with a TTL
+	seen    map[string]seen // guarded by mu: what this store last observed of each key
+	gen     int64           // guarded by mu: counts the sightings recorded
 	closed  bool            // guarded by mu
 	pending []*kaReq        // guarded by mu: keep-alives waiting for the next batch
 	armed   bool            // guarded by mu: a batch is scheduled
@@ -153,6 +154,7 @@ type seen struct {
 	rev, beat int64
 	ttl       time.Duration
 	at        time.Time
+	gen       int64 // the store's generation when it was recorded
 }
 
 // row is a table row.
@@ -333,35 +335,78 @@ func scanRow(r pgx.Row) (row, error) {
 	return x, err
 }
 
-// judge decides whether x is live for this store, recording what it saw.
-// now must be read after the answer that carried x arrived: an observation
-// is dated no earlier than the write it shows, so a takeover comes no
-// sooner than a TTL after the holder's last keep-alive.
+// judge decides whether x, the answer to a write of this store, is live
+// for this store, recording what it saw. now must be read after the answer
+// that carried x arrived: an observation is dated no earlier than the write
+// it shows, so a takeover comes no sooner than a TTL after the holder's
+// last keep-alive. A write's own answer is the newest state of its row, so
+// it replaces the sighting even where it is older than one (the server
+// lost history: see observe).
 func (s *Store) judge(x row, now time.Time) (backends.Entry, bool) {
-	e := backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: msDuration(x.ttlMS)}
+	e, live, _ := s.sight(x, now, -1)
+	return e, live
+}
+
+// generation is taken before a read is sent, for observe.
+func (s *Store) generation() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// observe is judge for a row this store read, in a request sent at
+// generation sent: a row whose revision, or whose beat at the same
+// revision, is below what this store had seen of the key before it sent
+// the request shows that the server lost writes it had acknowledged (a
+// failover to a standby that had not received them, a restore). observe
+// then judges nothing on it: it answers ErrUnavailable, and every sighting
+// of this store starts again at now, so that no expiry is judged on time
+// counted before the loss. (A sighting recorded while the request was in
+// flight may be newer than its answer without any loss.)
+func (s *Store) observe(op string, x row, now time.Time, sent int64) (backends.Entry, bool, error) {
+	e, live, back := s.sight(x, now, sent)
+	if back {
+		return backends.Entry{}, false, fmt.Errorf("postgres: %s %q: the server answered revision %d beat %d, older than this store saw: it lost acknowledged writes (a failover to a standby that was not synchronous?): %w", op, x.key, x.rev, x.beat, backends.ErrUnavailable)
+	}
+	return e, live, nil
+}
+
+// sight records x and judges it; back reports a row older than a
+// sighting recorded at generation sent or before (sent < 0: no check).
+func (s *Store) sight(x row, now time.Time, sent int64) (e backends.Entry, live, back bool) {
+	e = backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: msDuration(x.ttlMS)}
 	if e.Value == nil {
 		e.Value = []byte{}
-	}
-	if x.ttlMS == 0 {
-		s.mu.Lock()
-		delete(s.seen, x.key)
-		s.mu.Unlock()
-		return e, true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.seen[x.key]
-	if !ok || o.rev != x.rev || o.beat != x.beat {
-		s.seen[x.key] = seen{rev: x.rev, beat: x.beat, ttl: e.TTL, at: now}
+	if sent >= 0 && ok && o.gen <= sent && (x.rev < o.rev || (x.rev == o.rev && x.beat < o.beat)) {
+		for k, v := range s.seen {
+			v.at = now
+			s.seen[k] = v
+		}
+		back = true
+	}
+	if x.ttlMS == 0 {
+		// Kept as a sighting without expiry, so that a row going back
+		// is seen for entries without a TTL too.
+		s.gen++
+		s.seen[x.key] = seen{rev: x.rev, beat: x.beat, at: now, gen: s.gen}
+		return e, true, back
+	}
+	if back || !ok || o.rev != x.rev || o.beat != x.beat {
+		s.gen++
+		s.seen[x.key] = seen{rev: x.rev, beat: x.beat, ttl: e.TTL, at: now, gen: s.gen}
 		e.Remaining = e.TTL
-		return e, true
+		return e, true, back
 	}
 	elapsed := now.Sub(o.at)
 	if elapsed >= e.TTL {
-		return e, false
+		return e, false, false
 	}
 	e.Remaining = e.TTL - elapsed
-	return e, true
+	return e, true, false
 }
 
 // forget drops what the store saw of key, once it is gone.
@@ -374,6 +419,7 @@ func (s *Store) forget(key string) {
 // read fetches key and judges it. found is false if there is no row;
 // live is false if the row is expired for this store.
 func (s *Store) read(ctx context.Context, op, key string) (x row, e backends.Entry, found, live bool, err error) {
+	sent := s.generation()
 	x, err = scanRow(s.pool.QueryRow(ctx, s.sq.get, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.forget(key)
@@ -382,7 +428,10 @@ func (s *Store) read(ctx context.Context, op, key string) (x row, e backends.Ent
 	if err != nil {
 		return x, e, false, false, mapError(op, key, err)
 	}
-	e, live = s.judge(x, s.clk.Now())
+	e, live, err = s.observe(op, x, s.clk.Now(), sent)
+	if err != nil {
+		return x, e, false, false, err
+	}
 	return x, e, true, live, nil
 }
 
@@ -413,6 +462,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 	if err := s.isClosed("list", prefix); err != nil {
 		return nil, err
 	}
+	sent := s.generation()
 	rows, err := s.pool.Query(ctx, s.sq.list, prefix)
 	if err != nil {
 		return nil, mapError("list", prefix, err)
@@ -432,9 +482,14 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 	now := s.clk.Now()
 	out := []backends.Entry{}
 	present := make(map[string]bool, len(xs))
+	var back error
 	for _, x := range xs {
 		present[x.key] = true
-		if e, live := s.judge(x, now); live {
+		e, live, err := s.observe("list", x, now, sent)
+		if err != nil && back == nil {
+			back = err
+		}
+		if live {
 			out = append(out, e)
 		}
 	}
@@ -445,6 +500,9 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 		}
 	}
 	s.mu.Unlock()
+	if back != nil {
+		return nil, back
+	}
 	return out, nil
 }
 
@@ -648,5 +706,5 @@ func (s *Store) expiredHere(key string, rev int64) bool {
 	if !ok || o.rev != rev {
 		return false
 	}
-	return s.clk.Now().Sub(o.at) >= o.ttl
+	return o.ttl > 0 && s.clk.Now().Sub(o.at) >= o.ttl
 }

@@ -85,6 +85,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		}
 	}()
 
+	sent := s.generation()
 	byKey, err := s.lockRows(ctx, conn, keys)
 	if err != nil {
 		return fail(err)
@@ -104,7 +105,9 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		var e backends.Entry
 		live := false
 		if x.rev != 0 {
-			e, live = s.judge(x, now)
+			if e, live, err = s.observe("txn", x, now, sent); err != nil {
+				return backends.TxnResult{}, err
+			}
 		}
 		st[k] = state{x: x, e: e, live: live}
 	}
@@ -247,6 +250,7 @@ func (s *Store) lockRows(ctx context.Context, conn *pgx.Conn, keys []string) (ma
 
 // checkOnly checks conds against one read of keys.
 func (s *Store) checkOnly(ctx context.Context, keys []string, conds []backends.Cond) error {
+	sent := s.generation()
 	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM `+s.n.tbl+` WHERE key = ANY($1)`, keys)
 	if err != nil {
 		return mapError("txn", keys[0], err)
@@ -268,7 +272,11 @@ func (s *Store) checkOnly(ctx context.Context, keys []string, conds []backends.C
 	present := make(map[string]bool, len(xs))
 	for _, x := range xs {
 		present[x.key] = true
-		if e, ok := s.judge(x, now); ok {
+		e, ok, err := s.observe("txn", x, now, sent)
+		if err != nil {
+			return err
+		}
+		if ok {
 			live[x.key] = e
 		}
 	}
