@@ -89,6 +89,41 @@
 // Remaining is that store's own estimate. Entries that nobody reads stay in
 // the table until someone takes them over or deletes them.
 //
+// # Failover
+//
+// A store connects only to a server that accepts writes: a store URL asks
+// for target_session_attrs=read-write unless it gives primary, and Open
+// checks every new connection so unless its connection string says
+// otherwise. With several hosts (host1,host2), a failover needs no
+// reopening: connections to a killed primary break, and one on which a
+// server refuses a write as read-only (SQLSTATE 25006: a standby, or an
+// old primary fenced with default_transaction_read_only) is closed, not
+// reused, so the next connection goes to the new primary. The refused
+// write is transient (backends.ErrUnavailable): an elector retries it
+// until its deadline. A pool given to New is the caller's: give it
+// target_session_attrs=read-write, and close connections that got 25006
+// (pgxpool.Config.AfterRelease).
+//
+// Operating requirement: every standby that can be promoted while claims
+// are live must be synchronous. A keep-alive or a takeover the primary
+// acknowledged but a promoted standby never received is lost; a follower
+// that saw the earlier beat, and not the renewal, judges the claim expired
+// a TTL after its sighting while the holder's deadline counts from its
+// later renewal: two holders. (Tokens repeat too, see above.) Open
+// therefore refuses, with an error wrapping backends.ErrUnsupported that
+// names the setting, a primary that streams to physical standbys (as
+// pg_stat_replication shows them) while synchronous_standby_names is
+// empty, or names none of them (sync_state async), or synchronous_commit
+// is local or off; and, since it cannot tell, a role that may not read
+// sync_state there (grant pg_read_all_stats or pg_monitor).
+// WithAsyncStandbys (URL: async_standbys=accept) opens anyway, for
+// deployments that never promote an asynchronous standby while claims
+// are live. A server in recovery is refused with ErrUnavailable. The check
+// runs at open only; a standby attached later, or a promotion that is
+// not the synchronous standby's (with several candidates, promote the one
+// in sync state), is the operator's to avoid. What can be seen at run time
+// is: see the row going back, above.
+//
 // # Watch
 //
 // Watch uses LISTEN/NOTIFY: the trigger sends one notice per write at
@@ -122,7 +157,9 @@
 // postgres from the machine, as nobody when run as root); without the
 // binaries they fail and say what to install. Fault tests kill, pause
 // (SIGSTOP) and restart the server, cut a client off through a TCP proxy,
-// and end the listening connection. The store is benchmarked beside the
+// and end the listening connection; failover tests start a primary and a
+// streaming standby (pg_basebackup), kill the primary and promote the
+// standby. The store is benchmarked beside the
 // etcd and NATS stores, in one run: BenchmarkStores in internal/storebench
 // (TTL 2 s, renewal every 500 ms, three candidates); docs/performance.md
 // has the figures.
@@ -130,7 +167,8 @@
 // # Not guaranteed
 //
 //   - Tokens after a point-in-time restore or an asynchronous failover (see
-//     above).
+//     above), and one holder after an asynchronous failover opened with
+//     WithAsyncStandbys (see Failover).
 //   - Expiry of entries no Store reads: they are judged only when read.
 //   - Watch events for expiry.
 //   - Watch behind a transaction-mode pooler (PgBouncer's pool_mode =

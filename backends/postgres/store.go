@@ -11,6 +11,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/check"
@@ -37,6 +38,7 @@ type config struct {
 	clk           clock.Clock
 	setup         bool
 	batch         time.Duration // 0: each keep-alive is its own statement
+	asyncStandbys bool          // WithAsyncStandbys
 }
 
 // DefaultBatchWindow is the window WithBatchedKeepAlive(0) uses.
@@ -232,12 +234,25 @@ func prefixed(t string) string {
 
 // Open connects to the database named by connString (a libpq URL or
 // key=value string, as pgxpool.ParseConfig reads it) and returns a Store
-// that owns the pool.
+// that owns the pool. Its connections go only to a server that accepts
+// writes: unless connString sets target_session_attrs (read-write or
+// primary), Open checks each new connection as read-write does, so that
+// of several hosts the primary is used. A connection on which the server
+// refused a write as read-only (SQLSTATE 25006: a standby, or a primary
+// fenced after a failover) is closed, not reused: the next one goes to
+// the server that is the primary by then, without reopening the store.
 func Open(ctx context.Context, connString string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connection string: %w", backends.ErrInvalid) // pgx's error may quote the password
 	}
+	if cfg.ConnConfig.ValidateConnect == nil {
+		cfg.ConnConfig.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
+	}
+	if cfg.ConnConfig.Tracer == nil {
+		cfg.ConnConfig.Tracer = discarder{}
+	}
+	cfg.AfterRelease = keep
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, mapError("open", "", err)
@@ -267,6 +282,9 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, err
 	}
 	n := newNames(c.schema, c.table)
+	if err := checkReplication(ctx, pool, c.asyncStandbys); err != nil {
+		return nil, err
+	}
 	if c.setup {
 		if err := setup(ctx, pool, n); err != nil {
 			return nil, err

@@ -25,13 +25,17 @@ const (
 const DefaultPort = "5432"
 
 // formTail is what follows a PostgreSQL store URL's scheme.
-const formTail = "://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&connect_timeout=SECONDS&application_name=NAME&create=true], or ?host=/SOCKET/DIR[&port=PORT] instead of HOST"
+const formTail = "://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&connect_timeout=SECONDS&application_name=NAME&target_session_attrs=read-write|primary&async_standbys=accept&create=true], or ?host=/SOCKET/DIR[&port=PORT] instead of HOST"
 
 // params are the query parameters a URL may give, besides create.
-var params = []string{"table", "sslmode", "connect_timeout", "application_name", "host", "port"}
+var params = []string{"table", "sslmode", "connect_timeout", "application_name", "host", "port", "target_session_attrs", "async_standbys"}
 
 // sslModes are the libpq sslmode values a URL may give.
 var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
+
+// sessionAttrs are the libpq target_session_attrs values a URL may give:
+// those that reach only a server that accepts writes.
+var sessionAttrs = []string{"read-write", "primary"}
 
 // A program that imports this package opens PostgreSQL stores by URL with
 // storeurl.Open, under either of libpq's scheme names:
@@ -49,6 +53,13 @@ var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "v
 //   - connect_timeout=SECONDS: bounds each connection attempt, as libpq's
 //     does (0 or absent: only the caller's context bounds it);
 //   - application_name=NAME: shown by the server in pg_stat_activity;
+//   - target_session_attrs=read-write|primary: libpq's, limited to the
+//     values that reach only a writable server: read-write (the default:
+//     the first host that accepts writes) or primary (the first that is
+//     not in recovery); after a failover the store's next connections go
+//     to the new primary;
+//   - async_standbys=accept: WithAsyncStandbys, the store opens on a
+//     primary with asynchronous standbys, which it refuses otherwise;
 //   - host=/DIR: a directory holding the server's unix socket, as libpq
 //     allows, in place of the hosts before the path; port=PORT then names
 //     the socket's port (default 5432);
@@ -60,8 +71,8 @@ var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "v
 // pgx reads them: PGUSER and PGPASSWORD (or the password file, PGPASSFILE,
 // default ~/.pgpass) when the URL names no user or password, PGSSLMODE,
 // PGSSLCERT, PGSSLKEY, PGSSLROOTCERT and PGSSLPASSWORD, PGAPPNAME,
-// PGCONNECT_TIMEOUT, PGTARGETSESSIONATTRS, PGOPTIONS and PGTZ. The host
-// and database always come from the URL. The password is never printed:
+// PGCONNECT_TIMEOUT, PGOPTIONS and PGTZ. The host, the database and
+// target_session_attrs always come from the URL. The password is never printed:
 // storeurl shows the URL redacted, and the store's errors name the hosts,
 // the database and the cause only, on one line.
 func init() {
@@ -95,11 +106,13 @@ type urlConfig struct {
 	sslmode       string
 	timeout       string // connect_timeout, in seconds
 	appName       string
+	sessionAttrs  string // target_session_attrs
+	asyncStandbys bool
 	user          *url.Userinfo
 }
 
 func parseURL(u *url.URL) (urlConfig, error) {
-	c := urlConfig{schema: DefaultSchema, table: DefaultTable}
+	c := urlConfig{schema: DefaultSchema, table: DefaultTable, sessionAttrs: "read-write"}
 	form := u.Scheme + formTail
 	q := u.Query()
 	if q.Has("host") {
@@ -167,6 +180,23 @@ func parseURL(u *url.URL) (urlConfig, error) {
 		}
 		c.appName = v
 	}
+	if q.Has("target_session_attrs") {
+		v := q.Get("target_session_attrs")
+		ok := false
+		for _, a := range sessionAttrs {
+			ok = ok || v == a
+		}
+		if !ok {
+			return c, fmt.Errorf("target_session_attrs %q: want one of %s (a store writes: it must not connect to a standby)", v, strings.Join(sessionAttrs, ", "))
+		}
+		c.sessionAttrs = v
+	}
+	if q.Has("async_standbys") {
+		if v := q.Get("async_standbys"); v != "accept" {
+			return c, fmt.Errorf("async_standbys %q: want accept, or leave it out", v)
+		}
+		c.asyncStandbys = true
+	}
 	c.user = u.User
 	return c, nil
 }
@@ -187,6 +217,7 @@ func (c urlConfig) connString() string {
 	set("sslmode", c.sslmode)
 	set("connect_timeout", c.timeout)
 	set("application_name", c.appName)
+	set("target_session_attrs", c.sessionAttrs)
 	u.RawQuery = q.Encode()
 	return u.String()
 }
@@ -201,6 +232,9 @@ func (c urlConfig) where() string {
 
 func (c urlConfig) open(ctx context.Context, create bool) (*Store, error) {
 	opts := []Option{WithTable(c.schema, c.table)}
+	if c.asyncStandbys {
+		opts = append(opts, WithAsyncStandbys())
+	}
 	if !create {
 		opts = append(opts, WithoutSetup())
 	}

@@ -31,6 +31,8 @@ func TestURLParse(t *testing.T) {
 		"postgres://h/db?connect_timeout=0",
 		"postgres:///db?host=/run/postgresql",
 		"postgresql://u@/db?host=/var/run/postgresql&port=5433&create=true",
+		"postgres://h1,h2/db?target_session_attrs=read-write",
+		"postgres://h1,h2/db?target_session_attrs=primary&async_standbys=accept",
 	}
 	for _, raw := range good {
 		loc, err := storeurl.Parse(raw)
@@ -43,21 +45,24 @@ func TestURLParse(t *testing.T) {
 		}
 	}
 	bad := []string{
-		"postgres://h",                         // no database
-		"postgres://h/",                        // no database
-		"postgres://h/a/b",                     // two path segments
-		"postgres:///db",                       // no host
-		"postgres://h/db?table=Bad",            // upper case
-		"postgres://h/db?table=a.b.c",          // three parts
-		"postgres://h/db?table=x;drop",         // not an identifier
-		"postgres://h/db?sslmode=maybe",        // unknown mode
-		"postgres://h/db?search_path=x",        // unknown parameter
-		"postgres://u:" + secret + "@h:0/db",   // bad port, with a password
-		"postgres://u:" + secret + "@h/db?x=1", // unknown parameter, with a password
-		"postgresql://h",                       // no database
-		"postgres://h/db?connect_timeout=1.5",  // libpq takes whole seconds
-		"postgres://h/db?connect_timeout=-1",   // negative
-		"postgres://h/db?connect_timeout=5s",   // not libpq's form
+		"postgres://h",                                     // no database
+		"postgres://h/",                                    // no database
+		"postgres://h/a/b",                                 // two path segments
+		"postgres:///db",                                   // no host
+		"postgres://h/db?table=Bad",                        // upper case
+		"postgres://h/db?table=a.b.c",                      // three parts
+		"postgres://h/db?table=x;drop",                     // not an identifier
+		"postgres://h/db?sslmode=maybe",                    // unknown mode
+		"postgres://h/db?search_path=x",                    // unknown parameter
+		"postgres://h1,h2/db?target_session_attrs=any",     // may reach a standby
+		"postgres://h1,h2/db?target_session_attrs=standby", // a standby
+		"postgres://h/db?async_standbys=yes",               // not the word that says what is accepted
+		"postgres://u:" + secret + "@h:0/db",               // bad port, with a password
+		"postgres://u:" + secret + "@h/db?x=1",             // unknown parameter, with a password
+		"postgresql://h",                                   // no database
+		"postgres://h/db?connect_timeout=1.5",              // libpq takes whole seconds
+		"postgres://h/db?connect_timeout=-1",               // negative
+		"postgres://h/db?connect_timeout=5s",               // not libpq's form
 		"postgres://h/db?application_name=" + strings.Repeat("a", 64),
 		"postgres:///db?host=run/postgresql",    // a socket directory is absolute
 		"postgres://h/db?host=/run/postgresql",  // two servers named

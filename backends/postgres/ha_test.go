@@ -1,0 +1,135 @@
+package postgres_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/benbjohnson/clock"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/postgres"
+	"github.com/tenure-go/tenure/backends/postgres/pgtest"
+	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/storeurl"
+)
+
+// Failover tests: a primary and a streaming standby started by the test
+// (pg_basebackup -R), stores that list both hosts and connect only to the
+// one that accepts writes.
+
+// pair starts a primary with a database and a streaming standby of it,
+// synchronous if sync is set, and returns them with the database's name.
+func pair(t *testing.T, sync bool) (primary, standby *pgtest.Server, db string) {
+	t.Helper()
+	primary = pgtest.Start(t)
+	db = primary.NewDatabase(t)
+	standby = primary.StartStandby(t)
+	if sync {
+		primary.SetSynchronous(t, true)
+	}
+	primary.WaitStandbys(t, 1, sync)
+	return primary, standby, db
+}
+
+// bothHosts is the connection URL of db that lists both servers, first
+// first, and connects only to one that accepts writes.
+func bothHosts(first, second *pgtest.Server, db string) string {
+	return fmt.Sprintf("postgres://postgres@%s,%s/%s?sslmode=disable&target_session_attrs=read-write", first.Addr(), second.Addr(), db)
+}
+
+// TestPromotionSynchronous: three electors over stores that list the
+// primary and its synchronous standby. The primary is killed (SIGKILL)
+// while one leads, and the standby promoted: the electors reconnect to it
+// without being reopened, one leads again, no two terms overlap and the
+// tokens strictly increase across the failover: every keep-alive the
+// holder was told had committed reached the standby first.
+func TestPromotionSynchronous(t *testing.T) {
+	primary, standby, db := pair(t, true)
+	dsn, tbl := bothHosts(primary, standby, db), newTable()
+	ts := electortest.NewTerms(clock.New())
+	for _, who := range []string{"a", "b", "c"} {
+		startElector(t, newLocker(t, open(t, dsn, tbl)), "leader", who, ts)
+	}
+	leader := ts.Next(t, within(t, faultLimit))
+	primary.Kill(t)
+	waitNotLeading(t, ts, leader)
+	standby.Promote(t)
+	next := ts.Next(t, within(t, faultLimit))
+	all := ts.Check(t)
+	endsByDeadline(t, all)
+	t.Logf("%s led; the primary was killed and the standby promoted; %s was elected; terms %v", leader, next, tokensOf(all))
+}
+
+// TestOpenRefusesAsyncStandbys: a primary that streams to a standby it
+// does not wait for is refused, by name, unless the caller accepts it.
+func TestOpenRefusesAsyncStandbys(t *testing.T) {
+	primary, _, db := pair(t, false)
+	dsn := primary.DSN(db)
+	ctx := within(t, faultLimit)
+	_, err := postgres.Open(ctx, dsn, postgres.WithTable("public", newTable()))
+	if !errors.Is(err, backends.ErrUnsupported) || !strings.Contains(err.Error(), "synchronous_standby_names") || backends.Classify(err) != backends.ClassFatal {
+		t.Fatalf("Open on a primary with an asynchronous standby: %v, want a fatal error naming synchronous_standby_names", err)
+	}
+	s, err := postgres.Open(ctx, dsn, postgres.WithTable("public", newTable()), postgres.WithAsyncStandbys())
+	if err != nil {
+		t.Fatalf("Open with WithAsyncStandbys: %v", err)
+	}
+	s.Close()
+	u, err := storeurl.Open(ctx, dsn+"&create=true&async_standbys=accept")
+	if err != nil {
+		t.Fatalf("storeurl.Open with async_standbys=accept: %v", err)
+	}
+	u.Close()
+	if _, err := storeurl.Open(ctx, dsn+"&create=true"); !errors.Is(err, backends.ErrUnsupported) {
+		t.Fatalf("storeurl.Open without async_standbys: %v, want ErrUnsupported", err)
+	}
+	// Synchronous_commit = local does not wait for the standby either.
+	primary.SetSynchronous(t, true)
+	primary.Exec(t, "ALTER DATABASE "+db+" SET synchronous_commit = local")
+	_, err = postgres.Open(ctx, dsn, postgres.WithTable("public", newTable()))
+	if !errors.Is(err, backends.ErrUnsupported) || !strings.Contains(err.Error(), "synchronous_commit") {
+		t.Fatalf("Open with synchronous_commit = local: %v, want ErrUnsupported naming synchronous_commit", err)
+	}
+}
+
+// TestReadOnlyConnectionsDiscarded: a store's pool holds connections to
+// the primary when the primary is fenced read-only
+// (default_transaction_read_only, as failover tools fence an old primary)
+// and the standby promoted. A write on such a connection fails with
+// 25006, transient; the connection is closed, so a later write connects
+// again, passes over the read-only server and reaches the new primary,
+// without reopening the store. Before, the pool handed the same
+// connections out again and every write failed for good.
+func TestReadOnlyConnectionsDiscarded(t *testing.T) {
+	primary, standby, db := pair(t, true)
+	tbl := newTable()
+	s := open(t, bothHosts(primary, standby, db), tbl)
+	ctx := within(t, faultLimit)
+	if _, err := s.CreateIfAbsent(ctx, "before", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	primary.SetSynchronous(t, false)
+	primary.Exec(t, "ALTER SYSTEM SET default_transaction_read_only = on")
+	primary.Exec(t, "SELECT pg_reload_conf()")
+	standby.Promote(t)
+	var errs []string
+	for i := range 20 {
+		key := fmt.Sprintf("after-%d", i)
+		_, err := s.CreateIfAbsent(ctx, key, []byte("x"), 0)
+		if err == nil {
+			// Written on the new primary, the one that accepts writes.
+			probe := open(t, standby.DSN(db), tbl, postgres.WithoutSetup())
+			if _, err := probe.Get(ctx, key); err != nil {
+				t.Fatalf("write %d succeeded but the new primary has no %q: %v", i, key, err)
+			}
+			t.Logf("write %d reached the new primary; before it: %v", i, errs)
+			return
+		}
+		if backends.Classify(err) != backends.ClassTransient {
+			t.Fatalf("write %d: %v, want a transient error", i, err)
+		}
+		errs = append(errs, err.Error())
+	}
+	t.Fatalf("20 writes after the failover failed, the last: %s", errs[len(errs)-1])
+}

@@ -1,0 +1,70 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/tenure-go/tenure/backends"
+)
+
+// WithAsyncStandbys makes New accept a primary that streams to standbys
+// it does not replicate to synchronously. New refuses such a primary
+// otherwise: promoting an asynchronous standby can lose keep-alives and
+// writes the primary had acknowledged, and with them the store's promise
+// of one holder (see the package doc). Give it only where no asynchronous
+// standby is ever promoted while claims are live.
+func WithAsyncStandbys() Option {
+	return func(c *config) error { c.asyncStandbys = true; return nil }
+}
+
+// replicationSQL reads, on the server a store opened on, whether it is a
+// standby, its settings for synchronous replication, the physical
+// standbys streaming from it (not a logical walsender, which holds an
+// active logical slot, nor a base backup being taken; a cascading standby
+// is not seen here), and those whose
+// synchronous state this role may not see (NULL without pg_read_all_stats)
+// or that synchronous_standby_names does not name ('async').
+const replicationSQL = `WITH r AS (
+	SELECT sync_state FROM pg_stat_replication s
+	WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots l WHERE l.slot_type = 'logical' AND l.active_pid = s.pid)
+	AND coalesce(s.state, '') <> 'backup' AND s.application_name IS DISTINCT FROM 'pg_basebackup'
+)
+SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'), current_setting('synchronous_commit'),
+	(SELECT count(*) FROM r),
+	(SELECT count(*) FROM r WHERE sync_state IS NULL),
+	(SELECT count(*) FROM r WHERE sync_state = 'async')`
+
+// checkReplication refuses, with an error wrapping backends.ErrUnsupported
+// that names the setting, a primary with standbys it does not replicate
+// to synchronously, unless the caller accepted them (WithAsyncStandbys);
+// and, with ErrUnavailable, a server that is itself a standby.
+func checkReplication(ctx context.Context, pool *pgxpool.Pool, acceptAsync bool) error {
+	var (
+		inRecovery                   bool
+		standbyNames, commit         string
+		standbys, unseen, asyncCount int64
+	)
+	err := pool.QueryRow(ctx, replicationSQL).Scan(&inRecovery, &standbyNames, &commit, &standbys, &unseen, &asyncCount)
+	if err != nil {
+		return mapError("open", "", err)
+	}
+	if inRecovery {
+		return fmt.Errorf("postgres: open: the server is a standby (in recovery), which cannot be written: connect to the primary (target_session_attrs=read-write): %w", backends.ErrUnavailable)
+	}
+	if standbys == 0 || acceptAsync {
+		return nil
+	}
+	const optIn = "or accept them with WithAsyncStandbys (URL: async_standbys=accept) if no asynchronous standby is ever promoted while claims are live"
+	switch {
+	case standbyNames == "":
+		return fmt.Errorf("postgres: open: the server streams to %d standbys and synchronous_standby_names is empty: a promoted standby may lack acknowledged writes and give a claim two holders; set synchronous_standby_names, %s: %w", standbys, optIn, backends.ErrUnsupported)
+	case commit == "off" || commit == "local":
+		return fmt.Errorf("postgres: open: the server streams to %d standbys and synchronous_commit is %q, which does not wait for them; set synchronous_commit to on, remote_write or remote_apply, %s: %w", standbys, commit, optIn, backends.ErrUnsupported)
+	case unseen > 0:
+		return fmt.Errorf("postgres: open: the server streams to %d standbys and this role may not read their sync_state in pg_stat_replication: grant it pg_read_all_stats (or pg_monitor), %s: %w", standbys, optIn, backends.ErrUnsupported)
+	case asyncCount > 0:
+		return fmt.Errorf("postgres: open: %d of the server's %d standbys are asynchronous (synchronous_standby_names %q does not name them): add them to synchronous_standby_names, %s: %w", asyncCount, standbys, standbyNames, optIn, backends.ErrUnsupported)
+	}
+	return nil
+}
