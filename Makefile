@@ -82,7 +82,7 @@ bench-report:
 # the seed that replays its schedule.
 RUNS      ?= 20
 DURATION  ?= 60s
-BACKENDS  ?= filestore,etcd,etcd3,kube,etcd-shared,etcd3-shared,kube-session,nats,nats3,postgres
+BACKENDS  ?= filestore,etcd,etcd3,kube,etcd-shared,etcd3-shared,kube-session,nats,nats3,postgres,postgres-ha
 CHAOS_OUT ?=
 .PHONY: chaos chaos-smoke
 

@@ -39,7 +39,7 @@ type campaignConfig struct {
 // allBackends are the backends a campaign can run, in the order it runs them.
 // The -shared and -session ones are etcd and kube with the workers' stores
 // in the backend's batched mode (storeurl's lease=shared and session=).
-var allBackends = []string{"filestore", "etcd", "etcd3", "kube", "etcd-shared", "etcd3-shared", "kube-session", "nats", "nats3", "postgres"}
+var allBackends = []string{"filestore", "etcd", "etcd3", "kube", "etcd-shared", "etcd3-shared", "kube-session", "nats", "nats3", "postgres", "postgres-ha"}
 
 func campaignFlags(args []string) (campaignConfig, error) {
 	c := campaignConfig{}
@@ -345,6 +345,8 @@ func startBackend(c campaignConfig, api *toxiproxy.ApiServer, b, dir string, see
 		return startNats(api, c.exe, dir, name, 3, c.workers)
 	case "postgres":
 		return startPostgres(api, name, c.workers)
+	case "postgres-ha":
+		return startPostgresHA(api, name, c.workers)
 	}
 	return nil, fmt.Errorf("unknown backend %q", b)
 }
