@@ -8,7 +8,7 @@
 //
 // Usage:
 //
-//	go run ./chaos [-runs N] [-duration D] [-backends filestore,etcd,etcd3,kube,nats,nats3,postgres,...] [-seed S] [-svg] ...
+//	go run ./chaos [-runs N] [-duration D] [-backends filestore,etcd,etcd3,kube,nats,nats3,postgres,postgres-ha,...] [-seed S] [-svg] ...
 //
 // Each run prints one line; the campaign ends with a table per backend and
 // the line "chaos: runs=R violations=V worst-recovery=D", and exits with
@@ -45,7 +45,9 @@
 // JetStream, syncing every write; nats3: three, clustered, the bucket on
 // three replicas, each server's routes to its peers through proxies;
 // postgres: one PostgreSQL server process, run as nobody when the
-// campaign is root), a fenced
+// campaign is root; postgres-ha: a primary and a synchronous streaming
+// standby of it, each worker's URL listing both with
+// target_session_attrs=read-write), a fenced
 // resource (an HTTP server in the driver that accepts a write for a slot
 // only if its token is at least the highest it accepted there), and
 // -workers worker processes. Each worker opens its store from a URL
@@ -67,7 +69,9 @@
 //	server-pause     SIGSTOP of an etcd member, the kube-apiserver, a nats-server,
 //	                 or the PostgreSQL postmaster and every process it forked
 //	server-kill      SIGKILL of an etcd member, the kube-apiserver, a nats-server
-//	                 or the postmaster, restarted on the same port and data
+//	                 or the postmaster, restarted on the same port and data;
+//	                 (postgres-ha) a failover: the primary killed, the standby
+//	                 promoted, the old primary rebuilt as its standby at the heal
 //	isolate          (etcd3) the peer traffic sent to one member is dropped: it
 //	                 hears its peers but is not heard (a one-way partition);
 //	                 (nats3) every route to and from one server is cut both ways
