@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -132,4 +133,41 @@ func TestReadOnlyConnectionsDiscarded(t *testing.T) {
 		errs = append(errs, err.Error())
 	}
 	t.Fatalf("20 writes after the failover failed, the last: %s", errs[len(errs)-1])
+}
+
+// TestOpenRefusesUnseenStandbys: a role that may not read sync_state in
+// pg_stat_replication cannot tell a synchronous standby from an
+// asynchronous one, so Open refuses it, naming the role to grant, unless
+// the caller accepts asynchronous standbys; granted pg_read_all_stats, it
+// opens.
+func TestOpenRefusesUnseenStandbys(t *testing.T) {
+	primary, _, db := pair(t, true)
+	tbl := newTable()
+	open(t, primary.DSN(db), tbl) // the objects, made by the superuser
+	primary.Exec(t, "CREATE ROLE tenure_app LOGIN") // on a server of this test's own
+	super, err := pgxConnect(within(t, faultLimit), primary.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer super.Close(context.Background())
+	if _, err := super.Exec(within(t, faultLimit), "GRANT SELECT, INSERT, UPDATE, DELETE ON "+tbl+" TO tenure_app; GRANT USAGE ON SEQUENCE "+tbl+"_rev TO tenure_app"); err != nil {
+		t.Fatal(err)
+	}
+	dsn := strings.Replace(primary.DSN(db), "postgres@", "tenure_app@", 1)
+	ctx := within(t, faultLimit)
+	_, err = postgres.Open(ctx, dsn, postgres.WithTable("public", tbl), postgres.WithoutSetup())
+	if !errors.Is(err, backends.ErrUnsupported) || !strings.Contains(err.Error(), "pg_read_all_stats") {
+		t.Fatalf("Open as a role without pg_read_all_stats: %v, want ErrUnsupported naming pg_read_all_stats", err)
+	}
+	s, err := postgres.Open(ctx, dsn, postgres.WithTable("public", tbl), postgres.WithoutSetup(), postgres.WithAsyncStandbys())
+	if err != nil {
+		t.Fatalf("Open with WithAsyncStandbys: %v", err)
+	}
+	s.Close()
+	primary.Exec(t, "GRANT pg_read_all_stats TO tenure_app")
+	s, err = postgres.Open(ctx, dsn, postgres.WithTable("public", tbl), postgres.WithoutSetup())
+	if err != nil {
+		t.Fatalf("Open once granted pg_read_all_stats: %v", err)
+	}
+	s.Close()
 }
