@@ -100,7 +100,10 @@
 // old primary fenced with default_transaction_read_only) is closed, not
 // reused, so the next connection goes to the new primary. The refused
 // write is transient (backends.ErrUnavailable): an elector retries it
-// until its deadline. A pool given to New is the caller's: give it
+// until its deadline. The refusal also ends the store's listening
+// connection, and every watch stream with it, since it may be on the
+// refusing server, which sees no write again: the next Watch listens on
+// the new primary. A pool given to New is the caller's: give it
 // target_session_attrs=read-write, and close connections that got 25006
 // (pgxpool.Config.AfterRelease).
 //

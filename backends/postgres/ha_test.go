@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
@@ -143,7 +144,7 @@ func TestReadOnlyConnectionsDiscarded(t *testing.T) {
 func TestOpenRefusesUnseenStandbys(t *testing.T) {
 	primary, _, db := pair(t, true)
 	tbl := newTable()
-	open(t, primary.DSN(db), tbl) // the objects, made by the superuser
+	open(t, primary.DSN(db), tbl)                   // the objects, made by the superuser
 	primary.Exec(t, "CREATE ROLE tenure_app LOGIN") // on a server of this test's own
 	super, err := pgxConnect(within(t, faultLimit), primary.DSN(db))
 	if err != nil {
@@ -170,4 +171,62 @@ func TestOpenRefusesUnseenStandbys(t *testing.T) {
 		t.Fatalf("Open once granted pg_read_all_stats: %v", err)
 	}
 	s.Close()
+}
+
+// TestWatchFollowsNewPrimary: a watch listens on the primary when it is
+// fenced read-only and the standby promoted. Once a write is refused as
+// read-only, the store ends the listening connection and every stream
+// with it; a new Watch listens on the new primary and sees its writes.
+// Before, the stream stayed open on the old primary, which saw no write
+// again, and a new Watch waited for its start marker, sent to the new
+// primary, for ever.
+func TestWatchFollowsNewPrimary(t *testing.T) {
+	primary, standby, db := pair(t, true)
+	s := open(t, bothHosts(primary, standby, db), newTable())
+	ctx := within(t, faultLimit)
+	old, err := s.Watch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary.SetSynchronous(t, false)
+	primary.Exec(t, "ALTER SYSTEM SET default_transaction_read_only = on")
+	primary.Exec(t, "SELECT pg_reload_conf()")
+	standby.Promote(t)
+	for i := 0; ; i++ {
+		if i == 20 {
+			t.Fatal("20 writes after the failover failed")
+		}
+		if _, err := s.CreateIfAbsent(ctx, fmt.Sprintf("after-%d", i), []byte("x"), 0); err == nil {
+			break
+		}
+	}
+	for open := true; open; {
+		select {
+		case _, open = <-old:
+		case <-ctx.Done():
+			t.Fatal("the watch on the fenced primary is still open after a write was refused there")
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ch, err := s.Watch(wctx, "")
+	if err != nil {
+		t.Fatalf("Watch after the failover: %v", err)
+	}
+	if _, err := s.CreateIfAbsent(ctx, "seen", []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				t.Fatal("the new watch ended before the write")
+			}
+			if ev.Entry.Key == "seen" {
+				return
+			}
+		case <-wctx.Done():
+			t.Fatal("the new watch did not see a write on the new primary")
+		}
+	}
 }

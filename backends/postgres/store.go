@@ -249,8 +249,9 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Store, error
 	if cfg.ConnConfig.ValidateConnect == nil {
 		cfg.ConnConfig.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
 	}
+	d := &discarder{}
 	if cfg.ConnConfig.Tracer == nil {
-		cfg.ConnConfig.Tracer = discarder{}
+		cfg.ConnConfig.Tracer = d
 	}
 	cfg.AfterRelease = keep
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -263,6 +264,8 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Store, error
 		return nil, err
 	}
 	s.ownsPool = true
+	relisten := s.relisten
+	d.onReadOnly.Store(&relisten)
 	return s, nil
 }
 

@@ -39,6 +39,12 @@ type hub struct {
 	conn   *pgx.Conn           // guarded by mu; nil while not listening
 	subs   map[int64]*watchSub // guarded by mu
 	nextID int64               // guarded by mu
+
+	// dropMu guards drop, which ends conn's reader. It is a lock of its
+	// own, taken under mu or alone, since relisten runs from the pool's
+	// tracer, in a query that may be sent while mu is held.
+	dropMu sync.Mutex
+	drop   context.CancelFunc
 }
 
 // watchSub is one Watch call's stream.
@@ -140,14 +146,33 @@ func (s *Store) listen(ctx context.Context) error {
 	}
 	s.watches.Add(1) // under mu: Close, which sets closed under mu, waits for it
 	s.mu.Unlock()
+	ctx, drop := context.WithCancel(s.stopCtx)
 	s.hub.conn = conn
-	go s.deliver(conn)
+	s.hub.dropMu.Lock()
+	s.hub.drop = drop
+	s.hub.dropMu.Unlock()
+	go s.deliver(ctx, conn)
 	return nil
+}
+
+// relisten ends the listening connection, and with it every stream, when
+// a server refused one of the store's writes as read-only: the listening
+// connection may be on that server, which no longer sees the writes (a
+// fenced old primary), and a watch's start marker, sent through the pool
+// to the new primary, would never come back through it. The next Watch
+// listens on the server that accepts writes.
+func (s *Store) relisten() {
+	h := &s.hub
+	h.dropMu.Lock()
+	defer h.dropMu.Unlock()
+	if h.drop != nil {
+		h.drop()
+	}
 }
 
 // deliver hands out the notices of conn until it breaks or the store closes,
 // then ends every stream.
-func (s *Store) deliver(conn *pgx.Conn) {
+func (s *Store) deliver(ctx context.Context, conn *pgx.Conn) {
 	defer s.watches.Done()
 	h := &s.hub
 	defer func() {
@@ -155,6 +180,10 @@ func (s *Store) deliver(conn *pgx.Conn) {
 		h.mu.Lock()
 		if h.conn == conn {
 			h.conn = nil
+			h.dropMu.Lock()
+			h.drop()
+			h.drop = nil
+			h.dropMu.Unlock()
 		}
 		for id := range h.subs {
 			h.endLocked(id)
@@ -162,9 +191,9 @@ func (s *Store) deliver(conn *pgx.Conn) {
 		h.mu.Unlock()
 	}()
 	for {
-		n, err := conn.WaitForNotification(s.stopCtx)
+		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return // the store closed or the connection broke: nothing is replayed
+			return // the store closed, the connection broke or was dropped: nothing is replayed
 		}
 		var m notice
 		if err := json.Unmarshal([]byte(n.Payload), &m); err != nil {
