@@ -17,6 +17,10 @@ import (
 //     shutting down or restarting (57P..), too many connections (53300) and
 //     any failure to reach the server or to read its answer: ErrUnavailable
 //     (transient: a write's outcome is unknown);
+//   - a write refused by a read-only server (25006: a standby, or an old
+//     primary fenced after a failover): ErrUnavailable too, since another
+//     server is the primary by then; the connection is not used again (see
+//     Open);
 //   - other insufficient-resources errors (53...): ErrThrottled;
 //   - bad credentials (28...) and missing privileges (42501): ErrPermission;
 //   - a missing database, schema or table (3D000, 3F000, 42P01):
@@ -36,7 +40,7 @@ func mapError(op, key string, err error) error {
 	if errors.As(err, &pe) {
 		c := pe.Code
 		switch {
-		case c == "40001", c == "40P01", c == "53300", strings.HasPrefix(c, "57P"), strings.HasPrefix(c, "08"):
+		case c == "40001", c == "40P01", c == "53300", c == "25006", strings.HasPrefix(c, "57P"), strings.HasPrefix(c, "08"):
 			sentinel = backends.ErrUnavailable
 		case strings.HasPrefix(c, "53"):
 			sentinel = backends.ErrThrottled

@@ -23,6 +23,7 @@ func TestMapError(t *testing.T) {
 		{&pgconn.PgError{Code: "40P01"}, backends.ErrUnavailable, backends.ClassTransient},
 		{&pgconn.PgError{Code: "57P01"}, backends.ErrUnavailable, backends.ClassTransient},
 		{&pgconn.PgError{Code: "53300"}, backends.ErrUnavailable, backends.ClassTransient},
+		{&pgconn.PgError{Code: "25006"}, backends.ErrUnavailable, backends.ClassTransient},
 		{&pgconn.PgError{Code: "53200"}, backends.ErrThrottled, backends.ClassTransient},
 		{&pgconn.PgError{Code: "28P01"}, backends.ErrPermission, backends.ClassFatal},
 		{&pgconn.PgError{Code: "42501"}, backends.ErrPermission, backends.ClassFatal},
