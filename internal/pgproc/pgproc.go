@@ -2,7 +2,8 @@
 // machine's postgres binary on 127.0.0.1 at a free port, with fsync off,
 // on a data directory copied from one initdb per process. It serves the
 // test helper package pgtest and the fault campaign, which kill, pause and
-// restart the server.
+// restart the server, and fail over from a primary to a streaming standby
+// of it (StartStandby, Promote, Rebuild).
 //
 // As root, initdb and postgres refuse to run, so both run as nobody, on a
 // directory made with os.MkdirTemp and given to nobody. The server gets

@@ -1,8 +1,10 @@
 package pgproc
 
 import (
+	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -38,4 +40,43 @@ func TestStartBesideRemoveTemplate(t *testing.T) {
 		}
 		s.Remove()
 	}
+}
+
+// TestFailoverAndRebuild goes through the failover the campaign's
+// postgres-ha mode repeats: a synchronous standby streams; the primary is
+// killed and the standby promoted, and a row committed before the kill is
+// on it; the old primary, rebuilt from a base backup of the new one,
+// streams from it as its synchronous standby, and the new primary's
+// commits return.
+func TestFailoverAndRebuild(t *testing.T) {
+	defer RemoveTemplate()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Remove()
+	b, err := StartStandby(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Remove()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(a.SetSynchronous(ctx, true))
+	must(a.WaitStandbys(ctx, 1, true))
+	must(a.Exec(ctx, "CREATE TABLE kept AS SELECT 1 AS x"))
+	must(a.Kill())
+	must(b.Promote(ctx))
+	must(b.Exec(ctx, "SELECT x FROM kept"))
+	must(a.Rebuild(b))
+	must(b.SetSynchronous(ctx, true))
+	must(a.Restart())
+	must(b.WaitStandbys(ctx, 1, true))
+	must(b.Exec(ctx, "INSERT INTO kept VALUES (2)"))
 }
