@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/postgres"
 	"github.com/tenure-go/tenure/backends/postgres/pgtest"
@@ -66,10 +67,23 @@ func TestPromotionSynchronous(t *testing.T) {
 // TestOpenRefusesAsyncStandbys: a primary that streams to a standby it
 // does not wait for is refused, by name, unless the caller accepts it.
 func TestOpenRefusesAsyncStandbys(t *testing.T) {
-	primary, _, db := pair(t, false)
+	primary, standby, db := pair(t, false)
 	dsn := primary.DSN(db)
 	ctx := within(t, faultLimit)
-	_, err := postgres.Open(ctx, dsn, postgres.WithTable("public", newTable()))
+	// The standby itself: Open connects only to a server that accepts
+	// writes; a pool of the caller's that reached it is refused by New.
+	if _, err := postgres.Open(ctx, standby.DSN(db), postgres.WithTable("public", newTable())); !errors.Is(err, backends.ErrUnavailable) {
+		t.Errorf("Open on a standby: %v, want ErrUnavailable", err)
+	}
+	pool, err := pgxpool.New(ctx, standby.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := postgres.New(ctx, pool, postgres.WithTable("public", newTable())); !errors.Is(err, backends.ErrUnavailable) || !strings.Contains(err.Error(), "standby") {
+		t.Errorf("New over a pool on a standby: %v, want ErrUnavailable saying it is a standby", err)
+	}
+	_, err = postgres.Open(ctx, dsn, postgres.WithTable("public", newTable()))
 	if !errors.Is(err, backends.ErrUnsupported) || !strings.Contains(err.Error(), "synchronous_standby_names") || backends.Classify(err) != backends.ClassFatal {
 		t.Fatalf("Open on a primary with an asynchronous standby: %v, want a fatal error naming synchronous_standby_names", err)
 	}
