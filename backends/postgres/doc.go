@@ -35,6 +35,13 @@
 // a server shutting down and a lost connection are transient
 // (backends.ErrUnavailable): the outcome of a write is unknown.
 //
+// Every statement is bounded by the caller's ctx. The rollback that ends a
+// refused or failed transaction is bounded by ctx too, or by 5 s if ctx
+// has no deadline or has ended, so a server that stops answering never
+// holds a caller (an acquisition, or an elector's Stop) for good; a
+// connection whose rollback did not complete is closed, never handed out
+// again.
+//
 // # Many claims in one process
 //
 // Each KeepAlive is one statement. WithBatchedKeepAlive makes the

@@ -128,7 +128,7 @@ func setup(ctx context.Context, pool *pgxpool.Pool, n names) error {
 	if err != nil {
 		return mapError("setup", n.schema+"."+n.table, err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer rollback(ctx, tx)
 	// Concurrent CREATE ... IF NOT EXISTS of one name can still collide
 	// in the catalog: one lock per table serializes the stores that set
 	// it up at the same time.
@@ -152,4 +152,14 @@ func present(ctx context.Context, pool *pgxpool.Pool, n names) (bool, error) {
 		AND EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $3)`,
 		n.tbl, n.seq, n.table+"_notify").Scan(&ok)
 	return ok, mapError("setup", n.schema+"."+n.table, err)
+}
+
+// rollback ends tx if it is still open, bounded as cleanupCtx says: a
+// rollback never waits on a server for good. A connection whose rollback
+// failed is not reused: the pool drops a connection left in a
+// transaction or closed.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	ctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	_ = tx.Rollback(ctx)
 }

@@ -79,11 +79,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	// a connection left in one, as after a failed rollback.
 	defer pc.Release()
 	conn := pc.Conn()
-	defer func() {
-		if conn.PgConn().TxStatus() != 'I' && !conn.IsClosed() {
-			conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-	}()
+	defer s.endTxn(ctx, conn)
 
 	sent := s.generation()
 	byKey, err := s.lockRows(ctx, conn, keys)
@@ -197,6 +193,32 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		}
 	}
 	return res, nil
+}
+
+// endTxn rolls back conn's transaction if one is open. The rollback is
+// bounded by ctx, or by closeWithin if ctx has no deadline or has ended:
+// a server that stops answering must not hold the caller. A connection
+// whose rollback did not complete is closed (pgx closes it when the
+// rollback's context ends), so the pool never hands it out again.
+func (s *Store) endTxn(ctx context.Context, conn *pgx.Conn) {
+	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil && !conn.IsClosed() {
+		closeConn(conn)
+	}
+}
+
+// cleanupCtx bounds a statement that ends what a call began (a
+// rollback): by ctx while ctx is live and has a deadline, else by
+// closeWithin.
+func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok && ctx.Err() == nil {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), closeWithin)
 }
 
 // lockRows begins a read-committed transaction on conn and locks the row
