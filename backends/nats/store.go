@@ -706,12 +706,7 @@ func (s *Store) judge(r record) (backends.Entry, bool) {
 	e.Value = clone(e.Value)
 	key := e.Key
 	if !r.present || e.TTL == 0 {
-		s.mu.Lock()
-		if sg, ok := s.seen[key]; ok && sg.seq <= r.seq {
-			delete(s.seen, key)
-		}
-		s.noteLocked(key, r.seq, r.present)
-		s.mu.Unlock()
+		s.forget(key, r.seq, r.present)
 		return e, r.present
 	}
 	now := s.clk.Now()
@@ -765,17 +760,23 @@ func (s *Store) saw(key string, seq uint64, last backends.Entry, own *backends.E
 	return false
 }
 
-// note records seq as a committed message of key in known; present: it
-// holds an entry.
-func (s *Store) note(key string, seq uint64, present bool) {
+// forget records that message seq of key, which holds no entry with a
+// TTL (a delete or a marker; present: an entry without TTL), was seen
+// committed. An older sighting goes with it, so no expiry is judged or
+// reported of an entry that no longer has a TTL.
+func (s *Store) forget(key string, seq uint64, present bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if sg, ok := s.seen[key]; ok && sg.seq <= seq {
+		delete(s.seen, key)
+	}
 	s.noteLocked(key, seq, present)
 }
 
-// noteLocked is note with s.mu held. A mark keeps the time its message was
-// first seen: what bounds how long a deposed leader can still answer
-// without it (see stale).
+// noteLocked records seq as a committed message of key in known;
+// present: it holds an entry. s.mu is held. A mark keeps the time its
+// message was first seen: what bounds how long a deposed leader can still
+// answer without it (see stale).
 func (s *Store) noteLocked(key string, seq uint64, present bool) {
 	if seq == 0 || seq <= s.known[key].seq {
 		return
@@ -847,7 +848,7 @@ func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []
 		return 0, mapErr(err)
 	}
 	if ttl == 0 {
-		s.note(key, ack.Sequence, h.Get(hdrKVOp) == "")
+		s.forget(key, ack.Sequence, h.Get(hdrKVOp) == "")
 	} else {
 		e := backends.Entry{Key: key, Value: clone(value), TTL: ttl}
 		if own != nil {

@@ -533,12 +533,17 @@ func TestNewWaitsForMetaLeader(t *testing.T) {
 // within the window and held an entry.
 func TestKnownIsPruned(t *testing.T) {
 	s := &Store{known: map[string]mark{}}
+	note := func(key string, seq uint64, present bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.noteLocked(key, seq, present)
+	}
 	old := time.Now().Add(-2 * staleWindow)
 	for i := range 1000 {
 		s.known[fmt.Sprint("old", i)] = mark{seq: uint64(i + 1), at: old, present: true}
 	}
 	s.pruneAt = len(s.known) + 1
-	s.note("recent", 5000, true)
+	note("recent", 5000, true)
 	if _, ok := s.known["recent"]; !ok || len(s.known) != 1 {
 		t.Fatalf("after pruning: %d marks (recent kept: %v), want only the recent one", len(s.known), ok)
 	}
@@ -554,7 +559,7 @@ func TestKnownIsPruned(t *testing.T) {
 	if known, old := s.stale("recent", record{}); !old || known != 5000 {
 		t.Errorf("stale(recent, no message) = %d, %v; want 5000, true", known, old)
 	}
-	s.note("deleted", 5001, false)
+	note("deleted", 5001, false)
 	if _, old := s.stale("deleted", record{}); old {
 		t.Error("an answer without a message after a delete was judged stale; it says absent as the delete does")
 	}
@@ -567,7 +572,7 @@ func TestKnownIsPruned(t *testing.T) {
 	}
 	delete(s.known, "aged")
 	for i := range 100 {
-		s.note(fmt.Sprint("new", i), uint64(6000+i), true)
+		note(fmt.Sprint("new", i), uint64(6000+i), true)
 	}
 	if len(s.known) != 102 {
 		t.Errorf("%d marks after 100 recent notes, want 102: recent marks were pruned", len(s.known))

@@ -61,7 +61,8 @@ type hub struct {
 // reported too (Capabilities.ExpiryEvents): while a watch runs, a timer of
 // the store's clock reports each entry this process has seen unchanged for
 // its TTL as EventDelete with its last revisions, once; a renewal the watch
-// reaches after that is reported as EventPut.
+// reaches after that is reported as EventPut. An entry a write without TTL
+// replaced is not reported expired.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("nats: watch: %w", err)
@@ -208,12 +209,17 @@ func (s *Store) follow(h *hub) {
 		var ev backends.Event
 		switch {
 		case r.present && r.keepAlive:
-			if r.entry.TTL == 0 || !s.saw(key, r.seq, r.entry, nil) {
+			if r.entry.TTL == 0 {
+				s.forget(key, r.seq, true)
 				continue
 			}
-			// The watch reported the entry expired before it saw this
-			// renewal (it lagged, or the renewal came late): report the
-			// entry again, so that a view built from the events has it.
+			if !s.saw(key, r.seq, r.entry, nil) {
+				continue
+			}
+			// The watch reported the entry expired before it reached
+			// this renewal (it lagged, or the renewal came late): report
+			// the entry again, so that a view built from the events has
+			// it.
 			e := r.entry
 			e.Remaining = e.TTL
 			last[key] = backends.Entry{Key: key, Revision: e.Revision, CreateRevision: e.CreateRevision}
@@ -222,7 +228,7 @@ func (s *Store) follow(h *hub) {
 			if r.entry.TTL > 0 {
 				s.saw(key, r.seq, r.entry, nil)
 			} else {
-				s.note(key, r.seq, true)
+				s.forget(key, r.seq, true) // the entry no longer expires
 			}
 			e := r.entry
 			e.Remaining = e.TTL
@@ -235,7 +241,7 @@ func (s *Store) follow(h *hub) {
 				e.Key = key
 			}
 			delete(last, key)
-			s.judge(r) // forget the sighting
+			s.forget(key, r.seq, false)
 			ev = backends.Event{Kind: backends.EventDelete, Entry: e}
 		}
 		s.deliver(h, m.Subject(), r.seq, ev)

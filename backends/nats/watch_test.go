@@ -319,3 +319,125 @@ func TestWatchReportsExpiryAndRevival(t *testing.T) {
 	default:
 	}
 }
+
+// chanIter hands out the messages a test sends it, one at a time, and
+// reports the iterator closed once the channel is.
+type chanIter struct {
+	jetstream.MessagesContext
+	msgs chan fakeMsg
+}
+
+func (f *chanIter) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
+	m, ok := <-f.msgs
+	if !ok {
+		return nil, jetstream.ErrMsgIteratorClosed
+	}
+	return m, nil
+}
+
+// fakeWatch runs s's watch machinery, the consumer's follower and the
+// expiry timer, over a fake consumer whose first message is stream
+// sequence start, for one watcher of every key. A send on feed returns
+// once the follower has taken the message. Both goroutines end with the
+// test.
+func fakeWatch(t *testing.T, s *Store, start uint64) (w *watcher, feed chan<- fakeMsg) {
+	t.Helper()
+	it := &chanIter{msgs: make(chan fakeMsg)}
+	w = &watcher{ctx: context.Background(), prefix: s.subj, after: start - 1, ch: make(chan backends.Event, 16)}
+	h := &hub{it: it, start: start, done: make(chan struct{}), watchers: map[*watcher]struct{}{w: {}}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { s.follow(h) })
+	wg.Go(func() { s.expire(h, stop) })
+	t.Cleanup(func() {
+		close(it.msgs)
+		close(stop)
+		wg.Wait()
+	})
+	return w, it.msgs
+}
+
+// nextEvent is w's next event, failing t if none comes within 10 s.
+func nextEvent(t *testing.T, w *watcher, what string) backends.Event {
+	t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case ev := <-w.ch:
+		return ev
+	case <-timer.C:
+		t.Fatalf("%s: no event within 10s", what)
+	}
+	return backends.Event{}
+}
+
+// wantEvent checks ev's kind, key and revision.
+func wantEvent(t *testing.T, what string, ev backends.Event, kind backends.EventKind, key string, rev int64) {
+	t.Helper()
+	if ev.Kind != kind || ev.Entry.Key != key || ev.Entry.Revision != rev {
+		t.Fatalf("%s: event %v %q rev %d, want %v %q rev %d", what, ev.Kind, ev.Entry.Key, ev.Entry.Revision, kind, key, rev)
+	}
+}
+
+// msg is a message of key k of bucket b at seq with the headers of a
+// write (see header).
+func msg(k string, seq uint64, ttl time.Duration, rev, create int64) fakeMsg {
+	return fakeMsg{subj: "$KV.b." + encodeKey(k), seq: seq, hdr: header(ttl, rev, create)}
+}
+
+// TestWatchPermanentPutNotExpired: a compare-and-set that makes an entry
+// with a TTL permanent (TTL 0) ends its expiry: the watch, having
+// delivered it, never reports the key expired. Before, the sighting of the
+// entry with TTL stayed, and its timer reported the permanent entry
+// expired a TTL later.
+func TestWatchPermanentPutNotExpired(t *testing.T) {
+	ctx := within(t, 30*time.Second)
+	clk := clocktest.New(time.Time{})
+	s := bareStore(clk)
+	w, feed := fakeWatch(t, s, 5)
+	feed <- msg("k", 5, 2*time.Second, 0, 0)
+	wantEvent(t, "create", nextEvent(t, w, "create"), backends.EventPut, "k", 5)
+	feed <- msg("k", 6, 0, 0, 5)
+	wantEvent(t, "the write without TTL", nextEvent(t, w, "cas"), backends.EventPut, "k", 6)
+	// A later entry whose expiry ends the wait: 3 s, after k's 2 s.
+	feed <- msg("z", 7, 3*time.Second, 0, 0)
+	wantEvent(t, "sentinel", nextEvent(t, w, "sentinel"), backends.EventPut, "z", 7)
+	for _, d := range []time.Duration{2 * time.Second, time.Second} {
+		if err := clk.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(d)
+	}
+	wantEvent(t, "the first expiry reported", nextEvent(t, w, "expiry"), backends.EventDelete, "z", 7)
+}
+
+// TestPermanentWriteNotExpired: the same, for this store's own
+// compare-and-set, while its watch lags behind and has not reached it:
+// the store drops the sighting when the write lands, and its expiry
+// timer never reports the permanent entry expired. Before, it did, a TTL
+// after the entry with TTL was written.
+func TestPermanentWriteNotExpired(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx := within(t, 30*time.Second)
+	clk := clocktest.New(time.Time{})
+	s := open(t, srv.URL(), newBucketName(), 1, WithClock(clk))
+	w, _ := fakeWatch(t, s, 1) // a watch that lags: it reaches nothing
+	e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CompareAndSet(ctx, "k", e.Revision, []byte("w"), 0); err != nil {
+		t.Fatal(err)
+	}
+	z, err := s.CreateIfAbsent(ctx, "z", []byte("v"), 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []time.Duration{2 * time.Second, time.Second} {
+		if err := clk.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(d)
+	}
+	wantEvent(t, "the first expiry reported", nextEvent(t, w, "expiry"), backends.EventDelete, "z", z.Revision)
+}
