@@ -100,6 +100,11 @@ type sighting struct {
 	last backends.Entry
 	// reported: the watch reported the entry expired at this sighting.
 	reported bool
+	// owed: the watch reported the entry expired at an earlier sighting,
+	// which a read or a write of this store replaced with this one before
+	// the watch reached its message; the watch owes an EventPut when it
+	// does (see watched). Reporting this sighting expired cancels it.
+	owed bool
 }
 
 // Option configures a Store.
@@ -717,7 +722,7 @@ func (s *Store) judge(r record) (backends.Entry, bool) {
 		if !ok || sg.reported || e.TTL < sg.last.TTL {
 			s.sight() // an expiry the timer may not wait for
 		}
-		sg = sighting{seq: r.seq, at: now, last: lastOf(e)}
+		sg = sighting{seq: r.seq, at: now, last: lastOf(e), owed: ok && (sg.reported || sg.owed)}
 		s.seen[key] = sg
 	}
 	s.mu.Unlock()
@@ -735,27 +740,48 @@ func (s *Store) judge(r record) (backends.Entry, bool) {
 	return e, true
 }
 
-// saw records that this process wrote or watched message seq of key, which
-// holds last (its key, revisions and TTL); own is the entry this store
-// wrote at seq (nil: it did not write it). It reports whether the watch had
-// reported the entry that message seq renews expired.
-func (s *Store) saw(key string, seq uint64, last backends.Entry, own *backends.Entry) (revived bool) {
+// saw records that this store wrote message seq of key, which holds last
+// (its key, revisions and TTL, above 0); own is the entry it wrote,
+// remembered so that a keep-alive of it needs no read (nil: none).
+func (s *Store) saw(key string, seq uint64, last backends.Entry, own *backends.Entry) {
+	s.sawMessage(key, seq, last, own, false)
+}
+
+// watched records that the watch reached message seq of key, which holds
+// last (TTL above 0). It reports whether the watch owes an EventPut of
+// the entry: it reported the entry expired before it reached this
+// message, a renewal, whether that sighting was still the latest or a
+// read or a write of this store had replaced it since.
+func (s *Store) watched(key string, seq uint64, last backends.Entry) (put bool) {
+	return s.sawMessage(key, seq, last, nil, true)
+}
+
+func (s *Store) sawMessage(key string, seq uint64, last backends.Entry, own *backends.Entry, watch bool) (put bool) {
 	now := s.clk.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.noteLocked(key, seq, true)
-	switch sg, ok := s.seen[key]; {
-	case !ok || sg.seq < seq:
+	sg, ok := s.seen[key]
+	if !ok || sg.seq < seq {
 		if !ok || sg.reported || last.TTL < sg.last.TTL {
 			s.sight() // an expiry the timer may not wait for
 		}
-		s.seen[key] = sighting{seq: seq, at: now, own: own, last: lastOf(last)}
-		return ok && sg.reported
-	case sg.seq == seq && sg.own == nil && own != nil:
+		owed := ok && (sg.reported || sg.owed)
+		s.seen[key] = sighting{seq: seq, at: now, own: own, last: lastOf(last), owed: owed && !watch}
+		return owed && watch
+	}
+	if sg.seq == seq && sg.own == nil && own != nil {
 		// The watch delivered this store's write before its ack came
 		// back: keep that earlier sighting, and what was written.
 		sg.own = own
 		s.seen[key] = sg
+	}
+	if watch && sg.owed {
+		// A read or a write of this store saw this message, or a later
+		// one, before the watch reached it: the put is owed now.
+		sg.owed = false
+		s.seen[key] = sg
+		return true
 	}
 	return false
 }

@@ -61,8 +61,9 @@ type hub struct {
 // reported too (Capabilities.ExpiryEvents): while a watch runs, a timer of
 // the store's clock reports each entry this process has seen unchanged for
 // its TTL as EventDelete with its last revisions, once; a renewal the watch
-// reaches after that is reported as EventPut. An entry a write without TTL
-// replaced is not reported expired.
+// reaches after that is reported as EventPut, also when a read or a write
+// of this store saw it first. An entry a write without TTL replaced is not
+// reported expired.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("nats: watch: %w", err)
@@ -213,7 +214,7 @@ func (s *Store) follow(h *hub) {
 				s.forget(key, r.seq, true)
 				continue
 			}
-			if !s.saw(key, r.seq, r.entry, nil) {
+			if !s.watched(key, r.seq, r.entry) {
 				continue
 			}
 			// The watch reported the entry expired before it reached
@@ -226,7 +227,7 @@ func (s *Store) follow(h *hub) {
 			ev = backends.Event{Kind: backends.EventPut, Entry: e}
 		case r.present:
 			if r.entry.TTL > 0 {
-				s.saw(key, r.seq, r.entry, nil)
+				s.watched(key, r.seq, r.entry) // the put below is what it could owe
 			} else {
 				s.forget(key, r.seq, true) // the entry no longer expires
 			}
@@ -299,7 +300,7 @@ func (s *Store) expire(h *hub, stop <-chan struct{}) {
 				}
 				continue
 			}
-			sg.reported = true
+			sg.reported, sg.owed = true, false
 			s.seen[key] = sg
 			due = append(due, sg.last)
 		}

@@ -385,6 +385,38 @@ func msg(k string, seq uint64, ttl time.Duration, rev, create int64) fakeMsg {
 	return fakeMsg{subj: "$KV.b." + encodeKey(k), seq: seq, hdr: header(ttl, rev, create)}
 }
 
+// TestWatchOwesPutAfterRead: the watch reports an entry expired (it lags:
+// the holder's renewal is not reached yet), then a read of this store sees
+// the renewal and replaces the sighting before the watch reaches it. The
+// watch still reports the entry again, as an EventPut, when it reaches
+// the renewal. Before, the read's sighting made the renewal look already
+// seen, and the put was never sent: a follower's view kept the claim
+// expired while it was held.
+func TestWatchOwesPutAfterRead(t *testing.T) {
+	ctx := within(t, 30*time.Second)
+	clk := clocktest.New(time.Time{})
+	s := bareStore(clk)
+	w, feed := fakeWatch(t, s, 5)
+	const ttl = 2 * time.Second
+	feed <- msg("k", 5, ttl, 0, 0)
+	wantEvent(t, "create", nextEvent(t, w, "create"), backends.EventPut, "k", 5)
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(ttl)
+	wantEvent(t, "a TTL later", nextEvent(t, w, "expiry"), backends.EventDelete, "k", 5)
+
+	// A read (Get, a write's check) answers with the renewal, message 6.
+	renewal := record{seq: 6, present: true, keepAlive: true, entry: backends.Entry{Key: "k", Value: []byte("v"), Revision: 5, CreateRevision: 5, TTL: ttl}}
+	if _, live := s.judge(renewal); !live {
+		t.Fatal("the renewal read as expired")
+	}
+	feed <- msg("k", 6, ttl, 5, 5)
+	feed <- msg("other", 7, ttl, 0, 0) // what comes after: its put ends the wait
+	wantEvent(t, "the renewal reached after a read saw it", nextEvent(t, w, "renewal"), backends.EventPut, "k", 5)
+	wantEvent(t, "the next write", nextEvent(t, w, "next write"), backends.EventPut, "other", 7)
+}
+
 // TestWatchPermanentPutNotExpired: a compare-and-set that makes an entry
 // with a TTL permanent (TTL 0) ends its expiry: the watch, having
 // delivered it, never reports the key expired. Before, the sighting of the
