@@ -173,7 +173,9 @@
 // claim has expired. The watch may lag the stream: a renewal it has not
 // reached yet is then reported expired too early, the follower's attempt
 // is refused, and the renewal, once reached, is reported as EventPut,
-// also when a read or a write of this store saw it first. An entry a write makes permanent (TTL 0) is not reported expired, whether
+// also when a read or a write of this store saw it first. An expiry is
+// never reported after a newer write of the key the watch delivered. An
+// entry a write makes permanent (TTL 0) is not reported expired, whether
 // the watch or a write of this store saw that write first. A marker the
 // server writes when it drops an entry a grace after its TTL is reported
 // as EventDelete.

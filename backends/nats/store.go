@@ -71,6 +71,11 @@ type Store struct {
 	// sighted wakes the hub's expiry timer when a key gets a sighting
 	// whose expiry may come before the one it waits for.
 	sighted chan struct{}
+
+	// expiryCollected, set only by tests, runs after the hub's expiry
+	// timer has collected the entries it judges expired and before it
+	// reports them: where a newer write can come in between.
+	expiryCollected func()
 }
 
 // mark is a message of a key this store saw committed, and when (real

@@ -63,7 +63,7 @@ type hub struct {
 // its TTL as EventDelete with its last revisions, once; a renewal the watch
 // reaches after that is reported as EventPut, also when a read or a write
 // of this store saw it first. An entry a write without TTL replaced is not
-// reported expired.
+// reported expired, and no expiry comes after a newer write of its key.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("nats: watch: %w", err)
@@ -253,14 +253,20 @@ func (s *Store) follow(h *hub) {
 // watcher whose buffer is full is ended rather than skipped.
 func (s *Store) deliver(h *hub, subj string, seq uint64, ev backends.Event) {
 	s.mu.Lock()
-	var to []*watcher
-	for w := range h.watchers {
-		if seq > w.after && strings.HasPrefix(subj, w.prefix) && w.ctx.Err() == nil {
-			to = append(to, w)
-		}
+	full := s.sendLocked(h, subj, seq, ev)
+	s.mu.Unlock()
+	for _, w := range full {
+		s.drop(h, w)
 	}
-	var full []*watcher
-	for _, w := range to {
+}
+
+// sendLocked is deliver with s.mu held; it returns the watchers whose
+// buffer was full, for the caller to drop once it has let go of s.mu.
+func (s *Store) sendLocked(h *hub, subj string, seq uint64, ev backends.Event) (full []*watcher) {
+	for w := range h.watchers {
+		if seq <= w.after || !strings.HasPrefix(subj, w.prefix) || w.ctx.Err() != nil {
+			continue
+		}
 		e := ev
 		e.Entry.Value = clone(ev.Entry.Value)
 		select {
@@ -269,10 +275,14 @@ func (s *Store) deliver(h *hub, subj string, seq uint64, ev backends.Event) {
 			full = append(full, w)
 		}
 	}
-	s.mu.Unlock()
-	for _, w := range full {
-		s.drop(h, w)
-	}
+	return full
+}
+
+// expiry is a sighting the hub's expiry timer judged expired.
+type expiry struct {
+	key string
+	seq uint64
+	at  time.Time
 }
 
 // expire reports, while the hub runs (until stop is closed), every entry
@@ -283,10 +293,14 @@ func (s *Store) deliver(h *hub, subj string, seq uint64, ev backends.Event) {
 // expiry finds the key free when it tries, unless a renewal came that
 // this process had not seen yet: then its attempt is refused, and the
 // renewal, when the hub reaches it, is reported as an EventPut.
+//
+// What it collects under s.mu it reports only under s.mu again, and only
+// if the sighting is still the one it judged (see report): in between,
+// the watch may have delivered a newer write of the key.
 func (s *Store) expire(h *hub, stop <-chan struct{}) {
 	for {
 		now := s.clk.Now()
-		var due []backends.Entry
+		var due []expiry
 		var next time.Time
 		s.mu.Lock()
 		for key, sg := range s.seen {
@@ -300,14 +314,27 @@ func (s *Store) expire(h *hub, stop <-chan struct{}) {
 				}
 				continue
 			}
-			sg.reported, sg.owed = true, false
-			s.seen[key] = sg
-			due = append(due, sg.last)
+			due = append(due, expiry{key: key, seq: sg.seq, at: sg.at})
 		}
 		s.mu.Unlock()
-		for _, e := range due {
-			e.TTL = 0
-			s.deliver(h, s.subj+encodeKey(e.Key), math.MaxUint64, backends.Event{Kind: backends.EventDelete, Entry: e})
+		if len(due) > 0 && s.expiryCollected != nil {
+			s.expiryCollected()
+		}
+		changed := false
+		for _, d := range due {
+			if !s.report(h, d) {
+				changed = true
+			}
+		}
+		if changed {
+			// A sighting changed since it was judged: its new expiry
+			// was not waited for. Judge again.
+			select {
+			case <-stop:
+				return
+			default:
+				continue
+			}
 		}
 		var timer *clock.Timer
 		var fired <-chan time.Time
@@ -329,4 +356,29 @@ func (s *Store) expire(h *hub, stop <-chan struct{}) {
 		default:
 		}
 	}
+}
+
+// report delivers the expiry of d's entry, an EventDelete with the last
+// revisions seen, if d is still the key's sighting and not reported yet,
+// and marks it reported (no put is owed after that). It reports whether
+// it was: a sighting replaced since (by a newer message, which the watch
+// may have delivered already) is not reported, as an expiry after that
+// put would undo it.
+func (s *Store) report(h *hub, d expiry) bool {
+	s.mu.Lock()
+	sg, ok := s.seen[d.key]
+	if !ok || sg.seq != d.seq || !sg.at.Equal(d.at) || sg.reported {
+		s.mu.Unlock()
+		return false
+	}
+	sg.reported, sg.owed = true, false
+	s.seen[d.key] = sg
+	e := sg.last
+	e.TTL = 0
+	full := s.sendLocked(h, s.subj+encodeKey(d.key), math.MaxUint64, backends.Event{Kind: backends.EventDelete, Entry: e})
+	s.mu.Unlock()
+	for _, w := range full {
+		s.drop(h, w)
+	}
+	return true
 }

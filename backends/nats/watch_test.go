@@ -473,3 +473,44 @@ func TestPermanentWriteNotExpired(t *testing.T) {
 	}
 	wantEvent(t, "the first expiry reported", nextEvent(t, w, "expiry"), backends.EventDelete, "z", z.Revision)
 }
+
+// TestWatchExpiryNotAfterNewerPut: the expiry timer has collected an
+// entry as expired, and before it delivers the event the watch delivers a
+// newer write of the key (a compare-and-set). The stale expiry is then
+// not delivered after the put, which would leave a view built from the
+// events without the live entry. Before, it was.
+func TestWatchExpiryNotAfterNewerPut(t *testing.T) {
+	ctx := within(t, 30*time.Second)
+	clk := clocktest.New(time.Time{})
+	s := bareStore(clk)
+	collected, release := make(chan struct{}), make(chan struct{})
+	s.expiryCollected = func() {
+		collected <- struct{}{}
+		<-release
+	}
+	w, feed := fakeWatch(t, s, 5)
+	const ttl = 2 * time.Second
+	feed <- msg("k", 5, ttl, 0, 0)
+	wantEvent(t, "create", nextEvent(t, w, "create"), backends.EventPut, "k", 5)
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(ttl)
+	select {
+	case <-collected:
+	case <-ctx.Done():
+		t.Fatal("the expiry timer collected nothing a TTL after the create")
+	}
+	feed <- msg("k", 6, ttl, 0, 5)
+	wantEvent(t, "the newer write", nextEvent(t, w, "cas"), backends.EventPut, "k", 6)
+	close(release)
+	// The timer is armed again once the collected expiries were handled.
+	if err := clk.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w.ch:
+		t.Errorf("after the put at 6, event %v %q rev %d; want none", ev.Kind, ev.Entry.Key, ev.Entry.Revision)
+	default:
+	}
+}
