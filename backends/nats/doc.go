@@ -147,8 +147,9 @@
 // unknown) if none does before the request's deadline. A write refused
 // again and again on the sequence it just read fails the same way. So one
 // Store never reads a key going back, never reads a key it saw held as
-// absent, and never reports a conflict with a copy older than what it
-// saw (a Release is not taken for done on such a copy); a process that
+// absent (nor leaves it out of a List), and never reports a conflict with
+// a copy older than what it saw (a Release is not taken for done on such
+// a copy); a process that
 // saw nothing newer can still read an older copy for that window, and
 // then tries a write the leader of a quorum decides.
 //
@@ -223,7 +224,8 @@
 //     restarts or rewinds the sequences: tokens can repeat.
 //   - Expiry costs a full TTL of observation after a process starts.
 //   - List costs one request for the bucket's subjects and one read per
-//     key under the prefix.
+//     key under the prefix, and per key under it that this store saw
+//     held within the last minute and the subjects miss.
 //   - Each Store keeps the sequence it last saw of every key with a TTL it
 //     touched, for the life of the Store, and a mark of every key it saw
 //     in the last minute.

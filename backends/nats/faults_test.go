@@ -267,9 +267,10 @@ func (d switchDialer) Dial(network, _ string) (net.Conn, error) {
 // KeepAlive of the entry it had written failed as a conflict with it, as
 // a three-server fault campaign once saw after a heal. The same for a key
 // created through the new leader, of which the old one has no message at
-// all: before, Get said not found, KeepAlive lost and CompareAndDelete
-// (a Release) a conflict, which a Locker takes as released, while the
-// current leader still held the entry.
+// all: before, Get said not found, KeepAlive lost, CompareAndDelete (a
+// Release) a conflict, which a Locker takes as released, and List (a slot
+// group's holders) nothing, while the current leader still held the
+// entry.
 func TestFaultDeposedLeaderAnswersStale(t *testing.T) {
 	// The old leader steps down once it has not heard from its peers for
 	// 10 s, and the others elect a new leader 4 to 9 s after the cut, so
@@ -442,11 +443,18 @@ func deposedLeaderAnswersStale(t *testing.T) bool {
 	askOldEmpty("Get", func(ctx context.Context) error { _, err := s.Get(ctx, fresh); return err })
 	askOldEmpty("KeepAlive", func(ctx context.Context) error { _, err := s.KeepAlive(ctx, fresh, created.Revision, ttl); return err })
 	askOldEmpty("CompareAndDelete", func(ctx context.Context) error { return s.CompareAndDelete(ctx, fresh, created.Revision) })
+	askOldEmpty("List", func(ctx context.Context) error {
+		es, err := s.List(ctx, fresh)
+		if err == nil && len(es) == 0 {
+			return fmt.Errorf("listed nothing: %w", backends.ErrNotFound)
+		}
+		return err
+	})
 	if t.Failed() {
 		return true
 	}
-	if noMessage < 3 {
-		t.Logf("the cut-off leader answered %d of the 3 requests on %q before it stepped down", noMessage, fresh)
+	if noMessage < 4 {
+		t.Logf("the cut-off leader answered %d of the 4 requests on %q before it stepped down", noMessage, fresh)
 		return false
 	}
 

@@ -476,7 +476,9 @@ func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
 }
 
 // List returns the live entries under prefix in key order. It costs one
-// request for the bucket's subjects and one read per key under prefix.
+// request for the bucket's subjects and one read per key under prefix
+// (and per key this store saw held within the last minute that the
+// subjects miss: see the package doc on a deposed stream leader).
 func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("nats: list: %w", err)
@@ -504,6 +506,10 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 			keys = append(keys, k)
 		}
 	}
+	// A key this store saw hold an entry lately and that the answer does
+	// not list is read too: a deposed leader without its messages lists
+	// none of it, and the read does not believe that (see stale).
+	keys = append(keys, s.recentlyHeld(prefix, keys)...)
 	slices.Sort(keys)
 	out := make([]backends.Entry, 0, len(keys))
 	for _, k := range keys {
@@ -516,6 +522,24 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 		}
 	}
 	return out, nil
+}
+
+// recentlyHeld returns the keys under prefix, not in listed, of which
+// this store saw a message holding an entry within staleWindow.
+func (s *Store) recentlyHeld(prefix string, listed []string) []string {
+	in := make(map[string]bool, len(listed))
+	for _, k := range listed {
+		in[k] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k, m := range s.known {
+		if m.present && !in[k] && strings.HasPrefix(k, prefix) && time.Since(m.at) <= staleWindow {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // CreateIfAbsent writes key if no live entry holds it. The write is
