@@ -36,6 +36,10 @@ type Spec struct {
 	// Log is the file the child's standard output and error are appended
 	// to, created if missing; empty discards them.
 	Log string
+	// Credential, if set, is the user and group the child runs as (a
+	// server that refuses to run as root). The parent-death signal is set
+	// after the switch, so it holds for the child as for any other.
+	Credential *syscall.Credential
 }
 
 // Process is a started child. Its methods are safe for concurrent use.
@@ -78,7 +82,7 @@ func Start(s Spec) (*Process, error) {
 		if out != nil {
 			cmd.Stdout, cmd.Stderr = out, out
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: s.Credential}
 		if err := cmd.Start(); err != nil {
 			started <- fmt.Errorf("childproc: %w", err)
 			return
