@@ -3,7 +3,9 @@
 // on a data directory copied from one initdb per process. It serves the
 // test helper package pgtest and the fault campaign, which kill, pause and
 // restart the server, and fail over from a primary to a streaming standby
-// of it (StartStandby, Promote, Rebuild).
+// of it (StartStandby, Promote, Rebuild). StartBouncer runs a PgBouncer in
+// transaction mode in front of a server, as nobody too (PgBouncer refuses
+// to run as root).
 //
 // As root, initdb and postgres refuse to run, so both run as nobody, on a
 // directory made with os.MkdirTemp and given to nobody. The server gets

@@ -12,6 +12,8 @@
 // (Pdeathsig), so no server outlives its tests. The process handling is
 // internal/pgproc's, which the fault campaign uses too.
 //
+// StartBouncer puts a PgBouncer in transaction mode in front of a server.
+//
 // Where no PostgreSQL binary exists the tests fail, naming what to install;
 // they are never skipped.
 package pgtest
@@ -303,3 +305,33 @@ func (s *Server) Exec(t testing.TB, sql string) {
 		t.Fatal(err)
 	}
 }
+
+// Bouncer is a PgBouncer in transaction pooling mode in front of a
+// Server: what many teams reach PostgreSQL through. Session state
+// (LISTEN, SET, session advisory locks, named prepared statements) does
+// not follow a client from one transaction to the next.
+type Bouncer struct{ b *pgproc.Bouncer }
+
+// StartBouncer starts a PgBouncer (the machine's pgbouncer, as nobody when
+// run as root) in transaction mode in front of s, for all of s's
+// databases, stopped when t ends. poolSize is the number of server
+// connections it opens per database (0: PgBouncer's default, 20).
+func (s *Server) StartBouncer(t testing.TB, poolSize int) *Bouncer {
+	t.Helper()
+	b, err := pgproc.StartBouncer(s.p, poolSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	return &Bouncer{b: b}
+}
+
+// Addr is "127.0.0.1:PORT", where the bouncer listens.
+func (b *Bouncer) Addr() string { return b.b.Addr() }
+
+// DSN is the connection URL of database db through the bouncer, as the
+// superuser postgres.
+func (b *Bouncer) DSN(db string) string { return b.b.DSN(db) }
+
+// Log is what the bouncer has logged so far.
+func (b *Bouncer) Log() string { return b.b.Log() }
