@@ -144,8 +144,52 @@
 // across a disconnect, so every stream ends when the connection breaks.
 // Expiry is not a write and yields no event (Capabilities.ExpiryEvents is
 // false): followers time their next attempt to the observed expiry, as on
-// other stores without expiry events. A watch needs a direct connection or
-// a session-mode pooler; a transaction-mode pooler does not keep LISTEN.
+// other stores without expiry events. The listening connection needs a
+// session of its own: behind a transaction-mode pooler, see Poolers.
+//
+// # Poolers
+//
+// Through a pooler in session mode (PgBouncer's pool_mode = session) a
+// client keeps its server connection, and the store works as on a direct
+// one. Through one in transaction mode (pool_mode = transaction) each
+// transaction may run on another server connection, and what a session
+// holds does not follow the client: LISTEN, SET, session advisory locks,
+// and prepared statements (which PgBouncer carries between server
+// connections only from version 1.21). Say so with
+// WithPooler(PoolerTransaction), or pooler=transaction in a URL; the store
+// then:
+//
+//   - sends every statement unprepared, still in one round trip (pgx's
+//     QueryExecModeExec): Open configures its pool so, and New refuses a
+//     pool that would prepare statements;
+//   - relies on no session state, as in every mode: each write is one
+//     statement or one transaction, and the advisory locks of Txn and
+//     Setup are transaction-scoped (pg_advisory_xact_lock);
+//   - watches over a direct connection to the server, when given one
+//     (WithListen; listen=HOST[:PORT] in a URL): the LISTEN runs there,
+//     while the watch's start markers and every write go through the
+//     pooler, so a watch sees each write as on a direct connection;
+//   - without one, declares no watch (no CapWatch; Watch returns an error
+//     wrapping backends.ErrUnsupported). An elector's followers then time
+//     their attempts to the claim's observed expiry, as on any store
+//     without a watch: a graceful handover waits up to about a TTL after
+//     the release instead of a round trip, and a follower sends about one
+//     attempt per TTL while the leader renews. BenchmarkStores in
+//     internal/storebench measures it as postgres-pgbouncer, beside
+//     postgres (make bench-report puts it in docs/performance.md).
+//
+// Why no watch that polls through the pooler: a poll sees the table at
+// each poll, not the writes between two polls (a delete and a create, two
+// compare-and-sets), while a watch promises every write, in order; a
+// stream that ended at each change it could not account for would end at
+// every handover. The followers' attempts are already a poll that needs
+// no such promise, paced by the TTL.
+//
+// A store not told of a transaction-mode pooler fails rather than
+// misbehaves: a prepared statement found missing or doubled on the
+// server connection (SQLSTATE 26000, 42P05) is a fatal error naming
+// pooler=transaction, and a Watch whose LISTEN does not hold fails after
+// 15 s, saying so, instead of waiting for its start marker for ever.
 //
 // # Opening
 //
@@ -165,7 +209,10 @@
 //
 // The tests run against real servers that package pgtest starts (initdb and
 // postgres from the machine, as nobody when run as root); without the
-// binaries they fail and say what to install. Fault tests kill, pause
+// binaries they fail and say what to install. The conformance suite and
+// an elector test also run through a real PgBouncer in transaction mode
+// (pgtest.Server.StartBouncer), with and without a direct connection for
+// the watch. Fault tests kill, pause
 // (SIGSTOP) and restart the server, cut a client off through a TCP proxy,
 // and end the listening connection; failover tests start a primary and a
 // streaming standby (pg_basebackup), kill the primary and promote the
@@ -182,8 +229,8 @@
 //   - Expiry of entries no Store reads: they are judged only when read.
 //   - Watch events for expiry.
 //   - Watch behind a transaction-mode pooler (PgBouncer's pool_mode =
-//     transaction): LISTEN needs a session of its own. Point the store at
-//     the server or a session-mode pool.
+//     transaction) without a direct connection to listen on (WithListen):
+//     LISTEN needs a session of its own, and the store declares no watch.
 //   - Memory for keys read once and never again: a Store remembers what it
 //     saw of each key it read (to judge its expiry, and to tell a row
 //     going back) until it reads the key absent or lists its prefix

@@ -25,7 +25,9 @@ import (
 //   - bad credentials (28...) and missing privileges (42501): ErrPermission;
 //   - a missing database, schema or table (3D000, 3F000, 42P01):
 //     ErrMissingResource;
-//   - data exceptions (22...): ErrInvalid.
+//   - data exceptions (22...), and a prepared statement missing or
+//     doubled (26000, 42P05: a transaction-mode pooler the store was not
+//     told of): ErrInvalid.
 //
 // A cancelled or timed-out ctx keeps its own error (transient too).
 func mapError(op, key string, err error) error {
@@ -39,6 +41,12 @@ func mapError(op, key string, err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		c := pe.Code
+		if c == "26000" || c == "42P05" {
+			// The driver prepared a statement on one server connection and
+			// met another: a transaction-mode pooler the store was not told
+			// of. Every statement would fail alike: fatal, and say why.
+			return fmt.Errorf("postgres: %s %q: a prepared statement is missing or doubled on the server connection, as behind a transaction-mode pooler (PgBouncer's pool_mode = transaction): open with pooler=transaction (WithPooler): %w: %w", op, key, backends.ErrInvalid, err)
+		}
 		switch {
 		case c == "40001", c == "40P01", c == "53300", c == "25006", strings.HasPrefix(c, "57P"), strings.HasPrefix(c, "08"):
 			sentinel = backends.ErrUnavailable

@@ -39,6 +39,64 @@ type config struct {
 	setup         bool
 	batch         time.Duration // 0: each keep-alive is its own statement
 	asyncStandbys bool          // WithAsyncStandbys
+	pooler        Pooler
+	listen        string // the watch's connection string, or "": the pool's
+}
+
+// Pooler says what stands between the store and the server.
+type Pooler string
+
+const (
+	// PoolerNone is a direct connection to the server, or a pooler in
+	// session mode (PgBouncer's pool_mode = session), where a client keeps
+	// its server connection: the store may keep session state, and its
+	// watch listens through the pool's server.
+	PoolerNone Pooler = "none"
+	// PoolerTransaction is a pooler in transaction mode (PgBouncer's
+	// pool_mode = transaction; its statement mode, which refuses
+	// transactions of several statements, cannot carry Txn): each
+	// transaction may run on another server connection, so nothing the
+	// store sends may rely on the session. The store then sends every
+	// statement unprepared (pgx's QueryExecModeExec: no statement cache,
+	// which PgBouncer before 1.21 cannot carry between server
+	// connections), keeps no session state (its advisory locks are
+	// transaction-scoped in any mode), and watches only over a direct
+	// connection given with WithListen: without one it declares no watch.
+	PoolerTransaction Pooler = "transaction"
+)
+
+// WithPooler says what stands between the store and the server (default
+// PoolerNone). Open configures its pool for it; New refuses a pool that
+// caches prepared statements with PoolerTransaction.
+func WithPooler(p Pooler) Option {
+	return func(c *config) error {
+		switch p {
+		case PoolerNone, PoolerTransaction:
+			c.pooler = p
+			return nil
+		case "":
+			c.pooler = PoolerNone
+			return nil
+		}
+		return fmt.Errorf("postgres: pooler %q: want %q or %q: %w", p, PoolerNone, PoolerTransaction, backends.ErrInvalid)
+	}
+}
+
+// WithListen gives the connection string (a libpq URL or key=value
+// string) of the one connection a Store's watches LISTEN on, when the
+// pool's connections cannot keep a LISTEN: behind a transaction-mode
+// pooler, the server itself or a session-mode pool in front of it. The
+// pool still carries every other statement, the watch's start markers
+// included (a NOTIFY is sent at commit, and needs no session). Without
+// WithListen, watches listen on a connection made like the pool's.
+func WithListen(connString string) Option {
+	return func(c *config) error {
+		if connString == "" {
+			return fmt.Errorf("postgres: empty listen connection string: %w", backends.ErrInvalid)
+		}
+		c.listen = connString
+		return nil
+	}
 }
 
 // DefaultBatchWindow is the window WithBatchedKeepAlive(0) uses.
@@ -105,7 +163,7 @@ func WithoutSetup() Option {
 }
 
 func options(opts []Option) (config, error) {
-	c := config{schema: DefaultSchema, table: DefaultTable, clk: clock.New(), setup: true}
+	c := config{schema: DefaultSchema, table: DefaultTable, clk: clock.New(), setup: true, pooler: PoolerNone}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -130,6 +188,12 @@ type Store struct {
 	sq statements
 
 	batch time.Duration // 0: no batching
+
+	// pooler is what stands between the store and the server; listenCfg
+	// is the watch's connection, nil if it cannot have one (behind a
+	// transaction-mode pooler without WithListen).
+	pooler    Pooler
+	listenCfg *pgx.ConnConfig
 
 	mu      sync.Mutex
 	seen    map[string]seen // guarded by mu: what this store last observed of each key
@@ -254,6 +318,15 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Store, error
 		cfg.ConnConfig.Tracer = d
 	}
 	cfg.AfterRelease = keep
+	c, err := options(opts)
+	if err != nil {
+		return nil, err
+	}
+	if c.pooler == PoolerTransaction {
+		// A named prepared statement lives on one server connection; the
+		// next transaction may run on another.
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, mapError("open", "", err)
@@ -284,6 +357,26 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err != nil {
 		return nil, err
 	}
+	var listen *pgx.ConnConfig
+	switch {
+	case c.listen != "":
+		if listen, err = pgx.ParseConfig(c.listen); err != nil {
+			return nil, fmt.Errorf("postgres: listen connection string: %w", backends.ErrInvalid) // pgx's error may quote the password
+		}
+		if listen.ValidateConnect == nil {
+			// As the pool's: a standby cannot LISTEN, nor hear the primary's notices.
+			listen.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
+		}
+	case c.pooler == PoolerNone:
+		listen = pool.Config().ConnConfig.Copy()
+	}
+	if c.pooler == PoolerTransaction {
+		switch m := pool.Config().ConnConfig.DefaultQueryExecMode; m {
+		case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+		default:
+			return nil, fmt.Errorf("postgres: a pool behind a transaction-mode pooler must not prepare statements, and this one's DefaultQueryExecMode is %v: set it to QueryExecModeExec (default_query_exec_mode=exec): %w", m, backends.ErrInvalid)
+		}
+	}
 	n := newNames(c.schema, c.table)
 	if err := checkReplication(ctx, pool, c.asyncStandbys); err != nil {
 		return nil, err
@@ -298,17 +391,27 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, fmt.Errorf("postgres: table %s, its sequence or its trigger is missing (create them with Setup, or with create=true in a store URL): %w", n.tbl, backends.ErrMissingResource)
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
-	return &Store{pool: pool, n: n, clk: c.clk, batch: c.batch, sq: newStatements(n), seen: make(map[string]seen), nonce: rand.Text(), stopCtx: stopCtx, stop: stop}, nil
+	return &Store{pool: pool, n: n, clk: c.clk, batch: c.batch, pooler: c.pooler, listenCfg: listen, sq: newStatements(n), seen: make(map[string]seen), nonce: rand.Text(), stopCtx: stopCtx, stop: stop}, nil
 }
 
 // Table returns the schema and table the store keeps its entries in.
 func (s *Store) Table() (schema, table string) { return s.n.schema, s.n.table }
 
+// Pooler returns what the store was told stands between it and the
+// server.
+func (s *Store) Pooler() Pooler { return s.pooler }
+
 // Capabilities reports every operation as enforced, among processes on
 // any hosts, with expiry judged by local observation and no expiry events.
+// Behind a transaction-mode pooler without WithListen, it declares no
+// watch: followers then time their attempts to the observed expiry.
 func (s *Store) Capabilities() backends.Capabilities {
+	atomic := backends.CapCreateIfAbsent | backends.CapCompareAndSet | backends.CapCompareAndDelete | backends.CapKeepAlive | backends.CapTxn
+	if s.listenCfg != nil {
+		atomic |= backends.CapWatch
+	}
 	return backends.Capabilities{
-		Atomic:         backends.CapCreateIfAbsent | backends.CapCompareAndSet | backends.CapCompareAndDelete | backends.CapKeepAlive | backends.CapWatch | backends.CapTxn,
+		Atomic:         atomic,
 		Scope:          backends.ScopeDistributed,
 		ExpiryJudge:    ExpiryJudge,
 		TTLGranularity: time.Millisecond,

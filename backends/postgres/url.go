@@ -25,10 +25,10 @@ const (
 const DefaultPort = "5432"
 
 // formTail is what follows a PostgreSQL store URL's scheme.
-const formTail = "://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&connect_timeout=SECONDS&application_name=NAME&target_session_attrs=read-write|primary&async_standbys=accept&create=true], or ?host=/SOCKET/DIR[&port=PORT] instead of HOST"
+const formTail = "://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&connect_timeout=SECONDS&application_name=NAME&target_session_attrs=read-write|primary&async_standbys=accept&pooler=transaction&listen=HOST[:PORT]&create=true], or ?host=/SOCKET/DIR[&port=PORT] instead of HOST"
 
 // params are the query parameters a URL may give, besides create.
-var params = []string{"table", "sslmode", "connect_timeout", "application_name", "host", "port", "target_session_attrs", "async_standbys"}
+var params = []string{"table", "sslmode", "connect_timeout", "application_name", "host", "port", "target_session_attrs", "async_standbys", "pooler", "listen"}
 
 // sslModes are the libpq sslmode values a URL may give.
 var sslModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}
@@ -63,6 +63,15 @@ var sessionAttrs = []string{"read-write", "primary"}
 //   - host=/DIR: a directory holding the server's unix socket, as libpq
 //     allows, in place of the hosts before the path; port=PORT then names
 //     the socket's port (default 5432);
+//   - pooler=transaction: the hosts are a pooler in transaction mode
+//     (PgBouncer's pool_mode = transaction): see WithPooler. pooler=session
+//     and pooler=none (the default) are a session-mode pooler and a direct
+//     connection, where the store may keep session state;
+//   - listen=HOST[:PORT][,HOST[:PORT]...]: the server(s) the watch
+//     listens on, directly, with the URL's user, password, database and
+//     other parameters, when the hosts before the path are a
+//     transaction-mode pooler (see WithListen); without it, a store behind
+//     one declares no watch;
 //   - create=true: runs Setup, creating the table, its sequence and its
 //     trigger where missing; without it they must exist, and opening fails
 //     with an error wrapping backends.ErrMissingResource if they do not.
@@ -108,6 +117,8 @@ type urlConfig struct {
 	appName       string
 	sessionAttrs  string // target_session_attrs
 	asyncStandbys bool
+	pooler        Pooler
+	listen        []string // host:port of the watch's direct connection
 	user          *url.Userinfo
 }
 
@@ -197,20 +208,44 @@ func parseURL(u *url.URL) (urlConfig, error) {
 		}
 		c.asyncStandbys = true
 	}
+	c.pooler = PoolerNone
+	if q.Has("pooler") {
+		switch v := q.Get("pooler"); v {
+		case "none", "session":
+		case "transaction":
+			c.pooler = PoolerTransaction
+		default:
+			return c, fmt.Errorf("pooler %q: want transaction (PgBouncer's pool_mode = transaction), session or none", v)
+		}
+	}
+	if q.Has("listen") {
+		v := q.Get("listen")
+		hosts, err := storeurl.Hosts(&url.URL{Host: v}, DefaultPort)
+		if err != nil {
+			return c, fmt.Errorf("listen=%s: %v: want HOST[:PORT][,HOST[:PORT]...], the server(s) the watch listens on directly", v, err)
+		}
+		if c.pooler != PoolerTransaction {
+			return c, fmt.Errorf("listen=%s goes with pooler=transaction only: without a transaction-mode pooler, the watch listens on the URL's own hosts", v)
+		}
+		c.listen = hosts
+	}
 	c.user = u.User
 	return c, nil
 }
 
 // connString is the libpq URL pgx connects with; it holds the password.
-func (c urlConfig) connString() string {
-	u := url.URL{Scheme: "postgres", User: c.user, Host: strings.Join(c.hosts, ","), Path: "/" + c.database}
+func (c urlConfig) connString() string { return c.connStringTo(c.hosts) }
+
+// connStringTo is connString with other hosts (the watch's).
+func (c urlConfig) connStringTo(hosts []string) string {
+	u := url.URL{Scheme: "postgres", User: c.user, Host: strings.Join(hosts, ","), Path: "/" + c.database}
 	q := url.Values{}
 	set := func(k, v string) {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
-	if c.socket != "" {
+	if c.socket != "" && len(hosts) == 0 {
 		set("host", c.socket)
 		set("port", c.port)
 	}
@@ -231,9 +266,12 @@ func (c urlConfig) where() string {
 }
 
 func (c urlConfig) open(ctx context.Context, create bool) (*Store, error) {
-	opts := []Option{WithTable(c.schema, c.table)}
+	opts := []Option{WithTable(c.schema, c.table), WithPooler(c.pooler)}
 	if c.asyncStandbys {
 		opts = append(opts, WithAsyncStandbys())
+	}
+	if len(c.listen) > 0 {
+		opts = append(opts, WithListen(c.connStringTo(c.listen)))
 	}
 	if !create {
 		opts = append(opts, WithoutSetup())

@@ -33,6 +33,10 @@ func TestURLParse(t *testing.T) {
 		"postgresql://u@/db?host=/var/run/postgresql&port=5433&create=true",
 		"postgres://h1,h2/db?target_session_attrs=read-write",
 		"postgres://h1,h2/db?target_session_attrs=primary&async_standbys=accept",
+		"postgres://u:" + secret + "@bouncer:6432/db?pooler=transaction",
+		"postgres://bouncer:6432/db?pooler=transaction&listen=db1:5432,db2",
+		"postgres://bouncer:6432/db?pooler=session",
+		"postgres://h/db?pooler=none",
 	}
 	for _, raw := range good {
 		loc, err := storeurl.Parse(raw)
@@ -64,12 +68,18 @@ func TestURLParse(t *testing.T) {
 		"postgres://h/db?connect_timeout=-1",               // negative
 		"postgres://h/db?connect_timeout=5s",               // not libpq's form
 		"postgres://h/db?application_name=" + strings.Repeat("a", 64),
-		"postgres:///db?host=run/postgresql",    // a socket directory is absolute
-		"postgres://h/db?host=/run/postgresql",  // two servers named
-		"postgres:///db?host=/run/pg&port=0",    // bad port
-		"postgres://h/db?port=5433",             // port= only with a socket
-		"postgres:///db",                        // no host at all
-		"postgres://u:" + secret + "@/db?host=", // empty socket directory, with a password
+		"postgres:///db?host=run/postgresql",                  // a socket directory is absolute
+		"postgres://h/db?host=/run/postgresql",                // two servers named
+		"postgres:///db?host=/run/pg&port=0",                  // bad port
+		"postgres://h/db?port=5433",                           // port= only with a socket
+		"postgres:///db",                                      // no host at all
+		"postgres://u:" + secret + "@/db?host=",               // empty socket directory, with a password
+		"postgres://h/db?pooler=statement",                    // not a mode the store knows
+		"postgres://h/db?listen=db1",                          // listen= without a transaction pooler
+		"postgres://h/db?pooler=transaction&listen=db1:0",     // bad port
+		"postgres://h/db?pooler=transaction&listen=",          // no host
+		"postgres://h/db?pooler=transaction&listen=u:p@db1",   // no credentials there
+		"postgres://h/db?pooler=transaction&listen=%2Fsocket", // hosts only
 	}
 	for _, raw := range bad {
 		_, err := storeurl.Parse(raw)

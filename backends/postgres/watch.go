@@ -16,6 +16,10 @@ import (
 // it ends the stream rather than block or skip.
 const watchBuffer = 256
 
+// markerWithin bounds the wait for a watch's start marker to come back
+// through the listening connection.
+const markerWithin = 15 * time.Second
+
 // closeWithin bounds closing the listening connection.
 const closeWithin = 5 * time.Second
 
@@ -75,6 +79,9 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 	if err := s.isClosed("watch", prefix); err != nil {
 		return nil, err
 	}
+	if s.listenCfg == nil {
+		return nil, fmt.Errorf("postgres: watch %q: a transaction-mode pooler keeps no LISTEN, and no direct connection was given to listen on (WithListen, or listen= in a store URL): %w", prefix, backends.ErrUnsupported)
+	}
 	h := &s.hub
 	h.mu.Lock()
 	if h.conn == nil {
@@ -98,11 +105,19 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 		h.end(id)
 		return nil, mapError("watch", prefix, err)
 	}
+	// The marker comes back within a round trip or two; one that does not
+	// come at all is a LISTEN that did not hold, as behind a
+	// transaction-mode pooler, where it would be waited for for ever.
+	t := time.NewTimer(markerWithin) // a bound on a network answer, not a judgement of expiry
+	defer t.Stop()
 	select {
 	case <-sub.ready:
 	case <-ctx.Done():
 		h.end(id)
 		return nil, fmt.Errorf("postgres: watch %q: %w", prefix, ctx.Err())
+	case <-t.C:
+		h.end(id)
+		return nil, fmt.Errorf("postgres: watch %q: the listening connection heard nothing of its own notice within %v: a transaction-mode pooler (PgBouncer's pool_mode = transaction) in the way keeps no LISTEN; say so with pooler=transaction (WithPooler), and give a direct connection to listen on with listen= (WithListen): %w", prefix, markerWithin, backends.ErrUnavailable)
 	}
 	return sub.ch, nil
 }
@@ -130,7 +145,7 @@ func (h *hub) endLocked(id int64) {
 // listen opens the listening connection and starts its reader. h.mu is
 // held.
 func (s *Store) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, s.listenCfg.Copy())
 	if err != nil {
 		return mapError("watch", "", err)
 	}
