@@ -34,8 +34,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(m), etcdtest.Lea
 // (sync always); the package's shared PostgreSQL server (a child process,
 // fsync off) with a database of this run's own.
 //
-// For each store (etcd, nats, postgres, and postgres-batched: PostgreSQL
-// with WithBatchedKeepAlive):
+// For each store (etcd, nats, postgres, postgres-batched: PostgreSQL with
+// WithBatchedKeepAlive, and postgres-pgbouncer: PostgreSQL through a
+// PgBouncer in transaction mode, with no direct connection and so no
+// watch, its followers timing their attempts to the claim's expiry):
 //
 //   - claims=1 and claims=100 (storebench.Steady): req/s, req/renewal,
 //     terms (terms begun in the 6 s window: 0 when nothing was done to a
@@ -143,14 +145,21 @@ func startStores(tb testing.TB, fast bool) []store {
 	etcdSrv := etcdtest.Start(tb, etcdOpts...)
 	natsSrv := natstest.Start(tb)
 	pg := pgtest.Shared(tb)
-	dsn := pg.DSN(pg.NewDatabase(tb))
+	db := pg.NewDatabase(tb)
+	dsn := pg.DSN(db)
 	pgCPU := storebench.CPUMeter{Unit: "server-cpu-ms/s", Used: pg.CPU}
+	// Through a PgBouncer in transaction mode, statements are not
+	// prepared, and there is no direct connection to listen on: no watch.
+	pooled := pg.StartBouncer(tb, 0).DSN(db) + "&default_query_exec_mode=exec"
 	return []store{
 		{name: "etcd", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openEtcd(tb, etcdSrv) }},
 		{name: "nats", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openNATS(tb, natsSrv) }},
 		{name: "postgres", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openPostgres(tb, dsn, pgCPU) }},
 		{name: "postgres-batched", steadyOnly: true, open: func(tb testing.TB) (storebench.Open, storebench.Meters) {
 			return openPostgres(tb, dsn, pgCPU, postgres.WithBatchedKeepAlive(0))
+		}},
+		{name: "postgres-pgbouncer", open: func(tb testing.TB) (storebench.Open, storebench.Meters) {
+			return openPostgres(tb, pooled, pgCPU, postgres.WithPooler(postgres.PoolerTransaction))
 		}},
 	}
 }
