@@ -28,7 +28,8 @@ func pooled(t testing.TB, dsn, tbl string, opts ...postgres.Option) *postgres.St
 // Without a direct connection to listen on, the store declares no watch
 // (and the suite skips the watch's tests); with one (WithListen), the
 // watch listens on the server while its markers and every write go
-// through the pooler.
+// through the pooler. It runs with keep-alives batched too, whose one
+// statement for many keys passes arrays.
 func TestPoolerConformance(t *testing.T) {
 	srv := sharedServer(t)
 	b := srv.StartBouncer(t, 0)
@@ -41,6 +42,7 @@ func TestPoolerConformance(t *testing.T) {
 	}{
 		{"watch=none", nil},
 		{"watch=direct", []postgres.Option{postgres.WithListen(srv.DSN(db))}},
+		{"watch=none,renew=batched", []postgres.Option{postgres.WithBatchedKeepAlive(10 * time.Millisecond)}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			backendtest.Run(t, backendtest.Harness{
