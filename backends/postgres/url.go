@@ -43,6 +43,7 @@ var sessionAttrs = []string{"read-write", "primary"}
 //	postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?PARAMS]
 //	postgresql://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?PARAMS]
 //	postgres://[USER[:PASSWORD]@]/DATABASE?host=/SOCKET/DIR[&port=PORT][&PARAMS]
+//	postgres://[USER[:PASSWORD]@]%2FSOCKET%2FDIR[:PORT]/DATABASE[?PARAMS]
 //
 // connects to DATABASE (port 5432 when omitted; several hosts are tried in
 // order) and keeps entries in TABLE (default public.tenure_entries). The
@@ -61,8 +62,9 @@ var sessionAttrs = []string{"read-write", "primary"}
 //   - async_standbys=accept: WithAsyncStandbys, the store opens on a
 //     primary with asynchronous standbys, which it refuses otherwise;
 //   - host=/DIR: a directory holding the server's unix socket, as libpq
-//     allows, in place of the hosts before the path; port=PORT then names
-//     the socket's port (default 5432);
+//     allows, in place of the hosts before the path (or percent-encoded
+//     there, %2FDIR[:PORT]); port=PORT then names the socket's port
+//     (default 5432);
 //   - pooler=transaction: the hosts are a pooler in transaction mode
 //     (PgBouncer's pool_mode = transaction): see WithPooler. pooler=session
 //     and pooler=none (the default) are a session-mode pooler and a direct
@@ -126,22 +128,43 @@ func parseURL(u *url.URL) (urlConfig, error) {
 	c := urlConfig{schema: DefaultSchema, table: DefaultTable, sessionAttrs: "read-write"}
 	form := u.Scheme + formTail
 	q := u.Query()
-	if q.Has("host") {
-		dir := q.Get("host")
-		if u.Host != "" {
+	// A socket directory is given as host=/DIR, or percent-encoded before
+	// the path (%2FDIR[:PORT]), libpq's two spellings.
+	encoded := strings.HasPrefix(strings.ToUpper(u.Host), "%2F")
+	if q.Has("host") || encoded {
+		dir, port := q.Get("host"), ""
+		if q.Has("host") && u.Host != "" {
 			return c, fmt.Errorf("host %q and host=%s: give the server either before the path or as a socket directory, not both", u.Host, dir)
 		}
-		if !strings.HasPrefix(dir, "/") || path.Clean(dir) != dir {
-			return c, fmt.Errorf("host=%q: want the absolute path of the directory that holds the server's unix socket (a host name goes before the path)", dir)
-		}
-		c.socket, c.port = dir, DefaultPort
-		if q.Has("port") {
-			p := q.Get("port")
-			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p {
-				return c, fmt.Errorf("port %q: want a number from 1 to 65535", p)
+		if encoded {
+			raw := u.Host
+			if i := strings.LastIndex(raw, ":"); i >= 0 {
+				raw, port = raw[:i], raw[i+1:]
+				if port == "" {
+					return c, fmt.Errorf("host %q: empty port", u.Host)
+				}
 			}
-			c.port = p
+			var err error
+			if dir, err = url.PathUnescape(raw); err != nil {
+				return c, fmt.Errorf("host %q: %v", u.Host, err)
+			}
 		}
+		if !strings.HasPrefix(dir, "/") || path.Clean(dir) != dir {
+			return c, fmt.Errorf("socket directory %q: want the absolute path of the directory that holds the server's unix socket (a host name goes before the path)", dir)
+		}
+		if q.Has("port") {
+			if port != "" {
+				return c, fmt.Errorf("port given twice, as %s and port=%s", port, q.Get("port"))
+			}
+			port = q.Get("port")
+		}
+		if port == "" {
+			port = DefaultPort
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return c, fmt.Errorf("port %q: want a number from 1 to 65535", port)
+		}
+		c.socket, c.port = dir, port
 	} else {
 		if q.Has("port") {
 			return c, fmt.Errorf("port= goes with host=/SOCKET/DIR only; give a host's port as HOST:PORT")

@@ -31,6 +31,8 @@ func TestURLParse(t *testing.T) {
 		"postgres://h/db?connect_timeout=0",
 		"postgres:///db?host=/run/postgresql",
 		"postgresql://u@/db?host=/var/run/postgresql&port=5433&create=true",
+		"postgresql://u@%2Fvar%2Frun%2Fpostgresql/db",
+		"postgres://%2frun%2fpostgresql:5433/db?table=leases",
 		"postgres://h1,h2/db?target_session_attrs=read-write",
 		"postgres://h1,h2/db?target_session_attrs=primary&async_standbys=accept",
 		"postgres://u:" + secret + "@bouncer:6432/db?pooler=transaction",
@@ -72,6 +74,10 @@ func TestURLParse(t *testing.T) {
 		"postgres://h/db?host=/run/postgresql",                // two servers named
 		"postgres:///db?host=/run/pg&port=0",                  // bad port
 		"postgres://h/db?port=5433",                           // port= only with a socket
+		"postgres://%2Frun%2Fpg:5433/db?port=5434",            // port twice
+		"postgres://%2Frun%2F..%2Fpg/db",                      // not a clean path
+		"postgres://%2Frun%2Fpg:/db",                          // empty port
+		"postgres://%2Frun%2Fpg/db?host=/run/pg",              // two servers named
 		"postgres:///db",                                      // no host at all
 		"postgres://u:" + secret + "@/db?host=",               // empty socket directory, with a password
 		"postgres://h/db?pooler=statement",                    // not a mode the store knows
@@ -158,6 +164,19 @@ func TestURLOpenSocket(t *testing.T) {
 	if _, err := st.CreateIfAbsent(t.Context(), "k", []byte("v"), 0); err != nil {
 		t.Fatalf("CreateIfAbsent over the socket: %v", err)
 	}
+	// libpq's other spelling: the directory percent-encoded before the path.
+	other := fmt.Sprintf("postgres://postgres@%s:%d/%s", url.PathEscape(srv.SocketDir()), srv.Port(), db)
+	if !strings.HasPrefix(other, "postgres://postgres@%2F") {
+		t.Fatalf("url.PathEscape left the slashes of %s: %s", srv.SocketDir(), other)
+	}
+	st2, err := storeurl.Open(within(t, 30*time.Second), other)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", other, err)
+	}
+	if got, err := st2.Get(t.Context(), "k"); err != nil || string(got.Value) != "v" {
+		t.Errorf("Get(k) over %s = %+v, %v; want v", other, got, err)
+	}
+	st2.Close()
 	c, err := pgxConnect(t.Context(), srv.DSN(db))
 	if err != nil {
 		t.Fatal(err)
