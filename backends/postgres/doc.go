@@ -5,23 +5,55 @@
 //
 // # Schema
 //
-// Entries live in one table (WithTable; default public.tenure_entries) with
-// a sequence TABLE_rev and a trigger TABLE_notify beside it. New creates
-// them if they are missing (Setup: CREATE ... IF NOT EXISTS, serialized by
-// an advisory lock, so many processes may start at once); a role that may
-// not create objects opens with WithoutSetup over objects made from
-// SetupSQL. Names are validated lower-case identifiers and always quoted.
+// Entries live in one table (WithTable; default public.tenure_entries), with
+// a sequence the table owns (OWNED BY its rev column, so pg_dump -t carries
+// it and dropping the table drops it) and a trigger TABLE_notify. New
+// creates them if they are missing (Setup: CREATE ... IF NOT EXISTS,
+// serialized by an advisory lock, so many processes may start at once); a
+// role that may not create objects opens with WithoutSetup over objects
+// made from SetupSQL. Names are validated lower-case identifiers and always
+// quoted. A sequence Setup creates is named TABLE$rev: no table a store
+// accepts has a $ in its name, so it cannot take the name of another
+// store's table. A table made by an earlier version keeps its sequence,
+// TABLE_rev: Setup makes the table own it, and WithoutSetup uses it as it
+// is.
+//
+// Every open checks, in two statements, that the objects are what the
+// store needs, and refuses with a fatal error wrapping ErrSchema that
+// names the object and what is wrong: the table is a table (not a view or
+// an index that took its name), with the six columns of the types the
+// store writes, the key in the "C" collation and unique on its own; the
+// sequence is a sequence with CACHE 1 (a cache lets each session hand out
+// values from a range of its own, out of order across sessions, so a later
+// create could get a lower token), a positive increment and NO CYCLE; the
+// trigger is there and enabled. Server errors that say an object is not
+// what a statement needs (42703, 42809, 42804, 42601, 42939, 42P10) are
+// fatal too (ErrSchema), never asked again.
 //
 // # Revisions and tokens
 //
 // Revision and CreateRevision come from the table's sequence: every write
 // takes nextval, and a create sets CreateRevision to the same number, so
 // the fencing token of a claim is CreateRevision. Values only increase (with
-// gaps) for as long as the database keeps its history. They can repeat after
-// a point-in-time restore or a failover to an asynchronous replica that had
-// not received the latest nextval: after either, fenced resources must be
-// told to expect lower tokens, or the sequence moved past the highest token
-// handed out (SELECT setval(...)) before any store writes again.
+// gaps) for as long as the sequence is kept with the table.
+//
+// Every open also checks that the sequence would hand out a value above
+// the highest revision and token in the table. If not (a migration dropped
+// the sequence, the table was restored without it, someone reset it), the
+// store moves it forward (setval), holding off every writer of the table
+// meanwhile (LOCK TABLE ... IN EXCLUSIVE MODE; readers go on), or refuses
+// to open, fatally, naming the setval to run, if its role may not. While
+// stores run, every statement that draws a revision refuses one that is
+// not above the row's current revision and token and above the highest
+// revision the store has seen: nothing is written, the store moves the
+// sequence forward as on open, and the write fails as unavailable (try
+// again), or fatally if it could not. What no check can recover is the
+// token of a key deleted before its sequence was lost: a key created again
+// gets a token above every row left and every revision the store saw, not
+// necessarily above that one. After a point-in-time restore or a failover
+// to an asynchronous replica the same holds: tell fenced resources to
+// expect lower tokens, or move the sequence past the highest token handed
+// out (SELECT setval(...)) before any store writes again.
 //
 // # Writes
 //
@@ -226,6 +258,12 @@
 //   - Tokens after a point-in-time restore or an asynchronous failover (see
 //     above), and one holder after an asynchronous failover opened with
 //     WithAsyncStandbys (see Failover).
+//   - The token of a key deleted before its sequence was lost (dropped,
+//     reset, or a table restored without it): no row keeps it. DROP TABLE
+//     drops the sequence with the table.
+//   - Changes to the sequence's settings (ALTER SEQUENCE ... CACHE) while
+//     stores run: they are checked at open. Sessions keep values they
+//     cached, so restart every store after altering it back.
 //   - Expiry of entries no Store reads: they are judged only when read.
 //   - Watch events for expiry.
 //   - Watch behind a transaction-mode pooler (PgBouncer's pool_mode =

@@ -25,6 +25,8 @@ import (
 //   - bad credentials (28...) and missing privileges (42501): ErrPermission;
 //   - a missing database, schema or table (3D000, 3F000, 42P01):
 //     ErrMissingResource;
+//   - objects that are not what the store needs (42703, 42809, 42804,
+//     42601, 42939, 42P10): ErrSchema (fatal);
 //   - data exceptions (22...), and a prepared statement missing or
 //     doubled (26000, 42P05: a transaction-mode pooler the store was not
 //     told of): ErrInvalid.
@@ -56,6 +58,12 @@ func mapError(op, key string, err error) error {
 			sentinel = backends.ErrPermission
 		case c == "3D000", c == "3F000", c == "42P01", c == "42883":
 			sentinel = backends.ErrMissingResource
+		case c == "42703", c == "42809", c == "42804", c == "42601", c == "42939", c == "42P10":
+			// An undefined column, an object of the wrong kind, a column of
+			// the wrong type, a statement the objects make invalid, a
+			// reserved name, no unique index for ON CONFLICT: the objects
+			// are not what the store needs, and asking again cannot help.
+			sentinel = ErrSchema
 		case strings.HasPrefix(c, "22"):
 			sentinel = backends.ErrInvalid
 		default:

@@ -30,6 +30,11 @@ func TestMapError(t *testing.T) {
 		{&pgconn.PgError{Code: "3D000"}, backends.ErrMissingResource, backends.ClassFatal},
 		{&pgconn.PgError{Code: "42P01"}, backends.ErrMissingResource, backends.ClassFatal},
 		{&pgconn.PgError{Code: "22021"}, backends.ErrInvalid, backends.ClassFatal},
+		{&pgconn.PgError{Code: "42703"}, ErrSchema, backends.ClassFatal},
+		{&pgconn.PgError{Code: "42809"}, ErrSchema, backends.ClassFatal},
+		{&pgconn.PgError{Code: "42804"}, ErrSchema, backends.ClassFatal},
+		{&pgconn.PgError{Code: "42601"}, ErrSchema, backends.ClassFatal},
+		{&pgconn.PgError{Code: "42939"}, ErrSchema, backends.ClassFatal},
 		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), backends.ErrUnavailable, backends.ClassTransient},
 		{fmt.Errorf("query: %w", context.DeadlineExceeded), nil, backends.ClassTransient},
 	}

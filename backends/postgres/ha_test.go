@@ -165,7 +165,7 @@ func TestOpenRefusesUnseenStandbys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer super.Close(context.Background())
-	if _, err := super.Exec(within(t, faultLimit), "GRANT SELECT, INSERT, UPDATE, DELETE ON "+tbl+" TO tenure_app; GRANT USAGE ON SEQUENCE "+tbl+"_rev TO tenure_app"); err != nil {
+	if _, err := super.Exec(within(t, faultLimit), "GRANT SELECT, INSERT, UPDATE, DELETE ON "+tbl+" TO tenure_app; GRANT USAGE ON SEQUENCE \""+tbl+"$rev\" TO tenure_app"); err != nil {
 		t.Fatal(err)
 	}
 	dsn := strings.Replace(primary.DSN(db), "postgres@", "tenure_app@", 1)

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"regexp"
@@ -35,27 +36,48 @@ func checkIdent(what, name string) error {
 type names struct {
 	schema, table string // unquoted, validated
 	tbl           string // "schema"."table"
-	seq           string // "schema"."table_rev"
-	fn            string // "schema"."table_notify"
-	trigger       string // "table_notify"
-	channel       string // the NOTIFY channel, at most 63 bytes
-	lockSeed      int64  // seeds the hash of a key's advisory lock, so tables do not share locks
+	// seq is the sequence the store draws revisions from: the one the
+	// table's rev column owns, found when the store opens (newSeq until
+	// then).
+	seq string
+	// seqSchema and seqName are seq's parts, unquoted.
+	seqSchema, seqName string
+	// newSeq is the name Setup gives a sequence it creates, table$rev: no
+	// table a store accepts has a $ in its name, so it names no other
+	// store's table or sequence. legacySeq, table_rev, is the name earlier
+	// versions gave it, which a table called table_rev could hold.
+	newSeq, legacySeq string
+	fn                string // "schema"."table_notify"
+	trigger           string // "table_notify"
+	channel           string // the NOTIFY channel, at most 63 bytes
+	lockSeed          int64  // seeds the hash of a key's advisory lock, so tables do not share locks
 }
 
 func newNames(schema, table string) names {
 	h := fnv.New64a()
 	h.Write([]byte(schema + "." + table))
-	return names{
-		schema:   schema,
-		table:    table,
-		tbl:      pgx.Identifier{schema, table}.Sanitize(),
-		seq:      pgx.Identifier{schema, table + "_rev"}.Sanitize(),
-		fn:       pgx.Identifier{schema, table + "_notify"}.Sanitize(),
-		trigger:  pgx.Identifier{table + "_notify"}.Sanitize(),
-		channel:  fmt.Sprintf("tenure_%016x", h.Sum64()),
-		lockSeed: int64(h.Sum64()),
+	n := names{
+		schema:    schema,
+		table:     table,
+		tbl:       pgx.Identifier{schema, table}.Sanitize(),
+		newSeq:    pgx.Identifier{schema, table + "$rev"}.Sanitize(),
+		legacySeq: pgx.Identifier{schema, table + "_rev"}.Sanitize(),
+		fn:        pgx.Identifier{schema, table + "_notify"}.Sanitize(),
+		trigger:   pgx.Identifier{table + "_notify"}.Sanitize(),
+		channel:   fmt.Sprintf("tenure_%016x", h.Sum64()),
+		lockSeed:  int64(h.Sum64()),
 	}
+	n.useSeq(schema, table+"$rev")
+	return n
 }
+
+// useSeq makes schema.name the sequence n's statements draw from.
+func (n *names) useSeq(schema, name string) {
+	n.seq = pgx.Identifier{schema, name}.Sanitize()
+	n.seqSchema, n.seqName = schema, name
+}
+
+func (n names) where() string { return n.schema + "." + n.table }
 
 // notifyLimit is the largest NOTIFY payload the trigger sends with the
 // value in it (the server's limit is 8000 bytes); a larger one is sent
@@ -66,7 +88,6 @@ const notifyLimit = 7800
 func (n names) ddl() []string {
 	return []string{
 		`CREATE SCHEMA IF NOT EXISTS ` + pgx.Identifier{n.schema}.Sanitize(),
-		`CREATE SEQUENCE IF NOT EXISTS ` + n.seq + ` AS bigint`,
 		// rev 0 marks a placeholder row a transaction inserts to lock an
 		// absent key; it is never committed.
 		`CREATE TABLE IF NOT EXISTS ` + n.tbl + ` (
@@ -77,6 +98,28 @@ func (n names) ddl() []string {
 			ttl_ms     bigint NOT NULL,
 			beat       bigint NOT NULL
 		)`,
+		// The table owns its sequence, so that pg_dump -t carries it and no
+		// migration drops one without the other. A table made by an
+		// earlier version keeps the sequence it has, which is adopted; any
+		// other table gets one of its own. A sequence is made with cache 1
+		// (a cache lets sessions hand out values out of order), a positive
+		// increment and no cycle.
+		`DO $$
+		DECLARE legacy regclass := to_regclass('` + n.legacySeq + `');
+		BEGIN
+			IF EXISTS (SELECT 1 FROM pg_depend d JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+				WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+				AND d.refobjid = '` + n.tbl + `'::regclass AND d.deptype IN ('a', 'i')
+				AND d.refobjsubid = (SELECT attnum FROM pg_attribute WHERE attrelid = '` + n.tbl + `'::regclass AND attname = 'rev')) THEN
+				RETURN;
+			END IF;
+			IF legacy IS NOT NULL AND (SELECT relkind FROM pg_class WHERE oid = legacy) = 'S'
+				AND NOT EXISTS (SELECT 1 FROM pg_depend WHERE classid = 'pg_class'::regclass AND objid = legacy AND deptype IN ('a', 'i')) THEN
+				ALTER SEQUENCE ` + n.legacySeq + ` OWNED BY ` + n.tbl + `.rev;
+			ELSE
+				CREATE SEQUENCE ` + n.newSeq + ` AS bigint INCREMENT BY 1 MINVALUE 1 NO CYCLE CACHE 1 OWNED BY ` + n.tbl + `.rev;
+			END IF;
+		END $$`,
 		`CREATE OR REPLACE FUNCTION ` + n.fn + `() RETURNS trigger LANGUAGE plpgsql AS $$
 		DECLARE p text;
 		BEGIN
@@ -99,19 +142,25 @@ func (n names) ddl() []string {
 }
 
 // Setup creates the schema, table, sequence and trigger a store with opts
-// keeps its entries in, if they are missing. It is idempotent and safe to
-// run from many processes at once. New runs it unless WithoutSetup is
-// given; run it yourself (or the statements it runs, which SetupSQL
-// returns) where the store's role may not create objects.
+// keeps its entries in, if they are missing, and moves the sequence past
+// the highest revision in the table. It is idempotent and safe to run
+// from many processes at once. New runs it unless WithoutSetup is given;
+// run it yourself (or the statements it runs, which SetupSQL returns)
+// where the store's role may not create objects. A table made by an
+// earlier version keeps its sequence (TABLE_rev), which Setup makes the
+// table own.
 func Setup(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	o, err := options(opts)
 	if err != nil {
 		return err
 	}
-	return setup(ctx, pool, newNames(o.schema, o.table))
+	_, err = prepare(ctx, pool, newNames(o.schema, o.table), true)
+	return err
 }
 
-// SetupSQL returns the statements Setup runs, for a migration tool.
+// SetupSQL returns the statements Setup runs, for a migration tool. They
+// do not move the sequence forward: a store does that when it opens, or
+// refuses to open if its role may not.
 func SetupSQL(opts ...Option) (string, error) {
 	o, err := options(opts)
 	if err != nil {
@@ -120,38 +169,294 @@ func SetupSQL(opts ...Option) (string, error) {
 	return strings.Join(newNames(o.schema, o.table).ddl(), ";\n") + ";\n", nil
 }
 
-func setup(ctx context.Context, pool *pgxpool.Pool, n names) error {
-	if ok, err := present(ctx, pool, n); err != nil || ok {
-		return err
+// ErrSchema is wrapped by the error a store returns when an object it uses
+// is not what it needs: the table, its columns or its unique key, the
+// sequence (its kind, cache, increment or cycle) or the trigger, or a
+// sequence behind the highest revision in the table that the store may not
+// move forward. The error names the object and what is wrong with it. It
+// wraps backends.ErrCorrupt: it is fatal, and nothing was written.
+var ErrSchema = fmt.Errorf("objects not as the store needs them: %w", backends.ErrCorrupt)
+
+// wantCols are the table's columns and their types (and the key's
+// collation, on which List's order rests).
+var wantCols = []string{"key text C", "value bytea ", "rev bigint ", "create_rev bigint ", "ttl_ms bigint ", "beat bigint "}
+
+// objects is what the catalog says of a store's objects.
+type objects struct {
+	tableKind  *string  // relkind of the table; nil: missing
+	cols       []string // "name type collation" of each column
+	keyUnique  bool     // a unique index on key alone, as ON CONFLICT (key) needs
+	trigger    bool     // the notify trigger, enabled
+	seqSchema  *string  // the sequence the rev column owns; nil: none
+	seqName    *string
+	legacyKind *string // relkind of what holds the legacy sequence name
+	legacyOwn  bool    // the legacy sequence is owned by some column
+}
+
+// inspect reads what the catalog says of n's objects, in one statement.
+func inspect(ctx context.Context, pool *pgxpool.Pool, n names) (objects, error) {
+	var o objects
+	err := pool.QueryRow(ctx, `WITH t AS (SELECT to_regclass($1) AS oid), l AS (SELECT to_regclass($2) AS oid),
+		rev AS (SELECT attnum FROM pg_attribute, t WHERE attrelid = t.oid AND attname = 'rev' AND NOT attisdropped),
+		owned AS (SELECT ns.nspname, s.relname FROM pg_depend d JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+			JOIN pg_namespace ns ON ns.oid = s.relnamespace, t, rev
+			WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+			AND d.refobjid = t.oid AND d.refobjsubid = rev.attnum AND d.deptype IN ('a', 'i') ORDER BY s.oid LIMIT 1)
+		SELECT (SELECT relkind::text FROM pg_class, t WHERE pg_class.oid = t.oid),
+			coalesce((SELECT array_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' || coalesce(c.collname, '') ORDER BY a.attnum)
+				FROM pg_attribute a LEFT JOIN pg_collation c ON c.oid = a.attcollation, t
+				WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}'),
+			EXISTS (SELECT 1 FROM pg_index i, t WHERE i.indrelid = t.oid AND i.indisunique AND i.indimmediate AND i.indpred IS NULL
+				AND i.indnatts = 1 AND i.indkey[0] = (SELECT attnum FROM pg_attribute WHERE attrelid = t.oid AND attname = 'key' AND NOT attisdropped)),
+			EXISTS (SELECT 1 FROM pg_trigger, t WHERE tgrelid = t.oid AND tgname = $3 AND tgenabled <> 'D'),
+			(SELECT nspname::text FROM owned), (SELECT relname::text FROM owned),
+			(SELECT relkind::text FROM pg_class, l WHERE pg_class.oid = l.oid),
+			EXISTS (SELECT 1 FROM pg_depend, l WHERE classid = 'pg_class'::regclass AND objid = l.oid AND deptype IN ('a', 'i'))`,
+		n.tbl, n.legacySeq, n.table+"_notify").Scan(&o.tableKind, &o.cols, &o.keyUnique, &o.trigger, &o.seqSchema, &o.seqName, &o.legacyKind, &o.legacyOwn)
+	return o, mapError("open", n.where(), err)
+}
+
+// complete reports whether every object is there and the table owns its
+// sequence: Setup has nothing to do.
+func (o objects) complete() bool {
+	return o.tableKind != nil && o.trigger && o.seqName != nil
+}
+
+// sequence finds the sequence revisions come from: the one the rev column
+// owns, else one an earlier version made under the legacy name.
+func (o objects) sequence(n names) (schema, name string, ok bool) {
+	if o.seqName != nil {
+		return *o.seqSchema, *o.seqName, true
 	}
+	if o.legacyKind != nil && *o.legacyKind == "S" && !o.legacyOwn {
+		return n.schema, n.table + "_rev", true
+	}
+	return "", "", false
+}
+
+// problems lists what is wrong with the table for a store, one phrase
+// each; nothing if it is missing (the caller reports that).
+func (o objects) problems(n names) []string {
+	if o.tableKind == nil {
+		return nil
+	}
+	if *o.tableKind != "r" && *o.tableKind != "p" {
+		return []string{fmt.Sprintf("%s is a %s, not a table", n.tbl, kindName(*o.tableKind))}
+	}
+	var ps []string
+	have := make(map[string]string, len(o.cols))
+	for _, c := range o.cols {
+		name, rest, _ := strings.Cut(c, " ")
+		have[name] = rest
+	}
+	for _, w := range wantCols {
+		name, rest, _ := strings.Cut(w, " ")
+		switch got, ok := have[name]; {
+		case !ok:
+			ps = append(ps, fmt.Sprintf("%s has no column %s", n.tbl, name))
+		case got != rest:
+			ps = append(ps, fmt.Sprintf("column %s of %s is %q, want %q", name, n.tbl, strings.TrimSpace(got), strings.TrimSpace(rest)))
+		}
+	}
+	if !o.keyUnique {
+		ps = append(ps, fmt.Sprintf("%s has no unique index on key alone", n.tbl))
+	}
+	return ps
+}
+
+func kindName(k string) string {
+	switch k {
+	case "r":
+		return "table"
+	case "p":
+		return "partitioned table"
+	case "S":
+		return "sequence"
+	case "i", "I":
+		return "index"
+	case "v":
+		return "view"
+	case "m":
+		return "materialized view"
+	case "c":
+		return "composite type"
+	case "f":
+		return "foreign table"
+	case "t":
+		return "TOAST table"
+	}
+	return "relation of kind " + k
+}
+
+// prepare makes sure a store's objects are there and fit, running the DDL
+// first if setup is true and something is missing, and returns n with the
+// sequence the table uses. It then checks the sequence: its settings, and
+// that it is past the highest revision in the table.
+func prepare(ctx context.Context, pool *pgxpool.Pool, n names, setup bool) (names, error) {
+	o, err := inspect(ctx, pool, n)
+	if err != nil {
+		return n, err
+	}
+	ps := o.problems(n)
+	if setup && !o.complete() && len(ps) == 0 {
+		if err := runDDL(ctx, pool, n); err != nil {
+			return n, err
+		}
+		if o, err = inspect(ctx, pool, n); err != nil {
+			return n, err
+		}
+		ps = o.problems(n)
+	}
+	if len(ps) > 0 {
+		return n, fmt.Errorf("postgres: open %s: %s: %w", n.where(), strings.Join(ps, "; "), ErrSchema)
+	}
+	schema, name, ok := o.sequence(n)
+	if o.tableKind != nil && !ok && o.legacyKind != nil {
+		return n, fmt.Errorf("postgres: open %s: %s owns no sequence, and %s is not one it can use (a %s%s): %w",
+			n.where(), n.tbl, n.legacySeq, kindName(*o.legacyKind), map[bool]string{true: " owned by another table"}[o.legacyOwn], ErrSchema)
+	}
+	if o.tableKind == nil || !ok || !o.trigger {
+		return n, fmt.Errorf("postgres: table %s, its sequence or its trigger is missing (create them with Setup, or with create=true in a store URL): %w", n.tbl, backends.ErrMissingResource)
+	}
+	n.useSeq(schema, name)
+	if err := checkSequence(ctx, pool, n, 0); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+func runDDL(ctx context.Context, pool *pgxpool.Pool, n names) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return mapError("setup", n.schema+"."+n.table, err)
+		return mapError("setup", n.where(), err)
 	}
 	defer rollback(ctx, tx)
 	// Concurrent CREATE ... IF NOT EXISTS of one name can still collide
 	// in the catalog: one lock per table serializes the stores that set
 	// it up at the same time.
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "tenure setup "+n.tbl); err != nil {
-		return mapError("setup", n.schema+"."+n.table, err)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, setupLock(n)); err != nil {
+		return mapError("setup", n.where(), err)
 	}
 	for _, q := range n.ddl() {
 		if _, err := tx.Exec(ctx, q); err != nil {
-			return mapError("setup", n.schema+"."+n.table, err)
+			return mapError("setup", n.where(), err)
 		}
 	}
-	return mapError("setup", n.schema+"."+n.table, tx.Commit(ctx))
+	return mapError("setup", n.where(), tx.Commit(ctx))
 }
 
-// present reports whether the table, its sequence and its trigger exist,
-// so that a store whose role may not create objects opens over objects
-// made by someone else without running DDL.
-func present(ctx context.Context, pool *pgxpool.Pool, n names) (bool, error) {
-	var ok bool
-	err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL
-		AND EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $3)`,
-		n.tbl, n.seq, n.table+"_notify").Scan(&ok)
-	return ok, mapError("setup", n.schema+"."+n.table, err)
+func setupLock(n names) string { return "tenure setup " + n.tbl }
+
+// seqState is what a store checks of its sequence.
+type seqState struct {
+	found              bool
+	cache, incr, start int64
+	cycle              bool
+	last               *int64 // nil: never drawn from (or not readable)
+	top                int64  // the highest revision in the table
+}
+
+// next is the lowest value the sequence can hand out next.
+func (q seqState) next() int64 {
+	if q.last == nil {
+		return q.start
+	}
+	return *q.last + q.incr
+}
+
+func readSequence(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, n names) (seqState, error) {
+	var q seqState
+	err := db.QueryRow(ctx, `SELECT s.cache_size, s.increment_by, s.start_value, s.cycle, s.last_value,
+			(SELECT coalesce(max(greatest(rev, create_rev)), 0) FROM `+n.tbl+`)
+		FROM pg_sequences s WHERE s.schemaname = $1 AND s.sequencename = $2`, n.seqSchema, n.seqName,
+	).Scan(&q.cache, &q.incr, &q.start, &q.cycle, &q.last, &q.top)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return q, nil
+	}
+	q.found = err == nil
+	return q, err
+}
+
+// checkSequence checks the settings of n's sequence and that it is past
+// the highest revision in the table and past floor (the highest revision
+// a store has seen); if it is not, it moves the sequence forward, with
+// every write to the table held off meanwhile. The error is fatal
+// (ErrSchema or ErrPermission) when the settings are unsafe or the
+// sequence is behind and may not be moved.
+func checkSequence(ctx context.Context, pool *pgxpool.Pool, n names, floor int64) error {
+	q, err := readSequence(ctx, pool, n)
+	if err != nil {
+		return mapError("open", n.where(), err)
+	}
+	if err := q.unsafe(n); err != nil {
+		return err
+	}
+	if q.next() > max(q.top, floor) {
+		return nil
+	}
+	return forward(ctx, pool, n, floor)
+}
+
+// unsafe refuses settings under which the sequence could hand out values
+// out of order or again.
+func (q seqState) unsafe(n names) error {
+	var ps []string
+	if !q.found {
+		return fmt.Errorf("postgres: open %s: %s is not a sequence: %w", n.where(), n.seq, ErrSchema)
+	}
+	if q.cache != 1 {
+		ps = append(ps, fmt.Sprintf("cache %d (sessions would hand out cached values out of order; want CACHE 1)", q.cache))
+	}
+	if q.incr <= 0 {
+		ps = append(ps, fmt.Sprintf("increment %d (want a positive INCREMENT BY)", q.incr))
+	}
+	if q.cycle {
+		ps = append(ps, "CYCLE (it would start again from its minimum; want NO CYCLE)")
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return fmt.Errorf("postgres: open %s: sequence %s has %s; alter it and restart every store on the table: %w", n.where(), n.seq, strings.Join(ps, ", "), ErrSchema)
+}
+
+// forward moves n's sequence past the highest revision in the table and
+// past floor. It holds off every write to the table while it reads and
+// moves (LOCK TABLE ... IN EXCLUSIVE MODE lets reads through), so that no
+// value is drawn in between and the sequence never moves back.
+func forward(ctx context.Context, pool *pgxpool.Pool, n names, floor int64) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return mapError("open", n.where(), err)
+	}
+	defer rollback(ctx, tx)
+	behind := func(err error, q seqState) error {
+		return fmt.Errorf("postgres: open %s: sequence %s would hand out %d next, not above revision %d of the table or one a store saw, and cannot be moved forward (SELECT setval('%s', %d) by a role that may): %w",
+			n.where(), n.seq, q.next(), max(q.top, floor), n.seq, max(q.top, floor), err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, setupLock(n)); err != nil {
+		return mapError("open", n.where(), err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+n.tbl+` IN EXCLUSIVE MODE`); err != nil {
+		q, _ := readSequence(ctx, pool, n)
+		return behind(mapError("open", n.where(), err), q)
+	}
+	q, err := readSequence(ctx, tx, n)
+	if err != nil {
+		return mapError("open", n.where(), err)
+	}
+	if err := q.unsafe(n); err != nil {
+		return err
+	}
+	target := max(q.top, floor)
+	if q.next() > target {
+		return nil // moved by another store meanwhile
+	}
+	if _, err := tx.Exec(ctx, `SELECT setval($1::regclass, $2)`, n.seq, target); err != nil {
+		return behind(mapError("open", n.where(), err), q)
+	}
+	return mapError("open", n.where(), tx.Commit(ctx))
 }
 
 // rollback ends tx if it is still open, bounded as cleanupCtx says: a

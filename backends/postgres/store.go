@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -127,7 +128,8 @@ func WithBatchedKeepAlive(window time.Duration) Option {
 
 // WithTable names the schema and table the store keeps its entries in
 // (default DefaultSchema, DefaultTable). Both must be lower-case SQL
-// identifiers of at most 48 bytes; the store adds TABLE_rev (its sequence)
+// identifiers of at most 48 bytes; the store adds TABLE$rev (its sequence,
+// owned by the table; TABLE_rev for a table made by an earlier version)
 // and TABLE_notify (its trigger and trigger function) beside the table.
 // Stores on different tables share nothing.
 func WithTable(schema, table string) Option {
@@ -195,6 +197,11 @@ type Store struct {
 	pooler    Pooler
 	listenCfg *pgx.ConnConfig
 
+	// high is the highest revision this store has seen in a row or
+	// written: every revision the sequence hands out later must be above
+	// it, which each write statement checks.
+	high atomic.Int64
+
 	mu      sync.Mutex
 	seen    map[string]seen // guarded by mu: what this store last observed of each key
 	gen     int64           // guarded by mu: counts the sightings recorded
@@ -256,14 +263,14 @@ func newStatements(n names) statements {
 		// with a lower revision than an earlier write, its token too.
 		insert: `INSERT INTO ` + n.tbl + ` (` + cols + `) VALUES ($1, $2, 0, 0, $3, 0) ON CONFLICT (key) DO NOTHING`,
 		number: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
-			UPDATE ` + n.tbl + ` t SET rev = r.rev, create_rev = r.rev FROM r WHERE t.key = $1 AND t.rev = 0 RETURNING ` + prefixed("t"),
+			UPDATE ` + n.tbl + ` t SET rev = ` + drawn("$2") + `, create_rev = r.rev FROM r WHERE t.key = $1 AND t.rev = 0 RETURNING ` + prefixed("t"),
 		// A takeover names the revision and beat this store saw unchanged
 		// for the TTL: a keep-alive in between makes it match nothing.
 		takeover: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
-			UPDATE ` + n.tbl + ` t SET value = $2, rev = r.rev, create_rev = r.rev, ttl_ms = $3, beat = t.beat + 1
+			UPDATE ` + n.tbl + ` t SET value = $2, rev = ` + drawn("$6") + `, create_rev = r.rev, ttl_ms = $3, beat = t.beat + 1
 			FROM r WHERE t.key = $1 AND t.rev = $4 AND t.beat = $5 RETURNING ` + prefixed("t"),
 		cas: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
-			UPDATE ` + n.tbl + ` t SET value = $2, rev = r.rev, ttl_ms = $3, beat = t.beat + 1
+			UPDATE ` + n.tbl + ` t SET value = $2, rev = ` + drawn("$6") + `, ttl_ms = $3, beat = t.beat + 1
 			FROM r WHERE t.key = $1 AND t.rev = $4 AND t.beat = $5 RETURNING ` + prefixed("t"),
 		keepAlive: `UPDATE ` + n.tbl + ` SET ttl_ms = $3, beat = beat + 1 WHERE key = $1 AND rev = $2 RETURNING ` + cols,
 		// The rows are locked in key order, as Txn locks them, so a batch
@@ -279,13 +286,30 @@ func newStatements(n names) statements {
 		// A put keeps the token of an entry that is live, and is a create
 		// (a new token) over a placeholder or an expired entry.
 		txnPut: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
-			UPDATE ` + n.tbl + ` t SET value = $2, rev = r.rev,
+			UPDATE ` + n.tbl + ` t SET value = $2, rev = ` + drawn("$5") + `,
 				create_rev = CASE WHEN $4 THEN t.create_rev ELSE r.rev END,
 				ttl_ms = $3, beat = t.beat + 1
 			FROM r WHERE t.key = $1 RETURNING ` + prefixed("t"),
 		txnDelete: `DELETE FROM ` + n.tbl + ` WHERE key = $1`,
 		txnClean:  `DELETE FROM ` + n.tbl + ` WHERE key = ANY($1) AND rev = 0`,
 	}
+}
+
+// behindMark starts the message of the error a write statement raises
+// when the sequence hands out a revision not above the row's or the
+// floor the store passes: the sequence went back (reset, recreated, or
+// restored behind the table), and writing would let a token go back.
+const behindMark = "tenure: sequence behind: revision "
+
+// drawn is the revision a write statement sets: r.rev, the value it drew,
+// if that is above the row's revision and above floor (a parameter: the
+// highest revision the store has seen); otherwise the statement fails,
+// with nothing written, by casting a message to bigint (SQL has no raise
+// outside PL/pgSQL, and this needs no function of our own). The message
+// depends on the row, so the cast is never folded at planning.
+func drawn(floor string) string {
+	return `CASE WHEN r.rev > greatest(t.rev, t.create_rev, ` + floor + `::bigint) THEN r.rev
+		ELSE ('` + behindMark + `' || r.rev || ' not above ' || greatest(t.rev, t.create_rev, ` + floor + `::bigint))::bigint END`
 }
 
 func prefixed(t string) string {
@@ -381,14 +405,8 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err := checkReplication(ctx, pool, c.asyncStandbys); err != nil {
 		return nil, err
 	}
-	if c.setup {
-		if err := setup(ctx, pool, n); err != nil {
-			return nil, err
-		}
-	} else if ok, err := present(ctx, pool, n); err != nil {
+	if n, err = prepare(ctx, pool, n, c.setup); err != nil {
 		return nil, err
-	} else if !ok {
-		return nil, fmt.Errorf("postgres: table %s, its sequence or its trigger is missing (create them with Setup, or with create=true in a store URL): %w", n.tbl, backends.ErrMissingResource)
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
 	return &Store{pool: pool, n: n, clk: c.clk, batch: c.batch, pooler: c.pooler, listenCfg: listen, sq: newStatements(n), seen: make(map[string]seen), nonce: rand.Text(), stopCtx: stopCtx, stop: stop}, nil
@@ -498,6 +516,7 @@ func (s *Store) observe(op string, x row, now time.Time, sent int64) (backends.E
 // sight records x and judges it; back reports a row older than a
 // sighting recorded at generation sent or before (sent < 0: no check).
 func (s *Store) sight(x row, now time.Time, sent int64) (e backends.Entry, live, back bool) {
+	s.saw(max(x.rev, x.createRev))
 	e = backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: msDuration(x.ttlMS)}
 	if e.Value == nil {
 		e.Value = []byte{}
@@ -531,6 +550,35 @@ func (s *Store) sight(x row, now time.Time, sent int64) (e backends.Entry, live,
 	}
 	e.Remaining = e.TTL - elapsed
 	return e, true, false
+}
+
+// saw raises the highest revision the store has seen to rev.
+func (s *Store) saw(rev int64) {
+	for {
+		h := s.high.Load()
+		if rev <= h || s.high.CompareAndSwap(h, rev) {
+			return
+		}
+	}
+}
+
+// writeError maps err, returned by a write of key. A write the server
+// refused because the sequence handed out a revision not above the key's
+// or above one this store saw wrote nothing; the store then moves the
+// sequence forward, as it does when it opens, and the error is transient
+// if it could (the caller tries again) and fatal (ErrSchema, or
+// ErrPermission if the role may not move it) if not.
+func (s *Store) writeError(ctx context.Context, op, key string, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "22P02" || !strings.Contains(pe.Message, behindMark) {
+		return mapError(op, key, err)
+	}
+	detail := pe.Message[strings.Index(pe.Message, behindMark)+len(behindMark):]
+	detail = strings.TrimRight(detail, `"`)
+	if ferr := forward(ctx, s.pool, s.n, s.high.Load()); ferr != nil {
+		return fmt.Errorf("postgres: %s %q: sequence %s handed out revision %s; nothing was written: %w", op, key, s.n.seq, detail, ferr)
+	}
+	return fmt.Errorf("postgres: %s %q: sequence %s handed out revision %s, and was moved forward; nothing was written, try again: %w", op, key, s.n.seq, detail, backends.ErrUnavailable)
 }
 
 // forget drops what the store saw of key, once it is gone.
@@ -652,7 +700,7 @@ func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl ti
 			return e, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return backends.Entry{}, mapError(op, key, err)
+			return backends.Entry{}, s.writeError(ctx, op, key, err)
 		}
 		old, cur, found, live, err := s.read(ctx, op, key)
 		if err != nil {
@@ -664,13 +712,13 @@ func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl ti
 		if live {
 			return backends.Entry{}, fmt.Errorf("postgres: %w", &backends.ConflictError{Op: op, Key: key, Current: cur, Found: true})
 		}
-		x, err = scanRow(s.pool.QueryRow(ctx, s.sq.takeover, key, value, ttlMS(ttl), old.rev, old.beat))
+		x, err = scanRow(s.pool.QueryRow(ctx, s.sq.takeover, key, value, ttlMS(ttl), old.rev, old.beat, s.high.Load()))
 		if err == nil {
 			e, _ := s.judge(x, s.clk.Now())
 			return e, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return backends.Entry{}, mapError(op, key, err)
+			return backends.Entry{}, s.writeError(ctx, op, key, err)
 		}
 		// Kept alive, written or deleted since it was read: read again.
 	}
@@ -682,7 +730,7 @@ func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl ti
 func (s *Store) insert(ctx context.Context, key string, value []byte, ttl time.Duration) (row, error) {
 	b := &pgx.Batch{}
 	b.Queue(s.sq.insert, key, value, ttlMS(ttl))
-	b.Queue(s.sq.number, key)
+	b.Queue(s.sq.number, key, s.high.Load())
 	br := s.pool.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
@@ -720,13 +768,13 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 		if old.rev != rev {
 			return backends.Entry{}, fmt.Errorf("postgres: %w", &backends.ConflictError{Op: "cas", Key: key, Expected: rev, Current: cur, Found: true})
 		}
-		x, err := scanRow(s.pool.QueryRow(ctx, s.sq.cas, key, value, ttlMS(ttl), old.rev, old.beat))
+		x, err := scanRow(s.pool.QueryRow(ctx, s.sq.cas, key, value, ttlMS(ttl), old.rev, old.beat, s.high.Load()))
 		if err == nil {
 			e, _ := s.judge(x, s.clk.Now())
 			return e, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return backends.Entry{}, mapError("cas", key, err)
+			return backends.Entry{}, s.writeError(ctx, "cas", key, err)
 		}
 	}
 	return backends.Entry{}, fmt.Errorf("postgres: cas %q: the key kept changing under %d attempts: %w", key, createTries, backends.ErrUnavailable)

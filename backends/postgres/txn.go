@@ -134,7 +134,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 			if v == nil {
 				v = []byte{}
 			}
-			b.Queue(s.sq.txnPut, o.Key, v, ttlMS(o.TTL), cur.live)
+			b.Queue(s.sq.txnPut, o.Key, v, ttlMS(o.TTL), cur.live, s.high.Load())
 		case backends.OpDelete:
 			if cur.live {
 				b.Queue(s.sq.txnDelete, o.Key)
@@ -181,7 +181,10 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		err = cerr
 	}
 	if err != nil {
-		return fail(err)
+		// The locks go before the sequence may be moved forward, which
+		// waits for every writer of the table.
+		s.endTxn(ctx, conn)
+		return backends.TxnResult{}, s.writeError(ctx, "txn", keys[0], err)
 	}
 	now = s.clk.Now()
 	for _, x := range written {
