@@ -39,9 +39,12 @@ type watcher struct {
 // hub is the store's one ordered consumer over the bucket, shared by every
 // Watch call; it lives until it breaks or the store closes.
 type hub struct {
-	it    jetstream.MessagesContext
+	it    messages
 	start uint64        // the first stream sequence the consumer delivers
 	done  chan struct{} // closed when the hub has ended
+	// ctx ends when the store closes or the hub has ended: a Next waiting
+	// for the consumer returns then, whatever Stop did (see messages).
+	ctx context.Context
 
 	// guarded by Store.mu
 	watchers map[*watcher]struct{}
@@ -116,6 +119,27 @@ func (s *Store) drop(h *hub, w *watcher) {
 	}
 }
 
+// messages is the consumer's iterator as the hub uses it: Next also
+// returns once ctx ends.
+type messages interface {
+	Next(ctx context.Context) (jetstream.Msg, error)
+	Stop()
+}
+
+// consumerMessages is the ordered consumer's iterator. Stopping it is not
+// enough to end a Next waiting on it: stopped while it replaces its inner
+// consumer (after missed heartbeats, as when a server restarts), nats.go's
+// ordered consumer stops the inner iterator it had and then starts a new
+// one that nothing stops, so the Next waits for good, and with it the
+// store's Close. Next gives the wait ctx, which nats.go's iterator ends on.
+type consumerMessages struct{ it jetstream.MessagesContext }
+
+func (c consumerMessages) Next(ctx context.Context) (jetstream.Msg, error) {
+	return c.it.Next(jetstream.NextContext(ctx))
+}
+
+func (c consumerMessages) Stop() { c.it.Stop() }
+
 // hub returns the running hub, or starts one after stream sequence last.
 func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 	s.mu.Lock()
@@ -136,17 +160,27 @@ func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	h := &hub{it: it, start: last + 1, done: make(chan struct{}), watchers: map[*watcher]struct{}{}}
+	return s.startHub(consumerMessages{it}, last+1)
+}
+
+// startHub makes the hub over it, whose first message is stream sequence
+// start, the store's and runs it; if another Watch started one meanwhile,
+// it returns that one.
+func (s *Store) startHub(it messages, start uint64) (*hub, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &hub{it: it, start: start, ctx: ctx, done: make(chan struct{}), watchers: map[*watcher]struct{}{}}
 	s.mu.Lock()
 	if cur := s.watch; cur != nil && !cur.ended {
 		// Another Watch started one meanwhile: use it.
 		s.mu.Unlock()
 		it.Stop()
+		cancel()
 		return cur, nil
 	}
 	if s.closed {
 		s.mu.Unlock()
 		it.Stop()
+		cancel()
 		return nil, fmt.Errorf("nats: watch: %w", backends.ErrClosed)
 	}
 	s.watch = h
@@ -158,6 +192,7 @@ func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 		select {
 		case <-s.done:
 			it.Stop()
+			cancel()
 		case <-stop:
 		}
 	}()
@@ -169,6 +204,7 @@ func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 		defer s.watches.Done()
 		s.follow(h)
 		it.Stop() // follow may end on a message it cannot read
+		cancel()
 		close(stop)
 		s.mu.Lock()
 		h.ended = true
@@ -190,7 +226,7 @@ func (s *Store) follow(h *hub) {
 	last := map[string]backends.Entry{} // last revisions seen per key
 	next := h.start
 	for {
-		m, err := h.it.Next()
+		m, err := h.it.Next(h.ctx)
 		if err != nil {
 			return
 		}

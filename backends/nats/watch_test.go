@@ -36,11 +36,12 @@ func (m fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
 
 // fakeIter hands out msgs, then reports the iterator closed.
 type fakeIter struct {
-	jetstream.MessagesContext
 	msgs []fakeMsg
 }
 
-func (f *fakeIter) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
+func (f *fakeIter) Stop() {}
+
+func (f *fakeIter) Next(context.Context) (jetstream.Msg, error) {
 	if len(f.msgs) == 0 {
 		return nil, jetstream.ErrMsgIteratorClosed
 	}
@@ -52,7 +53,7 @@ func (f *fakeIter) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
 // bareStore is a Store over bucket "b" with no server, for tests that
 // drive its watch with a fake consumer.
 func bareStore(clk clock.Clock) *Store {
-	return &Store{subj: "$KV.b.", clk: clk, seen: map[string]sighting{}, known: map[string]mark{}, sighted: make(chan struct{}, 1)}
+	return &Store{subj: "$KV.b.", clk: clk, done: make(chan struct{}), seen: map[string]sighting{}, known: map[string]mark{}, sighted: make(chan struct{}, 1)}
 }
 
 // TestWatchEndsOnGap: when the consumer's next message is not the next
@@ -71,7 +72,7 @@ func TestWatchEndsOnGap(t *testing.T) {
 		{subj: "$KV.b.w/a", seq: 9, hdr: put},
 	}}
 	w := &watcher{ctx: context.Background(), prefix: "$KV.b.w", ch: make(chan backends.Event, 8)}
-	h := &hub{it: it, start: 5, watchers: map[*watcher]struct{}{w: {}}}
+	h := &hub{it: it, start: 5, ctx: context.Background(), watchers: map[*watcher]struct{}{w: {}}}
 	s.follow(h)
 	var got []int64
 	for len(w.ch) > 0 {
@@ -323,11 +324,12 @@ func TestWatchReportsExpiryAndRevival(t *testing.T) {
 // chanIter hands out the messages a test sends it, one at a time, and
 // reports the iterator closed once the channel is.
 type chanIter struct {
-	jetstream.MessagesContext
 	msgs chan fakeMsg
 }
 
-func (f *chanIter) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
+func (f *chanIter) Stop() {}
+
+func (f *chanIter) Next(context.Context) (jetstream.Msg, error) {
 	m, ok := <-f.msgs
 	if !ok {
 		return nil, jetstream.ErrMsgIteratorClosed
@@ -344,7 +346,7 @@ func fakeWatch(t *testing.T, s *Store, start uint64) (w *watcher, feed chan<- fa
 	t.Helper()
 	it := &chanIter{msgs: make(chan fakeMsg)}
 	w = &watcher{ctx: context.Background(), prefix: s.subj, after: start - 1, ch: make(chan backends.Event, 16)}
-	h := &hub{it: it, start: start, done: make(chan struct{}), watchers: map[*watcher]struct{}{w: {}}}
+	h := &hub{it: it, start: start, ctx: context.Background(), done: make(chan struct{}), watchers: map[*watcher]struct{}{w: {}}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { s.follow(h) })
@@ -512,5 +514,47 @@ func TestWatchExpiryNotAfterNewerPut(t *testing.T) {
 	case ev := <-w.ch:
 		t.Errorf("after the put at 6, event %v %q rev %d; want none", ev.Kind, ev.Entry.Key, ev.Entry.Revision)
 	default:
+	}
+}
+
+// stuckIter is a consumer that Stop does not end a Next of: only the ctx
+// given to Next does. So is nats.go's ordered consumer when it is stopped
+// while it replaces its inner consumer (after missed heartbeats): it stops
+// the inner iterator it had, then starts a new one nothing stops.
+type stuckIter struct{ waiting chan struct{} }
+
+func (f *stuckIter) Next(ctx context.Context) (jetstream.Msg, error) {
+	close(f.waiting)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (f *stuckIter) Stop() {}
+
+// TestCloseEndsStuckWatch: Close returns, and its watch's goroutines end,
+// while the consumer's Next waits on an iterator that stopping does not
+// end. Before, Close waited for it for good: a fault test that restarted
+// the server saw a store's Close still waiting after five minutes.
+func TestCloseEndsStuckWatch(t *testing.T) {
+	s := bareStore(clock.New())
+	it := &stuckIter{waiting: make(chan struct{})}
+	if _, err := s.startHub(it, 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx := within(t, 10*time.Second)
+	select {
+	case <-it.waiting:
+	case <-ctx.Done():
+		t.Fatal("the watch never waited for a message")
+	}
+	closed := make(chan struct{})
+	go func() {
+		_ = s.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close did not return within 10s while the consumer's Next waited")
 	}
 }
