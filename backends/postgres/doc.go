@@ -202,13 +202,15 @@
 //     while the watch's start markers and every write go through the
 //     pooler, so a watch sees each write as on a direct connection;
 //   - without one, declares no watch (no CapWatch; Watch returns an error
-//     wrapping backends.ErrUnsupported). An elector's followers then time
-//     their attempts to the claim's observed expiry, as on any store
-//     without a watch: a graceful handover waits up to about a TTL after
-//     the release instead of a round trip, and a follower sends about one
-//     attempt per TTL while the leader renews. BenchmarkStores in
-//     internal/storebench measures it as postgres-pgbouncer, beside
-//     postgres (make bench-report puts it in docs/performance.md).
+//     wrapping backends.ErrUnsupported). An elector's followers then
+//     learn of a release only at their next attempt, which they time to
+//     the claim's observed expiry: a graceful handover may wait up to
+//     about a TTL instead of following the release at once. The requests
+//     stay what they are with a watch, about one attempt per follower per
+//     TTL while the leader renews: expiry yields no event here, so
+//     followers time their attempts to it either way. BenchmarkStores in
+//     internal/storebench measures both as postgres-pgbouncer, beside
+//     postgres (make bench-report puts them in docs/performance.md).
 //
 // Why no watch that polls through the pooler: a poll sees the table at
 // each poll, not the writes between two polls (a delete and a create, two
