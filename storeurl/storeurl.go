@@ -145,7 +145,50 @@ type Location struct {
 	ReadOnly bool
 
 	u    *url.URL // the URL as Parse checked it, Host restored as written
+	pu   *url.URL // the URL the scheme's Parse was given
 	open Opener
+}
+
+// User returns the user the URL names, "" if none, and whether the URL
+// has a password too.
+func (l *Location) User() (user string, hasPassword bool) {
+	if l.pu == nil || l.pu.User == nil {
+		return "", false
+	}
+	_, hasPassword = l.pu.User.Password()
+	return l.pu.User.Username(), hasPassword
+}
+
+// WithPassword returns a copy of l that opens its store with the password
+// pw, for a program that reads the password from somewhere other than the
+// URL (an environment variable, a file), where the process list does not
+// show it. The URL must name a user and no password, and its scheme must
+// take credentials; String shows the password redacted, as for a password
+// in the URL.
+func (l *Location) WithPassword(pw string) (*Location, error) {
+	sch, _ := lookup(l.Scheme)
+	switch {
+	case l.pu == nil || sch == nil:
+		return nil, &Error{URL: l.String(), Msg: "Location not made by Parse"}
+	case !sch.Credentials:
+		return nil, &Error{URL: l.String(), Msg: fmt.Sprintf("%s:// takes no user or password", l.Scheme)}
+	case l.pu.User == nil || l.pu.User.Username() == "":
+		return nil, &Error{URL: l.String(), Msg: "a password needs a user in the URL (USER@HOST)"}
+	}
+	if _, has := l.pu.User.Password(); has {
+		return nil, &Error{URL: l.String(), Msg: "the URL has a password already"}
+	}
+	pu := *l.pu
+	pu.User = url.UserPassword(l.pu.User.Username(), pw)
+	open, err := sch.Parse(&pu)
+	if err != nil {
+		return nil, &Error{URL: l.String(), Msg: err.Error(), Err: err}
+	}
+	given := *l.u
+	given.User = pu.User
+	c := *l
+	c.u, c.pu, c.open = &given, &pu, open
+	return &c, nil
 }
 
 // String is the URL with its password, if any, redacted.
@@ -324,7 +367,7 @@ func Parse(raw string) (*Location, error) {
 	if err != nil {
 		return nil, &Error{URL: shown, Msg: err.Error(), Err: err}
 	}
-	l.u, l.open = &given, open
+	l.u, l.pu, l.open = &given, u, open
 	return l, nil
 }
 

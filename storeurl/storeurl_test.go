@@ -664,3 +664,58 @@ func TestReadOnly(t *testing.T) {
 		t.Errorf("the Opener got %+v, want %+v", got, want)
 	}
 }
+
+// TestWithPassword: a password given apart from the URL reaches the
+// scheme's Parse with the URL's user, is never shown, and is refused for
+// a URL without a user, with a password of its own, or of a scheme that
+// takes no credentials.
+func TestWithPassword(t *testing.T) {
+	var got *url.URL
+	storeurl.Register(storeurl.Scheme{
+		Name:        "pwtest",
+		Form:        "pwtest://USER@HOST/NAME",
+		Credentials: true,
+		Parse: func(u *url.URL) (storeurl.Opener, error) {
+			got = u
+			return func(context.Context, storeurl.Request) (backends.Store, error) {
+				return nil, errors.New("no store here")
+			}, nil
+		},
+	})
+	loc, err := storeurl.Parse("pwtest://alice@h/n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user, has := loc.User(); user != "alice" || has {
+		t.Errorf("User() = %q, %v; want alice, false", user, has)
+	}
+	withPW, err := loc.WithPassword("s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pw, _ := got.User.Password(); got.User.Username() != "alice" || pw != "s3cret" {
+		t.Errorf("the scheme's Parse got user %v", got.User)
+	}
+	if s := withPW.String(); strings.Contains(s, "s3cret") || !strings.Contains(s, "alice:xxxxx@") {
+		t.Errorf("String() = %q, want the password redacted", s)
+	}
+	if _, err := withPW.Open(context.Background()); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Open = %v, want an error without the password", err)
+	}
+	if s := loc.String(); s != "pwtest://alice@h/n" {
+		t.Errorf("the original Location changed: %q", s)
+	}
+	for raw, says := range map[string]string{
+		"pwtest://h/n":         "needs a user",
+		"pwtest://bob:pw@h/n":  "has a password already",
+		"file:///var/lib/tenu": "takes no user or password",
+	} {
+		l, err := storeurl.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.WithPassword("x"); !errors.Is(err, backends.ErrInvalid) || !strings.Contains(err.Error(), says) {
+			t.Errorf("Parse(%q).WithPassword = %v, want it to say %q", raw, err, says)
+		}
+	}
+}
