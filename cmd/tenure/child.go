@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -30,8 +31,9 @@ type child struct {
 // __tenure-supervise COMMAND...". The supervisor is a child subreaper: it
 // kills COMMAND's whole tree, double-forked daemons included, when COMMAND
 // exits, when tenure asks, and when tenure dies (its control pipe reads
-// EOF), and exits only once no process of the tree is left.
-func startChild(argv, env []string) (*child, error) {
+// EOF), and exits only once no process of the tree is left. What the
+// supervisor reports of COMMAND later (a job control stop) goes to log.
+func startChild(argv, env []string, log *slog.Logger) (*child, error) {
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -42,7 +44,6 @@ func startChild(argv, env []string) (*child, error) {
 		ctlW.Close()
 		return nil, err
 	}
-	defer repR.Close()
 	// /proc/self/exe is this very binary, even if its file was replaced
 	// or removed since tenure started.
 	cmd := exec.Command("/proc/self/exe", append([]string{superviseArg}, argv...)...)
@@ -58,19 +59,47 @@ func startChild(argv, env []string) (*child, error) {
 		return nil, fmt.Errorf("start supervisor: %w", err)
 	}
 	c := &child{sup: cmd.Process, ctl: ctlW, done: make(chan int, 1)}
+	rep := bufio.NewReader(repR)
+	line, _ := rep.ReadString('\n')
+	var pid int
+	started := false
+	if _, err := fmt.Sscanf(line, "started %d", &pid); err == nil {
+		c.pid, started = pid, true
+	}
+	reported := make(chan struct{})
+	go func() {
+		// The report pipe reads EOF once the supervisor has exited.
+		defer close(reported)
+		defer repR.Close()
+		for started {
+			line, err := rep.ReadString('\n')
+			if err != nil {
+				return
+			}
+			var what string
+			var p, sig int
+			if _, err := fmt.Sscanf(line, "%s %d %d", &what, &p, &sig); err != nil {
+				continue
+			}
+			switch what {
+			case "stopped":
+				log.Warn("command stopped: it does nothing while it holds the claim until it gets SIGCONT (one stopped by SIGTTIN or SIGTTOU read or wrote the terminal: give it a stdin that is not one)",
+					"pid", p, "signal", syscall.Signal(sig).String())
+			case "continued":
+				log.Info("command continued", "pid", p)
+			}
+		}
+	}()
 	go func() {
 		_ = cmd.Wait() // the status is read from ProcessState
+		<-reported
 		c.mu.Lock()
 		c.ctl.Close()
 		c.ctl = nil
 		c.mu.Unlock()
 		c.done <- status(cmd.ProcessState)
 	}()
-
-	line, _ := bufio.NewReader(repR).ReadString('\n')
-	var pid int
-	if _, err := fmt.Sscanf(line, "started %d", &pid); err == nil {
-		c.pid = pid
+	if started {
 		return c, nil
 	}
 	code := <-c.done
@@ -93,13 +122,25 @@ type startError struct {
 
 func (e *startError) Error() string { return e.msg }
 
-// signal asks the supervisor to send sig to every process of the tree:
-// SIGTERM once, SIGKILL until none is left. Once the supervisor has been
-// reaped, nothing of the tree is left to signal.
+// signal asks the supervisor to send sig to every process of the tree
+// (SIGTERM once, SIGKILL until none is left), or, for SIGHUP, SIGUSR1 and
+// SIGUSR2, to COMMAND alone. Once the supervisor has been reaped, nothing
+// of the tree is left to signal.
 func (c *child) signal(sig syscall.Signal) {
-	req := reqTerm
-	if sig == syscall.SIGKILL {
+	var req byte
+	switch sig {
+	case syscall.SIGTERM:
+		req = reqTerm
+	case syscall.SIGKILL:
 		req = reqKill
+	case syscall.SIGHUP:
+		req = reqHUP
+	case syscall.SIGUSR1:
+		req = reqUSR1
+	case syscall.SIGUSR2:
+		req = reqUSR2
+	default:
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

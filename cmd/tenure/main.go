@@ -13,10 +13,11 @@ import (
 
 // Exit statuses of tenure itself; any other status is the child's.
 const (
-	exitInternal = 1  // an error of tenure's own
-	exitUsage    = 2  // bad flags or arguments
-	exitStore    = 69 // the store cannot be opened or fails fatally (EX_UNAVAILABLE)
-	exitLost     = 75 // --once: the term ended before the child exited (EX_TEMPFAIL)
+	exitInternal = 1   // an error of tenure's own
+	exitUsage    = 2   // bad flags or arguments
+	exitStore    = 69  // the store cannot be opened or fails fatally (EX_UNAVAILABLE)
+	exitLost     = 75  // --once: the term ended before the child exited (EX_TEMPFAIL)
+	exitTry      = 124 // --try: the claim was not acquired in time (as timeout(1) reports a timeout)
 	exitNoExec   = 126
 	exitNotFound = 127
 )
@@ -31,6 +32,13 @@ func (e usageError) Unwrap() error { return e.err }
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
+
+// failure is an error of tenure's own that the user should read: one line
+// on stderr, exit status 1.
+type failure struct{ err error }
+
+func (e failure) Error() string { return e.err.Error() }
+func (e failure) Unwrap() error { return e.err }
 
 // exitCode carries a subcommand's exit status through cobra.
 type exitCode int
@@ -62,6 +70,16 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	}
 	// One line, even for joined errors.
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	var fe failure
+	if errors.As(err, &fe) {
+		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
+		return exitInternal
+	}
+	var ce commandError
+	if errors.As(err, &ce) {
+		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
+		return ce.code
+	}
 	var se storeError
 	if errors.As(err, &se) {
 		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
@@ -94,6 +112,12 @@ func (o *options) logger() (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(o.stderr, &slog.HandlerOptions{Level: lvl})), nil
 }
 
+// examples is a subcommand's Example text: s without its surrounding blank
+// lines, every line kept as indented.
+func examples(s string) string {
+	return strings.Trim(s, "\n")
+}
+
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	o := &options{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
@@ -102,15 +126,17 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Long: strings.TrimSpace(`
 tenure runs a command only while this process holds a claim in a shared
 store (a file store directory on one host, or etcd, Kubernetes, NATS or
-PostgreSQL), and shows who
-holds a claim. Stores are named by URL: file:///DIR (one host),
-etcd://HOST:PORT[,HOST:PORT]/PREFIX, kube://NAMESPACE, nats://HOST:PORT/BUCKET
-or postgres://USER@HOST:PORT/DATABASE (each subcommand's --store help gives
+PostgreSQL), and shows who holds a claim. Stores are named by URL:
+file:///DIR (one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX,
+kube://NAMESPACE, nats://HOST:PORT/BUCKET or
+postgres://USER@HOST:PORT/DATABASE (each subcommand's --store help gives
 every form with its parameters). etcd:// takes ?lease=shared (one etcd
 lease per process, renewed in batches) and kube:// takes session=DURATION
-(one session Lease per process, renewed once per DURATION); both default to
-a lease per claim. Only run makes a store, and only when its URL says
-create=true.
+(one session Lease per process, renewed once per DURATION); both default
+to a lease per claim. Only run makes a store, and only when its URL says
+create=true; the other subcommands take the same URL and create nothing.
+A password can stay out of the URL, where the process list shows it:
+--password-file, or $TENURE_STORE_PASSWORD, for a URL that names a user.
 
 Every command logs the store it opens (without its password) and gives up
 opening it after --timeout (default 10s): it then prints one line naming
@@ -124,7 +150,7 @@ the store and the error, and exits with status 69.`),
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRunCmd(o), newHoldersCmd(o), newWatchCmd(o), newResizeCmd(o))
+	root.AddCommand(newRunCmd(o), newHoldersCmd(o), newWatchCmd(o), newResizeCmd(o), newReleaseCmd(o))
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

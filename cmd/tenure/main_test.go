@@ -84,6 +84,17 @@ func monoNow() int64 {
 func childMain(path string) int {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
+	// SIGHUP, SIGUSR1 and SIGUSR2 are journaled as "signal N PID MONO
+	// SLOT" with N the signal's number, and do not end the child.
+	other := make(chan os.Signal, 4)
+	signal.Notify(other, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for sig := range other {
+			journal(path, func([]string) []string {
+				return []string{fmt.Sprintf("signal %d %d %d 0", int(sig.(syscall.Signal)), os.Getpid(), monoNow())}
+			})
+		}
+	}()
 	token, err := strconv.ParseInt(os.Getenv("TENURE_TOKEN"), 10, 64)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child: TENURE_TOKEN:", err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -21,14 +23,57 @@ const defaultTimeout = 10 * time.Second
 // return its own error.
 const causeWait = 200 * time.Millisecond
 
+// envPassword names the environment variable tenure reads a store's
+// password from, for a --store URL that names a user and no password.
+const envPassword = "TENURE_STORE_PASSWORD"
+
 // storeFlags are the flags about the store every subcommand shares.
 type storeFlags struct {
-	timeout time.Duration // --timeout
+	timeout      time.Duration // --timeout
+	passwordFile string        // --password-file
 }
 
 func (f *storeFlags) register(root *cobra.Command) {
 	root.PersistentFlags().DurationVar(&f.timeout, "timeout", defaultTimeout,
 		"how long opening the store may take; past it, exit status 69")
+	root.PersistentFlags().StringVar(&f.passwordFile, "password-file", "",
+		"read the store's password from this file (its first line), for a --store URL that names a user and no password; "+envPassword+" is read otherwise")
+}
+
+// withPassword gives loc the password of --password-file, or of
+// $TENURE_STORE_PASSWORD, so that it need not be in the URL, where the
+// process list shows it. The environment variable applies only to a URL
+// that names a user and no password; --password-file is a usage error
+// for any other.
+func (f *storeFlags) withPassword(loc *storeurl.Location) (*storeurl.Location, error) {
+	var pw string
+	switch {
+	case f.passwordFile != "":
+		b, err := os.ReadFile(f.passwordFile)
+		if err != nil {
+			return nil, usagef("--password-file: %v", err)
+		}
+		pw, _, _ = strings.Cut(string(b), "\n")
+		pw = strings.TrimSuffix(pw, "\r")
+		if pw == "" {
+			return nil, usagef("--password-file %s: the file's first line is empty", f.passwordFile)
+		}
+		l, err := loc.WithPassword(pw)
+		if err != nil {
+			return nil, usagef("--password-file: %v", err)
+		}
+		return l, nil
+	case os.Getenv(envPassword) != "":
+		if user, has := loc.User(); user == "" || has {
+			return loc, nil
+		}
+		l, err := loc.WithPassword(os.Getenv(envPassword))
+		if err != nil {
+			return nil, usagef("$%s: %v", envPassword, err)
+		}
+		return l, nil
+	}
+	return loc, nil
 }
 
 // storeError is a store that cannot be opened or read: reported in one

@@ -37,12 +37,15 @@ It refuses a key that is not a slot group: tenure run --slots N with N above
 Exit status: 0 when the group has size N; 2 for bad usage, a KEY that is
 not a slot group included; 69 if the store cannot be opened within
 --timeout, read or written.`),
-		Example: strings.TrimSpace(`
+		Example: examples(`
   tenure resize --store file:///var/lib/tenure --key workers --slots 5`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			loc, err := parseExistingStore(store)
 			if err != nil {
+				return err
+			}
+			if loc, err = o.withPassword(loc); err != nil {
 				return err
 			}
 			if err := checkKey(key); err != nil {

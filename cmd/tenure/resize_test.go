@@ -86,7 +86,9 @@ func TestRunSingleClaimOnGroup(t *testing.T) {
 	a := startTenure(t, "a", j, []string{envSlots + "=2"}, runArgs(url, "workers", "a", "--slots", "2")...)
 	waitUntil(t, 20*time.Second, "a's child started", func() bool { return count(readJournal(t, j), "start") == 1 })
 
-	cmd := exec.Command(tenureBin, runArgs(url, "workers", "b", "--once")...)
+	args := runArgs(url, "workers", "b", "--once")
+	args[len(args)-1] = "true"
+	cmd := exec.Command(tenureBin, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	err := cmd.Run()

@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -27,16 +30,19 @@ import (
 
 // runConfig is what tenure run was asked to do.
 type runConfig struct {
-	store     *storeurl.Location
-	key       string
-	id        string
-	slots     int
-	ttl       time.Duration
-	killGrace time.Duration
-	once      bool
-	metrics   string
-	timeout   time.Duration // bounds opening the store
-	argv      []string
+	store      *storeurl.Location
+	key        string
+	id         string
+	slots      int
+	ttl        time.Duration
+	killGrace  time.Duration
+	graceSet   bool          // --kill-grace was given
+	try        time.Duration // 0: campaign without a bound
+	once       bool
+	forwardHUP bool
+	metrics    string
+	timeout    time.Duration // bounds opening the store
+	argv       []string
 }
 
 func newRunCmd(o *options) *cobra.Command {
@@ -44,21 +50,32 @@ func newRunCmd(o *options) *cobra.Command {
 	var store string
 	cmd := &cobra.Command{
 		Use:   "run --store URL --key KEY [flags] -- COMMAND [ARG...]",
-		Short: "Run a command only while this process holds the claim",
+		Short: "Run a command while holding a claim, again each time it exits (--once: once, with its status)",
 		Long: strings.TrimSpace(`
-Run campaigns for the claim KEY (or for one of N slots of it with --slots N)
-and runs COMMAND only while it holds it. The command gets TENURE_TOKEN (the
-fencing token of the term), TENURE_SLOT and TENURE_KEY in its environment.
+Run runs COMMAND while it holds the claim KEY and, by default, campaigns
+and runs it again each time it exits, as a service; with --once it runs it
+one time and exits with its status, as consul lock and etcdctl lock do.
 
-When the term ends (the claim is lost, or tenure gets SIGTERM or SIGINT) the
-command gets SIGTERM, then SIGKILL --kill-grace later. When renewals keep
-failing, SIGTERM comes --kill-grace before the local deadline and SIGKILL at
-the deadline at the latest. The signals go to every process the command
-started, also those that left its process group (daemons): the command runs
-under a supervisor (tenure itself, a child subreaper) that holds its whole
-tree. When the command exits, what it left running is killed. The claim is
-released only after that. If tenure itself dies, even by SIGKILL, the
-supervisor kills the whole tree at once.
+Run campaigns for the claim KEY (or for one of N slots of it with --slots
+N) and runs COMMAND only while it holds it. The command gets TENURE_TOKEN
+(the fencing token of the term), TENURE_SLOT, TENURE_KEY and TENURE_ID (the
+identity the claim is held under) in its environment. A COMMAND that is
+not found or cannot be executed is refused before tenure campaigns. With
+--try D, tenure gives up (status 124) if the claim is not acquired within D
+of campaigning.
+
+When the term ends (the claim is lost, or tenure gets SIGTERM, SIGINT or
+SIGHUP) the command gets SIGTERM, then SIGKILL --kill-grace later. When
+renewals keep failing, SIGTERM comes --kill-grace before the local deadline
+and SIGKILL at the deadline at the latest. The signals go to every process
+the command started, also those that left its process group (daemons): the
+command runs under a supervisor (tenure itself, a child subreaper) that
+holds its whole tree. When the command exits, what it left running is
+killed. The claim is released only after that. If tenure itself dies, even
+by SIGKILL, the supervisor kills the whole tree at once. SIGUSR1 and
+SIGUSR2 to tenure are passed on to the command, and SIGHUP too with
+--forward-hup (for a command that reloads on it). A command stopped by job
+control (it read the terminal) is logged.
 
 After the command exits, or its term is lost, tenure releases the claim and
 campaigns again, --ttl/6 later; with --once it exits instead. A command
@@ -80,24 +97,31 @@ tenure itself is paused (a stopped VM, SIGSTOP) past it: make every write to
 a shared resource carry TENURE_TOKEN, and have the resource reject tokens
 lower than the highest it has seen.
 
-Exit status: the command's (128+N if it died of signal N); 2 for bad usage
-(a key that is a slot group, run without --slots, is one);
-69 if the store cannot be opened within --timeout or keeps failing fatally;
-75 with --once when the term ended before the command exited; 126/127 if the
-command cannot be started; 128+N if tenure got signal N while no command
-ran; 1 if the --metrics address cannot be listened on.`),
-		Example: strings.TrimSpace(`
-  # Run the indexer on one host of many sharing an etcd cluster:
+Exit status: the command's (128+N if it died of signal N); 1 for an error
+of tenure's own (the --metrics address cannot be listened on); 2 for bad
+usage (a key that is a slot group, run without --slots, is one); 69 if the
+store cannot be opened within --timeout or keeps failing fatally; 75 with
+--once when the term ended before the command exited; 124 with --try when
+the claim was not acquired in time; 126 if the command cannot be executed,
+127 if it is not found; 128+N if tenure got signal N while no command
+ran.`),
+		Example: examples(`
+  # A service: the indexer runs on one host of many sharing an etcd cluster,
+  # and is started again whenever it exits:
   tenure run --store etcd://10.0.0.1:2379,10.0.0.2:2379/tenure --key indexer -- ./indexer --serve
 
-  # Three workers at most, on the hosts sharing /var/lib/tenure:
+  # Three workers at most, on the hosts sharing /var/lib/tenure, each
+  # started again whenever it exits:
   tenure run --store file:///var/lib/tenure --key workers --slots 3 -- ./worker
 
-  # Serve Prometheus metrics (tenure_leader, renewals, demotions...), /healthz and /readyz:
+  # A service with Prometheus metrics (tenure_leader, renewals, demotions...), /healthz and /readyz:
   tenure run --store file:///var/lib/tenure --key indexer --metrics 127.0.0.1:9090 -- ./indexer
 
-  # A one-off job that runs on one host only, then exits with its status:
-  tenure run --store file:///var/lib/tenure --key backup --once --ttl 30s -- sh -c 'backup --token "$TENURE_TOKEN"'`),
+  # A one-off job (--once) that runs on one host only, then exits with its status:
+  tenure run --store file:///var/lib/tenure --key backup --once --ttl 30s -- sh -c 'backup --token "$TENURE_TOKEN"'
+
+  # The same job, given up with status 124 if another host holds the claim for a minute:
+  tenure run --store file:///var/lib/tenure --key backup --once --try 1m -- ./backup`),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("no command to run (give it after --)")
@@ -106,12 +130,23 @@ ran; 1 if the --metrics address cannot be listened on.`),
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rc.argv = args
+			rc.graceSet = cmd.Flags().Changed("kill-grace")
+			trySet := cmd.Flags().Changed("try")
+			if trySet && rc.try <= 0 {
+				return usagef("--try %v: want a positive duration", rc.try)
+			}
 			loc, err := parseStore(store)
 			if err != nil {
 				return err
 			}
+			if loc, err = o.withPassword(loc); err != nil {
+				return err
+			}
 			rc.store = loc
 			if err := rc.validate(); err != nil {
+				return err
+			}
+			if err := checkCommand(rc.argv[0]); err != nil {
 				return err
 			}
 			log, err := o.logger()
@@ -133,9 +168,11 @@ ran; 1 if the --metrics address cannot be listened on.`),
 	f.StringVar(&rc.key, "key", "", "claim key (required)")
 	f.StringVar(&rc.id, "id", "", "identity in the claim (default HOSTNAME:PID)")
 	f.IntVar(&rc.slots, "slots", 1, "number of holders allowed at once (a slot group when above 1)")
-	f.DurationVar(&rc.ttl, "ttl", elector.DefaultTTL, "lease asked of the store; a lost tenure's claim frees this long after its last renewal")
-	f.DurationVar(&rc.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL to the command, at most ttl/3 (default ttl/5)")
+	f.DurationVar(&rc.ttl, "ttl", elector.DefaultTTL, fmt.Sprintf("lease asked of the store, from %v to %v; a lost tenure's claim frees this long after its last renewal", minTTL, maxTTL))
+	f.DurationVar(&rc.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL to the command, above 0 and at most ttl/3 (default ttl/5)")
+	f.DurationVar(&rc.try, "try", 0, fmt.Sprintf("give up, with exit status %d, if the claim is not acquired within this long of campaigning (default: wait for it)", exitTry))
 	f.BoolVar(&rc.once, "once", false, "exit after the first term instead of campaigning again")
+	f.BoolVar(&rc.forwardHUP, "forward-hup", false, "pass SIGHUP on to the command (for a reload) instead of ending the term")
 	f.StringVar(&rc.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, liveness at /healthz and readiness (leading, or holding a slot) at /readyz (e.g. 127.0.0.1:9090)")
 	return cmd
 }
@@ -148,18 +185,23 @@ func (rc *runConfig) validate() error {
 	if rc.slots < 1 || rc.slots > slots.MaxSize {
 		return usagef("--slots %d: want 1 to %d", rc.slots, slots.MaxSize)
 	}
-	if rc.ttl <= 0 {
-		return usagef("--ttl %v: want a positive duration", rc.ttl)
+	switch {
+	case rc.ttl < minTTL:
+		return usagef("--ttl %v: the minimum is %v (renewals every ttl/3 need time to be answered)", rc.ttl, minTTL)
+	case rc.ttl > maxTTL:
+		return usagef("--ttl %v: the maximum is %v", rc.ttl, maxTTL)
 	}
-	if rc.killGrace < 0 || rc.killGrace > rc.ttl/3 {
-		return usagef("--kill-grace %v: want between 0 and a third of --ttl (%v)", rc.killGrace, rc.ttl/3)
-	}
-	if rc.killGrace == 0 {
+	switch {
+	case rc.graceSet && rc.killGrace <= 0:
+		return usagef("--kill-grace %v: want a positive duration, at most a third of --ttl (%v); leave it out for ttl/5", rc.killGrace, rc.ttl/3)
+	case rc.killGrace > rc.ttl/3:
+		return usagef("--kill-grace %v: want at most a third of --ttl (%v)", rc.killGrace, rc.ttl/3)
+	case !rc.graceSet:
 		rc.killGrace = rc.ttl / 5
 	}
 	if rc.metrics != "" {
-		if _, _, err := net.SplitHostPort(rc.metrics); err != nil {
-			return usagef("--metrics %q: want HOST:PORT, such as 127.0.0.1:9090 (%v)", rc.metrics, err)
+		if err := checkListenAddr(rc.metrics); err != nil {
+			return usagef("--metrics %q: want HOST:PORT with a port from 0 to 65535, such as 127.0.0.1:9090 (%v)", rc.metrics, err)
 		}
 	}
 	if rc.id == "" {
@@ -181,18 +223,94 @@ func (rc *runConfig) validate() error {
 	return nil
 }
 
-// onSignal calls f, from a goroutine of its own, with the first SIGTERM or
-// SIGINT that arrives, and catches them until the returned stop is called.
-// stop returns once f has returned, if it was called.
-func onSignal(f func(syscall.Signal)) (stop func()) {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+// endSignals are the signals that end tenure: a running term ends as
+// SIGTERM ends it (the command gets SIGTERM and the claim is released once
+// it exited). SIGHUP is among them unless --forward-hup makes it one the
+// command gets instead.
+func endSignals(forwardHUP bool) []os.Signal {
+	if forwardHUP {
+		return []os.Signal{syscall.SIGTERM, syscall.SIGINT}
+	}
+	return []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
+}
+
+// forwardSignals are the signals tenure run passes on to the command, for
+// reloads and the like: SIGUSR1 and SIGUSR2, and SIGHUP with --forward-hup.
+func forwardSignals(forwardHUP bool) []os.Signal {
+	if forwardHUP {
+		return []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP}
+	}
+	return []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2}
+}
+
+// minTTL and maxTTL bound --ttl. Below a second, renewals every third of
+// the TTL leave a loaded host no time to have them answered (and NATS and
+// etcd grant nothing shorter); above the maximum, a claim whose holder died
+// would stay taken for longer than anyone would wait.
+const (
+	minTTL = time.Second
+	maxTTL = 24 * time.Hour
+)
+
+// checkListenAddr checks that addr is HOST:PORT with a port net.Listen
+// takes.
+func checkListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q", port)
+	}
+	return nil
+}
+
+// commandError is a COMMAND that tenure run refuses before it campaigns:
+// one line on stderr, exit status 126 or 127 as a shell reports them.
+type commandError struct {
+	code int
+	err  error
+}
+
+func (e commandError) Error() string { return e.err.Error() }
+func (e commandError) Unwrap() error { return e.err }
+
+// checkCommand refuses a command that cannot be started, before tenure
+// campaigns: a standby whose command has a typo would otherwise look
+// healthy until it led. It looks name up as the supervisor will, in
+// tenure's PATH.
+func checkCommand(name string) error {
+	_, err := exec.LookPath(name)
+	if err == nil || errors.Is(err, exec.ErrDot) {
+		return nil
+	}
+	code := exitNoExec
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		code = exitNotFound
+	}
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		err = ee.Err
+	}
+	if code == exitNotFound {
+		return commandError{code, fmt.Errorf("command %q: %w (nothing to run: tenure does not campaign)", name, err)}
+	}
+	return commandError{code, fmt.Errorf("command %q: %w: it cannot be executed (nothing to run: tenure does not campaign)", name, err)}
+}
+
+// onSignal calls f, from a goroutine of its own, with the first of sigs
+// that arrives, and catches them until the returned stop is called. stop
+// returns once f has returned, if it was called.
+func onSignal(f func(syscall.Signal), sigs ...os.Signal) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
 	stopSignals := make(chan struct{})
 	sigDone := make(chan struct{})
 	go func() {
 		defer close(sigDone)
 		select {
-		case sig := <-sigs:
+		case sig := <-ch:
 			f(sig.(syscall.Signal))
 		case <-stopSignals:
 		}
@@ -200,7 +318,43 @@ func onSignal(f func(syscall.Signal)) (stop func()) {
 	return func() {
 		close(stopSignals)
 		<-sigDone
-		signal.Stop(sigs)
+		signal.Stop(ch)
+	}
+}
+
+// forward passes every one of sigs that arrives to the command of the
+// running term, until the returned stop is called; a signal that arrives
+// while no command runs is logged and dropped, never left to end tenure.
+// stop returns once the forwarding goroutine has.
+func (r *runner) forward(sigs ...os.Signal) (stop func()) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, sigs...)
+	stopped := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case sig := <-ch:
+				s := sig.(syscall.Signal)
+				r.mu.Lock()
+				c := r.cur
+				r.mu.Unlock()
+				if c == nil {
+					r.log.Info("signal: no command runs to forward it to", "signal", s.String())
+					continue
+				}
+				r.log.Info("signal: forwarding to the command", "signal", s.String(), "pid", c.pid)
+				c.signal(s)
+			case <-stopped:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(stopped)
+		<-done
 	}
 }
 
@@ -217,7 +371,8 @@ func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 		r.signal.Store(int32(sig))
 		log.Info("signal: ending", "signal", sig.String())
 		cancel()
-	})()
+	}, endSignals(rc.forwardHUP)...)()
+	defer r.forward(forwardSignals(rc.forwardHUP)...)()
 
 	if rc.metrics != "" {
 		ms, err := serveMetrics(rc.metrics, log)
@@ -238,10 +393,21 @@ func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 	}
 	defer store.Close()
 	var locker backends.Locker
+	stored := r.storedSize(ctx, store)
 	if rc.slots > 1 {
-		r.noteSize(ctx, store)
-		locker, err = slots.New(store, slots.Config{Size: rc.slots, Logger: log})
+		size := rc.slots
+		if stored > 0 && stored != rc.slots {
+			log.Warn(fmt.Sprintf("group %q has %d slots in the store, not --slots %d; the stored size applies: to change it, run tenure resize --store %s --key %s --slots %d",
+				rc.key, stored, rc.slots, rc.store, rc.key, rc.slots), "key", rc.key, "stored", stored, "slots", rc.slots)
+			// The group would say the same again: it is told the size
+			// that applies, and warns only when it changes later.
+			size = stored
+		}
+		locker, err = slots.New(store, slots.Config{Size: size, Logger: log})
 	} else {
+		if stored > 0 {
+			return 0, slotGroupError(rc.key, stored)
+		}
 		locker, err = backends.NewLocker(store)
 	}
 	if err != nil {
@@ -257,11 +423,13 @@ func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 			quick = 0
 		}
 		switch {
+		case o.kind == outcomeFatal && o.err != nil:
+			return 0, o.err
 		case o.kind == outcomeFatal:
 			return cmp.Or(o.code, exitStore), nil
 		case o.kind == outcomeStartFailed:
 			return o.code, nil
-		case o.kind == outcomeSignal:
+		case o.kind == outcomeSignal, o.kind == outcomeTry:
 			return o.code, nil
 		case rc.once && o.kind == outcomeLost:
 			return exitLost, nil
@@ -287,19 +455,30 @@ func runTenure(rc runConfig, log *slog.Logger) (int, error) {
 	}
 }
 
-// noteSize warns when the slot group already has a size in the store
-// other than --slots: the stored size applies, and says how to change it.
-func (r *runner) noteSize(ctx context.Context, store backends.Store) {
+// storedSize reads the size of the slot group --key names, 0 if the key
+// is no group or the size cannot be read (the campaign then reports the
+// store's error).
+func (r *runner) storedSize(ctx context.Context, store backends.Store) int {
 	ctx, cancel := context.WithTimeout(ctx, r.rc.timeout)
 	defer cancel()
 	e, err := store.Get(ctx, slots.SizeKey(r.rc.key))
 	if err != nil {
-		return // no group yet, or the campaign will report the store's error
+		return 0
 	}
-	if n, err := strconv.Atoi(string(e.Value)); err == nil && n != r.rc.slots {
-		r.log.Warn(fmt.Sprintf("group %q has %d slots in the store, not --slots %d; the stored size applies: to change it, run tenure resize --store %s --key %s --slots %d",
-			r.rc.key, n, r.rc.slots, r.rc.store, r.rc.key, r.rc.slots), "key", r.rc.key, "stored", n, "slots", r.rc.slots)
+	n, err := strconv.Atoi(string(e.Value))
+	if err != nil || n < 1 {
+		return 0
 	}
+	return n
+}
+
+// slotGroupError is tenure run without --slots on key, a slot group of n:
+// a usage error that says how to run it.
+func slotGroupError(key string, n int) error {
+	if n < 2 {
+		return usagef("--key %q is a slot group: add --slots N", key)
+	}
+	return usagef("--key %q is a slot group of %d: add --slots %d", key, n, n)
 }
 
 // repause is the pause between the end of a term and the next campaign,
@@ -324,6 +503,9 @@ type runner struct {
 	clock   clock.Clock
 	signal  atomic.Int32   // the signal that ends tenure, 0 until one came
 	metrics *metricsServer // nil without --metrics
+
+	mu  sync.Mutex
+	cur *child // guarded by mu: the running term's command, nil between commands
 }
 
 // signalled reports whether tenure got a signal, and the status it exits
@@ -341,6 +523,7 @@ const (
 	outcomeSignal                         // tenure was told to stop
 	outcomeStartFailed                    // the command could not be started
 	outcomeFatal                          // the store failed fatally
+	outcomeTry                            // --try passed before the claim was acquired
 )
 
 // outcome is how one term ended, and the status tenure would exit with.
@@ -348,6 +531,7 @@ type outcome struct {
 	kind outcomeKind
 	code int
 	ran  time.Duration // how long the command ran
+	err  error         // outcomeFatal: a usage error to report in its place, or nil
 }
 
 // cancelLead is the elector's CancelLead: the leader's context is done this
@@ -378,48 +562,67 @@ func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 			r.log.Warn("stop", "key", r.rc.key, "err", err)
 		}
 	}
-	select {
-	case o := <-done:
-		stop()
-		return o
-	case <-e.Done():
+	var tryC <-chan time.Time
+	if r.rc.try > 0 {
+		t := r.clock.Timer(r.rc.try)
+		defer t.Stop()
+		tryC = t.C
+	}
+	for {
 		select {
-		case o := <-done:
-			return o
-		default:
-		}
-		// A misuse the store answered plainly (a single claim on a slot
-		// group's key) is the caller's to fix, not the store failing.
-		fatal := outcome{kind: outcomeFatal, code: exitStore}
-		if err := e.Err(); errors.Is(err, backends.ErrUsage) {
-			fatal.code = exitUsage
-			r.log.Error("usage", "key", r.rc.key, "err", err)
-		} else {
-			r.log.Error("store failing", "key", r.rc.key, "err", err)
-		}
-		if h.leading.Load() {
-			// The elector does not campaign again, and so cannot give up,
-			// while an OnElected whose drain timed out still runs; should
-			// it end anyway, the command gets what the end of any term
-			// gives it, SIGTERM then SIGKILL a grace later, and tenure
-			// exits only once its tree is gone.
-			close(h.abort)
-			<-done
-		}
-		return fatal
-	case <-ctx.Done():
-		// Stop cancels a running term's context, waits for OnElected
-		// (the command's exit) and only then releases.
-		stop()
-		code, _ := r.signalled()
-		select {
-		case o := <-done:
-			if o.kind != outcomeStartFailed {
-				o.kind = outcomeSignal
+		case <-tryC:
+			tryC = nil
+			// Taking leading first keeps OnElected from starting the
+			// command; if it already has, the term goes on.
+			if h.leading.CompareAndSwap(false, true) {
+				r.log.Warn("claim not acquired within --try: giving up", "key", r.rc.key, "try", r.rc.try.String())
+				stop()
+				return outcome{kind: outcomeTry, code: exitTry}
 			}
+		case o := <-done:
+			stop()
 			return o
-		default:
-			return outcome{kind: outcomeSignal, code: code}
+		case <-e.Done():
+			select {
+			case o := <-done:
+				return o
+			default:
+			}
+			// A misuse the store answered plainly (a single claim on a slot
+			// group's key) is the caller's to fix, not the store failing.
+			fatal := outcome{kind: outcomeFatal, code: exitStore}
+			if err := e.Err(); errors.Is(err, backends.ErrUsage) {
+				// The group was made after tenure looked (the elector
+				// has logged the store's answer).
+				fatal.code = exitUsage
+				fatal.err = slotGroupError(r.rc.key, 0)
+			} else {
+				r.log.Error("store failing", "key", r.rc.key, "err", err)
+			}
+			if h.leading.Load() {
+				// The elector does not campaign again, and so cannot give up,
+				// while an OnElected whose drain timed out still runs; should
+				// it end anyway, the command gets what the end of any term
+				// gives it, SIGTERM then SIGKILL a grace later, and tenure
+				// exits only once its tree is gone.
+				close(h.abort)
+				<-done
+			}
+			return fatal
+		case <-ctx.Done():
+			// Stop cancels a running term's context, waits for OnElected
+			// (the command's exit) and only then releases.
+			stop()
+			code, _ := r.signalled()
+			select {
+			case o := <-done:
+				if o.kind != outcomeStartFailed {
+					o.kind = outcomeSignal
+				}
+				return o
+			default:
+				return outcome{kind: outcomeSignal, code: code}
+			}
 		}
 	}
 }
@@ -438,14 +641,23 @@ func (r *runner) lead(lctx context.Context, t elector.Term, abort <-chan struct{
 		"TENURE_TOKEN="+strconv.FormatInt(t.Token, 10),
 		"TENURE_SLOT="+strconv.Itoa(t.Slot),
 		"TENURE_KEY="+t.Key,
+		"TENURE_ID="+t.Holder.ID,
 	)
-	c, err := startChild(r.rc.argv, env)
+	c, err := startChild(r.rc.argv, env, log)
 	if err != nil {
 		log.Error("start command", "command", r.rc.argv[0], "err", err)
 		return outcome{kind: outcomeStartFailed, code: startStatus(err)}
 	}
 	started := r.clock.Now()
 	log.Info("command started", "pid", c.pid)
+	r.mu.Lock()
+	r.cur = c
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.cur = nil
+		r.mu.Unlock()
+	}()
 
 	// localDeadline is the term's local deadline as it stands now:
 	// renewals move the leader's context's deadline forward.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -354,6 +355,12 @@ func TestRunSignalWhileWaiting(t *testing.T) {
 // TestRunExitStatus checks tenure's exit statuses with --once.
 func TestRunExitStatus(t *testing.T) {
 	url := stores[0].url(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := ln.Addr().String()
 	tests := []struct {
 		name string
 		args []string
@@ -364,7 +371,8 @@ func TestRunExitStatus(t *testing.T) {
 		{"child success", runArgs(url, "k2", "a", "--once"), []string{envHold + "=1ms"}, 0},
 		{"not found", []string{"run", "--store", url, "--key", "k3", "--once", "--", "/nonexistent/command"}, nil, exitNotFound},
 		{"store cannot open", []string{"run", "--store", "file:///proc/tenure-no/such", "--key", "k4", "--once", "--", "CHILD"}, nil, exitStore},
-		{"metrics cannot listen", runArgs(url, "k5", "a", "--once", "--metrics", "127.0.0.1:99999"), nil, exitInternal},
+		{"metrics cannot listen", runArgs(url, "k5", "a", "--once", "--metrics", busy), nil, exitInternal},
+		{"metrics bad port", runArgs(url, "k5", "a", "--once", "--metrics", "127.0.0.1:99999"), nil, exitUsage},
 		{"holders store cannot open", []string{"holders", "--store", "file:///proc/tenure-no/such", "--key", "k4"}, nil, exitStore},
 	}
 	for _, tt := range tests {
@@ -687,4 +695,10 @@ func TestRunRerunBackoff(t *testing.T) {
 	if !a.logged("command keeps exiting; backing off") {
 		t.Errorf("a did not log that it backs off")
 	}
+}
+
+// readLog returns p's stderr so far.
+func readLog(p *proc) string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/storeurl"
 
@@ -9,7 +11,6 @@ import (
 	_ "github.com/tenure-go/tenure/backends/etcd"
 	_ "github.com/tenure-go/tenure/backends/filestore"
 	_ "github.com/tenure-go/tenure/backends/kube"
-	_ "github.com/tenure-go/tenure/backends/memstore" // to say why mem:// will not do
 	_ "github.com/tenure-go/tenure/backends/nats"
 	_ "github.com/tenure-go/tenure/backends/postgres"
 )
@@ -27,25 +28,29 @@ func parseStore(raw string) (*storeurl.Location, error) {
 	if raw == "" {
 		return nil, usagef("--store is required (%s)", storeurl.Forms())
 	}
+	// The memory store is not linked in, so that no help offers it; its
+	// URLs are refused here with the reason.
+	if scheme, _, ok := strings.Cut(raw, ":"); ok && strings.EqualFold(scheme, "mem") {
+		return nil, usagef("--store %s: a memory store lives in one process; tenure needs one shared with others", raw)
+	}
 	loc, err := storeurl.Parse(raw)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	if loc.Scheme == "mem" {
-		return nil, usagef("--store %s: a memory store lives in one process; tenure needs one shared with others", loc)
-	}
 	return loc, nil
 }
 
-// parseExistingStore is parseStore for a command that changes a store that
-// exists (resize): such a command never makes one, so a URL asking for
-// create=true is a usage error.
+// parseExistingStore is parseStore for a command that works on a store
+// that exists (resize): such a command never makes one, and ignores a
+// create=true in the URL, so that the --store value of tenure run works
+// here as it is.
 func parseExistingStore(raw string) (*storeurl.Location, error) {
 	loc, err := parseStore(raw)
-	if err == nil && loc.Create {
-		return nil, usagef("--store %s: this command works on a store that exists and never creates one: drop create=true", loc)
+	if err != nil {
+		return nil, err
 	}
-	return loc, err
+	loc.Create = false
+	return loc, nil
 }
 
 // parseReadStore is parseExistingStore for a command that only reads a

@@ -11,8 +11,9 @@ import (
 )
 
 // TestParseStore: --store URLs are checked before anything is opened; a
-// command that only reads a store (holders, watch) refuses one that asks
-// for create=true, so it never makes a store.
+// command that only reads or changes a store that exists (holders, watch,
+// resize) takes a URL that asks for create=true, as run is given it, and
+// drops the create, so it never makes a store.
 func TestParseStore(t *testing.T) {
 	for _, tt := range []struct {
 		raw         string
@@ -23,11 +24,12 @@ func TestParseStore(t *testing.T) {
 		{"file:///var/lib/tenure", false, "", false},
 		{"file:///var/lib/tenure", true, "", false},
 		{"file:///var/lib/tenure?create=true", false, "", true},
-		{"file:///var/lib/tenure?create=true", true, "never creates one", false},
+		{"file:///var/lib/tenure?create=true", true, "", false},
 		{"etcd://127.0.0.1:2379/tenure", true, "", false},
 		{"kube://default", true, "", false},
 		{"mem://", false, "a memory store lives in one process", false},
-		{"mem::", false, "such as mem://", false},
+		{"mem::", false, "a memory store lives in one process", false},
+		{"MEM://", true, "a memory store lives in one process", false},
 		{"", false, "--store is required", false},
 	} {
 		parse := parseStore

@@ -35,6 +35,10 @@ const (
 const (
 	reqTerm byte = 'T' // SIGTERM to every process of the tree
 	reqKill byte = 'K' // SIGKILL to every process of the tree, until none is left
+	// Signals passed on to COMMAND alone.
+	reqHUP  byte = 'H' // SIGHUP
+	reqUSR1 byte = '1' // SIGUSR1
+	reqUSR2 byte = '2' // SIGUSR2
 )
 
 // supervisorKillEvery is how often a supervisor that is killing its tree
@@ -61,7 +65,9 @@ const supervisorKillEvery = 10 * time.Millisecond
 //
 // Its exit status is COMMAND's (128+N if COMMAND died of signal N). On the
 // report pipe it writes "started PID" once COMMAND runs, or "failed
-// STATUS MESSAGE" if COMMAND could not be started.
+// STATUS MESSAGE" if COMMAND could not be started; then "stopped PID SIG"
+// each time COMMAND is stopped by signal SIG (job control: a read from the
+// terminal, say), and "continued PID 0" when it is continued.
 func supervise(argv []string) int {
 	ctl := os.NewFile(fdControl, "control")
 	report := os.NewFile(fdReport, "report")
@@ -77,7 +83,7 @@ func supervise(argv []string) int {
 	// supervisor only catches them, to outlive its tree. Caught, not
 	// ignored: an ignored signal stays ignored in COMMAND after exec.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	go func() {
 		for range sigs {
@@ -126,19 +132,31 @@ func supervise(argv []string) int {
 	cmdPid := proc.Pid
 	s.mu.Unlock()
 	fmt.Fprintf(report, "started %d\n", proc.Pid)
-	report.Close()
+	defer report.Close()
 	_ = proc.Release() // reaped below, with every other process of the tree
 
 	code := 0
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		pid, err := syscall.Wait4(-1, &ws, syscall.WUNTRACED|syscall.WCONTINUED, nil)
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
 		if err != nil {
 			// ECHILD: no child, so no process of the tree is left.
 			break
+		}
+		switch {
+		case pid == cmdPid && ws.Stopped():
+			// A job control stop (a read from the terminal, ^Z): COMMAND
+			// holds the claim doing nothing, which tenure logs.
+			fmt.Fprintf(report, "stopped %d %d\n", pid, int(ws.StopSignal()))
+			continue
+		case pid == cmdPid && ws.Continued():
+			fmt.Fprintf(report, "continued %d 0\n", pid)
+			continue
+		case ws.Stopped() || ws.Continued():
+			continue
 		}
 		if pid == cmdPid {
 			code = waitStatus(ws)
@@ -192,14 +210,33 @@ func (s *supervisor) serve(ctl io.Reader) {
 		switch b {
 		case reqTerm:
 			s.signalTree(syscall.SIGTERM)
+			// A stopped process acts on SIGTERM only once continued.
+			s.signalTree(syscall.SIGCONT)
 		case reqKill:
 			s.kill()
+		case reqHUP:
+			s.signalCommand(syscall.SIGHUP)
+		case reqUSR1:
+			s.signalCommand(syscall.SIGUSR1)
+		case reqUSR2:
+			s.signalCommand(syscall.SIGUSR2)
 		}
 	}
 	s.mu.Lock()
 	s.dying = true
 	s.mu.Unlock()
 	s.kill()
+}
+
+// signalCommand sends sig to COMMAND, if it runs: a signal tenure passes
+// on is COMMAND's to handle, and to hand on to its own children.
+func (s *supervisor) signalCommand(sig syscall.Signal) {
+	s.mu.Lock()
+	pid := s.cmd
+	s.mu.Unlock()
+	if pid > 0 && !s.isKilling() {
+		_ = syscall.Kill(pid, sig)
+	}
 }
 
 // kill starts killing the tree, and goes on looking for processes of it

@@ -28,7 +28,11 @@ func TestUsage(t *testing.T) {
 		{"bad ttl", append(append([]string{}, run...), "--ttl", "soon", "--", "true"), "--ttl"},
 		{"zero ttl", append(append([]string{}, run...), "--ttl", "0s", "--", "true"), "--ttl 0s"},
 		{"long grace", append(append([]string{}, run...), "--ttl", "3s", "--kill-grace", "2s", "--", "true"), "--kill-grace 2s"},
-		{"ttl too short for renewals", append(append([]string{}, run...), "--ttl", "10ms", "--", "true"), "renew period"},
+		{"ttl too short", append(append([]string{}, run...), "--ttl", "1ns", "--", "true"), "--ttl 1ns: the minimum is 1s"},
+		{"ttl too long", append(append([]string{}, run...), "--ttl", "100000h", "--", "true"), "--ttl 100000h0m0s: the maximum is"},
+		{"zero grace", append(append([]string{}, run...), "--kill-grace", "0", "--once", "--", "true"), "--kill-grace 0s: want a positive duration"},
+		{"metrics port", append(append([]string{}, run...), "--metrics", "127.0.0.1:99999", "--once", "--", "true"), "--metrics \"127.0.0.1:99999\""},
+		{"zero try", append(append([]string{}, run...), "--try", "0s", "--", "true"), "--try 0s"},
 		{"no slots", append(append([]string{}, run...), "--slots", "0", "--", "true"), "--slots 0"},
 		{"log level", append(append([]string{}, run...), "--log-level", "loud", "--", "true"), "--log-level"},
 		{"holders args", []string{"holders", "--store", "file:///tmp/x", "--key", "k", "extra"}, "unknown command"},
@@ -63,8 +67,21 @@ func TestHelp(t *testing.T) {
 		if code := execute(args, &stdout, &stderr); code != 0 {
 			t.Errorf("tenure %q exited %d, want 0", args, code)
 		}
-		if args[0] != "--help" && !strings.Contains(stdout.String(), "Examples:") {
-			t.Errorf("tenure %q: no examples in\n%s", args, stdout.String())
+		out := stdout.String()
+		if args[0] != "--help" && !strings.Contains(out, "Examples:") {
+			t.Errorf("tenure %q: no examples in\n%s", args, out)
+		}
+		if strings.Contains(out, "mem://") {
+			t.Errorf("tenure %q offers mem://, which every subcommand refuses:\n%s", args, out)
+		}
+		// Every example line is indented under "Examples:".
+		if _, ex, ok := strings.Cut(out, "Examples:\n"); ok {
+			ex, _, _ = strings.Cut(ex, "\n\n")
+			for _, l := range strings.Split(ex, "\n") {
+				if l != "" && !strings.HasPrefix(l, "  ") {
+					t.Errorf("tenure %q: example line %q is not indented", args, l)
+				}
+			}
 		}
 	}
 }

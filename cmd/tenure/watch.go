@@ -38,15 +38,24 @@ watch does not report expiries, or a watch that broke. It sees what the
 store shows when it reads: a holder that came and went between two reads
 is not shown. --json prints one JSON object per line.
 
-Exit status: 0 after SIGINT or SIGTERM; 2 for bad usage; 69 if the store
-cannot be opened within --timeout (default 10s).`),
-		Example: strings.TrimSpace(`
+A read that fails, or gets no answer within --timeout, prints one
+"unknown" line with the store's error (the last holders printed are no
+longer known to hold); the first read that succeeds after it prints the
+whole state again, each holder as "held" (or "free"). A store that fails
+fatally (removed, a permission withdrawn) ends watch.
+
+Exit status: 0 after SIGINT, SIGTERM or SIGHUP; 2 for bad usage; 69 if the
+store cannot be opened within --timeout (default 10s), or fails fatally.`),
+		Example: examples(`
   tenure watch --store file:///var/lib/tenure --key indexer
   tenure watch --store etcd://10.0.0.1:2379/tenure --key workers --json | jq -c 'select(.event == "held")'`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			loc, err := parseReadStore(store)
 			if err != nil {
+				return err
+			}
+			if loc, err = o.withPassword(loc); err != nil {
 				return err
 			}
 			if err := checkKey(key); err != nil {
@@ -96,7 +105,8 @@ type seat struct {
 // changeJSON is one line of watch --json.
 type changeJSON struct {
 	Time   time.Time `json:"time"`
-	Event  string    `json:"event"` // held, gone; free: nobody held the key when watch started
+	Event  string    `json:"event"` // held, gone; free: nobody holds the key (at the start, or once known again); unknown: the store cannot be read
+	Error  string    `json:"error,omitempty"`
 	Key    string    `json:"key"`
 	Holder string    `json:"holder"`
 	Nonce  string    `json:"nonce"`
@@ -109,7 +119,7 @@ type changeJSON struct {
 func (w *watcher) run(loc *storeurl.Location) (int, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	defer onSignal(func(syscall.Signal) { cancel() })()
+	defer onSignal(func(syscall.Signal) { cancel() }, endSignals(false)...)()
 
 	store, err := openStore(ctx, w.log, loc, w.o.timeout)
 	if err != nil {
@@ -126,6 +136,7 @@ func (w *watcher) run(loc *storeurl.Location) (int, error) {
 
 	seen := map[seat]bool{}
 	started := false            // a read succeeded and printed the state it starts from
+	unknown := false            // the last read failed: an "unknown" line was printed
 	var changes <-chan struct{} // nil while no watch runs
 	tick := w.clock.Ticker(w.interval)
 	defer tick.Stop()
@@ -138,11 +149,26 @@ func (w *watcher) run(loc *storeurl.Location) (int, error) {
 			}
 		}
 		// The watch is set up before the read, so no change after the
-		// read goes unsignalled.
-		if err := w.read(ctx, l, seen, !started); err == nil {
-			started = true
-		} else if ctx.Err() == nil {
+		// read goes unsignalled. A read is bounded by --timeout, so that
+		// a store that does not answer is reported as unknown.
+		rctx, rcancel := context.WithTimeout(ctx, w.o.timeout)
+		err := w.read(rctx, l, seen, !started || unknown)
+		rcancel()
+		switch {
+		case ctx.Err() != nil:
+			return 0, nil
+		case err == nil:
+			started, unknown = true, false
+		case backends.Classify(err) == backends.ClassFatal:
+			// Retrying will not help (a store removed, a permission
+			// taken away): a watch that went on would go stale.
+			return 0, storeError{fmt.Errorf("watch %q in %s: %w", w.key, loc, err)}
+		default:
 			w.log.Warn("holders", "key", w.key, "err", err)
+			if !unknown {
+				w.printUnknown(w.clock.Now(), err)
+				unknown = true
+			}
 		}
 		if first {
 			w.log.Debug("watching", "key", w.key, "watch", changes != nil)
@@ -162,9 +188,10 @@ func (w *watcher) run(loc *storeurl.Location) (int, error) {
 // read lists the holders and prints what changed since seen, which it
 // updates: first the holdings that went, then those that came, each in
 // slot order, since a holding can only come after the one before it in
-// its slot went. The first read (first) prints the state it starts from:
-// a line per holder, or "free" when nobody holds the key.
-func (w *watcher) read(ctx context.Context, l backends.Locker, seen map[seat]bool, first bool) error {
+// its slot went. A full read (the first, and the first after an unknown
+// state) prints the whole state as well: a line for every holder, or
+// "free" when nobody holds the key.
+func (w *watcher) read(ctx context.Context, l backends.Locker, seen map[seat]bool, full bool) error {
 	claims, err := l.Holders(ctx, w.key)
 	if err != nil {
 		return err
@@ -175,7 +202,7 @@ func (w *watcher) read(ctx context.Context, l backends.Locker, seen map[seat]boo
 	for _, c := range claims {
 		s := seat{slot: c.Slot, holder: c.Holder, token: c.Token}
 		current[s] = true
-		if !seen[s] {
+		if full || !seen[s] {
 			came = append(came, s)
 		}
 	}
@@ -196,10 +223,21 @@ func (w *watcher) read(ctx context.Context, l backends.Locker, seen map[seat]boo
 		w.print(now, "held", s)
 		seen[s] = true
 	}
-	if first && len(claims) == 0 {
+	if full && len(claims) == 0 {
 		w.print(now, "free", seat{})
 	}
 	return nil
+}
+
+// printUnknown prints that the holders cannot be read now, and why.
+func (w *watcher) printUnknown(now time.Time, err error) {
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	if w.json {
+		b, _ := json.Marshal(changeJSON{Time: now.UTC(), Event: "unknown", Key: w.key, Error: msg})
+		fmt.Fprintf(w.o.stdout, "%s\n", b)
+		return
+	}
+	fmt.Fprintf(w.o.stdout, "%s unknown key=%q err=%q\n", now.UTC().Format(time.RFC3339Nano), w.key, msg)
 }
 
 func (w *watcher) print(now time.Time, event string, s seat) {
