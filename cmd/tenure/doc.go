@@ -2,10 +2,15 @@
 // a claim. It is the elector and slot packages for programs that were not
 // written against them, in the manner of consul lock and etcdctl elect.
 //
-//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] [--metrics ADDR] [--timeout D] -- COMMAND [ARG...]
-//	tenure holders --store URL --key KEY [--json] [--timeout D]
+//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] [--try D] [--forward-hup] [--metrics ADDR] [--timeout D] -- COMMAND [ARG...]
+//	tenure holders --store URL (--key KEY | --prefix P) [--json] [--timeout D]
 //	tenure watch --store URL --key KEY [--json] [--interval D] [--timeout D]
 //	tenure resize --store URL --key KEY --slots N [--timeout D]
+//	tenure release --store URL --key KEY --holder ID --force [--slot N] [--timeout D]
+//
+// By default tenure run is a service: it runs COMMAND again each time it
+// exits. With --once it runs COMMAND one time and exits with its status,
+// as consul lock and etcdctl lock do.
 //
 // Stores are named by URL, as package storeurl reads them: file:///DIR
 // (processes of one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX,
@@ -38,8 +43,16 @@
 // Run campaigns for KEY with an elector.Elector, over the claim KEY or, with
 // --slots N above 1, over a slot group of N (package slots), and runs
 // COMMAND only while it holds the claim. COMMAND gets TENURE_TOKEN (the
-// term's fencing token), TENURE_SLOT and TENURE_KEY in its environment, and
-// tenure's standard streams.
+// term's fencing token), TENURE_SLOT, TENURE_KEY and TENURE_ID (the
+// identity of --id) in its environment, and tenure's standard streams. A
+// COMMAND that is not found, or cannot be executed, is refused before
+// tenure opens the store (status 127 or 126), so that a standby with a
+// typo does not look healthy until it leads. With --try D, tenure gives up
+// with status 124 when a campaign has not acquired the claim within D.
+// --ttl is at least 1s and at most 24h; --kill-grace, when given, is
+// positive. A password may stay out of --store, where the process list
+// shows it: --password-file PATH (its first line), or
+// $TENURE_STORE_PASSWORD, gives it to a URL that names a user.
 //
 // What it guarantees:
 //
@@ -48,8 +61,8 @@
 //     DrainTimeout is set to outlast the command's longest end (kill grace
 //     plus the cancel lead, plus a second to reap), so a command that is slow
 //     to exit delays the release rather than leaving the claim to expire.
-//   - When the term ends (a lost or expired claim, or SIGTERM or SIGINT to
-//     tenure), COMMAND gets SIGTERM, then SIGKILL --kill-grace later, and at
+//   - When the term ends (a lost or expired claim, or SIGTERM, SIGINT or
+//     SIGHUP to tenure), COMMAND gets SIGTERM, then SIGKILL --kill-grace later, and at
 //     the local deadline at the latest. While renewals fail and the deadline
 //     stays put, SIGTERM comes --kill-grace before the local deadline, so
 //     that the grace ends by it. The local deadline is the leader's context's
@@ -85,9 +98,16 @@
 //     cannot run), the claim is left to expire, the elector does not
 //     campaign again while COMMAND runs, and tenure does not exit before
 //     the tree is gone, even once the elector has given up on the store.
-//   - A SIGTERM or SIGINT while tenure waits for the claim, or opens the
-//     store, ends tenure at once; it releases nothing, since it holds
-//     nothing.
+//   - A SIGTERM, SIGINT or SIGHUP while tenure waits for the claim, or
+//     opens the store, ends tenure at once; it releases nothing, since it
+//     holds nothing.
+//   - SIGUSR1 and SIGUSR2 to tenure are passed on to COMMAND (its process
+//     alone), and so is SIGHUP with --forward-hup, for a COMMAND that
+//     reloads on it; one that arrives between commands is logged and
+//     dropped. A COMMAND stopped by job control (SIGTTIN after reading the
+//     terminal, SIGTSTP, SIGSTOP) is logged, and so is its continuing; the
+//     SIGTERM at the end of a term is followed by SIGCONT, so that a
+//     stopped tree ends too.
 //   - After COMMAND exits, or its term is lost, tenure releases the claim
 //     and, a sixth of --ttl later, campaigns again with a fresh elector;
 //     with --once it exits. The pause bounds the store traffic of a
@@ -133,19 +153,23 @@
 //
 //	COMMAND's   COMMAND exited (128+N if it died of signal N), with --once,
 //	            or after a signal to tenure while it ran
+//	1           an error of tenure's own: --metrics cannot listen on its
+//	            address
 //	2           bad usage: an unknown flag, a malformed store URL, a missing
 //	            --key or COMMAND, or a key that is a slot group run without
-//	            --slots; one line on stderr
+//	            --slots ("--key "K" is a slot group of N: add --slots N");
+//	            one line on stderr
 //	69          the store cannot be opened within --timeout, or fails with
 //	            fatal errors until the elector gives up (a store that
 //	            becomes unreachable once open is retried, not fatal: tenure
 //	            waits for it)
 //	75          --once: the term ended (lost, expired) before COMMAND exited
-//	126, 127    COMMAND cannot be executed, or is not found
+//	124         --try: the claim was not acquired in time
+//	126, 127    COMMAND cannot be executed, or is not found (refused before
+//	            campaigning)
 //	128+N       tenure got signal N while no COMMAND ran
-//	1           --metrics cannot listen on its address
 //
-// A COMMAND may itself exit with 2, 69 or 75; a script that must tell them
+// A COMMAND may itself exit with 1, 2, 69, 75 or 124; a script that must tell them
 // apart reads tenure's log.
 //
 // # tenure holders
@@ -153,10 +177,12 @@
 // Holders prints the live holders of KEY, one line each: identity, slot,
 // token and the time left as the store judged it (a hint, never a safety
 // bound). The same command lists a slot group's holders, one per live slot:
-// the store's Locker recognises a group by its key. --json prints a JSON
-// array of objects with holder, nonce, slot, token and remaining_seconds.
-// Exit status 0 (also with no holder), 2 for bad usage, 69 if the store
-// cannot be read.
+// the store's Locker recognises a group by its key. With --prefix P in
+// place of --key, it lists every live claim whose key begins with P, single
+// claims and slots, with the key first. --json prints a JSON array of
+// objects with key, holder, nonce, slot, token and remaining_seconds. Exit
+// status 0 (also with no holder), 2 for bad usage, 69 if the store cannot
+// be read.
 //
 // # tenure resize
 //
@@ -167,15 +193,29 @@
 // command to run. Once resize has returned, no slot at or above N is taken
 // or renewed: lowering N ends the terms of those slots' holders at their
 // next renewal. It refuses a key that is not a slot group. Exit status 0,
-// 2 for bad usage, 69 if the store cannot be opened, read or written, 1 if
-// KEY is not a slot group.
+// 2 for bad usage (a KEY that is not a slot group included), 69 if the
+// store cannot be opened, read or written.
+//
+// # tenure release
+//
+// Release ends by hand the claim of KEY that the identity ID holds, for a
+// claim left with a long TTL by a holder that is gone. The store cannot
+// tell such a holder from one that runs, so release refuses without
+// --force; with --force it deletes the claim as it read it (compared by
+// revision: a claim renewed or taken over since is left alone). A holder
+// that still runs learns of it only at its next renewal, and until then
+// two holders may act at once: fencing keeps out of a resource that checks
+// TENURE_TOKEN the old holder's writes (the next holder's token is
+// higher), and nothing else. Exit status 0, 1 if ID holds no claim of KEY
+// or the claim changed, 2 for bad usage, 69 if the store cannot be opened,
+// read or written.
 //
 // # tenure watch
 //
 // Watch prints the state it starts from, the holders of KEY or "free" if
 // nobody holds it, then one line each time a holder appears ("held") or
-// goes ("gone": released or expired), until SIGINT or SIGTERM (exit status
-// 0). Changes seen in one read are printed in the order they can have
+// goes ("gone": released or expired), until SIGINT, SIGTERM or SIGHUP
+// (exit status 0). Changes seen in one read are printed in the order they can have
 // happened: what went before what came, so a takeover is "gone" the old
 // holder, then "held" the new one. The store's watch tells it of
 // changes; it also reads the holders every --interval (default 1s), which
@@ -184,5 +224,9 @@
 // it over a broken watch until a new one is set up. It shows what each
 // read of the store shows: a holding that came and went between two reads
 // is not shown. --json prints one object per line (time, event, key,
-// holder, nonce, slot, token).
+// holder, nonce, slot, token, and error for unknown). A read that fails,
+// or gets no answer within --timeout, prints one "unknown" line with the
+// store's error; the first read that succeeds after it prints the whole
+// state again. A store that fails fatally (removed, a permission
+// withdrawn) ends watch with status 69. SIGHUP ends it as SIGINT does.
 package main
