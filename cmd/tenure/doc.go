@@ -49,7 +49,8 @@
 // tenure opens the store (status 127 or 126), so that a standby with a
 // typo does not look healthy until it leads. With --try D, tenure gives up
 // with status 124 when a campaign has not acquired the claim within D.
-// --ttl is at least 1s and at most 24h; --kill-grace, when given, is
+// --ttl is at least 1s and at most a year (backends.MaxTTL, the longest
+// any store takes); --kill-grace, when given, is
 // positive. A password may stay out of --store, where the process list
 // shows it: --password-file PATH (its first line), or
 // $TENURE_STORE_PASSWORD, gives it to a URL that names a user.

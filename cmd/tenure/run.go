@@ -245,11 +245,11 @@ func forwardSignals(forwardHUP bool) []os.Signal {
 
 // minTTL and maxTTL bound --ttl. Below a second, renewals every third of
 // the TTL leave a loaded host no time to have them answered (and NATS and
-// etcd grant nothing shorter); above the maximum, a claim whose holder died
-// would stay taken for longer than anyone would wait.
+// etcd grant nothing shorter); the maximum is the longest TTL any store
+// takes (backends.MaxTTL, a year).
 const (
 	minTTL = time.Second
-	maxTTL = 24 * time.Hour
+	maxTTL = backends.MaxTTL
 )
 
 // checkListenAddr checks that addr is HOST:PORT with a port net.Listen
