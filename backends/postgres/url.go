@@ -24,7 +24,12 @@ const (
 // DefaultPort is the port of a host a URL gives without one.
 const DefaultPort = "5432"
 
-// formTail is what follows a PostgreSQL store URL's scheme.
+// shortForm is a PostgreSQL store URL's form in usage messages, which list
+// every scheme's on one line; the parameters are listed in url.go's doc
+// and in the error an unknown one gets.
+const shortForm = "postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&PARAM=VALUE...&create=true]"
+
+// formTail is what follows a PostgreSQL store URL's scheme, in full.
 const formTail = "://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&connect_timeout=SECONDS&application_name=NAME&target_session_attrs=read-write|primary&async_standbys=accept&pooler=transaction&listen=HOST[:PORT]&create=true], or ?host=/SOCKET/DIR[&port=PORT] instead of HOST"
 
 // params are the query parameters a URL may give, besides create.
@@ -87,10 +92,10 @@ var sessionAttrs = []string{"read-write", "primary"}
 // storeurl shows the URL redacted, and the store's errors name the hosts,
 // the database and the cause only, on one line.
 func init() {
-	for _, name := range []string{Scheme, SchemeLong} {
+	for name, form := range map[string]string{Scheme: shortForm, SchemeLong: SchemeLong + ":// (as postgres://)"} {
 		storeurl.Register(storeurl.Scheme{
 			Name:        name,
-			Form:        name + formTail,
+			Form:        form,
 			Params:      params,
 			Credentials: true,
 			Create:      true,
