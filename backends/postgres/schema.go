@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -154,6 +155,8 @@ func Setup(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := openCtx(ctx)
+	defer cancel()
 	_, err = prepare(ctx, pool, newNames(o.schema, o.table), true)
 	return err
 }
@@ -421,6 +424,23 @@ func (q seqState) unsafe(n names) error {
 	return fmt.Errorf("postgres: open %s: sequence %s has %s; alter it and restart every store on the table: %w", n.where(), n.seq, strings.Join(ps, ", "), ErrSchema)
 }
 
+// forwardLockWait bounds how long moving a sequence forward waits for
+// the writers of its table; it then fails as unavailable (lock_timeout,
+// 55P03), and the writers it held up go on.
+const forwardLockWait = 5 * time.Second
+
+// openTimeout bounds opening a store (and Setup) when the caller's ctx
+// has no deadline.
+const openTimeout = 30 * time.Second
+
+// openCtx bounds an open by ctx if it has a deadline, else by openTimeout.
+func openCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, openTimeout)
+}
+
 // forward moves n's sequence past the highest revision in the table and
 // past floor. It holds off every write to the table while it reads and
 // moves (LOCK TABLE ... IN EXCLUSIVE MODE lets reads through), so that no
@@ -436,6 +456,12 @@ func forward(ctx context.Context, pool *pgxpool.Pool, n names, floor int64) erro
 			n.where(), n.seq, q.next(), max(q.top, floor), n.seq, max(q.top, floor), err)
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, setupLock(n)); err != nil {
+		return mapError("open", n.where(), err)
+	}
+	// A writer that holds the table (a transaction of a stalled client)
+	// would keep the lock from being granted, and every writer queued
+	// behind this request waits with it: give up after forwardLockWait.
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = `+fmt.Sprint(forwardLockWait.Milliseconds())); err != nil {
 		return mapError("open", n.where(), err)
 	}
 	if _, err := tx.Exec(ctx, `LOCK TABLE `+n.tbl+` IN EXCLUSIVE MODE`); err != nil {

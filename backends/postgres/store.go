@@ -368,7 +368,8 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Store, error
 
 // New returns a Store over pool, which the caller keeps and closes after
 // the Store. Unless WithoutSetup is given it runs Setup first. ctx bounds
-// only the setup.
+// only opening (Setup and the checks of the objects and the server); 30 s
+// do if it has no deadline.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("postgres: nil pool: %w", backends.ErrInvalid)
@@ -402,10 +403,12 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		}
 	}
 	n := newNames(c.schema, c.table)
-	if err := checkReplication(ctx, pool, c.asyncStandbys); err != nil {
+	pctx, cancel := openCtx(ctx)
+	defer cancel()
+	if err := checkReplication(pctx, pool, c.asyncStandbys); err != nil {
 		return nil, err
 	}
-	if n, err = prepare(ctx, pool, n, c.setup); err != nil {
+	if n, err = prepare(pctx, pool, n, c.setup); err != nil {
 		return nil, err
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
