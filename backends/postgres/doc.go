@@ -16,7 +16,9 @@
 // accepts has a $ in its name, so it cannot take the name of another
 // store's table. A table made by an earlier version keeps its sequence,
 // TABLE_rev: Setup makes the table own it, and WithoutSetup uses it as it
-// is.
+// is. A store of an earlier version does not know TABLE$rev, and its
+// Setup would make a TABLE_rev of its own beside it: upgrade every store
+// before one creates a new table (or open the older ones WithoutSetup).
 //
 // Every open checks, in two statements, that the objects are what the
 // store needs, and refuses with a fatal error wrapping ErrSchema that
