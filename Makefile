@@ -27,8 +27,14 @@ APISERVER_BUILD := backends/kube/kubetest/apiserver/build.sh
 # The etcd v3.7 server the etcd backend's tests also run against, as a
 # process, is built and cached the same way (see backends/etcd/etcdtest).
 ETCD_BUILD := backends/etcd/etcdtest/etcdserver/build.sh
+# The toxiproxy server that the fault tests and the campaign put in front of
+# real servers runs as a process too, built and cached the same way. The
+# helpers build it on first use when TENURE_TOXIPROXY_SERVER is unset
+# (internal/toolbuild), so the packages that need no tool server test while
+# it builds; `make toxiproxy-server` builds it ahead.
+TOXIPROXY_BUILD := internal/toxiproc/server/build.sh
 
-.PHONY: test lint bench steady demo kube-apiserver etcd-server bench-report
+.PHONY: test lint bench steady demo kube-apiserver etcd-server toxiproxy-server bench-report
 
 test:
 	@bin=$$($(APISERVER_BUILD)) || { echo "make test: building the test kube-apiserver failed" >&2; exit 1; }; \
@@ -42,6 +48,9 @@ kube-apiserver:
 
 etcd-server:
 	$(ETCD_BUILD)
+
+toxiproxy-server:
+	$(TOXIPROXY_BUILD)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
-
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 )
 
 // backend is one backend under test for one run: it starts what the store
@@ -79,17 +77,17 @@ func (b *fileBackend) apply(fault, int) (func(), string, bool) { return nil, "",
 // proxies puts a toxiproxy proxy between each worker and each server
 // address, and applies latency and partitions to one worker's proxies.
 type proxies struct {
-	api *toxiproxy.ApiServer
-	by  [][]*toxiproxy.Proxy // worker -> one proxy per upstream
+	by [][]*toxiproc.Proxy // worker -> one proxy per upstream
 }
 
-func newProxies(api *toxiproxy.ApiServer, name string, workers int, upstreams []string) (*proxies, error) {
-	p := &proxies{api: api}
+func newProxies(api *toxiproc.Server, name string, workers int, upstreams []string) (*proxies, error) {
+	p := &proxies{}
 	for w := range workers {
-		var row []*toxiproxy.Proxy
+		var row []*toxiproc.Proxy
 		for u, up := range upstreams {
-			px := toxiproxy.NewProxy(api, fmt.Sprintf("%s-w%d-%d", name, w, u), "127.0.0.1:0", up)
-			if err := px.Start(); err != nil {
+			px, err := api.CreateProxy(fmt.Sprintf("%s-w%d-%d", name, w, u), up)
+			if err != nil {
+				p.by = append(p.by, row)
 				p.close()
 				return nil, fmt.Errorf("chaos: proxy: %w", err)
 			}
@@ -108,43 +106,47 @@ func (p *proxies) addrs(w int) []string {
 	return out
 }
 
-// toxic adds one toxic, in both directions, to every proxy of worker w,
-// and returns what removes it.
-func toxicAll(row []*toxiproxy.Proxy, name, typ string, attrs string) func() {
+// toxicAll adds one toxic, in both directions, to every proxy of a row,
+// and returns what removes it. A toxic the server refuses is reported on
+// stderr: the fault is then weaker than drawn, and the run says so.
+func toxicAll(row []*toxiproc.Proxy, name, typ string, attrs map[string]int) func() {
 	for _, px := range row {
-		for _, dir := range []string{"upstream", "downstream"} {
-			js := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name+"-"+dir, typ, dir, attrs)
-			_, _ = px.Toxics.AddToxicJson(strings.NewReader(js))
+		if err := px.AddBoth(name, typ, attrs); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
 		}
 	}
 	return func() {
 		for _, px := range row {
-			for _, dir := range []string{"upstream", "downstream"} {
-				_ = px.Toxics.RemoveToxic(context.Background(), name+"-"+dir)
+			if err := px.RemoveBoth(name); err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
 			}
 		}
 	}
 }
 
 // netFault applies a latency or partition fault to worker w's proxies.
-func netFault(row []*toxiproxy.Proxy, f fault) func() {
+func netFault(row []*toxiproc.Proxy, f fault) func() {
 	switch {
 	case f.Kind == fLatency:
 		ms := f.Lat.Milliseconds()
-		return toxicAll(row, fmt.Sprintf("lat%d", f.N), "latency", fmt.Sprintf(`{"latency":%d,"jitter":%d}`, ms, ms/4))
+		return toxicAll(row, fmt.Sprintf("lat%d", f.N), "latency", map[string]int{"latency": int(ms), "jitter": int(ms / 4)})
 	case f.Mode == "reset":
 		// Connections are closed and new ones refused until the heal.
 		for _, px := range row {
-			px.Stop()
+			if err := px.Disable(); err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+			}
 		}
 		return func() {
 			for _, px := range row {
-				_ = px.Start()
+				if err := px.Enable(); err != nil {
+					fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+				}
 			}
 		}
 	default:
 		// Connections stay open; everything sent is dropped.
-		return toxicAll(row, fmt.Sprintf("cut%d", f.N), "timeout", `{"timeout":0}`)
+		return toxicAll(row, fmt.Sprintf("cut%d", f.N), "timeout", map[string]int{"timeout": 0})
 	}
 }
 
@@ -162,7 +164,7 @@ func (p *proxies) fault(f fault, holder int) (func(), string, bool) {
 func (p *proxies) close() {
 	for _, row := range p.by {
 		for _, px := range row {
-			px.Stop()
+			_ = px.Delete()
 		}
 	}
 }
@@ -188,7 +190,7 @@ func (m *member) stop() { m.server.stop(10 * time.Second) }
 type etcdBackend struct {
 	members []*member
 	clients *proxies
-	peers   []*toxiproxy.Proxy
+	peers   []*toxiproc.Proxy
 	prefix  string
 	query   string // appended to the workers' store URLs: "" or etcdShared
 }
@@ -197,7 +199,7 @@ type etcdBackend struct {
 // shared etcd lease per process (etcd.WithSharedLease).
 const etcdShared = "?lease=shared"
 
-func startEtcd(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int, query string) (*etcdBackend, error) {
+func startEtcd(api *toxiproc.Server, exe, dir, name string, n, workers int, query string) (*etcdBackend, error) {
 	b := &etcdBackend{prefix: "chaos", query: query}
 	var (
 		initial  []string
@@ -225,8 +227,8 @@ func startEtcd(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int, 
 		m := &member{server: server{name: fmt.Sprintf("m%d", i), logPath: filepath.Join(dir, "procs.log"), ready: filepath.Join(mdir, readyFile)},
 			dir: mdir, client: client, peer: peer, advPeer: peer, exe: exe}
 		if n > 1 {
-			px := toxiproxy.NewProxy(api, fmt.Sprintf("%s-peer%d", name, i), "127.0.0.1:0", peer)
-			if err := px.Start(); err != nil {
+			px, err := api.CreateProxy(fmt.Sprintf("%s-peer%d", name, i), peer)
+			if err != nil {
 				b.close()
 				return nil, err
 			}
@@ -300,7 +302,7 @@ func (b *etcdBackend) apply(f fault, holder int) (func(), string, bool) {
 		})
 	case fIsolate:
 		i := int(f.Pick) % len(b.members)
-		return netFault([]*toxiproxy.Proxy{b.peers[i]}, fault{N: f.N, Kind: fPartition, Mode: "blackhole"}), b.members[i].name, true
+		return netFault([]*toxiproc.Proxy{b.peers[i]}, fault{N: f.N, Kind: fPartition, Mode: "blackhole"}), b.members[i].name, true
 	}
 	return nil, "", false
 }
@@ -313,6 +315,6 @@ func (b *etcdBackend) close() {
 		m.stop()
 	}
 	for _, px := range b.peers {
-		px.Stop()
+		_ = px.Delete()
 	}
 }

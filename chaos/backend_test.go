@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-
+	"github.com/tenure-go/tenure/internal/toxiproc"
 	"github.com/tenure-go/tenure/storeurl"
 )
 
@@ -14,7 +13,7 @@ import (
 // backends hand their workers ask storeurl for the batched mode, and that
 // the plain backends' URLs do not.
 func TestBatchedModesReachTheWorkers(t *testing.T) {
-	px := &proxies{by: [][]*toxiproxy.Proxy{{{Listen: "127.0.0.1:1"}, {Listen: "127.0.0.1:2"}}}}
+	px := &proxies{by: [][]*toxiproc.Proxy{{{Listen: "127.0.0.1:1"}, {Listen: "127.0.0.1:2"}}}}
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name    string

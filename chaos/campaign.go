@@ -11,12 +11,9 @@ import (
 	"strings"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-
 	"github.com/tenure-go/tenure/internal/childproc"
 	"github.com/tenure-go/tenure/internal/pgproc"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 )
 
 // campaignConfig is what the flags say.
@@ -34,6 +31,9 @@ type campaignConfig struct {
 	broken   string
 	kinds    []string // fault kinds to draw from; empty: all the backend has
 	exe      string
+	// toxiproxy is the toxiproxy server binary each run starts for its
+	// proxies.
+	toxiproxy string
 }
 
 // allBackends are the backends a campaign can run, in the order it runs them.
@@ -110,7 +110,9 @@ func runCampaign(args []string, out io.Writer) (ok bool, err error) {
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return false, err
 	}
-	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	if c.toxiproxy, err = toxiproc.Tool.Path(); err != nil {
+		return false, fmt.Errorf("chaos: %w", err)
+	}
 	// The postgres backend's servers are copied from one initdb.
 	defer pgproc.RemoveTemplate()
 	tallies := map[string]*tally{}
@@ -120,7 +122,7 @@ func runCampaign(args []string, out io.Writer) (ok bool, err error) {
 		tallies[b] = t
 		for i := range c.runs {
 			seed := c.seed + uint64(i)
-			res, dir, err := runOne(c, api, b, seed)
+			res, dir, err := runOne(c, b, seed)
 			if err != nil {
 				return false, fmt.Errorf("chaos: %s seed %d: %w", b, seed, err)
 			}
@@ -212,7 +214,7 @@ func printTable(out io.Writer, order []string, ts map[string]*tally) {
 
 // runOne runs one run of backend b with seed and checks it. It returns the
 // run's directory, which is removed when the run passed (unless -keep).
-func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (res result, dir string, err error) {
+func runOne(c campaignConfig, b string, seed uint64) (res result, dir string, err error) {
 	dir = filepath.Join(c.out, fmt.Sprintf("%s-%d", b, seed))
 	if err := os.RemoveAll(dir); err != nil {
 		return res, dir, err
@@ -231,11 +233,17 @@ func runOne(c campaignConfig, api *toxiproxy.ApiServer, b string, seed uint64) (
 	}
 	defer f.Close()
 	// A port picked free can be taken by another process before the
-	// server binds it: try again, on fresh ports.
+	// server binds it: try again, on fresh ports. Each try has a toxiproxy
+	// server of its own for the backend's proxies, ended with the run.
 	var be backend
 	for try := 1; ; try++ {
-		if be, err = startBackend(c, api, b, dir, seed); err == nil {
-			break
+		var api *toxiproc.Server
+		if api, err = toxiproc.Start(c.toxiproxy, dir); err == nil {
+			if be, err = startBackend(c, api, b, dir, seed); err == nil {
+				defer api.Close()
+				break
+			}
+			api.Close()
 		}
 		if try == 3 {
 			return res, dir, err
@@ -321,7 +329,7 @@ func keepOnly(dir, name string) error {
 	return nil
 }
 
-func startBackend(c campaignConfig, api *toxiproxy.ApiServer, b, dir string, seed uint64) (backend, error) {
+func startBackend(c campaignConfig, api *toxiproc.Server, b, dir string, seed uint64) (backend, error) {
 	name := fmt.Sprintf("%s-%d", b, seed)
 	switch b {
 	case "filestore":

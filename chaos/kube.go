@@ -11,13 +11,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -50,7 +50,7 @@ type kubeBackend struct {
 // interval, which the store shortens for TTLs under four intervals).
 const kubeSession = "&session=1s"
 
-func startKube(api *toxiproxy.ApiServer, exe, dir, name string, workers int, query string) (backend, error) {
+func startKube(api *toxiproc.Server, exe, dir, name string, workers int, query string) (backend, error) {
 	bin := os.Getenv(envAPIServer)
 	if bin == "" {
 		return nil, fmt.Errorf("kube: %s is not set (make kube-apiserver builds the binary and prints its path)", envAPIServer)

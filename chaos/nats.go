@@ -11,12 +11,12 @@ import (
 	"sync"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/nats-io/nats.go"
 
 	"github.com/tenure-go/tenure/backends"
 	natsstore "github.com/tenure-go/tenure/backends/nats"
 	"github.com/tenure-go/tenure/internal/natsproc"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 )
 
 // natsBucket is the key-value bucket the workers' claims live in.
@@ -48,10 +48,10 @@ func (s *natsServer) stop() { s.server.stop(10 * time.Second) }
 type natsBackend struct {
 	servers []*natsServer
 	clients *proxies
-	routes  [][]*toxiproxy.Proxy // nil for one server
+	routes  [][]*toxiproc.Proxy // nil for one server
 }
 
-func startNats(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int) (*natsBackend, error) {
+func startNats(api *toxiproc.Server, exe, dir, name string, n, workers int) (*natsBackend, error) {
 	b := &natsBackend{}
 	var releases []func()
 	defer func() { // on the error paths
@@ -90,15 +90,15 @@ func startNats(api *toxiproxy.ApiServer, exe, dir, name string, n, workers int) 
 		b.servers = append(b.servers, &natsServer{server: server{name: cfg.Name, logPath: filepath.Join(dir, "procs.log"), ready: filepath.Join(cfg.Dir, natsproc.ReadyFile)}, cfg: cfg, exe: exe})
 	}
 	if n > 1 {
-		b.routes = make([][]*toxiproxy.Proxy, n)
+		b.routes = make([][]*toxiproc.Proxy, n)
 		for i := range n {
-			b.routes[i] = make([]*toxiproxy.Proxy, n)
+			b.routes[i] = make([]*toxiproc.Proxy, n)
 			for j := range n {
 				if i == j {
 					continue
 				}
-				px := toxiproxy.NewProxy(api, fmt.Sprintf("%s-route%d-%d", name, i, j), "127.0.0.1:0", clusterAddrs[j])
-				if err := px.Start(); err != nil {
+				px, err := api.CreateProxy(fmt.Sprintf("%s-route%d-%d", name, i, j), clusterAddrs[j])
+				if err != nil {
 					b.close()
 					return nil, err
 				}
@@ -218,7 +218,7 @@ func (b *natsBackend) apply(f fault, holder int) (func(), string, bool) {
 		})
 	case fIsolate:
 		i := int(f.Pick) % len(b.servers)
-		var touching []*toxiproxy.Proxy
+		var touching []*toxiproc.Proxy
 		for j := range b.servers {
 			if j != i {
 				touching = append(touching, b.routes[i][j], b.routes[j][i])
@@ -242,7 +242,7 @@ func (b *natsBackend) close() {
 	for _, row := range b.routes {
 		for _, px := range row {
 			if px != nil {
-				px.Stop()
+				_ = px.Delete()
 			}
 		}
 	}

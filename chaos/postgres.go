@@ -8,9 +8,8 @@ import (
 	"syscall"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-
 	"github.com/tenure-go/tenure/internal/pgproc"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 	"github.com/tenure-go/tenure/storeurl"
 )
 
@@ -31,7 +30,7 @@ type pgBackend struct {
 	down bool       // killed and not restarted
 }
 
-func startPostgres(api *toxiproxy.ApiServer, name string, workers int) (*pgBackend, error) {
+func startPostgres(api *toxiproc.Server, name string, workers int) (*pgBackend, error) {
 	srv, err := pgproc.Start()
 	if err != nil {
 		return nil, err

@@ -9,9 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-
 	"github.com/tenure-go/tenure/internal/pgproc"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 	"github.com/tenure-go/tenure/storeurl"
 )
 
@@ -43,7 +42,7 @@ type pgHABackend struct {
 	paused  [2]bool // guarded by mu
 }
 
-func startPostgresHA(api *toxiproxy.ApiServer, name string, workers int) (*pgHABackend, error) {
+func startPostgresHA(api *toxiproc.Server, name string, workers int) (*pgHABackend, error) {
 	p, err := pgproc.Start()
 	if err != nil {
 		return nil, err

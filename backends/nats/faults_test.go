@@ -10,14 +10,12 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/benbjohnson/clock"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/nats/natstest"
 	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 )
 
 // Fault tests on real servers: a server killed and restarted on its state,
@@ -25,28 +23,20 @@ import (
 // peers. Whatever happens, no two holders at once and tokens strictly
 // increase.
 
-// proxy puts an in-process toxiproxy in front of upstream and returns it
-// with a function that cuts it (everything sent is dropped, connections
+// proxy puts a toxiproxy server's proxy in front of upstream and returns
+// it with a function that cuts it (everything sent is dropped, connections
 // stay open) and one that heals it.
-func proxy(t *testing.T, upstream string) (px *toxiproxy.Proxy, cut, heal func()) {
+func proxy(t *testing.T, upstream string) (px *toxiproc.Proxy, cut, heal func()) {
 	t.Helper()
-	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	px = toxiproxy.NewProxy(api, "nats-"+strings.ReplaceAll(t.Name(), "/", "-"), "127.0.0.1:0", upstream)
-	if err := px.Start(); err != nil {
-		t.Fatalf("proxy: %v", err)
-	}
-	t.Cleanup(px.Stop)
+	px = toxiproc.StartTest(t).Proxy(t, "nats", upstream)
 	cut = func() {
-		for _, dir := range []string{"upstream", "downstream"} {
-			js := fmt.Sprintf(`{"name":"cut-%s","type":"timeout","stream":%q,"toxicity":1,"attributes":{"timeout":0}}`, dir, dir)
-			if _, err := px.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-				t.Fatalf("cut: %v", err)
-			}
+		if err := px.Blackhole("cut"); err != nil {
+			t.Fatalf("cut: %v", err)
 		}
 	}
 	heal = func() {
-		for _, dir := range []string{"upstream", "downstream"} {
-			_ = px.Toxics.RemoveToxic(context.Background(), "cut-"+dir)
+		if err := px.RemoveBoth("cut"); err != nil {
+			t.Fatalf("heal: %v", err)
 		}
 	}
 	return px, cut, heal

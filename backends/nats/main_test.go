@@ -16,10 +16,7 @@ import (
 func TestMain(m *testing.M) {
 	// A server started by natstest.StartProcess is this binary run again.
 	natstest.ServeProcess()
-	// toxiproxy can leave a link's stub goroutine blocked on a send when
-	// a toxic is removed from a live link (the fault tests heal a cut that
-	// way); the proxy is closed, nothing of the store's is left.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"))
+	goleak.VerifyTestMain(m)
 }
 
 // bucketSeq names each test's bucket uniquely within the process.

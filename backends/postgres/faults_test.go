@@ -3,17 +3,14 @@ package postgres_test
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/benbjohnson/clock"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/postgres/pgtest"
 	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 )
 
 // Fault tests: electors over a private server that is killed, paused, or
@@ -97,32 +94,25 @@ func TestFaultConnectionCut(t *testing.T) {
 	srv := sharedServer(t)
 	db := srv.NewDatabase(t)
 	tbl := newTable()
-	api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	px := toxiproxy.NewProxy(api, "pg", "127.0.0.1:0", srv.Addr())
-	if err := px.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Stop)
+	px := toxiproc.StartTest(t).Proxy(t, "pg", srv.Addr())
 	ts := electortest.NewTerms(clock.New())
 	startElector(t, newLocker(t, open(t, srv.DSNVia(px.Listen, db), tbl)), "leader", "proxied", ts)
 	if who := ts.Next(t, within(t, faultLimit)); who != "proxied" {
 		t.Fatalf("first leader = %s, want proxied", who)
 	}
 	startElector(t, newLocker(t, open(t, srv.DSN(db), tbl)), "leader", "direct", ts)
-	for _, dir := range []string{"upstream", "downstream"} {
-		js := `{"name":"cut-` + dir + `","type":"timeout","stream":"` + dir + `","toxicity":1,"attributes":{"timeout":0}}`
-		if _, err := px.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-			t.Fatal(err)
-		}
+	if err := px.Blackhole("cut"); err != nil {
+		t.Fatal(err)
 	}
 	waitNotLeading(t, ts, "proxied")
 	if who := ts.Next(t, within(t, faultLimit)); who != "direct" {
 		t.Fatalf("leader after the cut = %s, want direct", who)
 	}
-	// The cut is never healed: removing a toxic from live links can leave
-	// a toxiproxy goroutine blocked for good. Stopping the proxy ends its
-	// links, and the proxied store's calls fail at once from then on.
-	px.Stop()
+	// The cut is never healed. Disabling the proxy ends its connections,
+	// and the proxied store's calls fail at once from then on.
+	if err := px.Disable(); err != nil {
+		t.Fatal(err)
+	}
 	all := ts.Check(t)
 	endsByDeadline(t, all)
 	t.Logf("terms %v", tokensOf(all))

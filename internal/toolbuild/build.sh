@@ -33,6 +33,16 @@ if [ -x "$bin" ]; then
 fi
 
 mkdir -p "$cache"
+# Test binaries run in parallel may ask for the same tool at once: one
+# builds while the others wait for it, then find the binary cached.
+if command -v flock >/dev/null 2>&1; then
+	exec 9>"$cache/.$name.lock"
+	flock 9
+	if [ -x "$bin" ]; then
+		echo "$bin"
+		exit 0
+	fi
+fi
 # Build into a private temporary directory beside the cache entry and rename:
 # an interrupted build never leaves a partial binary under the final name.
 tmpdir=$(mktemp -d "$cache/.$name-build.XXXXXX")

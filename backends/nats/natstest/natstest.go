@@ -13,7 +13,6 @@
 package natstest
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -22,11 +21,9 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/tenure-go/tenure/internal/natsproc"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 )
 
 // readyTimeout bounds a start under -race on busy cores.
@@ -152,7 +149,7 @@ type Cluster struct {
 
 	// proxies[i][j] carries server i's route to server j; nil without
 	// WithPartitions.
-	proxies [][]*toxiproxy.Proxy
+	proxies [][]*toxiproc.Proxy
 }
 
 // ClusterOption configures StartCluster.
@@ -163,9 +160,9 @@ type clusterConfig struct {
 	held       map[int]bool // indexes of the servers not started
 }
 
-// WithPartitions routes every server to every other through an in-process
-// toxiproxy proxy of its own, so that Partition can cut a server off from
-// its peers while its clients still reach it.
+// WithPartitions routes every server to every other through a proxy of
+// its own, on a toxiproxy server process, so that Partition can cut a
+// server off from its peers while its clients still reach it.
 func WithPartitions() ClusterOption { return func(c *clusterConfig) { c.partitions = true } }
 
 // WithHeldBack leaves the servers at the given indexes unstarted, on the
@@ -203,20 +200,15 @@ func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 		s.port, s.cport = freePort(t), freePort(t)
 	}
 	if cf.partitions {
-		api := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-		c.proxies = make([][]*toxiproxy.Proxy, n)
+		tp := toxiproc.StartTest(t)
+		c.proxies = make([][]*toxiproc.Proxy, n)
 		for i := range n {
-			c.proxies[i] = make([]*toxiproxy.Proxy, n)
+			c.proxies[i] = make([]*toxiproc.Proxy, n)
 			for j, to := range c.Servers {
 				if i == j {
 					continue
 				}
-				px := toxiproxy.NewProxy(api, fmt.Sprintf("route-%d-%d", i, j), "127.0.0.1:0", net.JoinHostPort("127.0.0.1", strconv.Itoa(to.cport)))
-				if err := px.Start(); err != nil {
-					t.Fatalf("natstest: route proxy: %v", err)
-				}
-				t.Cleanup(px.Stop)
-				c.proxies[i][j] = px
+				c.proxies[i][j] = tp.Proxy(t, fmt.Sprintf("route-%d-%d", i, j), net.JoinHostPort("127.0.0.1", strconv.Itoa(to.cport)))
 			}
 		}
 	}
@@ -306,9 +298,8 @@ func (c *Cluster) routes(self *Server) []string {
 // partition). Its clients still reach it. It needs WithPartitions.
 func (c *Cluster) Partition(i int) {
 	for _, px := range c.routeProxies(i) {
-		for _, dir := range []string{"upstream", "downstream"} {
-			js := fmt.Sprintf(`{"name":"cut-%s","type":"timeout","stream":%q,"toxicity":1,"attributes":{"timeout":0}}`, dir, dir)
-			_, _ = px.Toxics.AddToxicJson(strings.NewReader(js))
+		if err := px.Blackhole("cut"); err != nil {
+			c.Servers[i].t.Fatalf("natstest: partition: %v", err)
 		}
 	}
 }
@@ -316,18 +307,18 @@ func (c *Cluster) Partition(i int) {
 // Heal ends Partition(i).
 func (c *Cluster) Heal(i int) {
 	for _, px := range c.routeProxies(i) {
-		for _, dir := range []string{"upstream", "downstream"} {
-			_ = px.Toxics.RemoveToxic(context.Background(), "cut-"+dir)
+		if err := px.RemoveBoth("cut"); err != nil {
+			c.Servers[i].t.Fatalf("natstest: heal: %v", err)
 		}
 	}
 }
 
 // routeProxies are the proxies on server i's routes, both ways.
-func (c *Cluster) routeProxies(i int) []*toxiproxy.Proxy {
+func (c *Cluster) routeProxies(i int) []*toxiproc.Proxy {
 	if c.proxies == nil {
-		panic("natstest: Partition on a cluster started without WithPartitions")
+		c.Servers[i].t.Fatal("natstest: Partition on a cluster started without WithPartitions")
 	}
-	var out []*toxiproxy.Proxy
+	var out []*toxiproc.Proxy
 	for j := range c.Servers {
 		if j != i {
 			out = append(out, c.proxies[i][j], c.proxies[j][i])
