@@ -169,15 +169,16 @@ func TestRequire(t *testing.T) {
 	}
 }
 
-// TestScopesOrdered: a caller checks a scope with >=, as Scope documents.
+// TestScopesOrdered checks that scopes order narrowest first, so that a
+// caller can check a scope with >=, as Scope documents.
 func TestScopesOrdered(t *testing.T) {
 	if !(backends.ScopeProcess < backends.ScopeHost && backends.ScopeHost < backends.ScopeDistributed) {
 		t.Errorf("scopes are not ordered narrowest first: %d %d %d", backends.ScopeProcess, backends.ScopeHost, backends.ScopeDistributed)
 	}
 }
 
-// TestForeignClaimValueIsCorrupt: a claim key holding anything but a claim
-// is corrupt, never free. (The codec's round trip is tested in
+// TestForeignClaimValueIsCorrupt checks that a claim key holding anything but
+// a claim is corrupt, never free. (The codec's round trip is tested in
 // internal/wire.)
 func TestForeignClaimValueIsCorrupt(t *testing.T) {
 	for _, bad := range []string{"", "null", "{}", `{"v":2,"id":"a"}`, `{"v":1,"id":""}`, "not json"} {
@@ -240,8 +241,8 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestHolderLogValue: a holder logs as its id and nonce, so a JSON log shows
-// an id with spaces or quotes as written, not quoted a second time.
+// TestHolderLogValue checks that a holder logs as its id and nonce, so a JSON
+// log shows an id with spaces or quotes as written, not quoted a second time.
 func TestHolderLogValue(t *testing.T) {
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "holder", backends.Holder{ID: `a "b" c`, Nonce: "n1"})

@@ -57,12 +57,12 @@ func (c Capability) String() string {
 type Scope int
 
 const (
-	// ScopeProcess: safe among users of one Store value in one process.
+	// ScopeProcess means safe among users of one Store value in one process.
 	ScopeProcess Scope = iota + 1
-	// ScopeHost: safe among processes on one host.
+	// ScopeHost means safe among processes on one host.
 	ScopeHost
-	// ScopeDistributed: safe among processes on any hosts that reach the
-	// backend.
+	// ScopeDistributed means safe among processes on any hosts that reach
+	// the backend.
 	ScopeDistributed
 )
 

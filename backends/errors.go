@@ -11,46 +11,51 @@ import (
 // operation and the key, so the sentinels' own text carries no prefix:
 // a bad key reads "backends: empty key: invalid argument".
 var (
-	// ErrNotFound: the key is absent or expired.
+	// ErrNotFound is returned when the key is absent or expired.
 	ErrNotFound = errors.New("key not found")
-	// ErrExists: the key is present where the caller required it absent.
+	// ErrExists is returned when the key is present where the caller
+	// required it absent.
 	ErrExists = errors.New("key exists")
-	// ErrConflict: a compare failed. Every *ConflictError matches it.
+	// ErrConflict is returned when a compare failed. Every *ConflictError
+	// matches it.
 	ErrConflict = errors.New("revision conflict")
-	// ErrUnsupported: the store does not enforce what was asked. It wraps
-	// errors.ErrUnsupported.
+	// ErrUnsupported is returned when the store does not enforce what was
+	// asked. It wraps errors.ErrUnsupported.
 	ErrUnsupported = fmt.Errorf("%w", errors.ErrUnsupported)
-	// ErrInvalid: the arguments are not acceptable (empty key, negative TTL,
-	// an oversized value, ...).
+	// ErrInvalid is returned when the arguments are not acceptable (empty
+	// key, negative TTL, an oversized value, ...).
 	ErrInvalid = errors.New("invalid argument")
-	// ErrUsage: the store answered that the request misuses the key in a
-	// way no retry can fix, however long one waits: a single claim asked on
-	// a key that is a slot group. It wraps ErrInvalid (class fatal); an
-	// elector stops at the first one and reports it as a usage error.
+	// ErrUsage is returned when the store answered that the request misuses
+	// the key in a way no retry can fix, however long one waits: a single
+	// claim asked on a key that is a slot group. It wraps ErrInvalid (class
+	// fatal); an elector stops at the first one and reports it as a usage
+	// error.
 	ErrUsage = fmt.Errorf("usage error: %w", ErrInvalid)
-	// ErrClosed: the store was closed.
+	// ErrClosed is returned by a store that was closed.
 	ErrClosed = errors.New("store closed")
 
-	// ErrUnavailable: the backend could not be reached or did not answer in
-	// time; the outcome of a write is unknown.
+	// ErrUnavailable is returned when the backend could not be reached or
+	// did not answer in time; the outcome of a write is unknown.
 	ErrUnavailable = errors.New("backend unavailable")
-	// ErrThrottled: the backend refused the request for rate reasons.
+	// ErrThrottled is returned when the backend refused the request for
+	// rate reasons.
 	ErrThrottled = errors.New("throttled")
 
-	// ErrPermission: the backend refused the caller's credentials.
+	// ErrPermission is returned when the backend refused the caller's
+	// credentials.
 	ErrPermission = errors.New("permission denied")
-	// ErrMissingResource: something the store lives in (a table, a
-	// namespace, a directory) does not exist.
+	// ErrMissingResource is returned when something the store lives in (a
+	// table, a namespace, a directory) does not exist.
 	ErrMissingResource = errors.New("backend resource missing")
-	// ErrCorrupt: stored state cannot be decoded. Stores fail closed on it
-	// and never report such a key as absent.
+	// ErrCorrupt is returned when stored state cannot be decoded. Stores
+	// fail closed on it and never report such a key as absent.
 	ErrCorrupt = errors.New("corrupt state")
 
-	// ErrHeld: a claim is held by another holder. TryAcquire returns it as
-	// a *HeldError.
+	// ErrHeld is returned when a claim is held by another holder.
+	// TryAcquire returns it as a *HeldError.
 	ErrHeld = errors.New("claim held by another holder")
-	// ErrNotHolder: the claim named in Renew or Release is no longer the
-	// caller's.
+	// ErrNotHolder is returned when the claim named in Renew or Release is
+	// no longer the caller's.
 	ErrNotHolder = errors.New("claim not held")
 )
 
@@ -113,14 +118,14 @@ func (e *HeldError) Unwrap() error { return ErrHeld }
 type Class int
 
 const (
-	// ClassNone: no error.
+	// ClassNone is the class of no error (nil).
 	ClassNone Class = iota
-	// ClassLost: the claim is someone else's (or gone); act on it now.
+	// ClassLost means the claim is someone else's (or gone); act on it now.
 	ClassLost
-	// ClassTransient: the outcome is unknown or the backend is briefly
+	// ClassTransient means the outcome is unknown or the backend is briefly
 	// unable; retrying may succeed.
 	ClassTransient
-	// ClassFatal: retrying will not help (permissions, a missing resource,
+	// ClassFatal means retrying will not help (permissions, a missing resource,
 	// corrupt state, bad arguments, a closed store, an unsupported
 	// operation).
 	ClassFatal

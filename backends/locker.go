@@ -157,21 +157,14 @@ func (l *StoreLocker) Store() Store { return l.store }
 // TryAcquire implements Locker. A key that is a slot group (its size entry
 // wire.SizeKey(key) exists) is refused with an error wrapping ErrUsage (and
 // so ErrInvalid): a single claim and a slot group never share a key, and
-// the size entry is never deleted, so no retry can succeed.
+// the size entry is never deleted, so no retry can succeed. Of a claim and
+// a group started at once on one key at most one leads, on every store.
 //
-// On a store that declares CapTxn the claim is taken by one transaction
-// that also requires the size entry to be absent, so the check is atomic
-// with the create. What a refused transaction costs is the store's to keep
-// low: most attempts of a follower meet a held claim, and a store whose
-// write needs a request of its own before it (on etcd, a lease grant)
-// checks the conditions alone first (package etcd's Store.Txn). On other
-// stores the claim is taken first and the size entry read after, and a slot group checks for a live
-// claim only after its size entry exists (package slots), so of a claim
-// and a group started at once on one key at most one leads, on every
-// store. A claim refused that way is released at once; until then a
-// reader may see it, and its holder never gets a lease for it. That check
-// costs one read after each successful acquisition; if that read fails,
-// the claim is released and the read's error returned.
+// On a store without CapTxn, a claim refused this way is released at once;
+// until then a reader may see it, and its holder never gets a lease for it.
+// There the check costs one read after each successful acquisition, and if
+// that read fails, the claim is released and the read's error returned.
+// docs/safety.md describes how the check is made on each kind of store.
 func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Claim, error) {
 	if err := ValidateKey(wire.SizeKey(key)); err != nil {
 		// Too long to be a group's key: no group can exist.

@@ -82,10 +82,10 @@ type Store interface {
 type EventKind int
 
 const (
-	// EventPut: the key was created or its value written.
+	// EventPut reports that the key was created or its value written.
 	EventPut EventKind = iota + 1
-	// EventDelete: the key was deleted, or it expired (where the backend
-	// declares Capabilities.ExpiryEvents).
+	// EventDelete reports that the key was deleted, or that it expired (where
+	// the backend declares Capabilities.ExpiryEvents).
 	EventDelete
 )
 
