@@ -47,7 +47,7 @@ func mapError(op, key string, err error) error {
 			// The driver prepared a statement on one server connection and
 			// met another: a transaction-mode pooler the store was not told
 			// of. Every statement would fail alike: fatal, and say why.
-			return fmt.Errorf("postgres: %s %q: a prepared statement is missing or doubled on the server connection, as behind a transaction-mode pooler (PgBouncer's pool_mode = transaction): open with pooler=transaction (WithPooler): %w: %w", op, key, backends.ErrInvalid, err)
+			return fmt.Errorf("postgres: %s %q: %w", op, key, &poolerError{err: err})
 		}
 		switch {
 		case c == "40001", c == "40P01", c == "53300", c == "25006", strings.HasPrefix(c, "57P"), strings.HasPrefix(c, "08"):
@@ -76,3 +76,19 @@ func mapError(op, key string, err error) error {
 	}
 	return fmt.Errorf("postgres: %s %q: %w: %w", op, key, sentinel, err)
 }
+
+// poolerHint is what a statement broken by a transaction-mode pooler the
+// store was not told of says to do.
+const poolerHint = "a prepared statement is missing or doubled on the server connection, as behind a transaction-mode pooler (PgBouncer's pool_mode = transaction): open with pooler=transaction (WithPooler)"
+
+// poolerError is the error of a statement that a transaction-mode pooler
+// the store was not told of broke: its text says what to do, and it wraps
+// backends.ErrInvalid and the server's error. An open by URL keeps the
+// hint in its one line (see cause).
+type poolerError struct{ err error }
+
+func (e *poolerError) Error() string {
+	return poolerHint + ": " + backends.ErrInvalid.Error() + ": " + e.err.Error()
+}
+
+func (e *poolerError) Unwrap() []error { return []error{backends.ErrInvalid, e.err} }

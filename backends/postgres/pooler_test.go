@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -246,5 +247,40 @@ func TestPoolerElectorHandover(t *testing.T) {
 				t.Errorf("terms = %+v, want 3", all)
 			}
 		})
+	}
+}
+
+// TestPoolerNotToldURL opens stores by URL through a transaction-mode
+// bouncer with one server connection, the URL not saying so: the
+// statements the first open prepared stay on that server connection, so
+// the next open's meet them. Each open that fails says in its one line
+// what to do (pooler=transaction), as a fatal error, and at least one
+// fails.
+func TestPoolerNotToldURL(t *testing.T) {
+	srv := sharedServer(t)
+	b := srv.StartBouncer(t, 1)
+	db := srv.NewDatabase(t)
+	raw := fmt.Sprintf("postgres://postgres:%s@%s/%s?sslmode=disable&table=untold&create=true", secret, b.Addr(), db)
+	ctx := within(t, time.Minute)
+	failed := 0
+	for range 3 {
+		st, err := storeurl.Open(ctx, raw)
+		if err == nil {
+			st.Close()
+			continue
+		}
+		failed++
+		if !errors.Is(err, backends.ErrInvalid) {
+			t.Errorf("Open through an untold pooler = %v, want ErrInvalid", err)
+		}
+		if !strings.Contains(err.Error(), "pooler=transaction") {
+			t.Errorf("Open through an untold pooler = %q, want it to name pooler=transaction", err)
+		}
+		if testing.Verbose() {
+			t.Logf("Open: %v", err)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("three opens through a transaction-mode bouncer with one server connection, the store not told: all succeeded")
 	}
 }

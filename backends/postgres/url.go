@@ -338,6 +338,11 @@ func cause(err error) string {
 	}
 	var walk func(error)
 	walk = func(e error) {
+		if p, ok := e.(*poolerError); ok {
+			// What to do, then what the server said.
+			add(poolerHint + ": " + cause(p.err))
+			return
+		}
 		if x, ok := e.(interface{ Unwrap() []error }); ok {
 			for _, y := range x.Unwrap() {
 				if !isSentinel(y) {
