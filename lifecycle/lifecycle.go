@@ -10,16 +10,18 @@ type State int
 
 // The states. The zero State is not a state; an elector starts in Follower.
 const (
-	// Follower: not holding the claim, waiting for the next attempt.
+	// Follower is the state of not holding the claim, waiting for the next
+	// attempt.
 	Follower State = iota + 1
-	// Acquiring: an attempt to take the claim is in flight.
+	// Acquiring is the state while an attempt to take the claim is in flight.
 	Acquiring
-	// Leader: the claim is held and its local deadline has not passed.
+	// Leader is the state while the claim is held and its local deadline has
+	// not passed.
 	Leader
-	// Demoting: leadership has ended; the leader's work is being drained and
-	// the claim released (or left to expire).
+	// Demoting is the state after leadership has ended, while the leader's
+	// work is being drained and the claim released (or left to expire).
 	Demoting
-	// Stopped: terminal; no event leaves it.
+	// Stopped is the terminal state; no event leaves it.
 	Stopped
 )
 

@@ -27,7 +27,8 @@ func TestStateString(t *testing.T) {
 	}
 }
 
-// TestStateLogsByName: the JSON handler shows a state by name, not number.
+// TestStateLogsByName checks that the JSON handler shows a state by name, not
+// number.
 func TestStateLogsByName(t *testing.T) {
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "state", lifecycle.Leader)
