@@ -110,10 +110,10 @@ func TestElectorsOverGroup(t *testing.T) {
 	}
 }
 
-// TestElectorReleasesSlotRetiredByResize: an elector whose slot a Resize
-// retires is refused at its next renewal and steps down; the slot stays in
-// the store while its OnElected still runs, and is released as soon as
-// OnElected has returned, without waiting for it to expire.
+// TestElectorReleasesSlotRetiredByResize checks that an elector whose slot a
+// Resize retires is refused at its next renewal and steps down; the slot
+// stays in the store while its OnElected still runs, and is released as soon
+// as OnElected has returned, without waiting for it to expire.
 func TestElectorReleasesSlotRetiredByResize(t *testing.T) {
 	clk := clocktest.New(time.Time{})
 	inner := memstore.New(memstore.WithClock(clk))

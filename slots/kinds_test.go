@@ -33,8 +33,8 @@ func wantKindRefused(t *testing.T, what string, err error) {
 	}
 }
 
-// TestClaimAndGroupDoNotShareAKey: a single claim on a key that is a slot
-// group is refused, and so is a group on a key held as a single claim.
+// TestClaimAndGroupDoNotShareAKey checks that a single claim on a key that is
+// a slot group is refused, and so is a group on a key held as a single claim.
 func TestClaimAndGroupDoNotShareAKey(t *testing.T) {
 	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
 		ctx := bound(t)
@@ -193,8 +193,8 @@ func nextCall(t *testing.T, ctx context.Context, gate *faults.Gate, done <-chan 
 	return nil
 }
 
-// TestLockerHoldersOfAGroup: the generic Locker's Holders on a group's key
-// lists the group's holders, by slot.
+// TestLockerHoldersOfAGroup checks that the generic Locker's Holders on a
+// group's key lists the group's holders, by slot.
 func TestLockerHoldersOfAGroup(t *testing.T) {
 	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
 		ctx := bound(t)
@@ -223,8 +223,9 @@ func TestLockerHoldersOfAGroup(t *testing.T) {
 	})
 }
 
-// TestLockerWatchesAGroup: the generic Locker's WatchClaim on a group's key
-// signals a change to the group's slots, as its Holders lists them.
+// TestLockerWatchesAGroup checks that the generic Locker's WatchClaim on a
+// group's key signals a change to the group's slots, as its Holders lists
+// them.
 func TestLockerWatchesAGroup(t *testing.T) {
 	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
 		// The timeout only bounds a failing run; a passing one is signalled.
@@ -246,8 +247,9 @@ func TestLockerWatchesAGroup(t *testing.T) {
 	})
 }
 
-// TestSizeMismatchIsLogged: a process configured with another size than the
-// group's stored one is told, once per stored size, with both numbers.
+// TestSizeMismatchIsLogged checks that a process configured with another size
+// than the group's stored one is told, once per stored size, with both
+// numbers.
 func TestSizeMismatchIsLogged(t *testing.T) {
 	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
 		ctx := bound(t)

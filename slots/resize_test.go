@@ -130,9 +130,9 @@ func TestRenewRacingResize(t *testing.T) {
 	})
 }
 
-// TestRefusedSlotReleasedByNextAcquire: a renewal refused after a resize
-// leaves the slot in place (its holder may still be acting on it), and the
-// holder's next TryAcquire releases it at once instead of leaving it to
+// TestRefusedSlotReleasedByNextAcquire checks that a renewal refused after a
+// resize leaves the slot in place (its holder may still be acting on it), and
+// the holder's next TryAcquire releases it at once instead of leaving it to
 // expire.
 func TestRefusedSlotReleasedByNextAcquire(t *testing.T) {
 	eachStore(t, func(t *testing.T, clk *clocktest.Clock, s backends.Store) {
