@@ -47,8 +47,8 @@ func BenchmarkPlace(b *testing.B) {
 	}
 }
 
-// BenchmarkLeave: a member owning 64 of 256 shards (four members) leaves
-// gracefully.
+// BenchmarkLeave measures what happens when a member owning 64 of 256 shards
+// (four members) leaves gracefully.
 func BenchmarkLeave(b *testing.B) {
 	b.Run("memstore", func(b *testing.B) {
 		store := memstore.New()
@@ -59,8 +59,8 @@ func BenchmarkLeave(b *testing.B) {
 	})
 }
 
-// BenchmarkCrash: a member owning 64 of 256 shards is cut off from the
-// store, as a crashed process is.
+// BenchmarkCrash measures what happens when a member owning 64 of 256 shards
+// is cut off from the store, as a crashed process is.
 func BenchmarkCrash(b *testing.B) {
 	b.Run("memstore", func(b *testing.B) {
 		store := memstore.New()

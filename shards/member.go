@@ -23,12 +23,13 @@ import (
 const MaxCount = 4096
 
 var (
-	// ErrCountMismatch: the group's shard count recorded in the store
-	// differs from Config.Count. A group's count is fixed when its first
-	// member starts; see the package documentation for changing it.
+	// ErrCountMismatch is returned when the group's shard count recorded in
+	// the store differs from Config.Count. A group's count is fixed when its
+	// first member starts; see the package documentation for changing it.
 	ErrCountMismatch = errors.New("shards: stored shard count differs from the configured one")
-	// ErrAlreadyStarted: Start (or Run) was called on a Member started, or
-	// stopped, before. A Member runs once; make a new one to run again.
+	// ErrAlreadyStarted is returned when Start (or Run) is called on a Member
+	// started, or stopped, before. A Member runs once; make a new one to run
+	// again.
 	ErrAlreadyStarted = errors.New("shards: already started")
 )
 

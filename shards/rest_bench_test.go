@@ -9,8 +9,8 @@ import (
 	"github.com/tenure-go/tenure/internal/shardstest"
 )
 
-// BenchmarkRest: four members holding 256 shards, settled, at rest: the CPU
-// time they take together, and their store calls, per second.
+// BenchmarkRest measures four members holding 256 shards, settled, at rest:
+// the CPU time they take together, and their store calls, per second.
 func BenchmarkRest(b *testing.B) {
 	b.Run("memstore", func(b *testing.B) {
 		store := memstore.New()

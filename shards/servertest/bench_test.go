@@ -21,8 +21,9 @@ import (
 
 var steadyWindow = flag.Duration("shards.steady", 20*time.Second, "how long BenchmarkEtcdSteady counts requests per iteration")
 
-// BenchmarkEtcdLeave: a member owning 64 of 256 shards (four members) leaves
-// gracefully, with a lease per claim and with one shared lease per member.
+// BenchmarkEtcdLeave measures what happens when a member owning 64 of 256
+// shards (four members) leaves gracefully, with a lease per claim and with
+// one shared lease per member.
 func BenchmarkEtcdLeave(b *testing.B) {
 	b.Run("lease-per-claim", func(b *testing.B) { shardstest.BenchLeave(b, 256, 4, timing(), etcdStores(b)) })
 	b.Run("shared-lease", func(b *testing.B) {
@@ -30,8 +31,8 @@ func BenchmarkEtcdLeave(b *testing.B) {
 	})
 }
 
-// BenchmarkEtcdCrash: a member owning 64 of 256 shards is cut off from etcd,
-// as a crashed process is.
+// BenchmarkEtcdCrash measures what happens when a member owning 64 of 256
+// shards is cut off from etcd, as a crashed process is.
 func BenchmarkEtcdCrash(b *testing.B) {
 	b.Run("lease-per-claim", func(b *testing.B) { shardstest.BenchCrash(b, 256, 4, timing(), etcdStores(b)) })
 	b.Run("shared-lease", func(b *testing.B) {
