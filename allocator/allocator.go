@@ -34,9 +34,10 @@ const (
 type EventKind int
 
 const (
-	// EventCreated: key now maps to ID.
+	// EventCreated reports that key now maps to ID.
 	EventCreated EventKind = iota + 1
-	// EventDeleted: key no longer maps to ID (garbage collection removed it).
+	// EventDeleted reports that key no longer maps to ID (garbage collection
+	// removed it).
 	EventDeleted
 )
 

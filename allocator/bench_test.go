@@ -13,7 +13,8 @@ import (
 	"github.com/tenure-go/tenure/internal/faults"
 )
 
-// Allocate of a key this process already uses: answered from memory.
+// BenchmarkAllocateLocal measures Allocate of a key this process already
+// uses, which is answered from memory.
 func BenchmarkAllocateLocal(b *testing.B) {
 	s, clk := newMem(b)
 	f := faults.Wrap(s, clk)
@@ -31,8 +32,8 @@ func BenchmarkAllocateLocal(b *testing.B) {
 	b.ReportMetric(float64(f.Calls(faults.AllOps&^faults.OpWatch)-before)/float64(b.N), "requests/op")
 }
 
-// Allocate of a key another member holds and the cache knows, then its
-// Release: the store requests each costs.
+// BenchmarkAllocateCached measures the store requests of Allocate of a key
+// another member holds and the cache knows, and of its Release.
 func BenchmarkAllocateCached(b *testing.B) {
 	s, clk := newMem(b)
 	other := newAllocator(b, s, testConfig("other", clk))
@@ -61,7 +62,8 @@ func BenchmarkAllocateCached(b *testing.B) {
 	b.ReportMetric(float64(relW)/float64(b.N), "release-writes/op")
 }
 
-// New IDs per second with 8 allocators allocating fresh keys at once.
+// BenchmarkNewIDs measures new IDs per second with 8 allocators allocating
+// fresh keys at once.
 func BenchmarkNewIDs(b *testing.B) {
 	b.Run("memstore", func(b *testing.B) {
 		s, clk := newMem(b)
@@ -113,8 +115,8 @@ func benchNewIDs(b *testing.B, open func(i int) backends.Store, clk *clocktest.C
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ids/s")
 }
 
-// One garbage collection pass over 10 000 referenced IDs (nothing to
-// delete: the steady state).
+// BenchmarkGCPass10000 measures one garbage collection pass over 10 000
+// referenced IDs (nothing to delete: the steady state).
 func BenchmarkGCPass10000(b *testing.B) {
 	s, clk := newMem(b)
 	f := faults.Wrap(s, clk)
