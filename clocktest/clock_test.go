@@ -70,8 +70,8 @@ func TestTimersFireInDeadlineOrder(t *testing.T) {
 	}
 }
 
-// TestOneAddFiresEachTimerAtItsDeadline: a single Add past every deadline
-// sends each timer its own deadline, not the final time.
+// TestOneAddFiresEachTimerAtItsDeadline checks that a single Add past every
+// deadline sends each timer its own deadline, not the final time.
 func TestOneAddFiresEachTimerAtItsDeadline(t *testing.T) {
 	c := New(start)
 	secs := []int{3, 1, 2}
@@ -420,12 +420,12 @@ func TestConcurrentAdds(t *testing.T) {
 	}
 }
 
-// TestTimerMadeDuringAddFiresOthersOnce: the mock's Timer constructor fires
-// whatever timer is due, and Add releases the mock's lock between choosing
-// a timer and firing it; a Timer made by another goroutine in that window
-// would fire Add's timer a second time (a channel timer then deadlocks the
-// clock). Every AfterFunc here must run exactly once while other goroutines
-// keep making timers.
+// TestTimerMadeDuringAddFiresOthersOnce checks that the mock's Timer
+// constructor fires whatever timer is due, and Add releases the mock's lock
+// between choosing a timer and firing it; a Timer made by another goroutine
+// in that window would fire Add's timer a second time (a channel timer then
+// deadlocks the clock). Every AfterFunc here must run exactly once while
+// other goroutines keep making timers.
 func TestTimerMadeDuringAddFiresOthersOnce(t *testing.T) {
 	c := New(start)
 	const rounds = 200

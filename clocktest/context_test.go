@@ -153,8 +153,8 @@ func TestContextErrWhileAdvancing(t *testing.T) {
 	wg.Wait()
 }
 
-// TestContextsExpireStepByStep: after each Add, exactly the contexts whose
-// deadline has been reached are done.
+// TestContextsExpireStepByStep checks that after each Add, exactly the
+// contexts whose deadline has been reached are done.
 func TestContextsExpireStepByStep(t *testing.T) {
 	c := New(start)
 	secs := []int{3, 1, 2, 2}

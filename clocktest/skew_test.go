@@ -60,8 +60,9 @@ func TestSkewedNow(t *testing.T) {
 	}
 }
 
-// TestSkewedTimerFiresAtViewDuration: a view's timer of d fires at the first
-// base nanosecond at which the view has moved on by d, not one before.
+// TestSkewedTimerFiresAtViewDuration checks that a view's timer of d fires at
+// the first base nanosecond at which the view has moved on by d, not one
+// before.
 func TestSkewedTimerFiresAtViewDuration(t *testing.T) {
 	for _, rate := range rates {
 		for _, d := range []time.Duration{1, 7, time.Second, 90 * time.Second, 5*time.Hour + 3} {
