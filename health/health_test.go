@@ -99,8 +99,8 @@ func newLocker(t *testing.T, clk clock.Clock) backends.Locker {
 	return l
 }
 
-// TestLeaderAndFollower: both the leader and a follower are live; only
-// the leader is ready when RequireLeader is set.
+// TestLeaderAndFollower checks that both the leader and a follower are live;
+// only the leader is ready when RequireLeader is set.
 func TestLeaderAndFollower(t *testing.T) {
 	ctx := barrier(t)
 	clk := clocktest.New(time.Time{})
@@ -169,9 +169,9 @@ func (b *blocking) Renew(ctx context.Context, c backends.Claim) (backends.Claim,
 	return backends.Claim{}, fmt.Errorf("test: %w", backends.ErrUnavailable)
 }
 
-// TestStuckLeader: a leader whose loop hangs in a renewal and whose
-// timers do not run stays in state leader past its deadline; the handler
-// says so once Tolerance has passed, not before.
+// TestStuckLeader checks that a leader whose loop hangs in a renewal and
+// whose timers do not run stays in state leader past its deadline; the
+// handler says so once Tolerance has passed, not before.
 func TestStuckLeader(t *testing.T) {
 	ctx := barrier(t)
 	clk := clocktest.New(time.Time{})
@@ -212,10 +212,10 @@ func TestStuckLeader(t *testing.T) {
 	}
 }
 
-// TestStuckDemoting: a leader's work that ignores its context keeps the
-// Elector demoting; the handler says so once it has seen that for longer
-// than Tolerance. The handler's clock moves; the Elector's does not, as
-// in a process whose elector is wedged.
+// TestStuckDemoting checks that a leader's work that ignores its context
+// keeps the Elector demoting; the handler says so once it has seen that for
+// longer than Tolerance. The handler's clock moves; the Elector's does not,
+// as in a process whose elector is wedged.
 func TestStuckDemoting(t *testing.T) {
 	ctx := barrier(t)
 	clk := clocktest.New(time.Time{})
@@ -260,8 +260,8 @@ func (denied) TryAcquire(context.Context, string, backends.Holder, time.Duration
 	return backends.Claim{}, fmt.Errorf("test: %w", backends.ErrPermission)
 }
 
-// TestEnded: an Elector that gave up after repeated fatal errors is
-// unhealthy, and the report carries its error.
+// TestEnded checks that an Elector that gave up after repeated fatal errors
+// is unhealthy, and the report carries its error.
 func TestEnded(t *testing.T) {
 	ctx := barrier(t)
 	clk := clocktest.New(time.Time{})
