@@ -10,8 +10,8 @@ import (
 	"github.com/tenure-go/tenure/metrics"
 )
 
-// TestJoin: every hook set in any Trace is called, in the order of the
-// Traces; hooks none sets stay nil.
+// TestJoin checks that every hook set in any Trace is called, in the order of
+// the Traces; hooks none sets stay nil.
 func TestJoin(t *testing.T) {
 	var got []string
 	a := elector.Trace{

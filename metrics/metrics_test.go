@@ -259,8 +259,8 @@ func (f *faulty) Renew(ctx context.Context, c backends.Claim) (backends.Claim, e
 	return f.Locker.Renew(ctx, c)
 }
 
-// TestFailures: a transient renewal failure, a lost claim and a panic in
-// the loop each show in their series.
+// TestFailures checks that a transient renewal failure, a lost claim and a
+// panic in the loop each show in their series.
 func TestFailures(t *testing.T) {
 	ctx := barrier(t)
 	clk := clocktest.New(time.Time{})
@@ -334,8 +334,8 @@ func nil2[T any](ch <-chan T) <-chan struct{} {
 	return out
 }
 
-// TestDuplicateIdentity: two electors configured with one identity are two
-// holders; the one that does not lead reports the other.
+// TestDuplicateIdentity checks that two electors configured with one identity
+// are two holders; the one that does not lead reports the other.
 func TestDuplicateIdentity(t *testing.T) {
 	ctx := barrier(t)
 	clk := clocktest.New(time.Time{})
