@@ -453,8 +453,8 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 }
 
-// TestURLReadOnly: mem:// opened read-only is refused: every Open makes a
-// new, empty store, so there is nothing to read.
+// TestURLReadOnly checks that mem:// opened read-only is refused: every Open
+// makes a new, empty store, so there is nothing to read.
 func TestURLReadOnly(t *testing.T) {
 	loc, err := storeurl.Parse("mem://")
 	if err != nil {
