@@ -107,9 +107,10 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// TestDecodedValuesAreIndependent: the values of a decoded record and of its
-// history share one copy of the file's data, each capped at its own length,
-// so appending to one leaves the others and the file's bytes as they were.
+// TestDecodedValuesAreIndependent checks that the values of a decoded record
+// and of its history share one copy of the file's data, each capped at its
+// own length, so appending to one leaves the others and the file's bytes as
+// they were.
 func TestDecodedValuesAreIndependent(t *testing.T) {
 	want := record{Key: "k", Value: []byte("new"), Revision: 2, CreateRevision: 1, History: []record{
 		{Key: "k", Value: []byte("old"), Revision: 1, CreateRevision: 1},

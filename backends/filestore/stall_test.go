@@ -248,11 +248,11 @@ func TestWritesTakeTurnsAtTheDisk(t *testing.T) {
 	}
 }
 
-// TestRenamedWriteDoesNotWaitForTurns: a write whose rename is done (the
-// new state is visible, and a new owner may be acting on it) makes it
-// durable without waiting behind the writes that hold every turn at the
-// disk for their temp files. Before the directory fsync was shared, it
-// needed a turn of its own and waited until one of them finished.
+// TestRenamedWriteDoesNotWaitForTurns checks that a write whose rename is
+// done (the new state is visible, and a new owner may be acting on it) makes
+// it durable without waiting behind the writes that hold every turn at the
+// disk for their temp files. Before the directory fsync was shared, it needed
+// a turn of its own and waited until one of them finished.
 func TestRenamedWriteDoesNotWaitForTurns(t *testing.T) {
 	e := newEnv(t)
 	s := e.open()

@@ -14,8 +14,8 @@ import (
 	"github.com/tenure-go/tenure/storeurl"
 )
 
-// TestOpenMissingDir: a directory that does not exist is refused, by
-// name, and not made (a typo must not give a process a private store),
+// TestOpenMissingDir checks that a directory that does not exist is refused,
+// by name, and not made (a typo must not give a process a private store),
 // unless WithCreate asks for it.
 func TestOpenMissingDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "typo", "claims")
