@@ -9,11 +9,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// TestCloseEndsWatchOfFake: Close returns, and closes the watch's channel,
-// over a client whose watches do not end when their ctx does (client-go's
-// fake clientset); so does ending the last consumer's ctx. Before, the
-// stream's goroutine waited for the watch's results channel to close, and
-// Close waited for that goroutine for good.
+// TestCloseEndsWatchOfFake checks that Close returns, and closes the watch's
+// channel, over a client whose watches do not end when their ctx does
+// (client-go's fake clientset); so does ending the last consumer's ctx.
+// Before, the stream's goroutine waited for the watch's results channel to
+// close, and Close waited for that goroutine for good.
 func TestCloseEndsWatchOfFake(t *testing.T) {
 	for _, end := range []string{"close", "cancel"} {
 		t.Run(end, func(t *testing.T) {

@@ -16,7 +16,8 @@ import (
 	"github.com/tenure-go/tenure/storeurl"
 )
 
-// TestParseURL: what a kube URL asks for, as the registered scheme reads it.
+// TestParseURL checks what a kube URL asks for, as the registered scheme
+// reads it.
 func TestParseURL(t *testing.T) {
 	tests := []struct {
 		url  string
@@ -42,9 +43,9 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// TestOpenUnreachable: opening a kube:// store whose API server refuses
-// connections fails at open, bounded by ctx, naming the server and the
-// refusal, instead of succeeding and failing at the first claim.
+// TestOpenUnreachable checks that opening a kube:// store whose API server
+// refuses connections fails at open, bounded by ctx, naming the server and
+// the refusal, instead of succeeding and failing at the first claim.
 func TestOpenUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
