@@ -16,7 +16,20 @@ import (
 	"github.com/tenure-go/tenure/internal/faults"
 )
 
-// FM-10: a stale read must never let an acquisition succeed.
+// TestFM10StaleReadCannotSteal checks FM-10, stale read lets an acquire steal
+// a live claim: a stale read must never let an acquisition succeed.
+//
+// Trigger: a read answered from a stale replica (Route53's eventual
+// consistency): it shows the claim expired although its holder renewed it,
+// with the revision still current (a keep-alive does not change it).
+//
+// A naive elector: acquiring is read-then-write: the stale read says
+// "expired", the write is conditioned on the revision read, which still
+// matches, and it succeeds. Two leaders.
+//
+// Tenure: acquiring is one conditional write (create-if-absent); reads only
+// time the next attempt. A stale read can delay an attempt, never make one
+// succeed.
 func TestFM10StaleReadCannotSteal(t *testing.T) {
 	t.Run("tenure acquires by one conditional write", func(t *testing.T) {
 		w := newWorld(t)
@@ -74,8 +87,19 @@ func TestFM10StaleReadCannotSteal(t *testing.T) {
 	})
 }
 
-// FM-11: throttling of every call for less than a lease must neither
-// demote the leader nor make anyone hammer the backend.
+// TestFM11SustainedThrottling checks FM-11, rate limits exhausted: throttling
+// of every call for less than a lease must neither demote the leader nor make
+// anyone hammer the backend.
+//
+// Trigger: the backend throttles every call for a while (Route53's five
+// changes per second per zone).
+//
+// A naive elector: every node's renewal fails and every leader demotes:
+// nobody leads until the throttling stops.
+//
+// Tenure: throttling (backends.ErrThrottled) is transient: the leader retries
+// with backoff, at a bounded rate, and keeps leading if a retry succeeds
+// before its deadline; followers back off too.
 func TestFM11SustainedThrottling(t *testing.T) {
 	const from, until = time.Second, 15 * time.Second / 2
 	t.Run("tenure backs off and keeps leading", func(t *testing.T) {
@@ -146,8 +170,20 @@ var holderIDs = []string{
 	strings.Repeat("é", 200),
 }
 
-// FM-12: a holder id with spaces (or any other character) must round-trip
-// through every backend.
+// TestFM12AnyHolderIDRoundTrips checks FM-12, owner id with a space: a holder
+// id with spaces (or any other character) must round-trip through every
+// backend.
+//
+// Trigger: an owner id with a space (from a host name), or any other
+// character a record format splits on.
+//
+// A naive elector: the record parser splits on the space; the owner it reads
+// back is not the one it wrote, so the claim can never be renewed or
+// released.
+//
+// Tenure: a holder id may be any valid UTF-8 (spaces, unicode, slashes,
+// quotes): claims are encoded as JSON and every id round-trips on every
+// backend available in-process (memstore, filestore).
 func TestFM12AnyHolderIDRoundTrips(t *testing.T) {
 	stores := []struct {
 		name string
@@ -214,7 +250,15 @@ func TestFM12AnyHolderIDRoundTrips(t *testing.T) {
 	})
 }
 
-// FM-13: a throttled renewal must not demote.
+// TestFM13ThrottledRenewal checks FM-13, throttling causes a false demotion:
+// a throttled renewal must not demote.
+//
+// Trigger: one throttled renewal (DynamoDB's
+// ProvisionedThroughputExceededException).
+//
+// A naive elector: treated as a failed renewal: the leader demotes.
+//
+// Tenure: transient; retried; no demotion before the deadline.
 func TestFM13ThrottledRenewal(t *testing.T) {
 	t.Run("tenure retries", func(t *testing.T) {
 		w := newWorld(t)
@@ -246,8 +290,19 @@ func TestFM13ThrottledRenewal(t *testing.T) {
 	})
 }
 
-// FM-14: two processes configured with the same identity must be two
-// holders, and the duplicate must be reported.
+// TestFM14DuplicateIdentity checks FM-14, duplicate owner ids: two processes
+// configured with the same identity must be two holders, and the duplicate
+// must be reported.
+//
+// Trigger: two processes configured with the same owner id.
+//
+// A naive elector: each one's condition "owner = me" is satisfied by the
+// other's claim: both renew it, both lead. No mutual exclusion.
+//
+// Tenure: a holder is the configured identity plus a per-instance nonce. The
+// two are different holders: exactly one leads, neither can renew or release
+// the other's claim, and the follower reports the duplicate (the
+// Trace.DuplicateIdentity hook and a log line).
 func TestFM14DuplicateIdentity(t *testing.T) {
 	const id = "same"
 	t.Run("tenure tells them apart", func(t *testing.T) {

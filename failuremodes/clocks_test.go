@@ -17,8 +17,26 @@ import (
 	"github.com/tenure-go/tenure/internal/faults"
 )
 
-// FM-28: clock jumps. The elector's deadline is on the monotonic clock;
-// which judges of expiry are immune depends on the backend.
+// TestFM28ClockJumps checks FM-28, clock jumps forward and backward. The
+// elector's deadline is on the monotonic clock; which judges of expiry are
+// immune depends on the backend.
+//
+// Trigger: the clock of a holder, or of the host that judges expiry, jumps.
+//
+// A naive elector: expiry written as wall time and judged by wall time moves
+// with every jump.
+//
+// Tenure: the elector's deadline is on the monotonic clock: readings of the
+// default clock carry Go's monotonic component, so a step of the wall clock
+// moves no deadline, and a forward jump of the holder's own clock can only
+// end its term early (IsLeader turns false at once; the renewal answered
+// after the jump extends nothing). Judges of expiry, as each backend declares
+// in Capabilities.ExpiryJudge: filestore uses the boot id and CLOCK_MONOTONIC
+// and never the wall clock; kube judges by this process's own observation on
+// its monotonic clock; etcd's server judges its leases; memstore's judge is
+// its injected clock, documented as process-local: a jump of that clock
+// expires entries for every user of the store alike, and the default clock's
+// readings are monotonic.
 func TestFM28ClockJumps(t *testing.T) {
 	t.Run("tenure: the holder's clock jumps forward", func(t *testing.T) {
 		// A forward jump of the holder's clock can only end its term
@@ -124,10 +142,22 @@ func TestFM28ClockJumps(t *testing.T) {
 	})
 }
 
-// FM-29: a holder whose clock runs slow against the judge of expiry stops
-// before the expiry as long as the drift over one TTL is within
-// SafetyMargin (100ms of 10s: 1%). Its term ends CancelLead (another 1%)
-// before its deadline, so the overlap shows from a drift beyond both.
+// TestFM29ClockRateSkew checks FM-29, clock rate skew: a holder whose clock
+// runs slow against the judge of expiry stops before the expiry as long as
+// the drift over one TTL is within SafetyMargin (100ms of 10s: 1%). Its term
+// ends CancelLead (another 1%) before its deadline, so the overlap shows from
+// a drift beyond both.
+//
+// Trigger: a holder's clock runs slower than the clock that judges expiry.
+//
+// A naive elector: with no margin, a slow holder's deadline falls after the
+// backend's expiry: overlap.
+//
+// Tenure: the local deadline is TTL minus SafetyMargin after the send time; a
+// rate skew whose drift over one TTL stays within the margin never overlaps.
+// The term ends CancelLead earlier still, which hides a little more drift but
+// eats the time kept for a late timer; a skew beyond both overlaps, which the
+// test also shows: the margin must be configured for the clocks in use.
 func TestFM29ClockRateSkew(t *testing.T) {
 	tests := []struct {
 		name    string

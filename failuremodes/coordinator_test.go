@@ -13,8 +13,18 @@ import (
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
-// FM-01: a transient error on renewal must not demote a leader whose local
-// deadline has not passed.
+// TestFM01ErrorBlindRenewal checks FM-01, error-blind renewal: a transient
+// error on renewal must not demote a leader whose local deadline has not
+// passed.
+//
+// Trigger: a transient backend error (timeout, unavailable) on a renewal.
+//
+// A naive elector: renew returns false on any error, so the leader demotes
+// while its lease is still valid: needless leadership churn.
+//
+// Tenure: renewal errors are classified with backends.Classify. A transient
+// one is retried with backoff until the local deadline; only a lost claim or
+// a fatal error demotes at once.
 func TestFM01ErrorBlindRenewal(t *testing.T) {
 	t.Run("tenure retries until the deadline", func(t *testing.T) {
 		w := newWorld(t)
@@ -59,8 +69,21 @@ func TestFM01ErrorBlindRenewal(t *testing.T) {
 	})
 }
 
-// FM-02: a panic in the election loop must not leave IsLeader reporting a
+// TestFM02ZombieLeaderAfterLoopPanic checks FM-02, zombie leader after a loop
+// panic: a panic in the election loop must not leave IsLeader reporting a
 // leadership nobody renews.
+//
+// Trigger: a panic inside the election loop (here: in the Locker's Renew), or
+// a loop wedged in a call that ignores its context.
+//
+// A naive elector: the loop dies, IsLeader returns its last value forever,
+// and once the lease expires another node leads too.
+//
+// Tenure: IsLeader is computed at each call from the local deadline, so it
+// turns false at the deadline whatever the loop is doing, and the leader's
+// context is cancelled then. A panic is recovered: the term is demoted (cause
+// ReasonPanic), the claim released, the panic reported, and the elector
+// campaigns again.
 func TestFM02ZombieLeaderAfterLoopPanic(t *testing.T) {
 	t.Run("tenure demotes, reports and campaigns again", func(t *testing.T) {
 		w := newWorld(t)
@@ -134,7 +157,24 @@ type panicky struct{ naiveLocker }
 
 func (p *panicky) renew(context.Context, string) (bool, error) { panic("renew exploded") }
 
-// FM-03: Stop must release a claim the loop took while Stop was running.
+// TestFM03StopReleasesAcquiredClaim checks FM-03, Stop skips Release
+// (check-then-act): Stop must release a claim the loop took while Stop was
+// running.
+//
+// Trigger: the loop acquires the claim between Stop's read of the state and
+// its cancelling of the loop.
+//
+// A naive elector: Stop read "follower", so it does not release; the claim is
+// held by nobody until its TTL runs out.
+//
+// Tenure: Stop marks the elector stopping under the same mutex the loop takes
+// to become leader. An answer that arrives after that is not led but
+// released; a term that began before is demoted and released. Stop does not
+// cancel an acquiring request in flight: it waits for the answer, at most
+// RenewTimeout. If the backend applied the request but the answer is lost,
+// the outcome is unknown (FM-26); the stopping elector then reads the claim
+// and releases it if it is its own, so the claim is free when Stop returns,
+// not only after its TTL.
 func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 	t.Run("tenure: answer arrives after Stop began", func(t *testing.T) {
 		w := newWorld(t)
@@ -221,7 +261,17 @@ func TestFM03StopReleasesAcquiredClaim(t *testing.T) {
 	})
 }
 
-// FM-04: a second Start must not start a second loop.
+// TestFM04DoubleStart checks FM-04, double Start: a second Start must not
+// start a second loop.
+//
+// Trigger: Start called twice.
+//
+// A naive elector: a second loop runs; the first one's cancel is lost, so
+// Stop stops only one of them.
+//
+// Tenure: a second Start (or a Start after Stop) returns
+// elector.ErrAlreadyStarted (or ErrStopped); one loop runs, and nothing is
+// left running after Stop.
 func TestFM04DoubleStart(t *testing.T) {
 	t.Run("tenure refuses", func(t *testing.T) {
 		w := newWorld(t)
@@ -260,8 +310,18 @@ func TestFM04DoubleStart(t *testing.T) {
 	})
 }
 
-// FM-05: cancelling the context given to Start must stop the elector as
-// Stop does: IsLeader false, claim released.
+// TestFM05ParentContextCancelled checks FM-05, stale leadership after the
+// parent context is cancelled: cancelling the context given to Start must
+// stop the elector as Stop does: IsLeader false, claim released.
+//
+// Trigger: the context given to Start is cancelled without Stop.
+//
+// A naive elector: the loop exits, the state stays leader, IsLeader returns
+// true with an expired lease, and the claim is not released.
+//
+// Tenure: a cancelled parent context behaves like Stop: the term is demoted
+// (ReasonStopped), the claim released, the state becomes stopped and Done is
+// closed.
 func TestFM05ParentContextCancelled(t *testing.T) {
 	t.Run("tenure stops and releases", func(t *testing.T) {
 		w := newWorld(t)

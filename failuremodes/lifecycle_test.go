@@ -15,7 +15,18 @@ import (
 	"github.com/tenure-go/tenure/internal/faults"
 )
 
-// FM-21: of a thousand candidates campaigning at once, exactly one leads.
+// TestFM21ThousandElectorsOneLeader checks FM-21, concurrent acquisition at
+// scale: of a thousand candidates campaigning at once, exactly one leads.
+//
+// Trigger: a thousand candidates campaign for one claim at once.
+//
+// A naive elector: list-then-register (the race the primitives proposal was
+// written for): every candidate lists, sees nobody, and registers. Many
+// leaders.
+//
+// Tenure: acquisition is one create-if-absent: exactly one of the 1000
+// electors on memstore leads, the others follow, and after the leader stops
+// exactly one takes over.
 func TestFM21ThousandElectorsOneLeader(t *testing.T) {
 	const n = 1000
 	t.Run("tenure", func(t *testing.T) {
@@ -123,7 +134,18 @@ func countLeaders(t *testing.T, nodes []*node, want int) *node {
 	return got[0]
 }
 
-// FM-22: the claim is never released while OnElected still runs.
+// TestFM22NoReleaseUnderRunningWork checks FM-22, release while leader work
+// still runs: the claim is never released while OnElected still runs.
+//
+// Trigger: a leader is demoted (or stopped) while its work has not finished.
+//
+// A naive elector: the claim is released at once while the work goes on
+// (client-go does not await its OnStartedLeading); another node starts the
+// same work. Two workers.
+//
+// Tenure: the claim is released only after OnElected has returned; if it does
+// not return within DrainTimeout the claim is left to expire, never released,
+// and the elector does not campaign again until the work has returned.
 func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 	t.Run("tenure: released once the work returns", func(t *testing.T) {
 		w := newWorld(t)
@@ -219,7 +241,17 @@ func TestFM22NoReleaseUnderRunningWork(t *testing.T) {
 	})
 }
 
-// FM-23: OnDemoted is called only after an OnElected.
+// TestFM23NoDemotedWithoutElected checks FM-23, OnDemoted for a holder that
+// never led: OnDemoted is called only after an OnElected.
+//
+// Trigger: Stop on a node that never led.
+//
+// A naive elector: the stop callback runs anyway (client-go calls
+// OnStoppedLeading for a process that never led), and code that cleans up
+// after leadership runs on a follower.
+//
+// Tenure: OnDemoted runs exactly once after each OnElected, and never
+// otherwise; a term that ended before OnElected's turn gets neither.
 func TestFM23NoDemotedWithoutElected(t *testing.T) {
 	t.Run("tenure: a follower stops", func(t *testing.T) {
 		w := newWorld(t)
@@ -294,7 +326,19 @@ func steal(w *world) {
 	}
 }
 
-// FM-24: after losing its claim an elector campaigns again.
+// TestFM24CampaignsAgainAfterLoss checks FM-24, zombie standby after a loss:
+// after losing its claim an elector campaigns again.
+//
+// Trigger: a leader loses its claim (taken over, deleted).
+//
+// A naive elector: a one-shot campaign (client-go's Run, etcd's Campaign)
+// returns and never campaigns again: the node is a standby that never stands
+// in.
+//
+// Tenure: after a loss, an expiry, transient errors or a panic the elector
+// campaigns again, for as long as it runs, and leads when the claim is free.
+// It stops campaigning only when stopped, or after repeated fatal errors
+// (FM-18), and then Run returns the error.
 func TestFM24CampaignsAgainAfterLoss(t *testing.T) {
 	t.Run("tenure", func(t *testing.T) {
 		w := newWorld(t)
@@ -337,8 +381,19 @@ func TestFM24CampaignsAgainAfterLoss(t *testing.T) {
 	})
 }
 
-// FM-25: an acquisition answered after the deadline it would grant does
-// not make a leader.
+// TestFM25LateAcquireDoesNotLead checks FM-25, a campaign answered after its
+// lease expired: an acquisition answered after the deadline it would grant
+// does not make a leader.
+//
+// Trigger: the acquiring request succeeds at the backend, but its answer
+// arrives after the deadline the acquisition would grant (etcd's Campaign can
+// return success after its session expired).
+//
+// A naive elector: success means leader, however late: it leads on a claim
+// that has already expired and been taken by another node.
+//
+// Tenure: the deadline counts from the request's send time; an answer
+// arriving after it is not led (the claim is released if still held).
 func TestFM25LateAcquireDoesNotLead(t *testing.T) {
 	t.Run("tenure", func(t *testing.T) {
 		w := newWorld(t)
@@ -403,7 +458,19 @@ func TestFM25LateAcquireDoesNotLead(t *testing.T) {
 	})
 }
 
-// FM-26: a write applied by the backend whose answer was lost.
+// TestFM26UnknownOutcome checks FM-26, a write whose outcome is unknown: a
+// write applied by the backend whose answer was lost.
+//
+// Trigger: an acquire or a renewal is applied by the backend, but the answer
+// is lost (a timeout after commit).
+//
+// A naive elector: a lost acquire answer looks like failure; the next attempt
+// finds the claim held (by itself) and waits a whole TTL: leaderless.
+//
+// Tenure: the error is transient (outcome unknown). A renewal is retried
+// (keep-alive is idempotent). An acquire whose claim turns out to be its own
+// is released, not led (its deadline is unknown), and taken afresh on the
+// next attempt.
 func TestFM26UnknownOutcome(t *testing.T) {
 	t.Run("tenure: acquire", func(t *testing.T) {
 		w := newWorld(t)
@@ -460,8 +527,20 @@ func TestFM26UnknownOutcome(t *testing.T) {
 	})
 }
 
-// FM-30: a leader paused past its lease writes with a stale token; the
-// fenced resource rejects it.
+// TestFM30PauseFencedByToken checks FM-30, stop-the-world pause past the
+// lease: a leader paused past its lease writes with a stale token; the fenced
+// resource rejects it.
+//
+// Trigger: the leader's process pauses (GC, a stopped VM) longer than the
+// lease while its work runs, then resumes and writes.
+//
+// A naive elector: nothing stops the write: it lands after another holder was
+// elected.
+//
+// Tenure: no elector can stop a paused process (the package doc says so);
+// every term carries a fencing token, the claim's CreateRevision, strictly
+// higher for each new holder, and a downstream resource that accepts only
+// tokens at least as high as the highest it has seen rejects the stale write.
 func TestFM30PauseFencedByToken(t *testing.T) {
 	t.Run("tenure", func(t *testing.T) {
 		w := newWorld(t)

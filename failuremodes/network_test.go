@@ -30,9 +30,24 @@ func (w *world) advance(d, step time.Duration, check func()) {
 	}
 }
 
-// FM-15: a leader cut off from the backend leads until its term's end
-// (CancelLead before its local deadline) and not a moment longer; a
-// follower that can reach the backend takes over.
+// TestFM15PartitionFromBackend checks FM-15, partition from the backend: a
+// leader cut off from the backend leads until its term's end (CancelLead
+// before its local deadline) and not a moment longer; a follower that can
+// reach the backend takes over.
+//
+// Trigger: the leader loses connectivity to the backend: calls fail, or hang
+// without an answer.
+//
+// A naive elector: failing calls demote the leader at once although its lease
+// still runs (a leaderless gap until it expires); hanging calls, with no
+// timeout, wedge it as a leader forever while another node takes over after
+// the TTL.
+//
+// Tenure: each request is bounded by RenewTimeout; the leader keeps leading
+// until its term's end (CancelLead before its local deadline) and stops
+// exactly then, before the claim expires at the backend; a follower that can
+// reach the backend takes over right after the expiry. When the partition
+// heals the old leader follows.
 func TestFM15PartitionFromBackend(t *testing.T) {
 	t.Run("tenure leads to its term's end, then hands over", func(t *testing.T) {
 		w := newWorld(t)
@@ -119,7 +134,17 @@ func TestFM15PartitionFromBackend(t *testing.T) {
 	})
 }
 
-// FM-16: Stop must return in bounded time when the backend does not answer.
+// TestFM16StopBoundedWhenReleaseHangs checks FM-16, Stop hangs on a slow
+// Release: Stop must return in bounded time when the backend does not answer.
+//
+// Trigger: Stop while the backend is slow or unreachable.
+//
+// A naive elector: Release has no timeout of its own: Stop blocks as long as
+// the backend does.
+//
+// Tenure: Stop, and every Release, are bounded (ReleaseTimeout, and Stop's
+// own bound of RenewTimeout + DrainTimeout + ReleaseTimeout); an unreleased
+// claim is left to expire.
 func TestFM16StopBoundedWhenReleaseHangs(t *testing.T) {
 	t.Run("tenure: release times out", func(t *testing.T) {
 		w := newWorld(t)
@@ -185,8 +210,19 @@ func TestFM16StopBoundedWhenReleaseHangs(t *testing.T) {
 	})
 }
 
-// FM-17: after a holder crashes, a follower takes over right after the
-// claim expires, with no polling period on top.
+// TestFM17CrashedHolderTakeover checks FM-17, crash without Stop: after a
+// holder crashes, a follower takes over right after the claim expires, with
+// no polling period on top.
+//
+// Trigger: the leader is killed (OOM, SIGKILL, power loss).
+//
+// A naive elector: the claim stays until its TTL; followers notice on their
+// next tick, so the leaderless gap is the remaining TTL plus up to a whole
+// renew period.
+//
+// Tenure: the claim also stays until its TTL (nothing can tell a crash from a
+// pause), but followers time their next attempt to the expiry the backend
+// reported, so one takes over right after it, with no polling period on top.
 func TestFM17CrashedHolderTakeover(t *testing.T) {
 	crash := func(w *world) {
 		w.t.Helper()
@@ -243,10 +279,26 @@ func TestFM17CrashedHolderTakeover(t *testing.T) {
 	})
 }
 
-// FM-18: a deleted backend resource or revoked permission is fatal: the
-// leader demotes at once and the error is reported; the elector tries again
-// a few times with backoff, leads again if the backend is restored by then,
-// and otherwise ends: Run returns the error.
+// TestFM18FatalBackendError checks FM-18, backend resource deleted or
+// permission revoked: a deleted backend resource or revoked permission is
+// fatal: the leader demotes at once and the error is reported; the elector
+// tries again a few times with backoff, leads again if the backend is
+// restored by then, and otherwise ends: Run returns the error.
+//
+// Trigger: the table, namespace or directory is deleted, or the credentials
+// lose their rights.
+//
+// A naive elector: every call fails with an infrastructure error that the
+// loop swallows: nodes sit leaderless with nothing reported.
+//
+// Tenure: backends.ErrPermission and backends.ErrMissingResource are fatal:
+// the leader demotes at once (ReasonFatal in OnDemoted, the error in
+// Cause.Err, the Trace.RenewFailed hook with ClassFatal, an error log line).
+// It campaigns again with backoff (RetryPeriod, twice, four times that) and
+// leads again if the backend is restored by then. If it is not, the fourth
+// fatal error in a row ends the elector as if stopped: Run returns the error
+// (wrapped, naming the key), Done is closed and Err returns it, so a
+// supervisor or a health check sees it instead of a node retrying in silence.
 func TestFM18FatalBackendError(t *testing.T) {
 	for _, sentinel := range []error{backends.ErrPermission, backends.ErrMissingResource} {
 		t.Run("tenure restored in time/"+sentinel.Error(), func(t *testing.T) {

@@ -62,8 +62,21 @@ func lockedByOther(t *testing.T, path string) bool {
 	return lk.Type != unix.F_UNLCK
 }
 
-// FM-19: a writer that died mid-write, or while holding an operation lock,
+// TestFM19FileStoreCrashLeftovers checks FM-19, crash leftovers in a file
+// store: a writer that died mid-write, or while holding an operation lock,
 // must leave nothing that blocks or confuses the store.
+//
+// Trigger: a writer dies mid-write, leaving a temp file, or dies while
+// holding the per-key operation lock.
+//
+// A naive elector: a lock-file (mkdir) scheme without stale recovery stays
+// locked forever after its holder died; readers that list the directory see
+// temp files as keys.
+//
+// Tenure: filestore's operation lock is an OFD lock the kernel drops when its
+// holder dies, so a dead holder never blocks anyone; temp files are never
+// read as entries and are removed once their lock is free; an elector over
+// the directory campaigns and leads as usual.
 func TestFM19FileStoreCrashLeftovers(t *testing.T) {
 	t.Run("filestore: dead lock holder and orphan temp file", func(t *testing.T) {
 		dir := t.TempDir()
@@ -146,8 +159,21 @@ func TestFM19FileStoreCrashLeftovers(t *testing.T) {
 	})
 }
 
-// FM-20: a holder whose claim expired and was taken by a new incarnation
-// with the same identity must not renew or release the new claim.
+// TestFM20StaleClaimOfEarlierIncarnation checks FM-20, stale or expired claim
+// of an earlier incarnation: a holder whose claim expired and was taken by a
+// new incarnation with the same identity must not renew or release the new
+// claim.
+//
+// Trigger: a holder pauses past its TTL; meanwhile its replacement, with the
+// same configured id (a restarted pod), takes the claim; then the old one
+// wakes and renews.
+//
+// A naive elector: "owner = me" holds for the old incarnation too: it renews
+// the new one's claim and both lead.
+//
+// Tenure: an expired claim is absent to everyone. The new holder gets a
+// higher token; the old holder's renewal is refused as lost (its nonce and
+// token are not the claim's) and its release does not touch the new claim.
 func TestFM20StaleClaimOfEarlierIncarnation(t *testing.T) {
 	const id = "pod-0"
 	same := withConfig(func(c *elector.Config) { c.Identity = id })
@@ -255,8 +281,21 @@ func (u undeclared) Capabilities() backends.Capabilities {
 	return c
 }
 
-// FM-27: a store that does not enforce what a caller needs, or a wrapper
+// TestFM27HiddenCapabilityFailsClosed checks FM-27, a wrapper that hides a
+// capability: a store that does not enforce what a caller needs, or a wrapper
 // that declares what it no longer passes through, must fail closed.
+//
+// Trigger: a store wrapper (logging, metrics) embeds backends.Store and so
+// drops Watch or Txn while still declaring them; or a store that does not
+// enforce what a caller needs.
+//
+// A naive elector: a type assertion finds no method and the caller silently
+// falls back, or finds a method the store does not enforce.
+//
+// Tenure: backends.Require checks the declaration and the method; it fails
+// closed with an error wrapping errors.ErrUnsupported, and so do NewLocker
+// and WatchClaim. An elector over such a store does not watch; it times
+// attempts to the observed expiry.
 func TestFM27HiddenCapabilityFailsClosed(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktest.New(time.Time{})

@@ -15,13 +15,36 @@ import (
 	"github.com/tenure-go/tenure/internal/electortest"
 )
 
-// FM-31: the host is suspended for longer than the lease. A suspend stops
-// CLOCK_MONOTONIC, the clock of every holder's deadline; what matters is
-// whether the store's judge of expiry stops with it. Each case runs an
-// elector over a filestore whose judge clock and the electors' clock either
-// stand still through the suspend (CLOCK_MONOTONIC) or run on through it
-// (CLOCK_BOOTTIME, or holders that count a suspend too). a leads when the
-// host is suspended; b starts right after it resumes.
+// TestFM31HostSuspend checks FM-31, a host suspended for longer than the
+// lease. A suspend stops CLOCK_MONOTONIC, the clock of every holder's
+// deadline; what matters is whether the store's judge of expiry stops with
+// it. Each case runs an elector over a filestore whose judge clock and the
+// electors' clock either stand still through the suspend (CLOCK_MONOTONIC) or
+// run on through it (CLOCK_BOOTTIME, or holders that count a suspend too). a
+// leads when the host is suspended; b starts right after it resumes.
+//
+// Trigger: the host of a leader and of its store is suspended to memory or
+// disk for longer than the TTL, then resumes. Go's monotonic clock,
+// CLOCK_MONOTONIC, stands still while the host is suspended, so every
+// holder's deadline is where it was.
+//
+// A naive elector: a store that judges expiry on a clock that counts the
+// suspend (CLOCK_BOOTTIME) finds the claim expired on resume and lets a new
+// candidate in while the old leader, whose deadline has not passed on its own
+// clock, still reports IsLeader: two leaders until the old one's next
+// renewal.
+//
+// Tenure: filestore judges expiry on CLOCK_MONOTONIC (with the boot id, as
+// the clock restarts at boot), the clock of every holder's deadline on the
+// host: a suspend stops the judge and the holders alike, and after it the
+// leader renews on while the candidate is refused. A judge and holders that
+// both count the suspend are safe too: the deadline passes with the expiry.
+// Processes in time namespaces with different monotonic offsets do not share
+// a clock; the filestore doc excludes them.
+//
+// On the real clocks, TestSuspendedHostKeepsTheHolder in backends/filestore
+// checks the same with a child process in a time namespace whose
+// CLOCK_BOOTTIME reads as after a suspend.
 func TestFM31HostSuspend(t *testing.T) {
 	const suspend = 2 * ttl
 	tests := []struct {

@@ -23,8 +23,20 @@ func onlyLeader(t *testing.T, w *world, want string, ps ...participant) {
 	}
 }
 
-// FM-06: wall clocks that disagree between holders must not let one take a
+// TestFM06ClockOffsetBetweenHolders checks FM-06, clock offset between
+// holders: wall clocks that disagree between holders must not let one take a
 // live claim from another.
+//
+// Trigger: the wall clocks of two holders disagree (NTP drift of more than a
+// second).
+//
+// A naive elector: the holder writes its expiry as a wall-clock time and
+// others judge it by theirs: a node whose clock runs ahead sees a live lease
+// as expired and takes it. Two leaders.
+//
+// Tenure: no timestamp crosses hosts. The store judges expiry by its own
+// clock; each holder counts its deadline on its own monotonic clock from the
+// moment it sent the request. Offsets between clocks change nothing.
 func TestFM06ClockOffsetBetweenHolders(t *testing.T) {
 	// b's clock reads 9s ahead of the store's, a's an hour behind: more
 	// than TTL minus RenewPeriod apart.
@@ -58,8 +70,19 @@ func TestFM06ClockOffsetBetweenHolders(t *testing.T) {
 	})
 }
 
-// FM-07: a step of a holder's wall clock must not end a valid lease early
-// or let another holder in.
+// TestFM07WallClockStep checks FM-07, wall clock stepped backward: a step of
+// a holder's wall clock must not end a valid lease early or let another
+// holder in.
+//
+// Trigger: NTP steps a holder's wall clock back (or forward).
+//
+// A naive elector: the renew condition compares stored wall-clock expiries
+// with a stepped "now": the leader's own renewal fails (false demotion) or a
+// follower's acquire succeeds (split brain), depending on the direction.
+//
+// Tenure: the elector reads no wall clock, and Go's clock readings carry a
+// monotonic component that Sub and Before use, so a step of the wall clock
+// moves no deadline. Which judges of expiry are immune is FM-28.
 func TestFM07WallClockStep(t *testing.T) {
 	t.Run("tenure reads no wall clock", func(t *testing.T) {
 		// The real clock adapter, the default Config.Clock, returns readings
@@ -104,8 +127,20 @@ func TestFM07WallClockStep(t *testing.T) {
 	})
 }
 
-// FM-08: a renewal whose answer is slower than TTL minus the renew period
-// must not keep a holder leading past the backend's expiry.
+// TestFM08SlowRenewResponse checks FM-08, slow response: the lease expires
+// between ticks: a renewal whose answer is slower than TTL minus the renew
+// period must not keep a holder leading past the backend's expiry.
+//
+// Trigger: a renewal succeeds at the backend but its answer takes longer than
+// TTL minus the renew period.
+//
+// A naive elector: the holder believes it leads until its next tick, after
+// the lease has expired at the backend and another node took it. Two leaders.
+//
+// Tenure: the deadline counts from when the request was sent, never from the
+// answer; IsLeader turns false at the deadline, which comes before the
+// backend's expiry, and an answer arriving after the deadline extends nothing
+// (elector.ErrLateAnswer).
 func TestFM08SlowRenewResponse(t *testing.T) {
 	t.Run("tenure stops at the deadline; the late answer extends nothing", func(t *testing.T) {
 		w := newWorld(t)
@@ -178,8 +213,24 @@ func TestFM08SlowRenewResponse(t *testing.T) {
 	})
 }
 
-// FM-09: renewals and retries must be jittered so that holders started
-// together do not stay in step.
+// TestFM09Jitter checks FM-09, no jitter: renewals and retries must be
+// jittered so that holders started together do not stay in step.
+//
+// Trigger: many holders with the same configuration start together.
+//
+// A naive elector: every tick of every node lands on the same instant: bursts
+// of contention on the backend.
+//
+// Tenure: every renewal and every retry wait is jittered (renewals only ever
+// earlier), so attempts spread out. Renewals then move to a grid whose phase
+// comes from the Store the holder's Locker runs over (and a seed drawn once
+// per process): the many claims of one process renew together, however their
+// Electors are named, so a backend can send them as one burst, while holders
+// over different Stores (different processes) stay apart, by the random
+// phases of their grids.
+//
+// The test runs holders over ten Stores; TestRenewalsOverOneStoreAlign in
+// package elector checks that renewals over one Store align.
 func TestFM09Jitter(t *testing.T) {
 	const n = 10
 	const step = 10 * time.Millisecond
