@@ -94,11 +94,11 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestConfigValidateRenewalFitsTTL: a renewal sent at the latest moment its
-// jitter allows and answered at the latest moment its timeout allows must be
-// answered before the term ends: RenewPeriod + RenewTimeout + SafetyMargin +
-// CancelLead < TTL. Before this rule, TTL 10s with RenewPeriod 9.95s
-// validated.
+// TestConfigValidateRenewalFitsTTL checks that a renewal sent at the latest
+// moment its jitter allows and answered at the latest moment its timeout
+// allows must be answered before the term ends: RenewPeriod + RenewTimeout +
+// SafetyMargin + CancelLead < TTL. Before this rule, TTL 10s with RenewPeriod
+// 9.95s validated.
 func TestConfigValidateRenewalFitsTTL(t *testing.T) {
 	const s, ms = time.Second, time.Millisecond
 	for _, tc := range []struct {

@@ -21,13 +21,15 @@ import (
 )
 
 var (
-	// ErrAlreadyStarted: Start (or Run) was called on an Elector that was
-	// started before. An Elector runs once; make a new one to run again.
+	// ErrAlreadyStarted is returned when Start (or Run) is called on an
+	// Elector that was started before. An Elector runs once; make a new one
+	// to run again.
 	ErrAlreadyStarted = errors.New("elector: already started")
-	// ErrStopped: Start (or Run) was called after Stop, or after the
-	// Elector ended on a fatal error.
+	// ErrStopped is returned when Start (or Run) is called after Stop, or
+	// after the Elector ended on a fatal error.
 	ErrStopped = errors.New("elector: stopped")
-	// ErrStopTimeout: Stop gave up waiting for the Elector's goroutines.
+	// ErrStopTimeout is returned by Stop when it gives up waiting for the
+	// Elector's goroutines.
 	ErrStopTimeout = errors.New("elector: stop timed out")
 )
 

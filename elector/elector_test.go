@@ -128,13 +128,13 @@ func testElectAndRenew(t *testing.T, kind string) {
 	}
 }
 
-// TestDeadlineWhileRenewBlocked: the term ends exactly CancelLead before
-// the local deadline while the renewal is stuck in the backend: IsLeader
-// turns false, the leader's context reports an error and its Done channel is
-// closed, all before the deadline; the renewal's late success does not
-// revive the term. With starved timers (the timer that ends the term never
-// runs) the context still reports the end on time when asked: before, its
-// Err stayed nil past the deadline, and it was cancelled at the deadline,
+// TestDeadlineWhileRenewBlocked checks that the term ends exactly CancelLead
+// before the local deadline while the renewal is stuck in the backend:
+// IsLeader turns false, the leader's context reports an error and its Done
+// channel is closed, all before the deadline; the renewal's late success does
+// not revive the term. With starved timers (the timer that ends the term
+// never runs) the context still reports the end on time when asked: before,
+// its Err stayed nil past the deadline, and it was cancelled at the deadline,
 // not before it.
 func TestDeadlineWhileRenewBlocked(t *testing.T) {
 	for _, kind := range lockerKinds {
@@ -238,9 +238,10 @@ func testDeadlineWhileRenewBlocked(t *testing.T, kind string, starved bool) {
 	}
 }
 
-// TestLateAnswerEndsStarvedTerm: with starved timers and nobody asking the
-// leader's context, the Elector's loop ends the term when the renewal
-// answered after the term's end comes back, and the answer extends nothing.
+// TestLateAnswerEndsStarvedTerm checks that with starved timers and nobody
+// asking the leader's context, the Elector's loop ends the term when the
+// renewal answered after the term's end comes back, and the answer extends
+// nothing.
 func TestLateAnswerEndsStarvedTerm(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
@@ -276,9 +277,9 @@ func TestLateAnswerEndsStarvedTerm(t *testing.T) {
 	}
 }
 
-// TestLeaderCtxPastDeadlineWhenStarved: in a process whose timers never
-// run, a leader that checks its context past the deadline is told the term
-// is over. Before, Err stayed nil until the cancelling timer ran, so the
+// TestLeaderCtxPastDeadlineWhenStarved checks that in a process whose timers
+// never run, a leader that checks its context past the deadline is told the
+// term is over. Before, Err stayed nil until the cancelling timer ran, so the
 // leader's work went on past its deadline.
 func TestLeaderCtxPastDeadlineWhenStarved(t *testing.T) {
 	clk := clocktest.New(t0)
@@ -735,9 +736,9 @@ func TestCallbackPanics(t *testing.T) {
 	})
 }
 
-// TestCallbacksQueueBehindOnElected: a demotion while OnElected runs is
-// delivered to OnDemoted after it returns, in order, while StateChanged
-// reports it at once.
+// TestCallbacksQueueBehindOnElected checks that a demotion while OnElected
+// runs is delivered to OnDemoted after it returns, in order, while
+// StateChanged reports it at once.
 func TestCallbacksQueueBehindOnElected(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
@@ -794,8 +795,9 @@ func TestNeverLeaderGetsNoOnDemoted(t *testing.T) {
 	}
 }
 
-// TestParentCancelIsStop: cancelling Run's context demotes, releases and
-// stops, and a watching follower takes over without the clock moving.
+// TestParentCancelIsStop checks that cancelling Run's context demotes,
+// releases and stops, and a watching follower takes over without the clock
+// moving.
 func TestParentCancelIsStop(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
@@ -931,9 +933,9 @@ func TestDuplicateIdentityReported(t *testing.T) {
 	}
 }
 
-// TestTimedOutAcquireReleased: an attempt that took the claim but answered
-// with a timeout leaves a claim whose deadline is unknown; the next attempt
-// finds it and releases it instead of leading it.
+// TestTimedOutAcquireReleased checks that an attempt that took the claim but
+// answered with a timeout leaves a claim whose deadline is unknown; the next
+// attempt finds it and releases it instead of leading it.
 func TestTimedOutAcquireReleased(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
@@ -984,8 +986,8 @@ func TestLateAcquireNotLed(t *testing.T) {
 	}
 }
 
-// TestFollowerTimesAttemptToExpiry: without a watch, a follower's next
-// attempt is timed to the holder's observed expiry, not to RetryPeriod.
+// TestFollowerTimesAttemptToExpiry checks that without a watch, a follower's
+// next attempt is timed to the holder's observed expiry, not to RetryPeriod.
 func TestFollowerTimesAttemptToExpiry(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
@@ -1055,9 +1057,9 @@ func following(ctx context.Context, clk *clocktest.Clock, e *elector.Elector) bo
 	return e.State() == lifecycle.Follower && clk.Waiters() >= 1
 }
 
-// TestStopDuringAcquireReleases: Stop while an attempt is in flight that then
-// wins the claim (the TOCTOU of the failure-mode table): the claim is
-// released, never led, and never left to expire.
+// TestStopDuringAcquireReleases checks Stop while an attempt is in flight
+// that then wins the claim (the TOCTOU of the failure-mode table): the claim
+// is released, never led, and never left to expire.
 func TestStopDuringAcquireReleases(t *testing.T) {
 	for _, kind := range lockerKinds {
 		t.Run(kind, func(t *testing.T) {
@@ -1104,10 +1106,10 @@ func wantReleasedNeverLed(t *testing.T, ctx context.Context, fl *electortest.Loc
 	}
 }
 
-// TestFollowerWaitsForExpirySignal: over a store whose watch reports expiry,
-// a follower sends nothing while the leader renews (no timer of its own, so
-// no attempt at each observed expiry), and takes the claim at the instant
-// the watch reports that the crashed leader's claim expired.
+// TestFollowerWaitsForExpirySignal checks that over a store whose watch
+// reports expiry, a follower sends nothing while the leader renews (no timer
+// of its own, so no attempt at each observed expiry), and takes the claim at
+// the instant the watch reports that the crashed leader's claim expired.
 func TestFollowerWaitsForExpirySignal(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
@@ -1159,10 +1161,10 @@ func TestFollowerWaitsForExpirySignal(t *testing.T) {
 	}
 }
 
-// TestFollowerBackstopWhenWatchIsSilent: a follower waiting on a watch that
-// signals expiry still has a bound of its own. The watch here never
-// signals (a stream stalled without breaking); the holder dies at once, so
-// its claim expires at 10s. The follower tries ten TTLs past that expiry,
+// TestFollowerBackstopWhenWatchIsSilent checks that a follower waiting on a
+// watch that signals expiry still has a bound of its own. The watch here
+// never signals (a stream stalled without breaking); the holder dies at once,
+// so its claim expires at 10s. The follower tries ten TTLs past that expiry,
 // not earlier (it sends nothing while it trusts the watch) and not never:
 // before the backstop it waited for good, and this test timed out.
 func TestFollowerBackstopWhenWatchIsSilent(t *testing.T) {
@@ -1201,8 +1203,8 @@ func TestFollowerBackstopWhenWatchIsSilent(t *testing.T) {
 	}
 }
 
-// TestStopDuringLostAnswerReleases: Stop while an attempt is in flight that
-// the backend has applied but whose answer never comes. Stop does not
+// TestStopDuringLostAnswerReleases checks Stop while an attempt is in flight
+// that the backend has applied but whose answer never comes. Stop does not
 // cancel the attempt; when it times out, the outcome is unknown, so the
 // Elector looks for its own claim and releases it rather than leave it to
 // expire.
@@ -1233,12 +1235,12 @@ func TestStopDuringLostAnswerReleases(t *testing.T) {
 	}
 }
 
-// TestRenewalTimedFromSend: each renewal goes out RenewPeriod after the send
-// time of the request the deadline counts from, not after its answer, so a
-// backend that answers every renewal just within RenewTimeout never ends a
-// term whose timings Validate accepts. Timed from the answer, as before, the
-// second renewal went out at 17.4s and was answered at 18.8s, after the
-// deadline of 17.9s: the term ended although nothing failed.
+// TestRenewalTimedFromSend checks that each renewal goes out RenewPeriod
+// after the send time of the request the deadline counts from, not after its
+// answer, so a backend that answers every renewal just within RenewTimeout
+// never ends a term whose timings Validate accepts. Timed from the answer, as
+// before, the second renewal went out at 17.4s and was answered at 18.8s,
+// after the deadline of 17.9s: the term ended although nothing failed.
 func TestRenewalTimedFromSend(t *testing.T) {
 	const period, timeout, latency = 8 * time.Second, 1500 * time.Millisecond, 1400 * time.Millisecond
 	clk := clocktest.New(t0)

@@ -130,9 +130,9 @@ func wantEnded(t *testing.T, ctx context.Context, clk *clocktest.Clock, e *elect
 	}
 }
 
-// TestFatalAcquireErrorsEndRun: an error no retry can fix is retried with
-// backoff a few times, then Run returns it. Before, acquire errors of every
-// class were retried for ever and Run never returned.
+// TestFatalAcquireErrorsEndRun checks that an error no retry can fix is
+// retried with backoff a few times, then Run returns it. Before, acquire
+// errors of every class were retried for ever and Run never returned.
 func TestFatalAcquireErrorsEndRun(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -186,8 +186,8 @@ func TestFatalAcquireErrorsEndRun(t *testing.T) {
 	}
 }
 
-// TestFatalRenewErrorEndsTermThenRun: a leader whose renewal fails with a
-// fatal error demotes at once, OnDemoted pairing its OnElected; the
+// TestFatalRenewErrorEndsTermThenRun checks that a leader whose renewal fails
+// with a fatal error demotes at once, OnDemoted pairing its OnElected; the
 // attempts that follow fail alike, and after the budget Run returns.
 func TestFatalRenewErrorEndsTermThenRun(t *testing.T) {
 	clk := clocktest.New(t0)
@@ -219,10 +219,10 @@ func TestFatalRenewErrorEndsTermThenRun(t *testing.T) {
 	}
 }
 
-// TestFatalBudgetResetsOnAnswer: fatal errors that clear before the budget
-// runs out cost nothing: the Elector leads again, and a later run of fatal
-// errors gets the whole budget again. An answer from the backend (here a
-// claim held by another) resets the count too.
+// TestFatalBudgetResetsOnAnswer checks that fatal errors that clear before
+// the budget runs out cost nothing: the Elector leads again, and a later run
+// of fatal errors gets the whole budget again. An answer from the backend
+// (here a claim held by another) resets the count too.
 func TestFatalBudgetResetsOnAnswer(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
@@ -278,8 +278,8 @@ func TestFatalBudgetResetsOnAnswer(t *testing.T) {
 	}
 }
 
-// TestTransientErrorsNeverEndRun: errors whose outcome is unknown are
-// retried for as long as the Elector runs: it never gives up on them.
+// TestTransientErrorsNeverEndRun checks that errors whose outcome is unknown
+// are retried for as long as the Elector runs: it never gives up on them.
 func TestTransientErrorsNeverEndRun(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)

@@ -44,9 +44,9 @@ func findLog(lines []map[string]any, msg string) map[string]any {
 	return nil
 }
 
-// TestJSONLogsReadAsNames: with slog's JSON handler, states, reasons and
-// error classes read as names and durations as "1s", not as numbers and
-// nanoseconds; and a follower logs the change of leader at INFO.
+// TestJSONLogsReadAsNames checks that with slog's JSON handler, states,
+// reasons and error classes read as names and durations as "1s", not as
+// numbers and nanoseconds; and a follower logs the change of leader at INFO.
 func TestJSONLogsReadAsNames(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
@@ -122,8 +122,8 @@ func (s stopSpy) WithAttrs(as []slog.Attr) slog.Handler {
 	return s
 }
 
-// TestStoppedLoggedWhenTrue: "elector: stopped" is logged once every
-// callback has returned, not while a stuck OnElected still runs.
+// TestStoppedLoggedWhenTrue checks that "elector: stopped" is logged once
+// every callback has returned, not while a stuck OnElected still runs.
 func TestStoppedLoggedWhenTrue(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)

@@ -49,20 +49,21 @@ type Reason int
 
 // The reasons.
 const (
-	// ReasonStopped: Stop was called, or the context given to Start or Run
-	// was cancelled.
+	// ReasonStopped means Stop was called, or the context given to Start or
+	// Run was cancelled.
 	ReasonStopped Reason = iota + 1
-	// ReasonLost: the backend said the claim is no longer this holder's.
+	// ReasonLost means the backend said the claim is no longer this
+	// holder's.
 	ReasonLost
-	// ReasonExpired: the local deadline passed before a renewal succeeded in
-	// time (a slow or unreachable backend, transient errors, a renewal
-	// answered too late).
+	// ReasonExpired means the local deadline passed before a renewal
+	// succeeded in time (a slow or unreachable backend, transient errors, a
+	// renewal answered too late).
 	ReasonExpired
-	// ReasonFatal: the backend returned an error retrying cannot fix
+	// ReasonFatal means the backend returned an error retrying cannot fix
 	// (backends.ClassFatal).
 	ReasonFatal
-	// ReasonPanic: a callback or the elector's own loop panicked. Err is a
-	// *PanicError.
+	// ReasonPanic means a callback or the elector's own loop panicked. Err is
+	// a *PanicError.
 	ReasonPanic
 )
 
@@ -109,10 +110,10 @@ func (c Cause) Unwrap() error { return c.Err }
 
 // Errors behind ReasonExpired.
 var (
-	// ErrDeadlinePassed: the term reached its end (Config.CancelLead
+	// ErrDeadlinePassed means the term reached its end (Config.CancelLead
 	// before the local deadline) with no renewal answered in time.
 	ErrDeadlinePassed = errors.New("elector: term ended before a renewal was answered")
-	// ErrLateAnswer: a renewal succeeded at the backend but its answer
+	// ErrLateAnswer means a renewal succeeded at the backend but its answer
 	// arrived after the end of the term it would have extended; it is not
 	// used.
 	ErrLateAnswer = errors.New("elector: answer arrived after the term ended")

@@ -26,42 +26,44 @@ import (
 // call the Elector's query methods. A panicking hook is recovered and
 // logged; it changes nothing else.
 type Trace struct {
-	// StateChanged: the Elector moved from one lifecycle state to another
-	// (a row of the table in package lifecycle). StateChanged calls never
-	// overlap one another and come in the order of the transitions, so a
-	// gauge set from to is always the current state once calls settle.
+	// StateChanged is called when the Elector has moved from one lifecycle
+	// state to another (a row of the table in package lifecycle).
+	// StateChanged calls never overlap one another and come in the order of
+	// the transitions, so a gauge set from to is always the current state
+	// once calls settle.
 	StateChanged func(from, to lifecycle.State)
 
-	// ElectionWon: an attempt took the claim and term begins; latency is
-	// the attempt's round trip.
+	// ElectionWon is called when an attempt took the claim and term begins;
+	// latency is the attempt's round trip.
 	ElectionWon func(term Term, latency time.Duration)
 
-	// ElectionLost: an attempt did not take the claim: class is
+	// ElectionLost is called when an attempt did not take the claim: class is
 	// backends.ClassLost when another holder has it, else the class of the
 	// backend error (ClassTransient for a claim won too late to lead).
 	// latency is the attempt's round trip.
 	ElectionLost func(class backends.Class, latency time.Duration)
 
-	// Renewed: a renewal extended term (term.Deadline is the new local
-	// deadline); latency is its round trip, left the time from its answer
-	// to the new local deadline.
+	// Renewed is called when a renewal extended term (term.Deadline is the
+	// new local deadline); latency is its round trip, left the time from its
+	// answer to the new local deadline.
 	Renewed func(term Term, latency, left time.Duration)
 
-	// RenewFailed: a renewal of term failed after latency with an error of
-	// class; left is the time from its answer to the local deadline (it may
-	// be negative). Transient failures are retried until the term ends.
+	// RenewFailed is called when a renewal of term failed after latency with
+	// an error of class; left is the time from its answer to the local
+	// deadline (it may be negative). Transient failures are retried until the
+	// term ends.
 	RenewFailed func(term Term, class backends.Class, latency, left time.Duration)
 
-	// Demoted: term ended, for cause. It comes as the term ends, before
-	// the leader's work has drained and before OnDemoted.
+	// Demoted is called when term has ended, for cause. It comes as the term
+	// ends, before the leader's work has drained and before OnDemoted.
 	Demoted func(term Term, cause Cause)
 
-	// DuplicateIdentity: another holder with this Elector's Identity (and
-	// another nonce) was seen holding the claim.
+	// DuplicateIdentity is called when another holder with this Elector's
+	// Identity (and another nonce) was seen holding the claim.
 	DuplicateIdentity func(other backends.Holder)
 
-	// Panicked: a panic was recovered in where ("loop", "OnElected",
-	// "Release", ...; PanicError.Where).
+	// Panicked is called when a panic was recovered in where ("loop",
+	// "OnElected", "Release", ...; PanicError.Where).
 	Panicked func(where string)
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/tenure-go/tenure/internal/electortest"
 )
 
-// TestTraceArguments: the hooks carry what a metric needs: the term, the
-// error class, the round trip and the time left.
+// TestTraceArguments checks that the hooks carry what a metric needs: the
+// term, the error class, the round trip and the time left.
 func TestTraceArguments(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
