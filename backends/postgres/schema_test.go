@@ -10,7 +10,22 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/postgres"
+	"github.com/tenure-go/tenure/storeurl"
 )
+
+// openURL opens table tbl of dsn by URL, as a program's --store flag
+// does, creating objects if create, and returns the error.
+func openURL(ctx context.Context, dsn, tbl string, create bool) error {
+	raw := dsn + "&table=public." + tbl
+	if create {
+		raw += "&create=true"
+	}
+	s, err := storeurl.Open(ctx, raw)
+	if err == nil {
+		s.Close()
+	}
+	return err
+}
 
 // rawExec runs statements on a connection of its own, as an operator or a
 // migration would.
@@ -190,6 +205,13 @@ func TestSequenceSettingsRefused(t *testing.T) {
 					t.Errorf("Open over a sequence with %s (options %d) = %v, want a fatal ErrSchema naming %q", tc.alter, len(opts), err, tc.want)
 				}
 			}
+			for _, create := range []bool{true, false} {
+				// A URL's open says it in one line, naming the setting too.
+				err := openURL(ctx, dsn, tbl, create)
+				if !errors.Is(err, postgres.ErrSchema) || backends.Classify(err) != backends.ClassFatal || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("open by URL over a sequence with %s (create %v) = %v, want a fatal ErrSchema naming %q", tc.alter, create, err, tc.want)
+				}
+			}
 		})
 	}
 }
@@ -263,6 +285,10 @@ func TestWrongObjectsRefused(t *testing.T) {
 			}
 			if !errors.Is(err, postgres.ErrSchema) || backends.Classify(err) != backends.ClassFatal || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Open over %s = %v, want a fatal ErrSchema saying %q", tc.name, err, tc.want)
+			}
+			err = openURL(ctx, dsn, tbl, tc.name != "sequence name taken by a view")
+			if !errors.Is(err, postgres.ErrSchema) || backends.Classify(err) != backends.ClassFatal || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("open by URL over %s = %v, want a fatal ErrSchema saying %q", tc.name, err, tc.want)
 			}
 		})
 	}

@@ -372,9 +372,9 @@ func cause(err error) string {
 }
 
 // isSentinel reports whether err is one of the backends sentinels a store
-// error wraps to state its class.
+// error wraps to state its class, or ErrSchema, which states one too.
 func isSentinel(err error) bool {
-	for _, e := range []error{backends.ErrUnavailable, backends.ErrThrottled, backends.ErrPermission, backends.ErrMissingResource, backends.ErrInvalid, backends.ErrUnsupported, backends.ErrCorrupt} {
+	for _, e := range []error{ErrSchema, backends.ErrUnavailable, backends.ErrThrottled, backends.ErrPermission, backends.ErrMissingResource, backends.ErrInvalid, backends.ErrUnsupported, backends.ErrCorrupt} {
 		if err == e {
 			return true
 		}
