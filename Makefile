@@ -33,8 +33,11 @@ ETCD_BUILD := backends/etcd/etcdtest/etcdserver/build.sh
 # (internal/toolbuild), so the packages that need no tool server test while
 # it builds; `make toxiproxy-server` builds it ahead.
 TOXIPROXY_BUILD := internal/toxiproc/server/build.sh
+# The nats-server the NATS backend's tests and the campaign run as
+# processes: the same (TENURE_NATS_SERVER, or built on first use).
+NATS_BUILD := internal/natsproc/server/build.sh
 
-.PHONY: test lint bench steady demo kube-apiserver etcd-server toxiproxy-server bench-report
+.PHONY: test lint bench steady demo kube-apiserver etcd-server toxiproxy-server nats-server bench-report
 
 test:
 	@bin=$$($(APISERVER_BUILD)) || { echo "make test: building the test kube-apiserver failed" >&2; exit 1; }; \
@@ -51,6 +54,9 @@ etcd-server:
 
 toxiproxy-server:
 	$(TOXIPROXY_BUILD)
+
+nats-server:
+	$(NATS_BUILD)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -348,9 +348,9 @@ func startBackend(c campaignConfig, api *toxiproc.Server, b, dir string, seed ui
 	case "kube-session":
 		return startKube(api, c.exe, dir, name, c.workers, kubeSession)
 	case "nats":
-		return startNats(api, c.exe, dir, name, 1, c.workers)
+		return startNats(api, dir, name, 1, c.workers)
 	case "nats3":
-		return startNats(api, c.exe, dir, name, 3, c.workers)
+		return startNats(api, dir, name, 3, c.workers)
 	case "postgres":
 		return startPostgres(api, name, c.workers)
 	case "postgres-ha":

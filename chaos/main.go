@@ -30,9 +30,11 @@
 // term and fault is an element with data- attributes and a <title> shown
 // on hover.
 //
-// The subcommands "worker", "server" (an etcd member) and "nats-server"
-// are the processes the campaign starts; they are not meant to be run by
-// hand.
+// The subcommands "worker" and "server" (an etcd member) are the
+// processes the campaign starts; they are not meant to be run by hand.
+// The nats-server and the toxiproxy server are binaries built from pinned
+// tools modules (internal/natsproc, internal/toxiproc), on first use
+// unless TENURE_NATS_SERVER and TENURE_TOXIPROXY_SERVER name them.
 //
 // # A run
 //
@@ -100,8 +102,6 @@ package main
 import (
 	"fmt"
 	"os"
-
-	"github.com/tenure-go/tenure/internal/natsproc"
 )
 
 func main() {
@@ -111,8 +111,6 @@ func main() {
 		err = runWorker(os.Args[2:])
 	case len(os.Args) > 1 && os.Args[1] == "server":
 		err = runServer(os.Args[2:])
-	case len(os.Args) > 1 && os.Args[1] == "nats-server":
-		err = natsproc.Main(os.Args[2:])
 	default:
 		var ok bool
 		ok, err = runCampaign(os.Args[1:], os.Stdout)

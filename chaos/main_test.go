@@ -6,21 +6,16 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/tenure-go/tenure/internal/natsproc"
 )
 
 // TestMain lets the test binary be the campaign's worker and server
-// processes too: the campaign runs os.Executable() with "worker",
-// "server" or "nats-server" as its first argument.
+// processes too: the campaign runs os.Executable() with "worker" or
+// "server" as its first argument.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "worker" || os.Args[1] == "server" || os.Args[1] == "nats-server") {
+	if len(os.Args) > 1 && (os.Args[1] == "worker" || os.Args[1] == "server") {
 		run := runWorker
-		switch os.Args[1] {
-		case "server":
+		if os.Args[1] == "server" {
 			run = runServer
-		case "nats-server":
-			run = natsproc.Main
 		}
 		if err := run(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)

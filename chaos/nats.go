@@ -22,17 +22,28 @@ import (
 // natsBucket is the key-value bucket the workers' claims live in.
 const natsBucket = "chaos"
 
-// natsServer is one nats-server process: the campaign binary run with
-// "nats-server" (package natsproc), on fixed ports and a store directory
-// kept across restarts.
+// natsServer is one nats-server process (package natsproc), on fixed
+// ports and a store directory kept across restarts.
 type natsServer struct {
 	server
 	cfg natsproc.Config
-	exe string
+	bin string
 }
 
 func (s *natsServer) start() error {
-	return s.server.start(append([]string{s.exe, "nats-server"}, s.cfg.Args()...))
+	argv, err := s.cfg.Argv(s.bin)
+	if err != nil {
+		return err
+	}
+	return s.server.start(argv)
+}
+
+// waitReady waits until the server takes client connections.
+func (s *natsServer) waitReady(d time.Duration) error {
+	if err := natsproc.WaitReady(s.cfg.Client, s.proc(), d); err != nil {
+		return fmt.Errorf("chaos: %s: %w", s.name, err)
+	}
+	return nil
 }
 
 func (s *natsServer) stop() { s.server.stop(10 * time.Second) }
@@ -51,7 +62,11 @@ type natsBackend struct {
 	routes  [][]*toxiproc.Proxy // nil for one server
 }
 
-func startNats(api *toxiproc.Server, exe, dir, name string, n, workers int) (*natsBackend, error) {
+func startNats(api *toxiproc.Server, dir, name string, n, workers int) (*natsBackend, error) {
+	bin, err := natsproc.Tool.Path()
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
 	b := &natsBackend{}
 	var releases []func()
 	defer func() { // on the error paths
@@ -87,7 +102,7 @@ func startNats(api *toxiproc.Server, exe, dir, name string, n, workers int) (*na
 			return nil, err
 		}
 		clusterAddrs = append(clusterAddrs, cfg.Cluster)
-		b.servers = append(b.servers, &natsServer{server: server{name: cfg.Name, logPath: filepath.Join(dir, "procs.log"), ready: filepath.Join(cfg.Dir, natsproc.ReadyFile)}, cfg: cfg, exe: exe})
+		b.servers = append(b.servers, &natsServer{server: server{name: cfg.Name, logPath: filepath.Join(dir, "procs.log")}, cfg: cfg, bin: bin})
 	}
 	if n > 1 {
 		b.routes = make([][]*toxiproc.Proxy, n)
@@ -133,7 +148,6 @@ func startNats(api *toxiproc.Server, exe, dir, name string, n, workers int) (*na
 		b.close()
 		return nil, err
 	}
-	var err error
 	if b.clients, err = newProxies(api, name, workers, ups); err != nil {
 		b.close()
 		return nil, err

@@ -108,13 +108,13 @@ func getRetry(ctx context.Context, s *Store, key string) (backends.Entry, error)
 	}
 }
 
-// TestFaultServerPaused: the only server, in a process of its own, is
+// TestFaultServerPaused: the only server, a process of its own, is
 // stopped with SIGSTOP while a claim is held, its connections open, and
 // continued once the leader has stopped. The leader stops by its own
 // deadline while nothing answers; after the resume an elector leads again
 // with a higher token, never beside another.
 func TestFaultServerPaused(t *testing.T) {
-	srv := natstest.StartProcess(t)
+	srv := natstest.Start(t)
 	bucket := newBucketName()
 	ts := electortest.NewTerms(clock.New())
 	startElector(t, srv.URL(), bucket, "a", ts, nil)
@@ -288,17 +288,15 @@ func deposedLeaderAnswersStale(t *testing.T) bool {
 	waitUntil(t, 30*time.Second, "one server leading the stream and the cluster", func() bool {
 		meta, lead := -1, -1
 		for i, srv := range c.Servers {
-			if srv.Running().JetStreamIsLeader() {
+			if srv.IsMetaLeader(t) {
 				meta = i
 			}
-			if srv.Running().JetStreamIsStreamLeader("$G", setup.stream) {
+			if srv.IsStreamLeader(t, setup.stream) {
 				lead = i
 			}
 		}
 		if meta >= 0 && lead >= 0 && meta != lead {
-			if err := c.Servers[lead].Running().JetStreamStepdownStream("$G", setup.stream); err != nil {
-				t.Fatal(err)
-			}
+			c.Servers[lead].StepdownStream(t, setup.stream)
 			return false
 		}
 		old = lead
@@ -403,7 +401,7 @@ func deposedLeaderAnswersStale(t *testing.T) bool {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	r, err := s.readOnce(ctx, key)
 	cancel()
-	if err != nil || !c.Servers[old].Running().JetStreamIsStreamLeader("$G", s.stream) {
+	if err != nil || !c.Servers[old].IsStreamLeader(t, s.stream) {
 		return false
 	}
 	if r.seq >= uint64(second.Revision) {

@@ -9,13 +9,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/tenure-go/tenure/backends/nats/natstest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	// A server started by natstest.StartProcess is this binary run again.
-	natstest.ServeProcess()
 	goleak.VerifyTestMain(m)
 }
 

@@ -1,46 +1,45 @@
-// Package natsproc runs one nats-server with JetStream, embedded, as a
-// process of its own: a program (the fault campaign, a test binary)
-// re-executes itself with the arguments Config.Args makes, and the child
-// calls Main. A server in a process of its own can be paused with SIGSTOP
-// and killed with SIGKILL, which a server inside the caller cannot.
+// Package natsproc runs a nats-server with JetStream as a process of its
+// own, for the NATS backend's tests and the fault campaign: a server in a
+// process of its own can be paused with SIGSTOP and killed with SIGKILL.
+// The binary is the nats-server command of a pinned tools module
+// (server/build.sh), found through package toolbuild: the path
+// TENURE_NATS_SERVER names, or the cached build.
 //
-// The server listens on fixed addresses and keeps its JetStream state in
-// a fixed directory, so a restart is the same server to its clients and
+// A server listens on fixed addresses and keeps its JetStream state in a
+// fixed directory, so a restart is the same server to its clients and
 // peers. It syncs every write to disk (sync always), as the NATS store's
 // documentation asks of production servers.
+//
+// Not promised: a server's processes die with the thread that started
+// them (package childproc), but the files they wrote stay.
 package natsproc
 
 import (
-	"context"
-	"errors"
-	"flag"
+	"bufio"
+	"bytes"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
-	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/tenure-go/tenure/internal/childproc"
+	"github.com/tenure-go/tenure/internal/toolbuild"
 )
 
-// ReadyFile is created in a server's directory once it takes
-// connections, so the parent can wait for a start or a restart without a
-// client. Main removes it before it starts the server.
-const ReadyFile = "nats-ready"
-
-// readyWithin bounds a start on busy cores.
-const readyWithin = 60 * time.Second
+// Tool is the nats-server: TENURE_NATS_SERVER, or the binary
+// server/build.sh builds and caches.
+var Tool = toolbuild.Tool{Env: "TENURE_NATS_SERVER", Script: "internal/natsproc/server/build.sh"}
 
 // Config is one server.
 type Config struct {
 	Name   string // server name, unique in a cluster
 	Dir    string // JetStream store directory, kept across restarts
 	Client string // host:port clients dial
+	// Monitor is the host:port of the server's HTTP monitoring endpoint
+	// (/jsz, /healthz, ...); empty for none.
+	Monitor string
 	// Cluster is the host:port the server takes routes on; empty for a
 	// server alone.
 	Cluster string
@@ -53,116 +52,112 @@ type Config struct {
 	Closed bool
 }
 
-// Options are the nats-server options of c.
-func (c Config) Options() (*server.Options, error) {
-	host, port, err := splitPort(c.Client)
-	if err != nil {
-		return nil, fmt.Errorf("natsproc: client address: %w", err)
+// ConfFile is where Argv writes the server's configuration: beside its
+// store directory.
+func (c Config) ConfFile() string { return strings.TrimRight(c.Dir, "/") + ".conf" }
+
+// Conf is c in nats-server's configuration format.
+func (c Config) Conf() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "server_name: %q\nlisten: %q\n", c.Name, c.Client)
+	if c.Monitor != "" {
+		fmt.Fprintf(&b, "http: %q\n", c.Monitor)
 	}
-	o := &server.Options{
-		ServerName: c.Name,
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   c.Dir,
-		SyncAlways: true,
-		NoLog:      true,
-		NoSigs:     true,
-	}
+	fmt.Fprintf(&b, "jetstream {\n  store_dir: %q\n  sync_interval: always\n}\n", c.Dir)
 	if c.Cluster == "" {
-		return o, nil
+		return b.String()
 	}
-	chost, cport, err := splitPort(c.Cluster)
-	if err != nil {
-		return nil, fmt.Errorf("natsproc: cluster address: %w", err)
-	}
-	o.Cluster = server.ClusterOpts{Name: "tenure", Host: chost, Port: cport}
+	fmt.Fprintf(&b, "cluster {\n  name: tenure\n  listen: %q\n", c.Cluster)
 	// Clients stay on the server they dialled.
-	o.Cluster.NoAdvertise = true
+	b.WriteString("  no_advertise: true\n")
 	if c.Closed {
-		o.Cluster.Advertise = "127.0.0.1:1"
+		b.WriteString("  advertise: \"127.0.0.1:1\"\n")
 	}
-	for _, r := range c.Routes {
-		o.Routes = append(o.Routes, &url.URL{Scheme: "nats", Host: r})
+	b.WriteString("  routes: [")
+	for i, r := range c.Routes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", "nats://"+r)
 	}
-	return o, nil
+	b.WriteString("]\n}\n")
+	return b.String()
 }
 
-func splitPort(hostport string) (string, int, error) {
-	host, p, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		return "", 0, fmt.Errorf("port %q: %w", p, err)
-	}
-	return host, port, nil
-}
-
-// Args are the arguments Main reads c from.
-func (c Config) Args() []string {
-	args := []string{"-name", c.Name, "-dir", c.Dir, "-client", c.Client}
-	if c.Cluster != "" {
-		args = append(args, "-cluster", c.Cluster, "-routes", strings.Join(c.Routes, ","))
-	}
-	if c.Closed {
-		args = append(args, "-closed")
-	}
-	return args
-}
-
-func parseArgs(args []string) (Config, error) {
-	var c Config
-	fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
-	fs.StringVar(&c.Name, "name", "n1", "server name")
-	fs.StringVar(&c.Dir, "dir", "", "JetStream store directory")
-	fs.StringVar(&c.Client, "client", "", "client host:port")
-	fs.StringVar(&c.Cluster, "cluster", "", "cluster host:port (empty: no cluster)")
-	routes := fs.String("routes", "", "comma-separated host:port of the peers' routes")
-	fs.BoolVar(&c.Closed, "closed", false, "advertise a closed cluster port to peers")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
+// Argv writes c's configuration to ConfFile and returns the command line
+// that runs the nats-server bin with it.
+func (c Config) Argv(bin string) ([]string, error) {
 	if c.Dir == "" || c.Client == "" {
-		return c, errors.New("natsproc: -dir and -client are required")
+		return nil, fmt.Errorf("natsproc: a server needs a store directory and a client address")
 	}
-	if *routes != "" {
-		c.Routes = strings.Split(*routes, ",")
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("natsproc: %w", err)
 	}
-	return c, nil
+	if err := os.WriteFile(c.ConfFile(), []byte(c.Conf()), 0o644); err != nil {
+		return nil, fmt.Errorf("natsproc: %w", err)
+	}
+	return []string{bin, "-c", c.ConfFile()}, nil
 }
 
-// Main runs the server args describe until SIGTERM or SIGINT, writing
-// ReadyFile into its directory once it takes connections.
-func Main(args []string) error {
-	c, err := parseArgs(args)
+// WaitReady waits until the server p runs takes client connections at
+// addr (it greets a connection with its INFO), at most d. It fails at
+// once if p exits.
+func WaitReady(addr string, p *childproc.Process, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := greets(addr, time.Until(deadline))
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("natsproc: server at %s not ready within %v: %w", addr, d, err)
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("natsproc: server at %s exited before serving: %v", addr, p.Wait())
+		case <-tick.C:
+		}
+	}
+}
+
+// greets dials addr and reads the server's INFO line.
+func greets(addr string, d time.Duration) error {
+	if d <= 0 {
+		d = time.Millisecond
+	}
+	c, err := net.DialTimeout("tcp", addr, d)
 	if err != nil {
 		return err
 	}
-	o, err := c.Options()
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(min(d, 5*time.Second))); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
 		return err
 	}
-	ready := filepath.Join(c.Dir, ReadyFile)
-	_ = os.Remove(ready)
-	s, err := server.NewServer(o)
-	if err != nil {
-		return fmt.Errorf("natsproc: %w", err)
+	if !strings.HasPrefix(line, "INFO ") {
+		return fmt.Errorf("greeted with %q", line)
 	}
-	go s.Start()
-	defer func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	}()
-	if !s.ReadyForConnections(readyWithin) {
-		return fmt.Errorf("natsproc: server %s not ready within %v", c.Name, readyWithin)
-	}
-	if err := os.WriteFile(ready, nil, 0o644); err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	<-ctx.Done()
 	return nil
+}
+
+// CPU is the CPU time (user and system) the process pid has used; 0 if
+// it cannot be read.
+func CPU(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: utime and stime are fields 14 and 15.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * (time.Second / 100) // USER_HZ
 }

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(m), etcdtest.Lea
 // renew and retry every 500 ms, three candidates per claim, each candidate
 // a process of its own as far as the server can tell (its own connection
 // and Store). The servers: an embedded etcd with etcd's default timings
-// and fsync; an in-process nats-server with JetStream syncing every write
+// and fsync; a nats-server process with JetStream syncing every write
 // (sync always); the package's shared PostgreSQL server (a child process,
 // fsync off) with a database of this run's own.
 //
@@ -42,8 +42,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(m), etcdtest.Lea
 //   - claims=1 and claims=100 (storebench.Steady): req/s, req/renewal,
 //     terms (terms begun in the 6 s window: 0 when nothing was done to a
 //     leader), cpu-ms/s, the CPU time of this whole process (its clients,
-//     and for etcd and NATS their servers, which run inside it) per second,
-//     and for PostgreSQL server-cpu-ms/s, that of the server's processes
+//     and for etcd its server, which runs inside it) per second, and for
+//     NATS and PostgreSQL server-cpu-ms/s, that of the server's processes
 //     (read from /proc), which cpu-ms/s does not include.
 //   - handover and failover (storebench.Takeover): p50-ms, max-ms and
 //     overlaps, graceful (15 rounds) and by a crash (5 rounds).
@@ -246,7 +246,8 @@ func openNATS(tb testing.TB, srv *natstest.Server) (storebench.Open, storebench.
 		}
 		return n
 	}
-	return open, storebench.Meters{Requests: sent, CPU: []storebench.CPUMeter{processCPU}}
+	serverCPU := storebench.CPUMeter{Unit: "server-cpu-ms/s", Used: srv.CPU}
+	return open, storebench.Meters{Requests: sent, CPU: []storebench.CPUMeter{processCPU, serverCPU}}
 }
 
 func openPostgres(tb testing.TB, dsn string, serverCPU storebench.CPUMeter, opts ...postgres.Option) (storebench.Open, storebench.Meters) {

@@ -13,6 +13,7 @@ import (
 // may import them, and go.mod may not require them.
 var servers = []string{
 	"github.com/Shopify/toxiproxy/v2",
+	"github.com/nats-io/nats-server/v2",
 }
 
 // TestNoServerLinked: no package of the module, its tests included,
