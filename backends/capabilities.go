@@ -98,6 +98,16 @@ type Capabilities struct {
 	// the holder's expiry. It is meaningful only with CapWatch.
 	ExpiryEvents bool
 
+	// ObservedExpiry reports that expiry is judged by local observation:
+	// an entry expires for a process once that process has seen it
+	// unchanged for its TTL. A process that opened the store a moment ago
+	// has watched nothing: an entry whose writer stopped renewing it long
+	// ago still reads as live, with the full TTL as its Remaining, until
+	// this process has seen it unchanged for a TTL. Whatever shows a
+	// remaining time to people must then say that it is unverified, or
+	// watch for a TTL first.
+	ObservedExpiry bool
+
 	// TTLGranularity, when positive, is the unit TTLs are kept in; MinTTL,
 	// when positive, is the shortest TTL the store grants. A store rounds a
 	// TTL only upward, and says so in the returned Entry's TTL.

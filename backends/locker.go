@@ -76,8 +76,15 @@ type Claim struct {
 
 	TTL time.Duration
 	// Remaining estimates the claim's time left as the backend judged it at
-	// the last read; a hint for scheduling, never a safety bound.
+	// the last read; a hint for scheduling, never a safety bound. On a store
+	// with Capabilities.ObservedExpiry it is the reading process's own wait
+	// (the full TTL for a claim it has not seen change yet), not the time
+	// its holder has left: never show it as that.
 	Remaining time.Duration
+	// Recorded is Entry.Recorded of the claim's entry: its last write or
+	// keep-alive as the store recorded it, zero where the store records
+	// none; for display only, never for judging expiry.
+	Recorded time.Time
 }
 
 // Locker is the claim level the elector runs on. Implementations are safe for
@@ -430,5 +437,5 @@ func claimOf(key string, slot int, e Entry) (Claim, error) {
 		return Claim{}, fmt.Errorf("backends: claim %q (store key %q): %v: %w", key, e.Key, err, ErrCorrupt)
 	}
 	h := Holder{ID: id, Nonce: nonce}
-	return Claim{Key: key, Slot: slot, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+	return Claim{Key: key, Slot: slot, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining, Recorded: e.Recorded}, nil
 }

@@ -25,8 +25,19 @@ type Entry struct {
 
 	// Remaining estimates how long the entry has left, as judged by the
 	// backend's expiry judge when it was read. It is meaningful only when TTL
-	// is positive and is a hint for timing a retry, never a safety bound.
+	// is positive and is a hint for timing a retry, never a safety bound. On
+	// a store whose expiry is judged by local observation
+	// (Capabilities.ObservedExpiry) it is this process's wait: the full TTL
+	// for an entry it has not yet seen change, however long ago its writer
+	// stopped renewing it.
 	Remaining time.Duration
+
+	// Recorded is the time of the entry's last write or keep-alive as the
+	// store recorded it (a server's clock, or the writer's where the
+	// store keeps that), or zero where the store records none. It is for
+	// people reading the entry, and never for judging expiry: it comes from
+	// another host's wall clock.
+	Recorded time.Time
 }
 
 // Store is a revisioned key-value store with TTLs. Implementations are safe

@@ -362,7 +362,7 @@ func (g *Group) acquireSlot(ctx context.Context, group string, i int, sizeRev in
 	default:
 		return backends.Claim{}, fmt.Errorf("slots: acquire %q slot %d: %w", group, i, err)
 	}
-	l := backends.Claim{Key: group, Slot: i, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}
+	l := backends.Claim{Key: group, Slot: i, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining, Recorded: e.Recorded}
 	if g.txn != nil {
 		return l, nil
 	}
@@ -484,7 +484,7 @@ func claimOf(group string, i int, e backends.Entry) (backends.Claim, error) {
 		return backends.Claim{}, fmt.Errorf("slots: %q slot %d (store key %q): %v: %w", group, i, e.Key, err, backends.ErrCorrupt)
 	}
 	h := backends.Holder{ID: id, Nonce: nonce}
-	return backends.Claim{Key: group, Slot: i, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
+	return backends.Claim{Key: group, Slot: i, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining, Recorded: e.Recorded}, nil
 }
 
 // WatchClaim signals every change to group's slots or size (and to a single
