@@ -71,7 +71,10 @@
 // Consequence: a process that has just started knows nothing about how long
 // an object has stood unchanged, so it must watch an existing,
 // unexpired-looking claim for a full TTL before it can take it, even if the
-// holder died long ago. Entry.Remaining reports that wait.
+// holder died long ago. Entry.Remaining reports that wait, and
+// Capabilities.ObservedExpiry says so: it is never the time the holder has
+// left. Entry.Recorded is the object's renewTime (acquireTime before any
+// renewal), as its writer stamped it: for people to read, never judged.
 //
 // # Watch
 //

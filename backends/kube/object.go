@@ -125,6 +125,13 @@ func decode(key string, l *coordinationv1.Lease) (state, error) {
 		return st, nil // released or cleared: absent
 	}
 	st.present = true
+	// The last write or keep-alive as its writer stamped it (the API
+	// server keeps what the client sent): shown to people, never judged.
+	if t := l.Spec.RenewTime; t != nil {
+		st.entry.Recorded = t.Time
+	} else if t := l.Spec.AcquireTime; t != nil {
+		st.entry.Recorded = t.Time
+	}
 
 	enc, hasValue := ann[annValue]
 	if !hasValue || ann[annHolder] != holder {

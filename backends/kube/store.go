@@ -201,9 +201,10 @@ func (s *Store) Capabilities() backends.Capabilities {
 	return backends.Capabilities{
 		Atomic: backends.CapCreateIfAbsent | backends.CapCompareAndSet |
 			backends.CapCompareAndDelete | backends.CapKeepAlive | backends.CapWatch,
-		Scope:        backends.ScopeDistributed,
-		ExpiryJudge:  "local observation: the object unchanged (same resourceVersion) for the TTL on this process's monotonic clock",
-		ExpiryEvents: true,
+		Scope:          backends.ScopeDistributed,
+		ExpiryJudge:    "local observation: the object unchanged (same resourceVersion) for the TTL on this process's monotonic clock",
+		ObservedExpiry: true,
+		ExpiryEvents:   true,
 	}
 }
 

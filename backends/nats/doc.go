@@ -86,8 +86,12 @@
 // elector's own), but a process that has just started knows nothing about
 // how long a message has stood, so it waits a full TTL from its first
 // sighting before it takes over a claim, even one whose holder died long
-// ago (Entry.Remaining reports the wait); and a crashed holder's claim is
-// taken about one TTL after a follower last saw it renewed.
+// ago (Entry.Remaining reports the wait, and Capabilities.ObservedExpiry
+// says so: never show it as the time the holder has left); and a crashed
+// holder's claim is taken about one TTL after a follower last saw it
+// renewed. An entry read from the stream carries in Entry.Recorded the
+// time the stream leader stored its last message (its last write or
+// keep-alive), by the server's clock: for people to read, never judged.
 //
 // # Server and bucket requirements
 //

@@ -402,9 +402,10 @@ func (s *Store) Capabilities() backends.Capabilities {
 	return backends.Capabilities{
 		Atomic: backends.CapCreateIfAbsent | backends.CapCompareAndSet | backends.CapCompareAndDelete |
 			backends.CapKeepAlive | backends.CapWatch,
-		ExpiryEvents: true, // reported by the watch's own timer: see Watch
-		Scope:        backends.ScopeDistributed,
-		ExpiryJudge:  "local observation: an entry seen unchanged for its TTL on this process's monotonic clock (the server's wall clock only drops entries a grace after that)",
+		ExpiryEvents:   true, // reported by the watch's own timer: see Watch
+		Scope:          backends.ScopeDistributed,
+		ExpiryJudge:    "local observation: an entry seen unchanged for its TTL on this process's monotonic clock (the server's wall clock only drops entries a grace after that)",
+		ObservedExpiry: true,
 	}
 }
 
@@ -934,10 +935,11 @@ func (s *Store) gcTTL(ttl time.Duration) time.Duration {
 type msgGetResponse struct {
 	Error   *jetstream.APIError `json:"error,omitempty"`
 	Message *struct {
-		Subject  string `json:"subject"`
-		Sequence uint64 `json:"seq"`
-		Header   []byte `json:"hdrs,omitempty"`
-		Data     []byte `json:"data,omitempty"`
+		Subject  string    `json:"subject"`
+		Sequence uint64    `json:"seq"`
+		Time     time.Time `json:"time"` // when the server stored the message, by its clock
+		Header   []byte    `json:"hdrs,omitempty"`
+		Data     []byte    `json:"data,omitempty"`
 	} `json:"message,omitempty"`
 }
 
@@ -1068,5 +1070,11 @@ func (s *Store) readOnce(ctx context.Context, key string) (record, error) {
 			return record{}, fmt.Errorf("key %q: message %d: headers: %v: %w", key, resp.Message.Sequence, err, backends.ErrCorrupt)
 		}
 	}
-	return decode(key, resp.Message.Sequence, h, resp.Message.Data)
+	r, err := decode(key, resp.Message.Sequence, h, resp.Message.Data)
+	if err == nil && r.present {
+		// The last write or keep-alive, as the stream leader stamped it:
+		// shown to people, never judged.
+		r.entry.Recorded = resp.Message.Time
+	}
+	return r, err
 }

@@ -127,8 +127,10 @@
 //
 // The price: a store that has just started (or never read a key) waits a
 // whole TTL from its first read before it may take an abandoned claim, and
-// Remaining is that store's own estimate. Entries that nobody reads stay in
-// the table until someone takes them over or deletes them.
+// Remaining is that store's own estimate (Capabilities.ObservedExpiry says
+// so: it is never the time the holder has left). The table keeps no time of
+// a write, so Entry.Recorded is zero. Entries that nobody reads stay in the
+// table until someone takes them over or deletes them.
 //
 // # Failover
 //

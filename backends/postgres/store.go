@@ -435,6 +435,7 @@ func (s *Store) Capabilities() backends.Capabilities {
 		Atomic:         atomic,
 		Scope:          backends.ScopeDistributed,
 		ExpiryJudge:    ExpiryJudge,
+		ObservedExpiry: true,
 		TTLGranularity: time.Millisecond,
 	}
 }
