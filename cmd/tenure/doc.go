@@ -176,12 +176,22 @@
 // # tenure holders
 //
 // Holders prints the live holders of KEY, one line each: identity, slot,
-// token and the time left as the store judged it (a hint, never a safety
-// bound). The same command lists a slot group's holders, one per live slot:
+// token, the time left as the store judged it (a hint, never a safety
+// bound) and the time of the claim's last write or keep-alive as the store
+// recorded it ("-" where it records none; for reading only). On a store
+// that judges expiry by local observation (Kubernetes, NATS, PostgreSQL) a
+// fresh process cannot know the time left: a holder that stopped renewing
+// reads as live until the process has watched its claim unchanged for a
+// TTL. There holders prints "unverified" in its place, never a guess, and
+// --wait watches for one TTL and then answers for certain: a claim whose
+// holder stopped renewing is gone from the answer, and the others show the
+// time left as this process judged it. The same command lists a slot group's holders, one per live slot:
 // the store's Locker recognises a group by its key. With --prefix P in
 // place of --key, it lists every live claim whose key begins with P, single
 // claims and slots, with the key first. --json prints a JSON array of
-// objects with key, holder, nonce, slot, token and remaining_seconds. Exit
+// objects with key, holder, nonce, slot, token, verified, and
+// remaining_seconds only where verified (recorded where the store records
+// a time). Exit
 // status 0 (also with no holder), 2 for bad usage, 69 if the store cannot
 // be read.
 //
@@ -229,5 +239,9 @@
 // or gets no answer within --timeout, prints one "unknown" line with the
 // store's error; the first read that succeeds after it prints the whole
 // state again. A store that fails fatally (removed, a permission
-// withdrawn) ends watch with status 69. SIGHUP ends it as SIGINT does.
+// withdrawn) ends watch with status 69. SIGHUP ends it as SIGINT does. On
+// a store that judges expiry by local observation, the holders of the
+// state watch starts from are marked unverified ("unverified": true in
+// --json); one whose holder stopped renewing shows as gone within a TTL.
+// watch never prints a time left.
 package main

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/spf13/cobra"
 
 	"github.com/tenure-go/tenure/backends"
@@ -20,25 +21,37 @@ import (
 
 func newHoldersCmd(o *options) *cobra.Command {
 	var store, key, prefix string
-	var asJSON bool
+	var asJSON, wait bool
 	cmd := &cobra.Command{
-		Use:   "holders --store URL (--key KEY | --prefix P) [--json]",
+		Use:   "holders --store URL (--key KEY | --prefix P) [--json] [--wait]",
 		Short: "Print the holders of a claim or of a slot group",
 		Long: strings.TrimSpace(`
 Holders prints the live holders of KEY, one line each: identity, slot,
-fencing token and the time left to the claim as the store judged it when it
-was read (a hint, never a safety bound). For a slot group (tenure run
+fencing token, the time left to the claim as the store judged it when it
+was read (a hint, never a safety bound), and the time of its last write or
+keep-alive as the store recorded it, where it records one (for reading
+only: it comes from another host's clock). For a slot group (tenure run
 --slots N) it prints the holder of every live slot. With --prefix P in
 place of --key, it lists every live claim whose key begins with P, with its
 key first (a file store's file names do not show their keys). --json
 prints a JSON array instead.
+
+On a store that judges expiry by local observation (Kubernetes, NATS,
+PostgreSQL), a process that has just opened it cannot know how long a
+claim has left: a holder that stopped renewing long ago reads as live
+until this process has watched its claim unchanged for a TTL. There the
+time left is shown as "unverified", never guessed. --wait watches for one
+TTL and then answers for certain: a claim whose holder stopped renewing is
+gone from the answer, and the others show the time left as this process
+judged it. On the other stores (file, etcd) --wait changes nothing.
 
 Exit status: 0, also when nobody holds the claim; 2 for bad usage; 69 if the
 store cannot be opened within --timeout (default 10s) or read.`),
 		Example: examples(`
   tenure holders --store file:///var/lib/tenure --key indexer
   tenure holders --store etcd://10.0.0.1:2379/tenure --key workers --json | jq '.[].token'
-  tenure holders --store file:///var/lib/tenure --prefix nightly/`),
+  tenure holders --store file:///var/lib/tenure --prefix nightly/
+  tenure holders --store nats://10.0.0.1:4222/claims --key indexer --wait`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			loc, err := parseReadStore(store)
@@ -60,12 +73,8 @@ store cannot be opened within --timeout (default 10s) or read.`),
 			if err != nil {
 				return err
 			}
-			var claims []backends.Claim
-			if prefix != "" {
-				claims, err = readPrefix(context.Background(), log, loc, prefix, o.timeout)
-			} else {
-				claims, err = readHolders(context.Background(), log, loc, key, o.timeout)
-			}
+			q := holdersQuery{key: key, prefix: prefix, wait: wait, timeout: o.timeout}
+			claims, err := q.run(context.Background(), log, loc)
 			if err != nil {
 				return storeError{err}
 			}
@@ -86,14 +95,34 @@ store cannot be opened within --timeout (default 10s) or read.`),
 	f.StringVar(&key, "key", "", "claim key, or slot group key (this or --prefix is required)")
 	f.StringVar(&prefix, "prefix", "", "list every claim whose key begins with this, with its key (\"/\" for every claim of the store's namespace)")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array")
+	f.BoolVar(&wait, "wait", false, "on a store that judges expiry by local observation, watch for one TTL and answer for certain")
 	return cmd
 }
 
-// readHolders lists the live holders of key; the generic Locker lists a
-// slot group's slot holders as well as a single claim's holder. Opening
-// the store, and then reading it, may each take up to timeout.
-func readHolders(ctx context.Context, log *slog.Logger, loc *storeurl.Location, key string, timeout time.Duration) ([]backends.Claim, error) {
-	s, err := openStore(ctx, log, loc, timeout)
+// holdersQuery is what tenure holders was asked.
+type holdersQuery struct {
+	key, prefix string // one of them
+	wait        bool
+	timeout     time.Duration
+}
+
+// shownClaim is a claim as holders prints it.
+type shownClaim struct {
+	backends.Claim
+	// verified: Remaining is the store's judgment. False on a store that
+	// judges expiry by local observation, for a claim this process has
+	// not watched for its TTL.
+	verified bool
+}
+
+// run reads the live claims the query names. Opening the store, and then
+// each read, may take up to q.timeout. With q.wait, on a store that judges
+// expiry by local observation, it reads again once the longest TTL of the
+// claims first read has passed, so that the store has watched each of them
+// for its TTL: a claim still there then was renewed (verified), one gone
+// was not.
+func (q holdersQuery) run(ctx context.Context, log *slog.Logger, loc *storeurl.Location) ([]shownClaim, error) {
+	s, err := openStore(ctx, log, loc, q.timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -102,29 +131,74 @@ func readHolders(ctx context.Context, log *slog.Logger, loc *storeurl.Location, 
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	claims, err := l.Holders(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("read holders of %q in %s: %w", key, loc, err)
+	read := func() ([]backends.Claim, error) {
+		ctx, cancel := context.WithTimeout(ctx, q.timeout)
+		defer cancel()
+		if q.prefix != "" {
+			return readPrefix(ctx, s, l, loc, q.prefix)
+		}
+		claims, err := l.Holders(ctx, q.key)
+		if err != nil {
+			return nil, fmt.Errorf("read holders of %q in %s: %w", q.key, loc, err)
+		}
+		return claims, nil
 	}
-	return claims, nil
+	claims, err := read()
+	if err != nil {
+		return nil, err
+	}
+	observed := s.Capabilities().ObservedExpiry
+	if !observed {
+		return shown(claims, nil, true), nil
+	}
+	if !q.wait {
+		if len(claims) > 0 {
+			log.Info("this store judges expiry by local observation: a holder that stopped renewing reads as live until watched for a TTL; the time left is unverified (--wait watches for one TTL and answers for certain)")
+		}
+		return shown(claims, nil, false), nil
+	}
+	var longest time.Duration
+	for _, c := range claims {
+		longest = max(longest, c.TTL)
+	}
+	if longest == 0 {
+		return shown(claims, nil, true), nil
+	}
+	// A margin past the TTL for the time the first read took to be
+	// recorded as a sighting.
+	d := longest + longest/20 + 100*time.Millisecond
+	log.Info("watching the claims for one TTL", "wait", d.String())
+	t := clock.New().Timer(d)
+	<-t.C
+	later, err := read()
+	if err != nil {
+		return nil, err
+	}
+	return shown(later, claims, false), nil
+}
+
+// shown marks claims verified: all of them if all, else those also in
+// first (the same slot and token): the store watched those for their TTL.
+func shown(claims, first []backends.Claim, all bool) []shownClaim {
+	type seat struct {
+		key   string
+		slot  int
+		token int64
+	}
+	before := map[seat]bool{}
+	for _, c := range first {
+		before[seat{c.Key, c.Slot, c.Token}] = true
+	}
+	out := make([]shownClaim, 0, len(claims))
+	for _, c := range claims {
+		out = append(out, shownClaim{Claim: c, verified: all || before[seat{c.Key, c.Slot, c.Token}]})
+	}
+	return out
 }
 
 // readPrefix lists the live claims of every key that begins with prefix:
 // single claims and the slots of slot groups, by key, then slot.
-func readPrefix(ctx context.Context, log *slog.Logger, loc *storeurl.Location, prefix string, timeout time.Duration) ([]backends.Claim, error) {
-	s, err := openStore(ctx, log, loc, timeout)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
-	l, err := backends.NewLocker(s)
-	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", loc, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+func readPrefix(ctx context.Context, s backends.Store, l backends.Locker, loc *storeurl.Location, prefix string) ([]backends.Claim, error) {
 	listPrefix := prefix
 	if prefix == "/" {
 		listPrefix = ""
@@ -166,38 +240,68 @@ func claimKeyOf(storeKey string) string {
 	return storeKey
 }
 
-func printTable(o *options, claims []backends.Claim, withKey bool) error {
+// remaining is the REMAINING column of c: the time left as the store
+// judged it, "unverified" where it did not.
+func (c shownClaim) remaining() string {
+	if !c.verified {
+		return "unverified"
+	}
+	return c.Remaining.Round(time.Millisecond).String()
+}
+
+// recorded is the RECORDED column of c: its last write or keep-alive as
+// the store recorded it, "-" where it records none.
+func (c shownClaim) recorded() string {
+	if c.Recorded.IsZero() {
+		return "-"
+	}
+	return c.Recorded.UTC().Format(time.RFC3339Nano)
+}
+
+func printTable(o *options, claims []shownClaim, withKey bool) error {
 	w := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 	if withKey {
 		fmt.Fprint(w, "KEY\t")
 	}
-	fmt.Fprintln(w, "HOLDER\tSLOT\tTOKEN\tREMAINING")
+	fmt.Fprintln(w, "HOLDER\tSLOT\tTOKEN\tREMAINING\tRECORDED")
 	for _, c := range claims {
 		if withKey {
 			fmt.Fprintf(w, "%s\t", c.Key)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", c.Holder.ID, c.Slot, c.Token, c.Remaining.Round(time.Millisecond))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", c.Holder.ID, c.Slot, c.Token, c.remaining(), c.recorded())
 	}
 	return w.Flush()
 }
 
-// holderJSON is one line of holders --json.
+// holderJSON is one line of holders --json. RemainingSeconds is absent
+// where the store did not judge the time left (Verified false); Recorded
+// is absent where the store records no time.
 type holderJSON struct {
-	Key              string  `json:"key"`
-	Holder           string  `json:"holder"`
-	Nonce            string  `json:"nonce"`
-	Slot             int     `json:"slot"`
-	Token            int64   `json:"token"`
-	RemainingSeconds float64 `json:"remaining_seconds"`
+	Key              string     `json:"key"`
+	Holder           string     `json:"holder"`
+	Nonce            string     `json:"nonce"`
+	Slot             int        `json:"slot"`
+	Token            int64      `json:"token"`
+	Verified         bool       `json:"verified"`
+	RemainingSeconds *float64   `json:"remaining_seconds,omitempty"`
+	Recorded         *time.Time `json:"recorded,omitempty"`
 }
 
-func printJSON(o *options, claims []backends.Claim) error {
+func printJSON(o *options, claims []shownClaim) error {
 	out := make([]holderJSON, 0, len(claims))
 	for _, c := range claims {
-		out = append(out, holderJSON{
-			Key: c.Key, Holder: c.Holder.ID, Nonce: c.Holder.Nonce, Slot: c.Slot, Token: c.Token,
-			RemainingSeconds: c.Remaining.Seconds(),
-		})
+		h := holderJSON{
+			Key: c.Key, Holder: c.Holder.ID, Nonce: c.Holder.Nonce, Slot: c.Slot, Token: c.Token, Verified: c.verified,
+		}
+		if c.verified {
+			secs := c.Remaining.Seconds()
+			h.RemainingSeconds = &secs
+		}
+		if !c.Recorded.IsZero() {
+			t := c.Recorded.UTC()
+			h.Recorded = &t
+		}
+		out = append(out, h)
 	}
 	enc := json.NewEncoder(o.stdout)
 	enc.SetIndent("", "  ")

@@ -434,12 +434,12 @@ func TestHolders(t *testing.T) {
 	token := starts(readJournal(t, j))[0].token
 	out := holders(t, "--store", url, "--key", "single")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "HOLDER SLOT TOKEN REMAINING" {
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "HOLDER SLOT TOKEN REMAINING RECORDED" {
 		t.Fatalf("holders:\n%s\nwant a header and one line", out)
 	}
 	f := strings.Fields(lines[1])
-	if len(f) != 4 || f[0] != "alpha" || f[1] != "0" || f[2] != fmt.Sprint(token) {
-		t.Errorf("holders line %q, want alpha 0 %d REMAINING", lines[1], token)
+	if len(f) != 5 || f[0] != "alpha" || f[1] != "0" || f[2] != fmt.Sprint(token) || f[4] != "-" {
+		t.Errorf("holders line %q, want alpha 0 %d REMAINING - (the file store records no time)", lines[1], token)
 	}
 	if d, err := time.ParseDuration(f[3]); err != nil || d <= 0 || d > testTTL {
 		t.Errorf("holders remaining %q, want within (0, %v]", f[3], testTTL)
@@ -457,7 +457,7 @@ func TestHolders(t *testing.T) {
 	seen := map[int]string{}
 	for _, h := range got {
 		seen[h.Slot] = h.Holder
-		if h.Token <= 0 || h.RemainingSeconds <= 0 || h.Nonce == "" {
+		if h.Token <= 0 || !h.Verified || h.RemainingSeconds == nil || *h.RemainingSeconds <= 0 || h.Nonce == "" {
 			t.Errorf("holder %+v: want a token, a nonce and time left", h)
 		}
 	}

@@ -44,6 +44,12 @@ longer known to hold); the first read that succeeds after it prints the
 whole state again, each holder as "held" (or "free"). A store that fails
 fatally (removed, a permission withdrawn) ends watch.
 
+On a store that judges expiry by local observation (Kubernetes, NATS,
+PostgreSQL), the holders of the state watch starts from are marked
+unverified (--json: "unverified": true): a holder that stopped renewing
+long ago still reads as live until watch has seen its claim unchanged for
+a TTL, and then shows as gone. watch never prints a time left.
+
 Exit status: 0 after SIGINT, SIGTERM or SIGHUP; 2 for bad usage; 69 if the
 store cannot be opened within --timeout (default 10s), or fails fatally.`),
 		Example: examples(`
@@ -92,6 +98,7 @@ type watcher struct {
 	json     bool
 	interval time.Duration
 	clock    clock.Clock
+	observed bool // the store judges expiry by local observation
 }
 
 // seat is what tells one holding apart from another: a new token in a
@@ -112,6 +119,11 @@ type changeJSON struct {
 	Nonce  string    `json:"nonce"`
 	Slot   int       `json:"slot"`
 	Token  int64     `json:"token"`
+	// Unverified marks a holder of the state watch starts from (or
+	// returns to after unknown) on a store that judges expiry by local
+	// observation: it may have stopped renewing long ago, which shows as
+	// gone within a TTL.
+	Unverified bool `json:"unverified,omitempty"`
 }
 
 // run follows the key until a signal, and returns the exit status, or a
@@ -134,6 +146,7 @@ func (w *watcher) run(loc *storeurl.Location) (int, error) {
 		return 0, storeError{fmt.Errorf("store %s: %w", loc, err)}
 	}
 
+	w.observed = store.Capabilities().ObservedExpiry
 	seen := map[seat]bool{}
 	started := false            // a read succeeded and printed the state it starts from
 	unknown := false            // the last read failed: an "unknown" line was printed
@@ -220,7 +233,11 @@ func (w *watcher) read(ctx context.Context, l backends.Locker, seen map[seat]boo
 		delete(seen, s)
 	}
 	for _, s := range came {
-		w.print(now, "held", s)
+		if full && w.observed {
+			w.print(now, "held unverified", s)
+		} else {
+			w.print(now, "held", s)
+		}
 		seen[s] = true
 	}
 	if full && len(claims) == 0 {
@@ -241,8 +258,12 @@ func (w *watcher) printUnknown(now time.Time, err error) {
 }
 
 func (w *watcher) print(now time.Time, event string, s seat) {
+	unverified := false
+	if e, ok := strings.CutSuffix(event, " unverified"); ok {
+		event, unverified = e, true
+	}
 	if w.json {
-		b, _ := json.Marshal(changeJSON{Time: now.UTC(), Event: event, Key: w.key, Holder: s.holder.ID, Nonce: s.holder.Nonce, Slot: s.slot, Token: s.token})
+		b, _ := json.Marshal(changeJSON{Time: now.UTC(), Event: event, Key: w.key, Holder: s.holder.ID, Nonce: s.holder.Nonce, Slot: s.slot, Token: s.token, Unverified: unverified})
 		fmt.Fprintf(w.o.stdout, "%s\n", b)
 		return
 	}
@@ -250,5 +271,9 @@ func (w *watcher) print(now time.Time, event string, s seat) {
 		fmt.Fprintf(w.o.stdout, "%s %s key=%q\n", now.UTC().Format(time.RFC3339Nano), event, w.key)
 		return
 	}
-	fmt.Fprintf(w.o.stdout, "%s %s holder=%q slot=%d token=%d\n", now.UTC().Format(time.RFC3339Nano), event, s.holder.ID, s.slot, s.token)
+	mark := ""
+	if unverified {
+		mark = " unverified"
+	}
+	fmt.Fprintf(w.o.stdout, "%s %s holder=%q slot=%d token=%d%s\n", now.UTC().Format(time.RFC3339Nano), event, s.holder.ID, s.slot, s.token, mark)
 }
