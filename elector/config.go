@@ -34,6 +34,13 @@ type Config struct {
 	// other one hold the claim is reported as a duplicate identity.
 	Identity string
 
+	// EarlierHolders are the holders of this process's own earlier
+	// Electors for the claim (Elector.Holder), for a program that runs one
+	// Elector after another: a claim of theirs that lingers until it
+	// expires (its release failed) is not reported as a duplicate
+	// identity. Optional.
+	EarlierHolders []backends.Holder
+
 	// TTL is the lease asked of the backend on every acquire and renew.
 	// Default DefaultTTL (15s).
 	TTL time.Duration

@@ -399,7 +399,11 @@ func (e *Elector) onDeadline(t *term) {
 		return
 	}
 	t.expired = true
-	tr, ok := e.demoteLocked(t, Cause{Reason: ReasonExpired, Err: ErrDeadlinePassed})
+	err := ErrDeadlinePassed
+	if t.lastErr != nil {
+		err = fmt.Errorf("%w; the last renewal failed: %w", ErrDeadlinePassed, t.lastErr)
+	}
+	tr, ok := e.demoteLocked(t, Cause{Reason: ReasonExpired, Err: err})
 	e.mu.Unlock()
 	if ok {
 		e.afterDemote(t, tr)
@@ -441,7 +445,7 @@ func (e *Elector) sawHolders(hs []backends.Claim) {
 	var dup *backends.Holder
 	e.mu.Lock()
 	for _, h := range hs {
-		if h.Holder.ID == e.holder.ID && h.Holder.Nonce != e.holder.Nonce && h.Holder.Nonce != e.lastDup {
+		if h.Holder.ID == e.holder.ID && h.Holder.Nonce != e.holder.Nonce && h.Holder.Nonce != e.lastDup && !e.earlier(h.Holder) {
 			e.lastDup = h.Holder.Nonce
 			dup = &h.Holder
 		}
@@ -458,6 +462,17 @@ func (e *Elector) sawHolders(hs []backends.Claim) {
 			e.hook("DuplicateIdentity", func() { h(*dup) })
 		}
 	}
+}
+
+// earlier reports whether h is one of Config.EarlierHolders: this
+// process's own earlier Electors, whose claims may linger.
+func (e *Elector) earlier(h backends.Holder) bool {
+	for _, x := range e.cfg.EarlierHolders {
+		if x == h {
+			return true
+		}
+	}
+	return false
 }
 
 // sawLeaderLocked queues OnNewLeader if ld differs from the last leader

@@ -1284,3 +1284,61 @@ func TestRenewalTimedFromSend(t *testing.T) {
 		t.Errorf("demoted %d times (%s), want a term that never ends", d, rec.EventLog())
 	}
 }
+
+// TestEarlierHolderNotDuplicate: a claim held by one of this process's
+// own earlier Electors (Config.EarlierHolders), such as one whose release
+// failed in an outage, is not reported as a duplicate identity.
+func TestEarlierHolderNotDuplicate(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	fk := newFakeLocker(clk)
+	ra := electortest.NewRecorder(t, nil)
+	cfgA := baseConfig(clk, "same")
+	ra.InstallCallbacks(&cfgA)
+	a := startElector(t, fk, cfgA)
+	ra.WaitElected(t, ctx, 1)
+
+	o, logs := electortest.NewRecorder(t, nil), &logBuffer{}
+	cfgB := baseConfig(clk, "same")
+	cfgB.EarlierHolders = []backends.Holder{a.Holder()}
+	o.InstallCallbacks(&cfgB)
+	o.InstallTrace(&cfgB)
+	cfgB.Logger = logs.logger()
+	b := startElector(t, fk, cfgB)
+	eventually(t, ctx, "b saw a lead", func() bool { return o.Count(electortest.NewLeader) == 1 }, o)
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := o.Count(electortest.Duplicate); n != 0 || strings.Contains(logs.String(), "another holder with this identity") {
+		t.Errorf("b reported its earlier holder %v as a duplicate identity (%d reports):\n%s", a.Holder(), n, logs.String())
+	}
+}
+
+// TestExpiredCauseNamesRenewError: a term that ends because renewals kept
+// failing until the deadline ends as expired with the last renewal's
+// error in its cause, the store's own words for the outage, and still
+// wrapping ErrDeadlinePassed.
+func TestExpiredCauseNamesRenewError(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	cfg, rec, o, _ := loggedConfig(t, clk, "a")
+	fl := electortest.Wrap(newFakeLocker(clk))
+	startElector(t, fl, cfg)
+	rec.WaitElected(t, ctx, 1)
+	down := errors.New("dial tcp 127.0.0.1:4222: connect: connection refused")
+	fl.Set(electortest.Renew, &electortest.Fault{Err: &backends.ClassError{Class: backends.ClassTransient, Err: down}})
+	if err := clk.BlockUntil(ctx, 2); err != nil { // the deadline timer and the renew timer
+		t.Fatal(err)
+	}
+	clk.Add(renewPeriod)
+	eventually(t, ctx, "a renewal failed", func() bool { return o.Count(electortest.RenewFail) >= 1 }, o)
+	// The retry's timer is armed once the failure is recorded.
+	if err := clk.BlockUntil(ctx, 2); err != nil { // the deadline timer and the retry timer
+		t.Fatal(err)
+	}
+	clk.Add(ttl)
+	got := rec.WaitDemoted(t, ctx, 1)
+	if got.Reason != elector.ReasonExpired || !errors.Is(got, elector.ErrDeadlinePassed) || !errors.Is(got, down) {
+		t.Errorf("OnDemoted cause = %v, want ReasonExpired wrapping ErrDeadlinePassed and the renewal's error", got)
+	}
+}

@@ -589,6 +589,7 @@ func (l *loop) renew(ctx context.Context, t *term) bool {
 		}
 		e.mu.Lock()
 		left := e.endLocked(t).Sub(end)
+		t.lastErr = err
 		e.mu.Unlock()
 		// Halve the time left at most, so attempts continue up to the
 		// deadline, but not below a floor, so they do not spin.
@@ -619,6 +620,7 @@ func (l *loop) extend(t *term, got backends.Claim, start, end time.Time) bool {
 	var demoted bool
 	if ok {
 		t.pub.Deadline = start.Add(e.grantedTTL(got) - e.cfg.SafetyMargin)
+		t.lastErr = nil
 		pub, ends = t.pub, e.endLocked(t)
 	} else {
 		if !end.Before(e.endLocked(t)) {

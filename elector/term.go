@@ -108,7 +108,9 @@ func (c Cause) Error() string {
 
 func (c Cause) Unwrap() error { return c.Err }
 
-// Errors behind ReasonExpired.
+// Errors behind ReasonExpired. When renewals were failing, the Cause's Err
+// wraps the last renewal's error as well (errors.Is still matches
+// ErrDeadlinePassed): the store's own words for why it did not answer.
 var (
 	// ErrDeadlinePassed means the term reached its end (Config.CancelLead
 	// before the local deadline) with no renewal answered in time.
@@ -143,6 +145,7 @@ type term struct {
 	expired bool           // e.mu: the deadline was seen to pass; never cleared
 	demoted bool           // e.mu: Demote was fired for this term
 	cause   Cause          // e.mu: the first cause of demotion
+	lastErr error          // e.mu: the error of the last renewal, nil once one succeeded
 	lease   backends.Claim // loop goroutine
 	sent    time.Time      // loop goroutine: when the request the deadline counts from was sent
 
