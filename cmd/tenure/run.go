@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -506,6 +507,8 @@ type runner struct {
 
 	mu  sync.Mutex
 	cur *child // guarded by mu: the running term's command, nil between commands
+
+	earlier []backends.Holder // the holders of earlier terms' electors; runTenure's goroutine
 }
 
 // signalled reports whether tenure got a signal, and the status it exits
@@ -545,13 +548,23 @@ func (r *runner) cancelLead() time.Duration {
 // command has been reaped, then stops it (releasing the claim).
 func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 	done := make(chan outcome, 1)
-	h := &termHooks{done: done, abort: make(chan struct{})}
+	h := &termHooks{done: done, abort: make(chan struct{}), demoted: make(chan struct{}, 1)}
 	cfg := r.electorConfig(h)
 	e, err := elector.New(locker, cfg)
 	if err != nil {
 		r.log.Error("elector", "err", err)
 		return outcome{kind: outcomeFatal}
 	}
+	// A claim of this term's that lingers (its release failed in an
+	// outage) is this process's own, not a duplicate, for later terms.
+	// A lingering claim expires within a TTL, and terms are a sixth of a
+	// TTL apart at least: the last few holders are enough.
+	defer func() {
+		r.earlier = append(r.earlier, e.Holder())
+		if n := len(r.earlier); n > 8 {
+			r.earlier = slices.Clone(r.earlier[n-8:])
+		}
+	}()
 	r.metrics.follow(e, cfg)
 	if err := e.Start(context.Background()); err != nil {
 		r.log.Error("elector", "err", err)
@@ -580,6 +593,9 @@ func (r *runner) term(ctx context.Context, locker backends.Locker) outcome {
 				return outcome{kind: outcomeTry, code: exitTry}
 			}
 		case o := <-done:
+			if o.kind == outcomeLost {
+				r.awaitDemotion(e, h)
+			}
 			stop()
 			return o
 		case <-e.Done():
@@ -632,6 +648,22 @@ type termHooks struct {
 	done    chan<- outcome // the outcome of the term's command
 	leading atomic.Bool    // the command was started, or is being
 	abort   chan struct{}  // closed: end the command as at the end of a term
+	demoted chan struct{}  // receives once the elector ended the term (OnDemoted)
+}
+
+// awaitDemotion waits, after a command that was ended because its term
+// ended or was about to (renewals failing), for the elector to end the
+// term itself, so that the term ends with the elector's cause (expired,
+// with the store's error; lost) rather than as stopped. The wait is bounded
+// by a TTL: a renewal answered late keeps the term, which Stop then ends.
+func (r *runner) awaitDemotion(e *elector.Elector, h *termHooks) {
+	t := r.clock.Timer(r.rc.ttl)
+	defer t.Stop()
+	select {
+	case <-h.demoted:
+	case <-e.Done():
+	case <-t.C:
+	}
 }
 
 // lead runs the command for one term and returns once it has been reaped.
@@ -735,10 +767,20 @@ func (r *runner) electorConfig(h *termHooks) elector.Config {
 		// latest kill-grace after SIGTERM: OnElected returns within that,
 		// plus the time to reap. A drain that long never leaves a claim to
 		// expire when the command has exited.
-		DrainTimeout: r.rc.killGrace + r.cancelLead() + time.Second,
-		Clock:        r.clock,
-		Logger:       r.log,
-		Trace:        r.metrics.trace(r.rc.key),
+		DrainTimeout:   r.rc.killGrace + r.cancelLead() + time.Second,
+		Clock:          r.clock,
+		Logger:         r.log,
+		Trace:          r.metrics.trace(r.rc.key),
+		EarlierHolders: slices.Clone(r.earlier),
+		OnDemoted: func(elector.Term, elector.Cause) {
+			if h == nil {
+				return
+			}
+			select {
+			case h.demoted <- struct{}{}:
+			default:
+			}
+		},
 		OnElected: func(lctx context.Context, t elector.Term) {
 			if !h.leading.CompareAndSwap(false, true) {
 				return // a later term of this Elector: it is being stopped
