@@ -30,7 +30,7 @@
 //	file:///DIR[?create=true]                backends/filestore: the store in directory DIR (one host)
 //	etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PREFIX[?lease=shared]
 //	                                         backends/etcd: keys under PREFIX/ (distributed)
-//	kube://NAMESPACE[?kubeconfig=PATH&session=DURATION]
+//	kube://NAMESPACE[?kubeconfig=PATH&context=NAME&session=DURATION]
 //	                                         backends/kube: Lease objects in NAMESPACE (distributed)
 //	nats://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/BUCKET[?create=true&replicas=N&gcgrace=DURATION]
 //	                                         backends/nats: a JetStream key-value bucket (distributed)

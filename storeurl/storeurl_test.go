@@ -149,7 +149,7 @@ func TestParseRefuses(t *testing.T) {
 		{"etcd://h:1/p?lease=shared&lease=per-claim", "given 2 times"},
 		{"etcd://h:1/p?session=1s", `unknown parameter "session" (etcd:// takes only lease)`},
 		{"etcd://h:1/p?lease=shared;x=1", "query"},
-		{"kube://ns?lease=shared", `unknown parameter "lease" (kube:// takes only kubeconfig and session)`},
+		{"kube://ns?lease=shared", `unknown parameter "lease" (kube:// takes only kubeconfig, context and session)`},
 		{"kube://ns?session=", `session "": want a batch interval`},
 		{"kube://ns?session", `session "": want a batch interval`},
 		{"kube://ns?session=true", `session "true": want a batch interval`},

@@ -257,9 +257,11 @@
 // # Opening by URL
 //
 // A program that imports this package opens a store with package storeurl
-// from kube://NAMESPACE[?kubeconfig=PATH&session=DURATION]: credentials
-// from the kubeconfig file PATH (percent-encoded), or from the pod's
-// service account without one; session=DURATION (positive) opens it
+// from kube://NAMESPACE[?kubeconfig=PATH&context=NAME&session=DURATION]:
+// credentials found as kubectl finds them, in the kubeconfig file PATH
+// (percent-encoded), else in $KUBECONFIG's files, else in ~/.kube/config,
+// and from the pod's service account only when there is no kubeconfig;
+// context=NAME picks a context; session=DURATION (positive) opens it
 // [WithSession]. Its client has no client-side rate limit, so that a
 // process renewing many claims is throttled only by the API server's flow
 // control. Opening lists the namespace's Leases once, bounded by the

@@ -21,11 +21,14 @@ import (
 // A program that imports this package opens kube stores by URL with
 // storeurl.Open:
 //
-//	kube://NAMESPACE[?kubeconfig=PATH&session=DURATION]
+//	kube://NAMESPACE[?kubeconfig=PATH&context=NAME&session=DURATION]
 //
-// names the Lease objects in NAMESPACE. Credentials come from the
-// kubeconfig file PATH (percent-encoded in the query), or from the pod's
-// service account when no kubeconfig is given. session=DURATION (a Go
+// names the Lease objects in NAMESPACE. Credentials are found as kubectl
+// finds them: in the kubeconfig file PATH (percent-encoded in the query)
+// if given, else in the files $KUBECONFIG lists, else in ~/.kube/config;
+// only when there is no kubeconfig at all, from the pod's service account
+// (in-cluster). context=NAME picks a context of the kubeconfig instead of
+// its current one. session=DURATION (a Go
 // duration such as 1s; positive) opens the store WithSession(DURATION);
 // without it each claim is a Lease renewed on its own. The client has no
 // client-side rate limit (client-go's default is 5 requests a second), so
@@ -36,8 +39,8 @@ import (
 func init() {
 	storeurl.Register(storeurl.Scheme{
 		Name:   "kube",
-		Form:   "kube://NAMESPACE[?kubeconfig=PATH&session=DURATION]",
-		Params: []string{"kubeconfig", "session"},
+		Form:   "kube://NAMESPACE[?kubeconfig=PATH&context=NAME&session=DURATION]",
+		Params: []string{"kubeconfig", "context", "session"},
 		Parse: func(u *url.URL) (storeurl.Opener, error) {
 			c, err := parseURL(u)
 			if err != nil {
@@ -51,6 +54,7 @@ func init() {
 // urlConfig is what a kube URL asks for.
 type urlConfig struct {
 	namespace, kubeconfig string
+	context               string        // the kubeconfig context; "": its current one
 	session               time.Duration // 0: a Lease per claim
 }
 
@@ -72,6 +76,11 @@ func parseURL(u *url.URL) (urlConfig, error) {
 			return c, errors.New("kubeconfig is empty")
 		}
 	}
+	if q.Has("context") {
+		if c.context = q.Get("context"); c.context == "" {
+			return c, errors.New("context is empty")
+		}
+	}
 	if q.Has("session") {
 		v := q.Get("session")
 		d, err := time.ParseDuration(v)
@@ -88,14 +97,25 @@ func parseURL(u *url.URL) (urlConfig, error) {
 	return c, nil
 }
 
-func (c urlConfig) open(ctx context.Context) (*Store, error) {
-	var cfg *rest.Config
-	var err error
+// restConfig finds the client configuration as kubectl does: the
+// kubeconfig file of the URL, else $KUBECONFIG's files, else
+// ~/.kube/config, with the URL's context if it names one; in-cluster
+// configuration only when no kubeconfig file exists.
+func (c urlConfig) restConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if c.kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
+		rules.ExplicitPath = c.kubeconfig
 	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: c.context}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no kubeconfig (kubeconfig=PATH, $KUBECONFIG or ~/.kube/config) and no in-cluster configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+func (c urlConfig) open(ctx context.Context) (*Store, error) {
+	cfg, err := c.restConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kube: open: %w", err)
 	}

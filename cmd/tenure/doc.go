@@ -14,7 +14,7 @@
 //
 // Stores are named by URL, as package storeurl reads them: file:///DIR
 // (processes of one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX,
-// kube://NAMESPACE[?kubeconfig=PATH], nats://HOST:PORT[,HOST:PORT]/BUCKET
+// kube://NAMESPACE[?kubeconfig=PATH&context=NAME], nats://HOST:PORT[,HOST:PORT]/BUCKET
 // or postgres://USER[:PASSWORD]@HOST:PORT/DATABASE; --store's help lists
 // every form with its parameters. Only run makes a store, and only when
 // its URL says create=true. etcd:// takes ?lease=shared (the
