@@ -162,6 +162,9 @@ func (c urlConfig) open(ctx context.Context, create bool, opts []Option) (*Store
 	s, err := newStore(ctx, nc, true, c.bucket, append(own, opts...))
 	if err != nil {
 		nc.Close()
+		if !create && errors.Is(err, backends.ErrMissingResource) {
+			return nil, fmt.Errorf("nats: open %s: %w (create=true in the URL makes it)", servers, err)
+		}
 		return nil, fmt.Errorf("nats: open %s: %w", servers, err)
 	}
 	return s, nil

@@ -101,11 +101,11 @@ func TestOpenURL(t *testing.T) {
 	defer cancel()
 	base := "nats://" + srv.HostPort() + "/urlbucket"
 
-	if s, err := storeurl.Open(ctx, base); !errors.Is(err, backends.ErrMissingResource) {
+	if s, err := storeurl.Open(ctx, base); !errors.Is(err, backends.ErrMissingResource) || !strings.Contains(err.Error(), "create=true") {
 		if s != nil {
 			s.Close()
 		}
-		t.Errorf("Open(%q) of a missing bucket = %v, want ErrMissingResource", base, err)
+		t.Errorf("Open(%q) of a missing bucket = %v, want ErrMissingResource naming create=true", base, err)
 	}
 	if s, err := storeurl.Open(ctx, base+"?replicas=1"); err == nil || !strings.Contains(err.Error(), "create=true") {
 		if s != nil {
