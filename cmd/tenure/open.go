@@ -98,6 +98,12 @@ func openStore(ctx context.Context, log *slog.Logger, loc *storeurl.Location, ti
 	res := make(chan result, 1)
 	go func() {
 		s, err := loc.Open(ctx)
+		// Open wraps the store's error in one that names the URL again,
+		// which the line below names already: one naming is enough.
+		var ue *storeurl.Error
+		if inner := errors.Unwrap(err); inner != nil && !errors.As(err, &ue) {
+			err = inner
+		}
 		res <- result{s, err}
 	}()
 	select {

@@ -130,3 +130,21 @@ func TestReadersWriteNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreErrorOneLine: a store that cannot be opened is reported in one
+// clean line that names its URL once and the store's own error, without
+// the layers it came through. (Before: "open store URL: storeurl: open
+// "URL": filestore: ...".)
+func TestStoreErrorOneLine(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "none")
+	url := "file://" + dir
+	for _, args := range [][]string{
+		{"holders", "--store", url, "--key", "k"},
+		{"run", "--store", url, "--key", "k", "--", "true"},
+	} {
+		_, code, stderr := tenure(t, args...)
+		if code != exitStore || strings.Count(stderr, "\n") != 1 || strings.Count(stderr, url) != 1 || strings.Contains(stderr, "storeurl") || !strings.Contains(stderr, "no such directory") {
+			t.Errorf("tenure %s over %s: status %d, stderr %q; want %d and one line naming the URL once and the store's error", args[0], url, code, stderr, exitStore)
+		}
+	}
+}
