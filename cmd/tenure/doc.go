@@ -142,9 +142,11 @@
 // listener serves package health's handlers for the current term's
 // elector: /healthz, liveness, which never fails a healthy follower (it
 // fails when the elector is stuck leading past its deadline or demoting,
-// or has ended on errors), and /readyz, readiness, 200 only while this
-// tenure leads or holds a slot. Before the first term /healthz answers 200
-// and /readyz 503.
+// or has ended on errors); /readyz, readiness, the same once the store is
+// open and the first term's elector runs, so that a healthy follower (a
+// standby) is ready; and /leaderz, 200 only while this tenure leads or
+// holds a slot. Before the first term /healthz answers 200, and /readyz
+// and /leaderz 503.
 //
 // COMMAND runs in a process group of its own, as a shell's job: it is
 // not in a terminal's foreground, a Ctrl-C reaches it through tenure (as

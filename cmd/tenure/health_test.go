@@ -47,8 +47,10 @@ func get(t *testing.T, client *http.Client, addr, path string) (int, string) {
 }
 
 // TestRunHealth probes /healthz and /readyz of a leading tenure and of a
-// waiting one, on their --metrics listeners: both are live, only the
-// leader is ready; and tenure_panics_total is in the first scrape.
+// waiting one, on their --metrics listeners: both are live and ready (a
+// healthy follower is a ready standby), only the leader answers /leaderz;
+// and tenure_panics_total is in the first scrape. (Before, /readyz failed
+// for a healthy follower.)
 func TestRunHealth(t *testing.T) {
 	url := stores[0].url(t)
 	j := filepath.Join(t.TempDir(), "journal")
@@ -59,14 +61,14 @@ func TestRunHealth(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	for _, tt := range []struct {
-		p           *proc
-		live, ready int
-	}{{a, 200, 200}, {b, 200, 503}} {
+		p                   *proc
+		live, ready, leader int
+	}{{a, 200, 200, 200}, {b, 200, 200, 503}} {
 		addr := metricsAddr(t, tt.p)
 		for _, c := range []struct {
 			path string
 			want int
-		}{{"/healthz", tt.live}, {"/readyz", tt.ready}} {
+		}{{"/healthz", tt.live}, {"/readyz", tt.ready}, {"/leaderz", tt.leader}} {
 			code, body := get(t, client, addr, c.path)
 			var rep health.Report
 			if err := json.Unmarshal([]byte(body), &rep); err != nil {

@@ -90,8 +90,9 @@ moments of its SIGKILL.
 
 With --metrics HOST:PORT, tenure serves /metrics (Prometheus), /healthz
 (liveness: fails only when the elector is stuck or has ended on errors,
-never for a healthy follower) and /readyz (200 only while it leads or holds
-a slot).
+never for a healthy follower), /readyz (readiness: as /healthz once the
+store is open, so a healthy follower, a standby, is ready) and /leaderz
+(200 only while it leads or holds a slot).
 
 No wrapper can stop a command that goes on writing after its deadline when
 tenure itself is paused (a stopped VM, SIGSTOP) past it: make every write to
@@ -115,7 +116,7 @@ ran.`),
   # started again whenever it exits:
   tenure run --store file:///var/lib/tenure --key workers --slots 3 -- ./worker
 
-  # A service with Prometheus metrics (tenure_leader, renewals, demotions...), /healthz and /readyz:
+  # A service with Prometheus metrics (tenure_leader, renewals, demotions...), /healthz, /readyz and /leaderz:
   tenure run --store file:///var/lib/tenure --key indexer --metrics 127.0.0.1:9090 -- ./indexer
 
   # A one-off job (--once) that runs on one host only, then exits with its status:
@@ -174,7 +175,7 @@ ran.`),
 	f.DurationVar(&rc.try, "try", 0, fmt.Sprintf("give up, with exit status %d, if the claim is not acquired within this long of campaigning (default: wait for it)", exitTry))
 	f.BoolVar(&rc.once, "once", false, "exit after the first term instead of campaigning again")
 	f.BoolVar(&rc.forwardHUP, "forward-hup", false, "pass SIGHUP on to the command (for a reload) instead of ending the term")
-	f.StringVar(&rc.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, liveness at /healthz and readiness (leading, or holding a slot) at /readyz (e.g. 127.0.0.1:9090)")
+	f.StringVar(&rc.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, liveness at /healthz, readiness (a healthy leader or follower) at /readyz and leadership (leading, or holding a slot) at /leaderz (e.g. 127.0.0.1:9090)")
 	return cmd
 }
 

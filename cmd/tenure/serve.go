@@ -20,20 +20,29 @@ import (
 
 // metricsServer serves /metrics for tenure run --metrics: the elector's
 // series (package metrics) and the Go and process collectors, from a
-// registry of its own; and /healthz and /readyz, package health's handlers
-// for the elector of the current term.
+// registry of its own; and /healthz, /readyz and /leaderz, package
+// health's handlers for the elector of the current term.
 type metricsServer struct {
 	m    *metrics.Metrics
 	srv  *http.Server
 	done chan struct{}
 
-	mu    sync.Mutex
-	live  *health.Handler // guarded by mu: liveness of the current term's elector; nil before the first
-	ready *health.Handler // guarded by mu: readiness (leading, or holding a slot) of the same
+	mu     sync.Mutex
+	live   *health.Handler // guarded by mu: liveness (and readiness) of the current term's elector; nil before the first
+	leader *health.Handler // guarded by mu: leading, or holding a slot, for the same
 }
 
-// serveMetrics listens on addr and serves /metrics, /healthz and /readyz
-// until close.
+// probeKind is what a probe asks.
+type probeKind int
+
+const (
+	probeLive   probeKind = iota // /healthz: the elector is not stuck
+	probeReady                   // /readyz: the same, once the store is open and the elector runs
+	probeLeader                  // /leaderz: this tenure leads, or holds a slot
+)
+
+// serveMetrics listens on addr and serves /metrics, /healthz, /readyz and
+// /leaderz until close.
 func serveMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg)
@@ -57,8 +66,9 @@ func serveMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 		done: make(chan struct{}),
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { s.probe(w, r, false) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { s.probe(w, r, true) })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { s.probe(w, r, probeLive) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { s.probe(w, r, probeReady) })
+	mux.HandleFunc("/leaderz", func(w http.ResponseWriter, r *http.Request) { s.probe(w, r, probeLeader) })
 	log.Info("serving metrics", "addr", ln.Addr().String())
 	go func() {
 		defer close(s.done)
@@ -69,9 +79,9 @@ func serveMetrics(addr string, log *slog.Logger) (*metricsServer, error) {
 	return s, nil
 }
 
-// follow makes /healthz and /readyz report on e, the elector of a new
-// term, with cfg its Config; a nil server does nothing. Between terms
-// they go on reporting the last elector, stopped: live, not ready.
+// follow makes the probes report on e, the elector of a new term, with
+// cfg its Config; a nil server does nothing. Between terms they go on
+// reporting the last elector, stopped: live and ready, not leading.
 func (s *metricsServer) follow(e *elector.Elector, cfg elector.Config) {
 	if s == nil {
 		return
@@ -81,28 +91,33 @@ func (s *metricsServer) follow(e *elector.Elector, cfg elector.Config) {
 	hc := health.Config{Key: cfg.Key, Clock: cfg.Clock, Tolerance: health.DefaultTolerance + cfg.DrainTimeout + cfg.TTL}
 	live := health.New(e, hc)
 	hc.RequireLeader = true
-	ready := health.New(e, hc)
+	leader := health.New(e, hc)
 	s.mu.Lock()
-	s.live, s.ready = live, ready
+	s.live, s.leader = live, leader
 	s.mu.Unlock()
 }
 
-// probe answers /healthz (ready false) or /readyz (ready true). Before
-// the first term's elector, tenure is live (it opens the store, or waits
-// to campaign) and not ready.
-func (s *metricsServer) probe(w http.ResponseWriter, r *http.Request, ready bool) {
+// probe answers a probe of kind. /readyz is /healthz once the first
+// term's elector runs: a healthy follower is ready (a standby that can
+// take over), and readiness is not leading, which /leaderz tells. Before
+// the first term's elector, tenure is live (it opens the store, or waits to
+// campaign), not ready and not leading.
+func (s *metricsServer) probe(w http.ResponseWriter, r *http.Request, kind probeKind) {
 	s.mu.Lock()
 	h := s.live
-	if ready {
-		h = s.ready
+	if kind == probeLeader {
+		h = s.leader
 	}
 	s.mu.Unlock()
 	if h != nil {
 		h.ServeHTTP(w, r)
 		return
 	}
-	rep := health.Report{Healthy: !ready, Status: "ok", State: "starting"}
-	if ready {
+	rep := health.Report{Healthy: kind == probeLive, Status: "ok", State: "starting"}
+	switch kind {
+	case probeReady:
+		rep.Status = "starting"
+	case probeLeader:
 		rep.Status = "not leading"
 	}
 	w.Header().Set("Content-Type", "application/json")
