@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,4 +44,55 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", backends.ErrUnavailable, err)
 	}
 	return err
+}
+
+// mapErr is the package's mapErr, with the connection's state added while
+// the client is not connected to a server: a request that ran out of time
+// then says why (the server refused the connection, say), not only that
+// its context ended.
+func (s *Store) mapErr(err error) error {
+	err = mapErr(err)
+	if err == nil || s.nc == nil || s.nc.IsConnected() {
+		return err
+	}
+	state := "not connected to a server: " + strings.ToLower(s.nc.Status().String())
+	last := s.nc.LastError()
+	if r := s.reconnect.get(); r != nil {
+		last = r
+	}
+	if last != nil {
+		state += ", last error: " + last.Error()
+	}
+	return fmt.Errorf("%w (%s)", err, state)
+}
+
+// connErr keeps the last error of a connection's failed reconnects (a
+// dial refused, say), which the client reports only to a handler.
+type connErr struct {
+	mu  sync.Mutex
+	err error // guarded by mu
+}
+
+func (c *connErr) set(_ *nats.Conn, err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+}
+
+// get returns the last error; nil for a nil connErr.
+func (c *connErr) get() error {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// withReconnectErrors has the store add to its errors what c recorded.
+func withReconnectErrors(c *connErr) Option {
+	return func(cf *config) error {
+		cf.reconnect = c
+		return nil
+	}
 }

@@ -44,15 +44,16 @@ var _ backends.Watcher = (*Store)(nil)
 // Store is a backends.Store over one JetStream key-value bucket. It is safe
 // for concurrent use; Close ends it and its watches.
 type Store struct {
-	nc      *nats.Conn
-	ownConn bool // Close closes nc
-	js      jetstream.JetStream
-	bucket  string
-	stream  string // "KV_" + bucket
-	subj    string // "$KV.<bucket>."
-	clk     clock.Clock
-	grace   time.Duration
-	timeout time.Duration
+	nc        *nats.Conn
+	ownConn   bool     // Close closes nc
+	reconnect *connErr // nil unless the store made nc
+	js        jetstream.JetStream
+	bucket    string
+	stream    string // "KV_" + bucket
+	subj      string // "$KV.<bucket>."
+	clk       clock.Clock
+	grace     time.Duration
+	timeout   time.Duration
 
 	done    chan struct{} // closed by Close
 	watches sync.WaitGroup
@@ -116,11 +117,12 @@ type sighting struct {
 type Option func(*config) error
 
 type config struct {
-	clk      clock.Clock
-	grace    time.Duration
-	timeout  time.Duration
-	create   bool
-	replicas int
+	clk       clock.Clock
+	grace     time.Duration
+	timeout   time.Duration
+	create    bool
+	replicas  int
+	reconnect *connErr // the connection's failed reconnects, when the store made it
 }
 
 // WithClock sets the clock expiry is judged on (default: the real clock).
@@ -216,7 +218,7 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 	s := &Store{
 		nc: nc, ownConn: own, js: js, bucket: bucket,
 		stream: "KV_" + bucket, subj: "$KV." + bucket + ".",
-		clk: cf.clk, grace: cf.grace, timeout: cf.timeout,
+		clk: cf.clk, grace: cf.grace, timeout: cf.timeout, reconnect: cf.reconnect,
 		done: make(chan struct{}), seen: map[string]sighting{}, known: map[string]mark{}, sighted: make(chan struct{}, 1),
 	}
 	ctx, cancel := s.bound(ctx)
@@ -901,7 +903,7 @@ func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []
 		if errors.As(err, &ae) && (ae.ErrorCode == wrongLastSeq || ae.ErrorCode == wrongLastSeqR) {
 			return 0, errWrongSeq
 		}
-		return 0, mapErr(err)
+		return 0, s.mapErr(err)
 	}
 	if ttl == 0 {
 		s.forget(key, ack.Sequence, h.Get(hdrKVOp) == "")
@@ -1049,7 +1051,7 @@ func (s *Store) readOnce(ctx context.Context, key string) (record, error) {
 	req, _ := json.Marshal(map[string]string{"last_by_subj": s.subj + encodeKey(key)})
 	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.stream, req)
 	if err != nil {
-		return record{}, mapErr(err)
+		return record{}, s.mapErr(err)
 	}
 	var resp msgGetResponse
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {

@@ -151,7 +151,8 @@ func (c urlConfig) open(ctx context.Context, create bool, opts []Option) (*Store
 	if dl, ok := ctx.Deadline(); ok {
 		dial = max(clock.New().Until(dl), time.Millisecond)
 	}
-	nopts := []nats.Option{nats.Name("tenure"), nats.Timeout(dial), nats.MaxReconnects(-1), nats.NoEcho()}
+	reconnect := &connErr{}
+	nopts := []nats.Option{nats.Name("tenure"), nats.Timeout(dial), nats.MaxReconnects(-1), nats.NoEcho(), nats.ReconnectErrHandler(reconnect.set)}
 	if c.user != "" {
 		nopts = append(nopts, nats.UserInfo(c.user, c.password))
 	}
@@ -159,6 +160,7 @@ func (c urlConfig) open(ctx context.Context, create bool, opts []Option) (*Store
 	if err != nil {
 		return nil, fmt.Errorf("nats: cannot reach %s: %w: %w", servers, backends.ErrUnavailable, mapErr(err))
 	}
+	own = append(own, withReconnectErrors(reconnect))
 	s, err := newStore(ctx, nc, true, c.bucket, append(own, opts...))
 	if err != nil {
 		nc.Close()

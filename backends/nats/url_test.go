@@ -150,3 +150,44 @@ func TestOpenURL(t *testing.T) {
 		t.Errorf("Open(%q) = %v, want ErrUnavailable naming %s", raw, err, addr)
 	}
 }
+
+// TestErrorNamesDisconnection: a request made while the server is down
+// fails with an error that says the client is not connected, and with
+// the connection's last error, not only that its context ended.
+func TestErrorNamesDisconnection(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := storeurl.Open(ctx, "nats://"+srv.HostPort()+"/downbucket?create=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv.Stop()
+	for _, op := range []struct {
+		name string
+		do   func(ctx context.Context) error
+	}{
+		{"get", func(ctx context.Context) error { _, err := s.Get(ctx, "k"); return err }},
+		{"create", func(ctx context.Context) error {
+			_, err := s.CreateIfAbsent(ctx, "k", []byte("v"), time.Second)
+			return err
+		}},
+	} {
+		// The client tries to reconnect every two seconds: until its
+		// first attempt failed, it knows only that it is reconnecting.
+		var err error
+		for i := 0; i < 20; i++ {
+			octx, ocancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			err = op.do(octx)
+			ocancel()
+			if err != nil && strings.Contains(err.Error(), "connection refused") {
+				break
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), "not connected to a server") || !strings.Contains(err.Error(), "connection refused") || backends.Classify(err) != backends.ClassTransient {
+			t.Errorf("%s with the server down = %v, want a transient error saying the client is not connected and why (connection refused)", op.name, err)
+		}
+		t.Logf("%s: %v", op.name, err)
+	}
+}
