@@ -158,7 +158,7 @@ func NewLocker(s Store) (*StoreLocker, error) {
 }
 
 // Store returns the store l runs over. An elector aligns the renewals of
-// every claim over one store on one grid (see package elector).
+// every claim over one store on one grid (see elector.Config.RenewPeriod).
 func (l *StoreLocker) Store() Store { return l.store }
 
 // TryAcquire implements Locker. A key that is a slot group (its size entry

@@ -47,21 +47,11 @@ type Config struct {
 
 	// RenewPeriod is the time from sending the request that last extended
 	// the term (the acquisition or a renewal) to sending the next renewal.
-	// Each wait is jittered downward by up to Jitter of it, never upward,
-	// and then moved to the nearest instant of a grid shared by every
-	// Elector over the same Store with the same RenewPeriod and Jitter (one
-	// instant every Jitter × RenewPeriod, at a phase drawn from the Store's
-	// identity and a seed drawn once per process), so that the renewals of
-	// one process's many claims go out together, whatever their Identity
-	// and through whichever Locker over that Store (backends.StoreLocker,
-	// slots.Group). A Locker that does not tell its Store (a Store method)
-	// has a grid of its own. A renewal still
-	// goes out at the latest RenewPeriod after the send time its deadline
-	// counts from, and, when Jitter is at most 0.5, no earlier than
-	// RenewPeriod × (1 − 1.5 × Jitter) after it. Once a term's renewals are
-	// on the grid their waits take grid values only: with the default
-	// Jitter every wait is 0.9 × RenewPeriod, and what keeps the holders of
-	// different processes (or Stores) apart is their grids' random phases.
+	// A renewal goes out at the latest RenewPeriod after that send and, when
+	// Jitter is at most 0.5, no earlier than RenewPeriod × (1 − 1.5 ×
+	// Jitter) after it. Within that window the renewals of the Electors over
+	// one Store go out together, whatever their Identity, while those over
+	// different Stores stay apart (docs/safety.md says how).
 	//
 	// Default TTL/3. Must be below TTL, and RenewPeriod + RenewTimeout +
 	// SafetyMargin + CancelLead must be below TTL (see Validate).
@@ -96,7 +86,7 @@ type Config struct {
 
 	// Jitter is the fraction by which every renewal and retry wait is
 	// randomised: 0 < Jitter < 1. Zero means 0.15. It also sets the spacing
-	// of the renewal grid (see RenewPeriod).
+	// of the grid renewals are aligned to (see RenewPeriod).
 	Jitter float64
 
 	// DisableJitter turns jitter off: every wait is exactly its nominal

@@ -14,17 +14,39 @@ import (
 //
 // Hooks report; they do not steer. Unlike the callbacks (OnElected,
 // OnDemoted, OnNewLeader), they are called synchronously where the event
-// happens: on the Elector's goroutines, on the goroutine calling Stop, or
-// on the goroutine calling the leader's context's Err or Done when that call
-// finds the term past its end (see the package documentation for the
-// table). So a hook must be quick, must not block, must not call Stop or
+// happens, so a hook must be quick, must not block, must not call Stop or
 // the leader's context's Err or Done, must not take a lock that code calling
-// the leader's context may hold (StateChanged calls are serialised, and a
-// term ended from Err or Done delivers its StateChanged on that caller's
-// goroutine), and must be safe for concurrent use: different hooks may run at the same time
-// on different goroutines, and at the same time as a callback. A hook may
-// call the Elector's query methods. A panicking hook is recovered and
-// logged; it changes nothing else.
+// the leader's context may hold (a term ended from Err or Done delivers its
+// StateChanged on that caller's goroutine), and must be safe for concurrent
+// use: different hooks may run at the same time on different goroutines,
+// and at the same time as a callback. A hook may call the Elector's query
+// methods. A panicking hook is recovered and logged; it changes nothing
+// else. Who calls each hook:
+//
+//	hook                   goroutine                          order
+//	StateChanged           any that moves the state (1)       one at a time, in transition order
+//	Demoted                the one that ends the term (1)     once per term, as it ends
+//	Panicked               the one that recovered it (2)      -
+//	ElectionWon,           the Elector's campaign goroutine   event order, among these five
+//	  ElectionLost,
+//	  Renewed,
+//	  RenewFailed,
+//	  DuplicateIdentity
+//
+// Notes to the table:
+//
+//  1. A term ends, and the state moves, on the Elector's campaign
+//     goroutine (a lost, fatal or late renewal; an attempt; a stop), on
+//     the clock timer armed for the term's end, on the goroutine calling
+//     Stop (or cancelling Start's context, through the Elector's own
+//     goroutine), on the callback goroutine when a callback panics, or on
+//     the goroutine calling the leader's context's Err or Done when that
+//     call finds the term past its end. StateChanged is called by that
+//     goroutine, or by another one delivering the transitions queued
+//     before it; it never runs concurrently with itself.
+//  2. The campaign goroutine (a panicking Locker), the callback goroutine
+//     (a panicking callback), or the one ending a term at its end (the
+//     timer, or a caller of the leader's context's Err or Done).
 type Trace struct {
 	// StateChanged is called when the Elector has moved from one lifecycle
 	// state to another (a row of the table in package lifecycle).
