@@ -92,7 +92,7 @@ func (e *errorsOf) Errorf(format string, args ...any) {
 	e.got = append(e.got, fmt.Sprintf(format, args...))
 }
 
-// TestTermsCheck: Terms records terms and refused attempts as the
+// TestTermsCheck checks that Terms records terms and refused attempts as the
 // callbacks it installs report them, and Check reports a term that began
 // while another of its slot ran, with a lower token.
 func TestTermsCheck(t *testing.T) {

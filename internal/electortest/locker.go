@@ -32,8 +32,8 @@ type Fault struct {
 	// LostAnswer, when the inner Locker has answered.
 	Entered  chan struct{}
 	AfterErr error // call the inner Locker, then return this error anyway
-	// LostAnswer: call the inner Locker (the backend applies it), then wait
-	// for ctx and return its error: the answer is lost.
+	// LostAnswer makes a call go to the inner Locker (the backend applies
+	// it), then wait for ctx and return its error: the answer is lost.
 	LostAnswer bool
 	// Before runs before the call reaches the inner Locker, After once it
 	// answered, before the caller sees the answer (the claim is zero for

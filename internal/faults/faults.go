@@ -64,10 +64,10 @@ func (o Op) String() string {
 type Stage int
 
 const (
-	// BeforeCall: before the call reaches the inner store; nothing has been
-	// applied yet.
+	// BeforeCall acts before the call reaches the inner store; nothing has
+	// been applied yet.
 	BeforeCall Stage = iota + 1
-	// AfterCall: after the inner store answered; a write has been applied
+	// AfterCall acts after the inner store answered; a write has been applied
 	// (or refused), and the answer is on its way back.
 	AfterCall
 )
@@ -86,11 +86,11 @@ func (s Stage) String() string {
 type PartitionMode int
 
 const (
-	// PartitionFail: every call fails at once with an error wrapping
+	// PartitionFail makes every call fail at once with an error wrapping
 	// backends.ErrUnavailable (a refused connection).
 	PartitionFail PartitionMode = iota + 1
-	// PartitionBlock: every call hangs until its context is done or the
-	// partition is removed, then fails with an error wrapping
+	// PartitionBlock makes every call hang until its context is done or the
+	// partition is removed, then fail with an error wrapping
 	// backends.ErrUnavailable (packets silently dropped).
 	PartitionBlock
 )

@@ -30,21 +30,21 @@ type Event int
 
 // The events.
 const (
-	// Campaign: a follower starts an attempt to take the claim.
+	// Campaign is a follower starting an attempt to take the claim.
 	Campaign Event = iota + 1
-	// Acquired: the attempt took the claim, and in time.
+	// Acquired means the attempt took the claim, and in time.
 	Acquired
-	// Rejected: the attempt failed: the claim is held by another holder, the
-	// backend failed, or the answer came after the deadline it would have
+	// Rejected means the attempt failed: the claim is held by another holder,
+	// the backend failed, or the answer came after the deadline it would have
 	// granted.
 	Rejected
-	// Demote: leadership ends, for any cause (the claim was lost, the local
+	// Demote ends leadership, for any cause (the claim was lost, the local
 	// deadline passed, a fatal error, a panic, a stop).
 	Demote
-	// Demoted: the leader's work has returned (or the drain timed out) and
-	// the claim was released (or left to expire).
+	// Demoted means the leader's work has returned (or the drain timed out)
+	// and the claim was released (or left to expire).
 	Demoted
-	// Stop: the holder stops for good.
+	// Stop is the holder stopping for good.
 	Stop
 )
 

@@ -26,8 +26,8 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestConf: a clustered server's configuration syncs every write, routes
-// to the given peers and, closed, advertises a port nobody listens on.
+// TestConf checks that a clustered server's configuration syncs every write,
+// routes to the given peers and, closed, advertises a port nobody listens on.
 func TestConf(t *testing.T) {
 	c := natsproc.Config{Name: "n1", Dir: "/d/store", Client: "127.0.0.1:1", Cluster: "127.0.0.1:2", Routes: []string{"127.0.0.1:3", "127.0.0.1:4"}, Closed: true}
 	got := c.Conf()
@@ -41,9 +41,9 @@ func TestConf(t *testing.T) {
 	}
 }
 
-// TestServer: the binary runs from the configuration Argv writes, takes
-// connections, and, paused, does not greet a new one; WaitReady fails at
-// once on a server that exited.
+// TestServer checks that the binary runs from the configuration Argv writes,
+// takes connections, and, paused, does not greet a new one; WaitReady fails
+// at once on a server that exited.
 func TestServer(t *testing.T) {
 	bin, err := natsproc.Tool.Path()
 	if err != nil {

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestBouncer: the bouncer serves the server's databases in transaction
-// mode, runs as nobody when started by root (PgBouncer refuses root), and
-// Stop ends it and removes its directory.
+// TestBouncer checks that the bouncer serves the server's databases in
+// transaction mode, runs as nobody when started by root (PgBouncer refuses
+// root), and Stop ends it and removes its directory.
 func TestBouncer(t *testing.T) {
 	defer RemoveTemplate()
 	srv, err := Start()

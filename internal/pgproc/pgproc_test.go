@@ -11,10 +11,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestStartBesideRemoveTemplate: a campaign removes the template when it
-// ends while another, beside it, may be starting a server from it. A
-// start must still get a whole copy (before, the copy failed or started
-// from a directory being removed).
+// TestStartBesideRemoveTemplate checks that a campaign removes the template
+// when it ends while another, beside it, may be starting a server from it. A
+// start must still get a whole copy (before, the copy failed or started from
+// a directory being removed).
 func TestStartBesideRemoveTemplate(t *testing.T) {
 	defer RemoveTemplate()
 	stop := make(chan struct{})

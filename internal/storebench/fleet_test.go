@@ -46,9 +46,9 @@ func (f fatalTB) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// TestStartFleetGivesUp: when a claim gets no leader within the limit,
-// StartFleet stops its electors and fails the run instead of waiting for
-// ever.
+// TestStartFleetGivesUp checks that when a claim gets no leader within the
+// limit, StartFleet stops its electors and fails the run instead of waiting
+// for ever.
 func TestStartFleetGivesUp(t *testing.T) {
 	cfg := storebench.Default()
 	cfg.TTL, cfg.Renew, cfg.Limit = time.Second, 50*time.Millisecond, 100*time.Millisecond

@@ -16,8 +16,8 @@ var servers = []string{
 	"github.com/nats-io/nats-server/v2",
 }
 
-// TestNoServerLinked: no package of the module, its tests included,
-// imports a server's module, and go.mod does not require one.
+// TestNoServerLinked checks that no package of the module, its tests
+// included, imports a server's module, and go.mod does not require one.
 func TestNoServerLinked(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {

@@ -13,8 +13,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestPath: the variable wins; without it the script found above the
-// working directory is run once per process and its last line is the
+// TestPath checks that the variable wins; without it the script found above
+// the working directory is run once per process and its last line is the
 // path; a failing script is an error that names the variable.
 func TestPath(t *testing.T) {
 	root := t.TempDir()

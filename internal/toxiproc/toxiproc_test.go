@@ -141,7 +141,7 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// TestErrors: the API's refusals come back as errors.
+// TestErrors checks that the API's refusals come back as errors.
 func TestErrors(t *testing.T) {
 	srv := toxiproc.StartTest(t)
 	px := srv.Proxy(t, "dup", echo(t))
