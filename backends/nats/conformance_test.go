@@ -45,8 +45,8 @@ func conformance(t *testing.T, urls string, replicas int) {
 	})
 }
 
-// TestConformance: the suite on one server, and on a three-server cluster
-// with a bucket replicated on all three.
+// TestConformance runs the conformance suite on one server, and on a
+// three-server cluster with a bucket replicated on all three.
 func TestConformance(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		srv := natstest.Start(t)
@@ -58,11 +58,12 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestConformanceRealTime: the suite on one server with expiry judged on
-// the real clock, as in production. The suite waits for expiry by polling
-// one store; every store follows its bucket through a watch, as an
-// elector's followers do, so that a peer has seen each write when it was
-// made (a store that first sees an entry late counts its TTL from then).
+// TestConformanceRealTime runs the conformance suite on one server with
+// expiry judged on the real clock, as in production. The suite waits for
+// expiry by polling one store; every store follows its bucket through a
+// watch, as an elector's followers do, so that a peer has seen each write
+// when it was made (a store that first sees an entry late counts its TTL from
+// then).
 func TestConformanceRealTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out real TTLs")

@@ -67,11 +67,11 @@ func stopElector(t *testing.T, el *elector.Elector) {
 	}
 }
 
-// TestElector: three electors over one server. A graceful stop hands over
-// at once (the followers watch the claim); a leader whose connection dies
-// (as its process would) loses the claim to a follower about a TTL after
-// the follower last saw it renewed. Terms never overlap and tokens
-// strictly increase.
+// TestElector runs three electors over one server. A graceful stop hands over
+// at once (the followers watch the claim); a leader whose connection dies (as
+// its process would) loses the claim to a follower about a TTL after the
+// follower last saw it renewed. Terms never overlap and tokens strictly
+// increase.
 func TestElector(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()
@@ -108,9 +108,9 @@ func TestElector(t *testing.T) {
 	}
 }
 
-// TestSlots: a two-slot group over the store, three candidates: two lead
-// at once, in different slots; Resize to one makes one of them step down,
-// and Resize works without transactions (the store has none).
+// TestSlots runs a two-slot group over the store with three candidates: two
+// lead at once, in different slots; Resize to one makes one of them step
+// down, and Resize works without transactions (the store has none).
 func TestSlots(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()

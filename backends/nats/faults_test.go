@@ -42,11 +42,11 @@ func proxy(t *testing.T, upstream string) (px *toxiproc.Proxy, cut, heal func())
 	return px, cut, heal
 }
 
-// TestFaultServerRestart: the only server is killed while a claim is held
-// and restarted on the same store directory. Entries and their revisions
+// TestFaultServerRestart kills the only server while a claim is held and
+// restarts it on the same store directory. Entries and their revisions
 // survive; a key deleted before the kill and created after it gets a token
-// above every one it had; the electors' terms never overlap and their
-// tokens increase across the restart.
+// above every one it had; the electors' terms never overlap and their tokens
+// increase across the restart.
 func TestFaultServerRestart(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()
@@ -108,11 +108,11 @@ func getRetry(ctx context.Context, s *Store, key string) (backends.Entry, error)
 	}
 }
 
-// TestFaultServerPaused: the only server, a process of its own, is
-// stopped with SIGSTOP while a claim is held, its connections open, and
-// continued once the leader has stopped. The leader stops by its own
-// deadline while nothing answers; after the resume an elector leads again
-// with a higher token, never beside another.
+// TestFaultServerPaused stops the only server, a process of its own, with
+// SIGSTOP while a claim is held, its connections open, and continues it once
+// the leader has stopped. The leader stops by its own deadline while nothing
+// answers; after the resume an elector leads again with a higher token, never
+// beside another.
 func TestFaultServerPaused(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()
@@ -134,10 +134,10 @@ func TestFaultServerPaused(t *testing.T) {
 	t.Logf("%s led, the server was paused; after it continued %s was elected; terms %d", first, next, len(all))
 }
 
-// TestFaultClientPartitioned: the leader's connection is cut (a proxy drops
+// TestFaultClientPartitioned cuts the leader's connection (a proxy drops
 // everything, connections stay open). The leader stops acting by its own
-// deadline, the follower takes over only after that, with a higher token,
-// and after the heal the old leader follows.
+// deadline, the follower takes over only after that, with a higher token, and
+// after the heal the old leader follows.
 func TestFaultClientPartitioned(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()
@@ -167,8 +167,9 @@ func TestFaultClientPartitioned(t *testing.T) {
 	ts.Check(t)
 }
 
-// TestFaultStoreClientPartitioned: at the store level, a cut connection
-// gives transient errors (outcome unknown), never a conflict or success.
+// TestFaultStoreClientPartitioned checks that at the store level, a cut
+// connection gives transient errors (outcome unknown), never a conflict or
+// success.
 func TestFaultStoreClientPartitioned(t *testing.T) {
 	srv := natstest.Start(t)
 	px, cut, heal := proxy(t, srv.HostPort())
@@ -187,13 +188,13 @@ func TestFaultStoreClientPartitioned(t *testing.T) {
 	heal()
 }
 
-// TestFaultMemberPartitioned: three servers, a bucket on three replicas,
-// an elector on each server. The server leading the bucket's stream is cut
-// off from its peers (its clients still reach it). Writes through it
-// cannot commit, so an elector on it cannot renew and stops by its
-// deadline; the other two servers elect a stream leader and an elector on
-// them takes over. After the heal, still one leader; terms never overlap
-// and tokens increase.
+// TestFaultMemberPartitioned runs three servers, a bucket on three replicas
+// and an elector on each server. The server leading the bucket's stream is
+// cut off from its peers (its clients still reach it). Writes through it
+// cannot commit, so an elector on it cannot renew and stops by its deadline;
+// the other two servers elect a stream leader and an elector on them takes
+// over. After the heal, still one leader; terms never overlap and tokens
+// increase.
 func TestFaultMemberPartitioned(t *testing.T) {
 	c := natstest.StartCluster(t, 3, natstest.WithPartitions())
 	bucket := newBucketName()
@@ -247,20 +248,19 @@ func (d switchDialer) Dial(network, _ string) (net.Conn, error) {
 	return net.Dial(network, *d.target.Load())
 }
 
-// TestFaultDeposedLeaderAnswersStale: the stream leader is cut off from
-// its peers, the other two elect a new one and a write lands there; the
-// old leader, not yet aware, still answers as the stream's leader from
-// its copy without that write. A store that saw the write must neither
-// read the key going back nor report a conflict on that copy: its
-// requests are not answered by a current leader, so they fail as
-// unavailable. Before, the store's Get returned the older entry and its
-// KeepAlive of the entry it had written failed as a conflict with it, as
-// a three-server fault campaign once saw after a heal. The same for a key
-// created through the new leader, of which the old one has no message at
-// all: before, Get said not found, KeepAlive lost, CompareAndDelete (a
-// Release) a conflict, which a Locker takes as released, and List (a slot
-// group's holders) nothing, while the current leader still held the
-// entry.
+// TestFaultDeposedLeaderAnswersStale cuts the stream leader off from its
+// peers; the other two elect a new one and a write lands there; the old
+// leader, not yet aware, still answers as the stream's leader from its copy
+// without that write. A store that saw the write must neither read the key
+// going back nor report a conflict on that copy: its requests are not
+// answered by a current leader, so they fail as unavailable. Before, the
+// store's Get returned the older entry and its KeepAlive of the entry it had
+// written failed as a conflict with it, as a three-server fault campaign once
+// saw after a heal. The same for a key created through the new leader, of
+// which the old one has no message at all: before, Get said not found,
+// KeepAlive lost, CompareAndDelete (a Release) a conflict, which a Locker
+// takes as released, and List (a slot group's holders) nothing, while the
+// current leader still held the entry.
 func TestFaultDeposedLeaderAnswersStale(t *testing.T) {
 	// The old leader steps down once it has not heard from its peers for
 	// 10 s, and the others elect a new leader 4 to 9 s after the cut, so

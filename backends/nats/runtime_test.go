@@ -14,10 +14,10 @@ import (
 	"github.com/tenure-go/tenure/internal/shardstest"
 )
 
-// TestAllocator: the ID allocator runs on the store unchanged, two members
-// on connections of their own: the same key gets the same ID on both, a
-// full pool refuses, and an ID nobody references returns to the pool
-// after the grace period.
+// TestAllocator checks that the ID allocator runs on the store unchanged, two
+// members on connections of their own: the same key gets the same ID on both,
+// a full pool refuses, and an ID nobody references returns to the pool after
+// the grace period.
 func TestAllocator(t *testing.T) {
 	srv := natstest.Start(t)
 	clk := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -63,11 +63,11 @@ func TestAllocator(t *testing.T) {
 	}
 }
 
-// TestShards: shard members, each on a connection of its own as separate
-// processes have, settle over the store; a member joins, one leaves
+// TestShards checks that shard members, each on a connection of its own as
+// separate processes have, settle over the store; a member joins, one leaves
 // gracefully, one is cut off and its shards are taken over once its claims
-// expire, and it comes back. The group's checker fails the test if two
-// terms of one shard act at once or a fence refuses an owner's token.
+// expire, and it comes back. The group's checker fails the test if two terms
+// of one shard act at once or a fence refuses an owner's token.
 func TestShards(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()

@@ -398,8 +398,9 @@ func checkBucket(bucket string, c jetstream.StreamConfig) error {
 	return nil
 }
 
-// Capabilities: single-key operations and watch; no Txn, because a
-// JetStream key-value bucket has no atomic write of several keys.
+// Capabilities implements backends.Store: single-key operations and watch;
+// no Txn, because a JetStream key-value bucket has no atomic write of
+// several keys.
 func (s *Store) Capabilities() backends.Capabilities {
 	return backends.Capabilities{
 		Atomic: backends.CapCreateIfAbsent | backends.CapCompareAndSet | backends.CapCompareAndDelete |

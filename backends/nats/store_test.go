@@ -16,8 +16,8 @@ import (
 	"github.com/tenure-go/tenure/clocktest"
 )
 
-// TestKeyEncoding: every key maps to one subject token and back, prefixes
-// stay prefixes, and tokens tenure never writes do not decode.
+// TestKeyEncoding checks that every key maps to one subject token and back,
+// prefixes stay prefixes, and tokens tenure never writes do not decode.
 func TestKeyEncoding(t *testing.T) {
 	for _, k := range []string{"a", "leader", "group/slot-1", "a b", "ключ", "a.b", "*", ">", "=", "=41", "x\x01y", "\xff"[:0] + "end"} {
 		tok := encodeKey(k)
@@ -42,7 +42,7 @@ func TestKeyEncoding(t *testing.T) {
 	}
 }
 
-// TestServerVersion: servers older than 2.14.0 are refused.
+// TestServerVersion checks that servers older than 2.14.0 are refused.
 func TestServerVersion(t *testing.T) {
 	for v, want := range map[string]bool{
 		"2.15.2": true, "2.14.0": true, "v2.14.1-beta": true, "3.0.0": true,
@@ -55,9 +55,9 @@ func TestServerVersion(t *testing.T) {
 	}
 }
 
-// TestBucketRefused: New fails closed on a bucket whose entries the server
-// would expire by its own clock, or that cannot keep per-key TTLs, and on
-// a missing bucket without WithCreate.
+// TestBucketRefused checks that New fails closed on a bucket whose entries
+// the server would expire by its own clock, or that cannot keep per-key TTLs,
+// and on a missing bucket without WithCreate.
 func TestBucketRefused(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := connect(t, srv.URL())
@@ -117,15 +117,15 @@ func kvStream(bucket string, edit func(*jetstream.StreamConfig)) jetstream.Strea
 	return c
 }
 
-// TestBucketSettingsRefused: New refuses, as fatal and naming the setting,
-// every stream setting that can remove a live key's last message (a
-// discard-old limit: other keys' writes push it out; a retention other
-// than limits; memory storage: a restart), or that refuses a key's
-// renewals (DiscardNewPerSubject) or acknowledges no write; it accepts
-// limits that refuse new writes instead, a Discard old without limits and
-// any per-key history. Before, only MaxAge was refused: a stream with
-// Discard old and MaxMsgs opened, and once writes of other keys pushed a
-// holder's only message out, its key read absent to a contender.
+// TestBucketSettingsRefused checks that New refuses, as fatal and naming the
+// setting, every stream setting that can remove a live key's last message (a
+// discard-old limit: other keys' writes push it out; a retention other than
+// limits; memory storage: a restart), or that refuses a key's renewals
+// (DiscardNewPerSubject) or acknowledges no write; it accepts limits that
+// refuse new writes instead, a Discard old without limits and any per-key
+// history. Before, only MaxAge was refused: a stream with Discard old and
+// MaxMsgs opened, and once writes of other keys pushed a holder's only
+// message out, its key read absent to a contender.
 func TestBucketSettingsRefused(t *testing.T) {
 	srv := natstest.Start(t)
 	nc := connect(t, srv.URL())
@@ -180,10 +180,10 @@ func streamDiff(c jetstream.StreamConfig) string {
 	return fmt.Sprintf("Discard %v MaxMsgs %d MaxBytes %d MaxMsgsPerSubject %d", c.Discard, c.MaxMsgs, c.MaxBytes, c.MaxMsgsPerSubject)
 }
 
-// TestBucketSettingsRefusedWhenCreated: a store asked to create a missing
-// bucket finds that a peer created it first with Discard old and MaxMsgs
-// (the peer's creation lands just before the store's), and refuses it as
-// it refuses such a bucket on open, naming the setting.
+// TestBucketSettingsRefusedWhenCreated checks that a store asked to create a
+// missing bucket finds that a peer created it first with Discard old and
+// MaxMsgs (the peer's creation lands just before the store's), and refuses it
+// as it refuses such a bucket on open, naming the setting.
 func TestBucketSettingsRefusedWhenCreated(t *testing.T) {
 	srv := natstest.Start(t)
 	peer := connect(t, srv.URL())
@@ -210,9 +210,9 @@ func TestBucketSettingsRefusedWhenCreated(t *testing.T) {
 	}
 }
 
-// TestForeignWrite: a value another client wrote into the bucket (nats kv
-// put) is corrupt state for every operation, never absent: a create over
-// it does not win.
+// TestForeignWrite checks that a value another client wrote into the bucket
+// (nats kv put) is corrupt state for every operation, never absent: a create
+// over it does not win.
 func TestForeignWrite(t *testing.T) {
 	srv := natstest.Start(t)
 	s := open(t, srv.URL(), newBucketName(), 1)
@@ -239,9 +239,9 @@ func TestForeignWrite(t *testing.T) {
 	}
 }
 
-// TestKeepAliveMovesSequence: a keep-alive is a new message (the NATS
-// sequence moves), yet the entry keeps its revisions, a compare-and-set on
-// the old revision still lands, and an observer that saw the keep-alive
+// TestKeepAliveMovesSequence checks that a keep-alive is a new message (the
+// NATS sequence moves), yet the entry keeps its revisions, a compare-and-set
+// on the old revision still lands, and an observer that saw the keep-alive
 // counts the TTL from it, not from the create.
 func TestKeepAliveMovesSequence(t *testing.T) {
 	srv := natstest.Start(t)
@@ -288,10 +288,10 @@ func TestKeepAliveMovesSequence(t *testing.T) {
 	}
 }
 
-// TestWatchTimesKeepAlives: a follower that watches a claim counts its TTL
-// from the last keep-alive its watch delivered (which yields no event), so
-// once the holder stops renewing it sees the claim expire a TTL after the
-// last renewal, not a TTL after it next happens to read.
+// TestWatchTimesKeepAlives checks that a follower that watches a claim counts
+// its TTL from the last keep-alive its watch delivered (which yields no
+// event), so once the holder stops renewing it sees the claim expire a TTL
+// after the last renewal, not a TTL after it next happens to read.
 func TestWatchTimesKeepAlives(t *testing.T) {
 	srv := natstest.Start(t)
 	clk := clocktest.New(time.Time{})
@@ -341,12 +341,12 @@ func TestWatchTimesKeepAlives(t *testing.T) {
 	}
 }
 
-// TestKeepAliveOneRequest: a holder's keep-alive of an entry its store
-// wrote last costs one message (the conditioned publish, no read), and
-// still fails or retries correctly when another store wrote since: a
-// peer's keep-alive of the same revision (only the sequence moved: it
-// succeeds) and a peer's compare-and-set (the revision moved: a conflict
-// carrying the peer's entry).
+// TestKeepAliveOneRequest checks that a holder's keep-alive of an entry its
+// store wrote last costs one message (the conditioned publish, no read), and
+// still fails or retries correctly when another store wrote since: a peer's
+// keep-alive of the same revision (only the sequence moved: it succeeds) and
+// a peer's compare-and-set (the revision moved: a conflict carrying the
+// peer's entry).
 func TestKeepAliveOneRequest(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()
@@ -383,11 +383,11 @@ func TestKeepAliveOneRequest(t *testing.T) {
 	}
 }
 
-// TestServerTTLIsGarbageCollection: the TTL the server keeps a message for
-// is the entry's TTL rounded up to whole seconds plus the grace, on every
-// write with a TTL (create, compare-and-set, keep-alive), so the server's
-// clock drops an entry only a grace after this store's judge would; an
-// entry without a TTL gets none. (The server raises a message TTL below
+// TestServerTTLIsGarbageCollection checks that the TTL the server keeps a
+// message for is the entry's TTL rounded up to whole seconds plus the grace,
+// on every write with a TTL (create, compare-and-set, keep-alive), so the
+// server's clock drops an entry only a grace after this store's judge would;
+// an entry without a TTL gets none. (The server raises a message TTL below
 // the bucket's LimitMarkerTTL to it, which only lengthens the grace.)
 func TestServerTTLIsGarbageCollection(t *testing.T) {
 	srv := natstest.Start(t)
@@ -426,10 +426,10 @@ func TestServerTTLIsGarbageCollection(t *testing.T) {
 	}
 }
 
-// TestNewAsksAgainWhenUnanswered: a bucket creation whose request went
-// unanswered (lost while a cluster's meta leader changed) is asked again
-// after the store's timeout instead of waiting out the whole ctx. Before,
-// New waited until ctx ended and failed.
+// TestNewAsksAgainWhenUnanswered checks that a bucket creation whose request
+// went unanswered (lost while a cluster's meta leader changed) is asked again
+// after the store's timeout instead of waiting out the whole ctx. Before, New
+// waited until ctx ended and failed.
 func TestNewAsksAgainWhenUnanswered(t *testing.T) {
 	srv := natstest.Start(t)
 	nc, conn := dropping(t, srv.URL(), "$JS.API.STREAM.CREATE.")
@@ -448,15 +448,15 @@ func TestNewAsksAgainWhenUnanswered(t *testing.T) {
 	}
 }
 
-// TestNewWaitsForMetaLeader: a cluster started with one server of three
-// has no JetStream meta leader and, once it has been without one for a
-// while (10 s in nats-server), answers the store's requests that JetStream
-// is temporarily unavailable. New asks again, paced, until the other two
-// servers start and elect a leader, then creates the bucket; a New whose
-// ctx ends first fails as unavailable, saying what the server answered.
-// Before, New failed at the first such answer: "nats: open bucket ...:
-// backend unavailable: nats: API error: code=503 err_code=10008
-// description=JetStream system temporarily unavailable".
+// TestNewWaitsForMetaLeader checks that a cluster started with one server of
+// three has no JetStream meta leader and, once it has been without one for a
+// while (10 s in nats-server), answers the store's requests that JetStream is
+// temporarily unavailable. New asks again, paced, until the other two servers
+// start and elect a leader, then creates the bucket; a New whose ctx ends
+// first fails as unavailable, saying what the server answered. Before, New
+// failed at the first such answer: "nats: open bucket ...: backend
+// unavailable: nats: API error: code=503 err_code=10008 description=JetStream
+// system temporarily unavailable".
 func TestNewWaitsForMetaLeader(t *testing.T) {
 	c := natstest.StartCluster(t, 3, natstest.WithHeldBack(1, 2))
 	url := c.Servers[0].URL()
@@ -526,11 +526,11 @@ func TestNewWaitsForMetaLeader(t *testing.T) {
 	}
 }
 
-// TestKnownIsPruned: the marks of every key this store saw, kept to catch
-// a deposed leader's stale answers, are dropped once older than
-// staleWindow, so a store that touches many keys does not grow; a mark
-// judges an answer with no message of its key stale only while it is
-// within the window and held an entry.
+// TestKnownIsPruned checks that the marks of every key this store saw, kept
+// to catch a deposed leader's stale answers, are dropped once older than
+// staleWindow, so a store that touches many keys does not grow; a mark judges
+// an answer with no message of its key stale only while it is within the
+// window and held an entry.
 func TestKnownIsPruned(t *testing.T) {
 	s := &Store{known: map[string]mark{}}
 	note := func(key string, seq uint64, present bool) {

@@ -15,7 +15,8 @@ import (
 	"github.com/tenure-go/tenure/storeurl"
 )
 
-// TestParseURL: what a NATS URL asks for, as the registered scheme reads it.
+// TestParseURL checks what a NATS URL asks for, as the registered scheme
+// reads it.
 func TestParseURL(t *testing.T) {
 	tests := []struct {
 		url  string
@@ -43,8 +44,8 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// TestParseURLRefused: hostile or mistaken URLs are refused at parse,
-// before anything is dialled, and never echo a password.
+// TestParseURLRefused checks that hostile or mistaken URLs are refused at
+// parse, before anything is dialled, and never echo a password.
 func TestParseURLRefused(t *testing.T) {
 	for _, raw := range []string{
 		"nats://",
@@ -91,10 +92,10 @@ func TestParseURLRefused(t *testing.T) {
 	}
 }
 
-// TestOpenURL: a URL opens a store on a real server: create=true makes the
-// bucket with per-key TTLs, a missing bucket without it is a missing
-// resource, replicas without create=true is refused, and an unreachable
-// server fails the open naming it.
+// TestOpenURL checks that a URL opens a store on a real server: create=true
+// makes the bucket with per-key TTLs, a missing bucket without it is a
+// missing resource, replicas without create=true is refused, and an
+// unreachable server fails the open naming it.
 func TestOpenURL(t *testing.T) {
 	srv := natstest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -151,8 +152,8 @@ func TestOpenURL(t *testing.T) {
 	}
 }
 
-// TestErrorNamesDisconnection: a request made while the server is down
-// fails with an error that says the client is not connected, and with
+// TestErrorNamesDisconnection checks that a request made while the server is
+// down fails with an error that says the client is not connected, and with
 // the connection's last error, not only that its context ended.
 func TestErrorNamesDisconnection(t *testing.T) {
 	srv := natstest.Start(t)

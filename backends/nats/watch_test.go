@@ -56,12 +56,12 @@ func bareStore(clk clock.Clock) *Store {
 	return &Store{subj: "$KV.b.", clk: clk, done: make(chan struct{}), seen: map[string]sighting{}, known: map[string]mark{}, sighted: make(chan struct{}, 1)}
 }
 
-// TestWatchEndsOnGap: when the consumer's next message is not the next
-// stream sequence (older messages of a key were removed before the
+// TestWatchEndsOnGap checks that when the consumer's next message is not the
+// next stream sequence (older messages of a key were removed before the
 // consumer reached them, as a bucket's history limit does to a lagging
-// consumer), the watch ends instead of skipping the write. The real
-// servers' tests cover delivery without gaps; a gap cannot be forced on
-// them deterministically, so the consumer is faked here.
+// consumer), the watch ends instead of skipping the write. The real servers'
+// tests cover delivery without gaps; a gap cannot be forced on them
+// deterministically, so the consumer is faked here.
 func TestWatchEndsOnGap(t *testing.T) {
 	s := bareStore(clock.New())
 	put := header(time.Second, 0, 0)
@@ -86,9 +86,9 @@ func TestWatchEndsOnGap(t *testing.T) {
 	}
 }
 
-// TestWatchCloseRace: Watch calls racing Close either fail with ErrClosed
-// or return a channel that Close closes; none outlives Close (goleak and
-// -race check the rest).
+// TestWatchCloseRace checks that Watch calls racing Close either fail with
+// ErrClosed or return a channel that Close closes; none outlives Close
+// (goleak and -race check the rest).
 func TestWatchCloseRace(t *testing.T) {
 	srv := natstest.Start(t)
 	for range 5 {
@@ -213,13 +213,13 @@ func intercepting(t *testing.T, url, prefix string, hook func()) (*nats.Conn, *d
 	return nc, <-dialer.conns
 }
 
-// TestWatchRecoversFromLostPull: a watch whose consumer's first pull
-// request was lost delivers the next change within a few seconds. The
-// consumer then sends nothing, heartbeats included, and the client
-// notices only after two missed heartbeats and makes a new consumer; with
-// the client's default heartbeat for such a consumer (5 s) a release was
-// seen more than 10 s late, which is how a watch on a three-server cluster
-// once waited that long.
+// TestWatchRecoversFromLostPull checks that a watch whose consumer's first
+// pull request was lost delivers the next change within a few seconds. The
+// consumer then sends nothing, heartbeats included, and the client notices
+// only after two missed heartbeats and makes a new consumer; with the
+// client's default heartbeat for such a consumer (5 s) a release was seen
+// more than 10 s late, which is how a watch on a three-server cluster once
+// waited that long.
 func TestWatchRecoversFromLostPull(t *testing.T) {
 	srv := natstest.Start(t)
 	bucket := newBucketName()
@@ -253,11 +253,11 @@ func TestWatchRecoversFromLostPull(t *testing.T) {
 	}
 }
 
-// TestWatchReportsExpiryAndRevival: a watch reports an entry this process
-// has seen unchanged for its TTL as an EventDelete with its revisions, once;
-// a renewal the watch reaches after that is reported as an EventPut, so a
-// view built from the events has the entry again, and its expiry is
-// reported afresh a TTL after that renewal.
+// TestWatchReportsExpiryAndRevival checks that a watch reports an entry this
+// process has seen unchanged for its TTL as an EventDelete with its
+// revisions, once; a renewal the watch reaches after that is reported as an
+// EventPut, so a view built from the events has the entry again, and its
+// expiry is reported afresh a TTL after that renewal.
 func TestWatchReportsExpiryAndRevival(t *testing.T) {
 	srv := natstest.Start(t)
 	clk := clocktest.New(time.Time{})
@@ -387,13 +387,13 @@ func msg(k string, seq uint64, ttl time.Duration, rev, create int64) fakeMsg {
 	return fakeMsg{subj: "$KV.b." + encodeKey(k), seq: seq, hdr: header(ttl, rev, create)}
 }
 
-// TestWatchOwesPutAfterRead: the watch reports an entry expired (it lags:
-// the holder's renewal is not reached yet), then a read of this store sees
-// the renewal and replaces the sighting before the watch reaches it. The
-// watch still reports the entry again, as an EventPut, when it reaches
-// the renewal. Before, the read's sighting made the renewal look already
-// seen, and the put was never sent: a follower's view kept the claim
-// expired while it was held.
+// TestWatchOwesPutAfterRead covers a watch that reports an entry expired (it
+// lags: the holder's renewal is not reached yet), then a read of this store
+// sees the renewal and replaces the sighting before the watch reaches it. The
+// watch still reports the entry again, as an EventPut, when it reaches the
+// renewal. Before, the read's sighting made the renewal look already seen,
+// and the put was never sent: a follower's view kept the claim expired while
+// it was held.
 func TestWatchOwesPutAfterRead(t *testing.T) {
 	ctx := within(t, 30*time.Second)
 	clk := clocktest.New(time.Time{})
@@ -419,11 +419,11 @@ func TestWatchOwesPutAfterRead(t *testing.T) {
 	wantEvent(t, "the next write", nextEvent(t, w, "next write"), backends.EventPut, "other", 7)
 }
 
-// TestWatchPermanentPutNotExpired: a compare-and-set that makes an entry
-// with a TTL permanent (TTL 0) ends its expiry: the watch, having
+// TestWatchPermanentPutNotExpired checks that a compare-and-set that makes an
+// entry with a TTL permanent (TTL 0) ends its expiry: the watch, having
 // delivered it, never reports the key expired. Before, the sighting of the
-// entry with TTL stayed, and its timer reported the permanent entry
-// expired a TTL later.
+// entry with TTL stayed, and its timer reported the permanent entry expired a
+// TTL later.
 func TestWatchPermanentPutNotExpired(t *testing.T) {
 	ctx := within(t, 30*time.Second)
 	clk := clocktest.New(time.Time{})
@@ -445,11 +445,11 @@ func TestWatchPermanentPutNotExpired(t *testing.T) {
 	wantEvent(t, "the first expiry reported", nextEvent(t, w, "expiry"), backends.EventDelete, "z", 7)
 }
 
-// TestPermanentWriteNotExpired: the same, for this store's own
-// compare-and-set, while its watch lags behind and has not reached it:
-// the store drops the sighting when the write lands, and its expiry
-// timer never reports the permanent entry expired. Before, it did, a TTL
-// after the entry with TTL was written.
+// TestPermanentWriteNotExpired checks the same as
+// TestWatchPermanentPutNotExpired for this store's own compare-and-set, while
+// its watch lags behind and has not reached it: the store drops the sighting
+// when the write lands, and its expiry timer never reports the permanent
+// entry expired. Before, it did, a TTL after the entry with TTL was written.
 func TestPermanentWriteNotExpired(t *testing.T) {
 	srv := natstest.Start(t)
 	ctx := within(t, 30*time.Second)
@@ -476,11 +476,11 @@ func TestPermanentWriteNotExpired(t *testing.T) {
 	wantEvent(t, "the first expiry reported", nextEvent(t, w, "expiry"), backends.EventDelete, "z", z.Revision)
 }
 
-// TestWatchExpiryNotAfterNewerPut: the expiry timer has collected an
-// entry as expired, and before it delivers the event the watch delivers a
-// newer write of the key (a compare-and-set). The stale expiry is then
-// not delivered after the put, which would leave a view built from the
-// events without the live entry. Before, it was.
+// TestWatchExpiryNotAfterNewerPut covers an expiry timer that has collected
+// an entry as expired, and before it delivers the event the watch delivers a
+// newer write of the key (a compare-and-set). The stale expiry is then not
+// delivered after the put, which would leave a view built from the events
+// without the live entry. Before, it was.
 func TestWatchExpiryNotAfterNewerPut(t *testing.T) {
 	ctx := within(t, 30*time.Second)
 	clk := clocktest.New(time.Time{})
@@ -531,10 +531,11 @@ func (f *stuckIter) Next(ctx context.Context) (jetstream.Msg, error) {
 
 func (f *stuckIter) Stop() {}
 
-// TestCloseEndsStuckWatch: Close returns, and its watch's goroutines end,
-// while the consumer's Next waits on an iterator that stopping does not
-// end. Before, Close waited for it for good: a fault test that restarted
-// the server saw a store's Close still waiting after five minutes.
+// TestCloseEndsStuckWatch checks that Close returns, and its watch's
+// goroutines end, while the consumer's Next waits on an iterator that
+// stopping does not end. Before, Close waited for it for good: a fault test
+// that restarted the server saw a store's Close still waiting after five
+// minutes.
 func TestCloseEndsStuckWatch(t *testing.T) {
 	s := bareStore(clock.New())
 	it := &stuckIter{waiting: make(chan struct{})}

@@ -21,8 +21,8 @@ type Machine struct {
 	Load      string // load averages when the run began and ended
 	Mode      string // "full" or a description of a short run
 
-	// How the benchmarks were run, so that a page rendered from kept
-	// output (-from) shows the commands that produced it.
+	// Count and Short say how the benchmarks were run, so that a page
+	// rendered from kept output (-from) shows the commands that produced it.
 	Count int
 	Short bool
 }

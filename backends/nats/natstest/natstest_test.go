@@ -12,8 +12,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestRestart: a restarted server is on the same port and keeps its
-// streams, and a client that rode out the restart reaches it again.
+// TestRestart checks that a restarted server is on the same port and keeps
+// its streams, and a client that rode out the restart reaches it again.
 func TestRestart(t *testing.T) {
 	s := Start(t)
 	url := s.URL()
