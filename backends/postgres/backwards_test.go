@@ -11,12 +11,12 @@ import (
 	"github.com/tenure-go/tenure/backends/postgres"
 )
 
-// TestBackwardsRowUnavailable: a row seen going backwards (a beat or
-// revision below what the store saw, as after a failover that lost
-// acknowledged writes, made here by a raw connection rewriting the row)
-// is answered ErrUnavailable, not judged; and every sighting the store had
-// starts again, so a claim whose lost keep-alive this store never saw is
-// not taken a TTL after its older sighting.
+// TestBackwardsRowUnavailable checks that a row seen going backwards (a beat
+// or revision below what the store saw, as after a failover that lost
+// acknowledged writes, made here by a raw connection rewriting the row) is
+// answered ErrUnavailable, not judged; and every sighting the store had
+// starts again, so a claim whose lost keep-alive this store never saw is not
+// taken a TTL after its older sighting.
 func TestBackwardsRowUnavailable(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()

@@ -27,10 +27,10 @@ func (c *renewCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.T
 }
 func (c *renewCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// TestBatchedKeepAlive: 100 keep-alives called at once on one store with
-// batching take a handful of statements, not 100; each is answered as if
-// alone (the revision unchanged, a stale revision refused, a missing key
-// absent); without batching each is exactly one statement.
+// TestBatchedKeepAlive checks that 100 keep-alives called at once on one
+// store with batching take a handful of statements, not 100; each is answered
+// as if alone (the revision unchanged, a stale revision refused, a missing
+// key absent); without batching each is exactly one statement.
 func TestBatchedKeepAlive(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()

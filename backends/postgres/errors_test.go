@@ -11,8 +11,8 @@ import (
 	"github.com/tenure-go/tenure/backends"
 )
 
-// TestMapError: each server error code and driver failure lands in the
-// class the elector acts on.
+// TestMapError checks that each server error code and driver failure lands in
+// the class the elector acts on.
 func TestMapError(t *testing.T) {
 	tests := []struct {
 		err  error

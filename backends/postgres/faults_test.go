@@ -38,8 +38,8 @@ func waitNotLeading(t *testing.T, ts *electortest.Terms, who string) {
 	electortest.Await(t, within(t, faultLimit), who+" stops leading after the fault", func() bool { return !slices.Contains(ts.Leading(), who) }, ts)
 }
 
-// TestFaultServerKilled: the server is killed with SIGKILL while a leader
-// holds the claim, and restarted a TTL later. The leader steps down by its
+// TestFaultServerKilled kills the server with SIGKILL while a leader holds
+// the claim, and restarts it a TTL later. The leader steps down by its
 // deadline; after the restart (and the recovery of its log) an elector is
 // elected with a higher token.
 func TestFaultServerKilled(t *testing.T) {
@@ -58,11 +58,11 @@ func TestFaultServerKilled(t *testing.T) {
 	t.Logf("%s led, the server was killed; after the restart %s was elected; terms %v", leader, next, tokensOf(all))
 }
 
-// TestFaultServerPaused: the server and its backends are stopped with
-// SIGSTOP for two TTLs, with connections open, then continued. The leader
-// steps down by its deadline while nothing answers; once the server runs
-// again, requests it had queued complete, and an elector leads again with
-// a higher token, never beside another.
+// TestFaultServerPaused stops the server and its backends with SIGSTOP for
+// two TTLs, with connections open, then continues them. The leader steps down
+// by its deadline while nothing answers; once the server runs again, requests
+// it had queued complete, and an elector leads again with a higher token,
+// never beside another.
 func TestFaultServerPaused(t *testing.T) {
 	srv := pgtest.Start(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
@@ -85,11 +85,10 @@ func TestFaultServerPaused(t *testing.T) {
 	t.Logf("%s led, the server was paused; after it continued %s was elected; terms %v", leader, next, tokensOf(all))
 }
 
-// TestFaultConnectionCut: the leader reaches the server through a TCP
-// proxy that starts dropping everything (connections stay open). The
-// leader steps down by its deadline; the other elector, connected
-// directly, sees the claim unchanged for a TTL and takes it over with a
-// higher token.
+// TestFaultConnectionCut has the leader reach the server through a TCP proxy
+// that starts dropping everything (connections stay open). The leader steps
+// down by its deadline; the other elector, connected directly, sees the claim
+// unchanged for a TTL and takes it over with a higher token.
 func TestFaultConnectionCut(t *testing.T) {
 	srv := sharedServer(t)
 	db := srv.NewDatabase(t)
@@ -118,11 +117,11 @@ func TestFaultConnectionCut(t *testing.T) {
 	t.Logf("terms %v", tokensOf(all))
 }
 
-// TestFaultWatchDropped: the watch's connection is ended by the server
-// (pg_terminate_backend) while another store changes the claims. The
-// stream ends rather than skip what it missed: every event it delivered
-// before closing is in order, and after the close a read shows the
-// changes and a new watch sees the next one.
+// TestFaultWatchDropped has the server end the watch's connection
+// (pg_terminate_backend) while another store changes the claims. The stream
+// ends rather than skip what it missed: every event it delivered before
+// closing is in order, and after the close a read shows the changes and a new
+// watch sees the next one.
 func TestFaultWatchDropped(t *testing.T) {
 	srv := sharedServer(t)
 	db := srv.NewDatabase(t)

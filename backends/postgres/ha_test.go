@@ -41,12 +41,12 @@ func bothHosts(first, second *pgtest.Server, db string) string {
 	return fmt.Sprintf("postgres://postgres@%s,%s/%s?sslmode=disable&target_session_attrs=read-write", first.Addr(), second.Addr(), db)
 }
 
-// TestPromotionSynchronous: three electors over stores that list the
-// primary and its synchronous standby. The primary is killed (SIGKILL)
-// while one leads, and the standby promoted: the electors reconnect to it
-// without being reopened, one leads again, no two terms overlap and the
-// tokens strictly increase across the failover: every keep-alive the
-// holder was told had committed reached the standby first.
+// TestPromotionSynchronous runs three electors over stores that list the
+// primary and its synchronous standby. The primary is killed (SIGKILL) while
+// one leads, and the standby promoted: the electors reconnect to it without
+// being reopened, one leads again, no two terms overlap and the tokens
+// strictly increase across the failover: every keep-alive the holder was told
+// had committed reached the standby first.
 func TestPromotionSynchronous(t *testing.T) {
 	primary, standby, db := pair(t, true)
 	dsn, tbl := bothHosts(primary, standby, db), newTable()
@@ -64,8 +64,9 @@ func TestPromotionSynchronous(t *testing.T) {
 	t.Logf("%s led; the primary was killed and the standby promoted; %s was elected; terms %v", leader, next, tokensOf(all))
 }
 
-// TestOpenRefusesAsyncStandbys: a primary that streams to a standby it
-// does not wait for is refused, by name, unless the caller accepts it.
+// TestOpenRefusesAsyncStandbys checks that a primary that streams to a
+// standby it does not wait for is refused, by name, unless the caller accepts
+// it.
 func TestOpenRefusesAsyncStandbys(t *testing.T) {
 	primary, standby, db := pair(t, false)
 	dsn := primary.DSN(db)
@@ -109,14 +110,14 @@ func TestOpenRefusesAsyncStandbys(t *testing.T) {
 	}
 }
 
-// TestReadOnlyConnectionsDiscarded: a store's pool holds connections to
-// the primary when the primary is fenced read-only
-// (default_transaction_read_only, as failover tools fence an old primary)
-// and the standby promoted. A write on such a connection fails with
-// 25006, transient; the connection is closed, so a later write connects
-// again, passes over the read-only server and reaches the new primary,
-// without reopening the store. Before, the pool handed the same
-// connections out again and every write failed for good.
+// TestReadOnlyConnectionsDiscarded covers a store whose pool holds
+// connections to the primary when the primary is fenced read-only
+// (default_transaction_read_only, as failover tools fence an old primary) and
+// the standby promoted. A write on such a connection fails with 25006,
+// transient; the connection is closed, so a later write connects again,
+// passes over the read-only server and reaches the new primary, without
+// reopening the store. Before, the pool handed the same connections out again
+// and every write failed for good.
 func TestReadOnlyConnectionsDiscarded(t *testing.T) {
 	primary, standby, db := pair(t, true)
 	tbl := newTable()
@@ -150,11 +151,10 @@ func TestReadOnlyConnectionsDiscarded(t *testing.T) {
 	t.Fatalf("20 writes after the failover failed, the last: %s", errs[len(errs)-1])
 }
 
-// TestOpenRefusesUnseenStandbys: a role that may not read sync_state in
-// pg_stat_replication cannot tell a synchronous standby from an
-// asynchronous one, so Open refuses it, naming the role to grant, unless
-// the caller accepts asynchronous standbys; granted pg_read_all_stats, it
-// opens.
+// TestOpenRefusesUnseenStandbys checks that a role that may not read
+// sync_state in pg_stat_replication cannot tell a synchronous standby from an
+// asynchronous one, so Open refuses it, naming the role to grant, unless the
+// caller accepts asynchronous standbys; granted pg_read_all_stats, it opens.
 func TestOpenRefusesUnseenStandbys(t *testing.T) {
 	primary, _, db := pair(t, true)
 	tbl := newTable()
@@ -187,13 +187,12 @@ func TestOpenRefusesUnseenStandbys(t *testing.T) {
 	s.Close()
 }
 
-// TestWatchFollowsNewPrimary: a watch listens on the primary when it is
-// fenced read-only and the standby promoted. Once a write is refused as
-// read-only, the store ends the listening connection and every stream
-// with it; a new Watch listens on the new primary and sees its writes.
-// Before, the stream stayed open on the old primary, which saw no write
-// again, and a new Watch waited for its start marker, sent to the new
-// primary, for ever.
+// TestWatchFollowsNewPrimary covers a watch listening on the primary when it
+// is fenced read-only and the standby promoted. Once a write is refused as
+// read-only, the store ends the listening connection and every stream with
+// it; a new Watch listens on the new primary and sees its writes. Before, the
+// stream stayed open on the old primary, which saw no write again, and a new
+// Watch waited for its start marker, sent to the new primary, for ever.
 func TestWatchFollowsNewPrimary(t *testing.T) {
 	primary, standby, db := pair(t, true)
 	s := open(t, bothHosts(primary, standby, db), newTable())

@@ -61,13 +61,13 @@ func TestPoolerConformance(t *testing.T) {
 	}
 }
 
-// TestPoolerStatementsUnprepared: behind a transaction-mode pooler a
-// store's statements do not rely on the server connection they last ran
-// on. The bouncer hands out its server connections last-used first: the
-// store's one client connection runs its statements on server connection
-// A; then a raw client holds A in an open transaction, so the store's next
-// statements run on a fresh server connection B. A statement prepared on
-// A (pgx's statement cache) does not exist on B.
+// TestPoolerStatementsUnprepared checks that behind a transaction-mode pooler
+// a store's statements do not rely on the server connection they last ran on.
+// The bouncer hands out its server connections last-used first: the store's
+// one client connection runs its statements on server connection A; then a
+// raw client holds A in an open transaction, so the store's next statements
+// run on a fresh server connection B. A statement prepared on A (pgx's
+// statement cache) does not exist on B.
 func TestPoolerStatementsUnprepared(t *testing.T) {
 	srv := sharedServer(t)
 	b := srv.StartBouncer(t, 2)
@@ -128,9 +128,9 @@ func TestPoolerStatementsUnprepared(t *testing.T) {
 	}
 }
 
-// TestPoolerMisconfigured: a store not told of a transaction-mode pooler
-// (its pool set not to prepare statements, so that it opens at all) does
-// not hang in Watch, whose LISTEN the pooler does not keep: it answers
+// TestPoolerMisconfigured checks that a store not told of a transaction-mode
+// pooler (its pool set not to prepare statements, so that it opens at all)
+// does not hang in Watch, whose LISTEN the pooler does not keep: it answers
 // within its bound, naming the pooler setting, and a caller without a
 // deadline of its own (an elector's watch) is not stuck.
 func TestPoolerMisconfigured(t *testing.T) {

@@ -70,11 +70,11 @@ func (h *stopAfterLock) resume() {
 	}
 }
 
-// TestTxnRollbackBounded: a Txn whose condition the check under its locks
-// refuses rolls back; the backend stops answering at that moment. The Txn
-// returns the refusal within its ctx's bound, and the connection is not
-// handed out again: the next call works while that backend is still
-// stopped.
+// TestTxnRollbackBounded covers a Txn whose condition the check under its
+// locks refuses: it rolls back, and the backend stops answering at that
+// moment. The Txn returns the refusal within its ctx's bound, and the
+// connection is not handed out again: the next call works while that backend
+// is still stopped.
 func TestTxnRollbackBounded(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()

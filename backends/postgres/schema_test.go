@@ -86,10 +86,10 @@ func tokensUpTo(t *testing.T, ctx context.Context, s *postgres.Store) (int64, ba
 	return e.Revision, x
 }
 
-// TestSequenceRecreatedBehindTable: a migration drops the table's sequence
-// (or the table is restored without it); the rows keep revisions up to R.
-// The next store to open moves the new sequence past R, so a key deleted
-// before, created again, gets a token above every token of the table.
+// TestSequenceRecreatedBehindTable covers a migration that drops the table's
+// sequence (or the table is restored without it); the rows keep revisions up
+// to R. The next store to open moves the new sequence past R, so a key
+// deleted before, created again, gets a token above every token of the table.
 func TestSequenceRecreatedBehindTable(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
@@ -109,12 +109,12 @@ func TestSequenceRecreatedBehindTable(t *testing.T) {
 	}
 }
 
-// TestSequenceResetWhileRunning: the sequence is reset under a running
-// store (setval, RESTART). The store's next write draws a revision below
-// what it has seen: the statement refuses it, nothing is written, and the
-// store moves the sequence forward before it answers; the write then
-// succeeds, with a token above every one before. A store whose role may
-// not move the sequence refuses with a fatal error instead.
+// TestSequenceResetWhileRunning resets the sequence under a running store
+// (setval, RESTART). The store's next write draws a revision below what it
+// has seen: the statement refuses it, nothing is written, and the store moves
+// the sequence forward before it answers; the write then succeeds, with a
+// token above every one before. A store whose role may not move the sequence
+// refuses with a fatal error instead.
 func TestSequenceResetWhileRunning(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
@@ -180,9 +180,10 @@ func TestSequenceResetWhileRunning(t *testing.T) {
 	}
 }
 
-// TestSequenceSettingsRefused: a sequence with a cache lets two sessions
-// hand out revisions out of order, one that cycles or counts down repeats
-// them. A store refuses to open over one, naming the setting.
+// TestSequenceSettingsRefused covers sequences whose revisions break: one
+// with a cache lets two sessions hand out revisions out of order, one that
+// cycles or counts down repeats them. A store refuses to open over one,
+// naming the setting.
 func TestSequenceSettingsRefused(t *testing.T) {
 	srv := sharedServer(t)
 	dsn := srv.DSN(srv.NewDatabase(t))
@@ -216,9 +217,9 @@ func TestSequenceSettingsRefused(t *testing.T) {
 	}
 }
 
-// TestNamesDoNotCollide: a table called T_rev and a table T each get a
-// sequence of their own, whichever is made first (the sequence of T used
-// to be called T_rev).
+// TestNamesDoNotCollide checks that a table called T_rev and a table T each
+// get a sequence of their own, whichever is made first (the sequence of T
+// used to be called T_rev).
 func TestNamesDoNotCollide(t *testing.T) {
 	srv := sharedServer(t)
 	dsn := srv.DSN(srv.NewDatabase(t))
@@ -240,9 +241,9 @@ func TestNamesDoNotCollide(t *testing.T) {
 	}
 }
 
-// TestWrongObjectsRefused: objects that are not what the store needs are
-// refused when it opens, fatally and by name, instead of failing every
-// write with an error asked again for ever.
+// TestWrongObjectsRefused checks that objects that are not what the store
+// needs are refused when it opens, fatally and by name, instead of failing
+// every write with an error asked again for ever.
 func TestWrongObjectsRefused(t *testing.T) {
 	srv := sharedServer(t)
 	dsn := srv.DSN(srv.NewDatabase(t))
@@ -307,9 +308,9 @@ func legacyDDL(tbl string) []string {
 	}
 }
 
-// TestLegacyTable: a table made by an earlier version keeps its sequence.
-// A store that may not change objects uses it as it is; Setup makes the
-// table own it. Tokens continue from it either way.
+// TestLegacyTable checks that a table made by an earlier version keeps its
+// sequence. A store that may not change objects uses it as it is; Setup makes
+// the table own it. Tokens continue from it either way.
 func TestLegacyTable(t *testing.T) {
 	srv := sharedServer(t)
 	dsn := srv.DSN(srv.NewDatabase(t))

@@ -21,13 +21,13 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// TestExpiryByLocalObservation: expiry follows the observing store's own
-// clock and nothing else. A contender whose clock has run an hour ahead
-// still sees a claim it reads for the first time as live; a keep-alive
+// TestExpiryByLocalObservation checks that expiry follows the observing
+// store's own clock and nothing else. A contender whose clock has run an hour
+// ahead still sees a claim it reads for the first time as live; a keep-alive
 // restarts its count; only a TTL of its own clock with the claim unchanged
 // lets it take over, with a higher token, after which the old holder's
-// keep-alive is refused. The TTL is an hour: the server's clock (and the
-// real time the test takes) could not have expired anything.
+// keep-alive is refused. The TTL is an hour: the server's clock (and the real
+// time the test takes) could not have expired anything.
 func TestExpiryByLocalObservation(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
@@ -73,12 +73,12 @@ func TestExpiryByLocalObservation(t *testing.T) {
 	}
 }
 
-// TestTakeoverLosesToKeepAlive: a keep-alive that commits between the
-// contender's read (which judged the claim expired) and its takeover
-// makes the takeover match nothing: the contender reads again and finds
-// the claim live. A transaction locks the row, the contender's takeover is
-// seen waiting on that lock, and only then does the transaction keep the
-// claim alive and commit.
+// TestTakeoverLosesToKeepAlive checks that a keep-alive that commits between
+// the contender's read (which judged the claim expired) and its takeover
+// makes the takeover match nothing: the contender reads again and finds the
+// claim live. A transaction locks the row, the contender's takeover is seen
+// waiting on that lock, and only then does the transaction keep the claim
+// alive and commit.
 func TestTakeoverLosesToKeepAlive(t *testing.T) {
 	srv := sharedServer(t)
 	db := srv.NewDatabase(t)
@@ -156,9 +156,9 @@ func waitLockWait(t *testing.T, ctx context.Context, conn *pgx.Conn, tbl string)
 	}
 }
 
-// TestSetupConcurrent: many stores opening one new table at once all
-// succeed (the setup is serialized), and WithoutSetup over a missing table
-// fails with ErrMissingResource.
+// TestSetupConcurrent checks that many stores opening one new table at once
+// all succeed (the setup is serialized), and WithoutSetup over a missing
+// table fails with ErrMissingResource.
 func TestSetupConcurrent(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
@@ -196,8 +196,8 @@ func TestSetupConcurrent(t *testing.T) {
 	}
 }
 
-// TestWatchLargeValue: a value too large for a NOTIFY payload still comes
-// through the watch, read from the table.
+// TestWatchLargeValue checks that a value too large for a NOTIFY payload
+// still comes through the watch, read from the table.
 func TestWatchLargeValue(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
@@ -222,10 +222,10 @@ func TestWatchLargeValue(t *testing.T) {
 	}
 }
 
-// TestWatchesShareConnection: the watches of one store share one listening
-// connection (an elector per claim watches its claim: a connection each
-// would be a server backend per claim and candidate), and each still gets
-// only its own prefix, from the moment it was opened.
+// TestWatchesShareConnection checks that the watches of one store share one
+// listening connection (an elector per claim watches its claim: a connection
+// each would be a server backend per claim and candidate), and each still
+// gets only its own prefix, from the moment it was opened.
 func TestWatchesShareConnection(t *testing.T) {
 	srv := sharedServer(t)
 	db := srv.NewDatabase(t)

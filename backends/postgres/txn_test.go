@@ -16,11 +16,11 @@ import (
 	"github.com/tenure-go/tenure/backends/postgres/pgtest"
 )
 
-// TestTxnRaceWithCreate: transactions that require a key absent and write
-// it, racing plain creates of the same key from other stores, over many
+// TestTxnRaceWithCreate races transactions that require a key absent and
+// write it against plain creates of the same key from other stores, over many
 // rounds: exactly one of them wins each round. An absent key cannot be
-// locked; the transaction's placeholder row is what makes a concurrent
-// create wait for it.
+// locked; the transaction's placeholder row is what makes a concurrent create
+// wait for it.
 func TestTxnRaceWithCreate(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
@@ -120,12 +120,12 @@ func countedStore(t *testing.T, dsn, tbl string) (*postgres.Store, *wireCount) {
 	return s, c
 }
 
-// TestRefusedAcquisitionCost: a follower's attempt on a claim another
-// store holds, the request every follower sends about once a TTL, is one
-// statement and one round trip. It was a transaction of five (begin, the
+// TestRefusedAcquisitionCost checks that a follower's attempt on a claim
+// another store holds, the request every follower sends about once a TTL, is
+// one statement and one round trip. It was a transaction of five (begin, the
 // advisory locks, the placeholder rows, the locking read, rollback), which
-// made followers' attempts most of what an election sent the server:
-// 3.5 statements per renewal with 100 claims instead of 1.5.
+// made followers' attempts most of what an election sent the server: 3.5
+// statements per renewal with 100 claims instead of 1.5.
 func TestRefusedAcquisitionCost(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
@@ -159,12 +159,12 @@ func TestRefusedAcquisitionCost(t *testing.T) {
 	}
 }
 
-// TestTxnRoundTrips: a transaction that commits is three round trips
-// whatever it holds: the conditions checked alone, then (pipelined) begin,
-// the advisory locks, the placeholder rows and the locking read, then
+// TestTxnRoundTrips checks that a transaction that commits is three round
+// trips whatever it holds: the conditions checked alone, then (pipelined)
+// begin, the advisory locks, the placeholder rows and the locking read, then
 // (pipelined) the writes, the placeholders' removal and the commit. One
-// without conditions skips the check. Each statement was its own round
-// trip: seven for a put under a condition, eight with the check.
+// without conditions skips the check. Each statement was its own round trip:
+// seven for a put under a condition, eight with the check.
 func TestTxnRoundTrips(t *testing.T) {
 	srv := sharedServer(t)
 	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()

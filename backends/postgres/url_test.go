@@ -18,7 +18,7 @@ import (
 
 const secret = "s3cr%21t-pw" // percent-encoded in URLs; "s3cr!t-pw" decoded
 
-// TestURLParse: what storeurl accepts and refuses for postgres://, and
+// TestURLParse checks what storeurl accepts and refuses for postgres://, and
 // that the password never shows in what it prints.
 func TestURLParse(t *testing.T) {
 	good := []string{
@@ -192,9 +192,9 @@ func TestURLOpenSocket(t *testing.T) {
 	}
 }
 
-// TestURLConnectTimeout: connect_timeout bounds a connection attempt to a
-// server that accepts the connection and never answers, when the caller's
-// context has no deadline of its own to end it.
+// TestURLConnectTimeout checks that connect_timeout bounds a connection
+// attempt to a server that accepts the connection and never answers, when the
+// caller's context has no deadline of its own to end it.
 func TestURLConnectTimeout(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -237,9 +237,9 @@ func TestURLConnectTimeout(t *testing.T) {
 	t.Logf("refused after %v: %v", took, err)
 }
 
-// TestURLOpenErrorLine: a store that cannot be opened says so in one line
-// that names the database, the servers and the cause as the network or
-// the server gave it, without pgx's account of the attempt or repeated
+// TestURLOpenErrorLine checks that a store that cannot be opened says so in
+// one line that names the database, the servers and the cause as the network
+// or the server gave it, without pgx's account of the attempt or repeated
 // prefixes, and never the password.
 func TestURLOpenErrorLine(t *testing.T) {
 	srv := pgtest.Shared(t)

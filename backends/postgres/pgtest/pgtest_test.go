@@ -31,9 +31,9 @@ func TestDatabase(t *testing.T) {
 	}
 }
 
-// TestKillRestart: a server killed while paused, with a client connected,
-// is gone with all its processes when Kill returns, and Restart brings it
-// back, at once, with its data.
+// TestKillRestart checks that a server killed while paused, with a client
+// connected, is gone with all its processes when Kill returns, and Restart
+// brings it back, at once, with its data.
 func TestKillRestart(t *testing.T) {
 	srv := pgtest.Start(t)
 	c, err := pgx.Connect(t.Context(), srv.DSN("postgres"))
