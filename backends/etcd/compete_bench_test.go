@@ -17,14 +17,14 @@ import (
 )
 
 // BenchmarkCompetingClaims measures what elections with competitors cost:
-// n claims, three candidates for each, one per process (each process its
-// own client, and for tenure its own store, running one candidate of every
-// claim). TTL 2 s; tenure renews and retries every 500 ms and its followers
-// wait on the watch; etcd's concurrency.Election keeps its sessions alive
-// every TTL/3 and its followers wait on the watch. Compared in the same
-// run, on one server with etcd's default timings and fsync: tenure with a
-// lease per claim and with one shared lease per process, and Election with
-// a session per candidate and with one session per process.
+// BenchmarkCompetingClaims runs n claims, three candidates for each, one per
+// process (each process its own client, and for tenure its own store, running
+// one candidate of every claim). TTL 2 s; tenure renews and retries every 500
+// ms and its followers wait on the watch; etcd's concurrency.Election keeps
+// its sessions alive every TTL/3 and its followers wait on the watch.
+// Compared in the same run, on one server with etcd's default timings and
+// fsync: tenure with a lease per claim and with one shared lease per process,
+// and Election with a session per candidate and with one session per process.
 //
 // Tenure runs with its electors named two ways: names=per-process, one
 // Identity per process, and names=per-claim, each claim's elector named on

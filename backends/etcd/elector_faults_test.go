@@ -50,7 +50,7 @@ func startElector(t *testing.T, c *etcdtest.Cluster, i int, prefix, who string, 
 	return el
 }
 
-// TestFaultElectorBlackholed: the leading elector's member stops answering
+// TestFaultElectorBlackholed has the leading elector's member stop answering
 // it. It stops acting by its own local deadline (its leadership context ends
 // then, not later), the server expires its claim, the other elector takes
 // over with a higher token, and the two terms never overlap.
@@ -88,7 +88,7 @@ func TestFaultElectorBlackholed(t *testing.T) {
 	})
 }
 
-// TestFaultElectorLeaderChanges: electors on all three members while the
+// TestFaultElectorLeaderChanges runs electors on all three members while the
 // etcd leader is stopped and restarted, twice, and one elector's member is
 // partitioned away. Whatever happens to who leads, terms never overlap and
 // tokens strictly increase.

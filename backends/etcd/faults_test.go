@@ -147,7 +147,7 @@ func (hc *heldClaim) takeOverThenHeal(t *testing.T, ttl time.Duration, heal func
 	return taken
 }
 
-// TestFaultBlackholedHolder: the holder's member stops answering it. Its
+// TestFaultBlackholedHolder has the holder's member stop answering it. Its
 // requests fail as transient; the server expires its lease; another process
 // takes the claim over no sooner than the holder's own deadline, with a
 // higher token; and when the holder is heard again it learns it lost.
@@ -167,9 +167,9 @@ func TestFaultBlackholedHolder(t *testing.T) {
 	})
 }
 
-// TestFaultPartitionedMember: the holder's member is cut off from the rest
-// of the cluster. Requiring a leader, its requests fail fast as
-// unavailable; the majority expires the lease and another takes over.
+// TestFaultPartitionedMember cuts the holder's member off from the rest of
+// the cluster. Requiring a leader, its requests fail fast as unavailable; the
+// majority expires the lease and another takes over.
 func TestFaultPartitionedMember(t *testing.T) {
 	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
@@ -212,8 +212,8 @@ func TestFaultPartitionedMember(t *testing.T) {
 	})
 }
 
-// TestFaultMemberRestart: the holder's member stops and comes back. While it
-// is down the holder cannot renew, the claim expires and another takes it;
+// TestFaultMemberRestart stops the holder's member and brings it back. While
+// it is down the holder cannot renew, the claim expires and another takes it;
 // after the restart the holder learns it lost, and tokens only grew.
 func TestFaultMemberRestart(t *testing.T) {
 	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
@@ -239,7 +239,7 @@ func TestFaultMemberRestart(t *testing.T) {
 	})
 }
 
-// TestFaultLeaderChange: the etcd leader stops while a claim is held and
+// TestFaultLeaderChange stops the etcd leader while a claim is held and
 // renewed. The holder keeps its claim (a new leader extends leases, never
 // shortens them), and tokens issued before, during and after the change
 // strictly increase.
@@ -298,16 +298,15 @@ func TestFaultLeaderChange(t *testing.T) {
 	})
 }
 
-// TestFaultWatchEndsWithoutLeader: the store's watch of its prefix
-// requires a leader, so when the store's member is cut off from the rest
-// of the cluster etcd ends it, and the store vouches for nothing until it
-// is back. A key deleted meanwhile through another member is then caught
-// by the renewal's read once the member is back, and an untouched entry
-// gets the store's word back from that read once the watch is back.
-// Before, the watch stayed open and silent on the cut-off member, and the
-// store went on vouching for every entry for the whole partition: a
-// renewal that reached the leader another way was one keep-alive, whatever
-// happened to its key.
+// TestFaultWatchEndsWithoutLeader checks that the store's watch of its prefix
+// requires a leader, so when the store's member is cut off from the rest of
+// the cluster etcd ends it, and the store vouches for nothing until it is
+// back. A key deleted meanwhile through another member is then caught by the
+// renewal's read once the member is back, and an untouched entry gets the
+// store's word back from that read once the watch is back. Before, the watch
+// stayed open and silent on the cut-off member, and the store went on
+// vouching for every entry for the whole partition: a renewal that reached
+// the leader another way was one keep-alive, whatever happened to its key.
 func TestFaultWatchEndsWithoutLeader(t *testing.T) {
 	clusters(t, func(t *testing.T, start func(*testing.T) *etcdtest.Cluster) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {

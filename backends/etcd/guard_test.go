@@ -63,14 +63,14 @@ func (f *fixture) leaseOfKey(t *testing.T, key string) clientv3.LeaseID {
 	return clientv3.LeaseID(resp.Kvs[0].Lease)
 }
 
-// TestKeepAliveNotNearExpiry: with a lease per claim, a renewal that comes
-// when its lease may be close to its expiry at the server (here 100 ms past
-// TTL − guard after the last keep-alive etcd answered alive) sends no
-// keep-alive and is lost, and so is its retry. A keep-alive then could be
-// answered alive while etcd's revoke loop deletes the key, and a peer
-// could take the claim while this holder believes it has a fresh deadline.
-// The store's clock moves and etcd's does not, so the lease is alive at
-// the server and a keep-alive would succeed: before the guard, both
+// TestKeepAliveNotNearExpiry checks that with a lease per claim, a renewal
+// that comes when its lease may be close to its expiry at the server (here
+// 100 ms past TTL − guard after the last keep-alive etcd answered alive)
+// sends no keep-alive and is lost, and so is its retry. A keep-alive then
+// could be answered alive while etcd's revoke loop deletes the key, and a
+// peer could take the claim while this holder believes it has a fresh
+// deadline. The store's clock moves and etcd's does not, so the lease is
+// alive at the server and a keep-alive would succeed: before the guard, both
 // renewals were sent and answered alive.
 func TestKeepAliveNotNearExpiry(t *testing.T) {
 	for _, tc := range guardCases {
@@ -97,10 +97,10 @@ func TestKeepAliveNotNearExpiry(t *testing.T) {
 	}
 }
 
-// TestKeepAliveWithinGuardIsSent: renewals that come before the guard
-// (0.9 s after the last keep-alive etcd answered alive) are sent, and each
-// one counts the guard again from its own send; a renewal at exactly
-// TTL − guard is not.
+// TestKeepAliveWithinGuardIsSent checks that renewals that come before the
+// guard (0.9 s after the last keep-alive etcd answered alive) are sent, and
+// each one counts the guard again from its own send; a renewal at exactly TTL
+// − guard is not.
 func TestKeepAliveWithinGuardIsSent(t *testing.T) {
 	for _, tc := range guardCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,14 +129,14 @@ func TestKeepAliveWithinGuardIsSent(t *testing.T) {
 	}
 }
 
-// TestFirstKeepAliveOfAPeersEntry: the first renewal of an entry whose
-// lease the store neither granted nor kept alive is guarded too, by the
-// time to live etcd reports (whole seconds, rounded down) counted from
-// before the store asked. A 2 s lease just granted has 1 s left by that
-// count, no more than its guard, so its first renewal is refused without a
-// keep-alive (before, it was sent, with nothing to tell how close the lease
-// was to its expiry); a 5 s lease has 4 s left, and its first renewal is
-// sent. The store's clock does not move: the lease's time left is etcd's.
+// TestFirstKeepAliveOfAPeersEntry checks that the first renewal of an entry
+// whose lease the store neither granted nor kept alive is guarded too, by the
+// time to live etcd reports (whole seconds, rounded down) counted from before
+// the store asked. A 2 s lease just granted has 1 s left by that count, no
+// more than its guard, so its first renewal is refused without a keep-alive
+// (before, it was sent, with nothing to tell how close the lease was to its
+// expiry); a 5 s lease has 4 s left, and its first renewal is sent. The
+// store's clock does not move: the lease's time left is etcd's.
 func TestFirstKeepAliveOfAPeersEntry(t *testing.T) {
 	for _, tc := range []struct {
 		ttl  time.Duration

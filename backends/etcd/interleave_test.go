@@ -125,17 +125,16 @@ func putsKey(req any, key string) bool {
 	return false
 }
 
-// TestForeignChangeSeenBeforeOwnWriteIsRegistered: a change of a key by
-// another client that the store's watch delivers after the store's own
+// TestForeignChangeSeenBeforeOwnWriteIsRegistered checks that a change of a
+// key by another client that the store's watch delivers after the store's own
 // write of the key (a create, or a compare-and-set of its own entry)
-// committed, but before the writer registered its entry,
-// must withdraw the store's word for that entry (issue 29, hole 1). A
-// client interceptor runs the step there: once etcd answered the create's
-// transaction, another client deletes the key, and the step waits until
-// the store's watch has delivered the delete. Before, the watch's handler
-// found no entry to withdraw, the write then registered its entry as
-// vouched for, and every renewal was one keep-alive of a live lease that
-// reported the deleted key held.
+// committed, but before the writer registered its entry, must withdraw the
+// store's word for that entry. A client interceptor runs the step there: once
+// etcd answered the create's transaction, another client deletes the key, and
+// the step waits until the store's watch has delivered the delete. Before,
+// the watch's handler found no entry to withdraw, the write then registered
+// its entry as vouched for, and every renewal was one keep-alive of a live
+// lease that reported the deleted key held.
 func TestForeignChangeSeenBeforeOwnWriteIsRegistered(t *testing.T) {
 	servers(t, func(t *testing.T, start func(testing.TB) server) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
@@ -215,15 +214,14 @@ func readsKey(req any, key string) bool {
 	return ok && string(r.Key) == key && len(r.RangeEnd) == 0
 }
 
-// TestRenewalAfterUnknownDeleteReadsAfterItsKeepAlive: an entry of the
-// store's own that a delete with an unknown outcome may still remove is no
-// longer vouched for, and its renewal is verified by a read; that read
-// must come after the keep-alive's send (issue 29, hole 2). Here the
-// delete is applied late, just before the keep-alive goes out (a client
-// interceptor runs it there). Before, the renewal read the key first,
-// found it, then sent the keep-alive, which the lease, still alive,
-// answered: the renewal reported the deleted entry held, in both lease
-// modes.
+// TestRenewalAfterUnknownDeleteReadsAfterItsKeepAlive checks that an entry of
+// the store's own that a delete with an unknown outcome may still remove is
+// no longer vouched for, and its renewal is verified by a read; that read
+// must come after the keep-alive's send. Here the delete is applied late,
+// just before the keep-alive goes out (a client interceptor runs it there).
+// Before, the renewal read the key first, found it, then sent the keep-alive,
+// which the lease, still alive, answered: the renewal reported the deleted
+// entry held, in both lease modes.
 func TestRenewalAfterUnknownDeleteReadsAfterItsKeepAlive(t *testing.T) {
 	servers(t, func(t *testing.T, start func(testing.TB) server) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
@@ -261,11 +259,11 @@ func TestRenewalAfterUnknownDeleteReadsAfterItsKeepAlive(t *testing.T) {
 	})
 }
 
-// TestRenewalOfPeersEntryReadsAfterItsKeepAlive: a store never vouches for
-// a peer's entry, and the peer may release it at any time (within the
-// rule). A release just before the renewal's keep-alive goes out (a client
-// interceptor runs it there) makes the renewal lost, on the first renewal
-// (which reads the key first, to learn its lease) and on a later one.
+// TestRenewalOfPeersEntryReadsAfterItsKeepAlive checks that a store never
+// vouches for a peer's entry, and the peer may release it at any time (within
+// the rule). A release just before the renewal's keep-alive goes out (a
+// client interceptor runs it there) makes the renewal lost, on the first
+// renewal (which reads the key first, to learn its lease) and on a later one.
 // Before, the renewal read the key, then sent the keep-alive, which the
 // lease, still alive after the release, answered: the renewal reported the
 // released entry held, with a full TTL.
@@ -306,13 +304,13 @@ func TestRenewalOfPeersEntryReadsAfterItsKeepAlive(t *testing.T) {
 	})
 }
 
-// TestFirstRenewalOfReleasedEntryIsLost: the first renewal of a peer's
-// entry reads the key to learn its lease, then asks etcd which keys the
-// lease carries. If the peer released the entry in between (a client
-// interceptor runs the release right after the read was answered), the
-// lease carries no key: the claim is lost. Before, that answered
-// ErrUnsupported (fatal), as for a lease that carries other keys, and an
-// elector backed off as if the store were broken.
+// TestFirstRenewalOfReleasedEntryIsLost checks that the first renewal of a
+// peer's entry reads the key to learn its lease, then asks etcd which keys
+// the lease carries. If the peer released the entry in between (a client
+// interceptor runs the release right after the read was answered), the lease
+// carries no key: the claim is lost. Before, that answered ErrUnsupported
+// (fatal), as for a lease that carries other keys, and an elector backed off
+// as if the store were broken.
 func TestFirstRenewalOfReleasedEntryIsLost(t *testing.T) {
 	servers(t, func(t *testing.T, start func(testing.TB) server) {
 		f := newFixtureOn(t, start(t))

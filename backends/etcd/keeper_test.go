@@ -105,16 +105,15 @@ func (s *heldStream) RecvMsg(m any) error {
 	return err
 }
 
-// TestKeepAliveCallerGivingUpCostsOthersNothing: one caller whose context
-// ends while its keep-alive is being sent, or after it was sent and before
-// any answer, must not cost another caller waiting on the same stream its
-// renewal (issue 29). The stream's answers are held back until both
-// callers have sent, and the first caller is cancelled at that point.
-// Before, the store ended the shared stream for every waiter (the other
-// caller got "keep-alive stream ended", a transient error, instead of its
-// renewal). A stream that may be stuck is still left behind for new
-// keep-alives: a renewal made while the answers are held goes on a new
-// stream and is answered.
+// TestKeepAliveCallerGivingUpCostsOthersNothing checks that one caller whose
+// context ends while its keep-alive is being sent, or after it was sent and
+// before any answer, must not cost another caller waiting on the same stream
+// its renewal. The stream's answers are held back until both callers have
+// sent, and the first caller is cancelled at that point. Before, the store
+// ended the shared stream for every waiter (the other caller got "keep-alive
+// stream ended", a transient error, instead of its renewal). A stream that
+// may be stuck is still left behind for new keep-alives: a renewal made while
+// the answers are held goes on a new stream and is answered.
 func TestKeepAliveCallerGivingUpCostsOthersNothing(t *testing.T) {
 	servers(t, func(t *testing.T, start func(testing.TB) server) {
 		for _, when := range []string{"while sending", "before the first answer"} {

@@ -59,8 +59,8 @@ func TestSharedLeaseOneLeasePerTTL(t *testing.T) {
 	}
 }
 
-// TestSharedKeepAliveBatches: fifty keep-alives cost the requests of one or
-// two batches, not fifty.
+// TestSharedKeepAliveBatches checks that fifty keep-alives cost the requests
+// of one or two batches, not fifty.
 func TestSharedKeepAliveBatches(t *testing.T) {
 	f := newFixture(t, etcd.WithSharedLease(0))
 	const n = 50
@@ -139,8 +139,8 @@ func TestSharedKeepAliveVerifiesEachEntry(t *testing.T) {
 	})
 }
 
-// TestSharedLeaseRevoked: when the shared lease is gone, keep-alives report
-// the claims lost and the next write gets a new lease.
+// TestSharedLeaseRevoked checks that when the shared lease is gone,
+// keep-alives report the claims lost and the next write gets a new lease.
 func TestSharedLeaseRevoked(t *testing.T) {
 	f := newFixture(t, etcd.WithSharedLease(0))
 	ctx := testContext(t)
@@ -161,9 +161,9 @@ func TestSharedLeaseRevoked(t *testing.T) {
 	}
 }
 
-// TestSharedAbandonedEntryDeleted: an entry nobody keeps alive is deleted by
-// the store after its TTL, although the shared lease it is on is kept alive
-// for another entry.
+// TestSharedAbandonedEntryDeleted checks that an entry nobody keeps alive is
+// deleted by the store after its TTL, although the shared lease it is on is
+// kept alive for another entry.
 func TestSharedAbandonedEntryDeleted(t *testing.T) {
 	f := newFixture(t, etcd.WithSharedLease(100*time.Millisecond))
 	ctx, cancel := context.WithCancel(testContext(t))
@@ -220,18 +220,19 @@ func TestSharedCloseLetsLeaseExpire(t *testing.T) {
 	waitAbsent(t, f.store, "k", 5*time.Second)
 }
 
-// TestSharedUnknownWriteCollected: an entry a write with an unknown outcome
-// may have left on the shared lease is deleted, unless a write of the
-// store the registry knows took the key over.
+// TestSharedUnknownWriteCollected checks that an entry a write with an
+// unknown outcome may have left on the shared lease is deleted, unless a
+// write of the store the registry knows took the key over.
 func TestSharedUnknownWriteCollected(t *testing.T) {
 	testUnknownWriteCollected(t, newFixture(t, etcd.WithSharedLease(50*time.Millisecond)))
 }
 
-// TestSharedUnknownWriteCollectedWithIndexReads: the same with keys-only
-// reads that carry no lease, as etcd from v3.7 answers them. The collector
-// decides by the key's lease whether a write of its own may have left it:
-// read keys-only, no entry was ever its own, and garbage on the shared
-// lease stayed alive as long as the store kept the lease alive.
+// TestSharedUnknownWriteCollectedWithIndexReads checks the same as
+// TestSharedUnknownWriteCollected with keys-only reads that carry no lease,
+// as etcd from v3.7 answers them. The collector decides by the key's lease
+// whether a write of its own may have left it: read keys-only, no entry was
+// ever its own, and garbage on the shared lease stayed alive as long as the
+// store kept the lease alive.
 func TestSharedUnknownWriteCollectedWithIndexReads(t *testing.T) {
 	f := &fixture{srv: etcdtest.Start(t), reqs: newCounter(), prefix: newPrefix(t)}
 	cfg := clientv3.Config{Endpoints: f.srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: nopLogger,
@@ -280,10 +281,10 @@ func testUnknownWriteCollected(t *testing.T, f *fixture) {
 	}
 }
 
-// TestSharedGarbageNotBeforeDeadline: on the store's clock, an entry nobody
-// keeps alive is deleted once its TTL has passed since its last write or
-// keep-alive, and not a moment before, although batches for other entries
-// run meanwhile.
+// TestSharedGarbageNotBeforeDeadline checks that on the store's clock, an
+// entry nobody keeps alive is deleted once its TTL has passed since its last
+// write or keep-alive, and not a moment before, although batches for other
+// entries run meanwhile.
 func TestSharedGarbageNotBeforeDeadline(t *testing.T) {
 	clk := clocktest.New(time.Time{})
 	f := newFixture(t, etcd.WithSharedLease(100*time.Millisecond), etcd.WithClock(clk))
@@ -379,13 +380,13 @@ func advance(t *testing.T, clk *clocktest.Clock, step, limit time.Duration) (sto
 	return func() { cancel(); <-done }
 }
 
-// TestSharedTimedOutCreateSparesLiveHolder: two candidates of one process
-// share a store; one holds the claim, the other's create of it times out.
-// The failed create's possible entry is garbage, but the key holds the
-// holder's entry, at a revision the store wrote itself: the store must not
-// delete it before the holder's deadline. It did: the unknown write's mark
-// replaced the holder's registry entry, the collector found the key on the
-// store's lease at a revision nobody claimed any more, and deleted the
+// TestSharedTimedOutCreateSparesLiveHolder covers two candidates of one
+// process sharing a store: one holds the claim, the other's create of it
+// times out. The failed create's possible entry is garbage, but the key holds
+// the holder's entry, at a revision the store wrote itself: the store must
+// not delete it before the holder's deadline. It did: the unknown write's
+// mark replaced the holder's registry entry, the collector found the key on
+// the store's lease at a revision nobody claimed any more, and deleted the
 // holder's claim within one batch.
 func TestSharedTimedOutCreateSparesLiveHolder(t *testing.T) {
 	clk := clocktest.New(time.Time{})
@@ -436,13 +437,13 @@ type deadlineCtx struct {
 
 func (c deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
-// TestSharedKeepAliveServedWithinCallersTime: a keep-alive arriving just
-// after a batch is served within the time its caller gives it, not one
-// batch interval after the last batch. Before, it waited the whole interval
-// whatever its deadline: with the default interval and an elector's renew
-// timeout (both 500 ms at a 500 ms renew period), a renewal arriving just
-// after a batch timed out, and with two such timeouts in a row a leader of
-// one of a hundred claims lost its term with no fault at all. Here the
+// TestSharedKeepAliveServedWithinCallersTime checks that a keep-alive
+// arriving just after a batch is served within the time its caller gives it,
+// not one batch interval after the last batch. Before, it waited the whole
+// interval whatever its deadline: with the default interval and an elector's
+// renew timeout (both 500 ms at a 500 ms renew period), a renewal arriving
+// just after a batch timed out, and with two such timeouts in a row a leader
+// of one of a hundred claims lost its term with no fault at all. Here the
 // caller's deadline is the next instant, so the batch is due at once: the
 // fake clock never moves, and only a batch that respects the deadline
 // answers.
@@ -473,16 +474,16 @@ func TestSharedKeepAliveServedWithinCallersTime(t *testing.T) {
 	}
 }
 
-// TestSharedIdleLeaseIsNotKeptAliveNearExpiry: a store whose last claim
-// ended lets its shared lease idle (nothing keeps it alive while the store
-// holds nothing); when it wins a claim about one TTL later, that lease may
-// be expiring at the server. etcd's lessor can answer a keep-alive that
-// arrives then with success while the revocation it already decided goes
-// on and deletes every key on the lease, the new claim included. The store
-// must neither keep such a lease alive nor write on it, but grant a new
-// one. Here the store's clock has moved a TTL less a tenth while etcd's
-// has barely moved, so that the old lease is alive at the server and a
-// keep-alive of it would succeed.
+// TestSharedIdleLeaseIsNotKeptAliveNearExpiry checks that a store whose last
+// claim ended lets its shared lease idle (nothing keeps it alive while the
+// store holds nothing); when it wins a claim about one TTL later, that lease
+// may be expiring at the server. etcd's lessor can answer a keep-alive that
+// arrives then with success while the revocation it already decided goes on
+// and deletes every key on the lease, the new claim included. The store must
+// neither keep such a lease alive nor write on it, but grant a new one. Here
+// the store's clock has moved a TTL less a tenth while etcd's has barely
+// moved, so that the old lease is alive at the server and a keep-alive of it
+// would succeed.
 func TestSharedIdleLeaseIsNotKeptAliveNearExpiry(t *testing.T) {
 	clk := clocktest.New(time.Time{})
 	f := newFixture(t, etcd.WithSharedLease(0), etcd.WithClock(clk))
@@ -517,9 +518,9 @@ func idleSharedLease(t *testing.T, f *fixture) clientv3.LeaseID {
 	return old
 }
 
-// TestSharedIdleLeaseWithinGuardIsKeptAlive: a lease idle for less than
-// its TTL less the guard (1 s of 2 s) is still kept alive and written on,
-// at the cost of one keep-alive and no grant.
+// TestSharedIdleLeaseWithinGuardIsKeptAlive checks that a lease idle for less
+// than its TTL less the guard (1 s of 2 s) is still kept alive and written
+// on, at the cost of one keep-alive and no grant.
 func TestSharedIdleLeaseWithinGuardIsKeptAlive(t *testing.T) {
 	clk := clocktest.New(time.Time{})
 	f := newFixture(t, etcd.WithSharedLease(0), etcd.WithClock(clk))
@@ -536,10 +537,10 @@ func TestSharedIdleLeaseWithinGuardIsKeptAlive(t *testing.T) {
 	}
 }
 
-// TestSharedKeepAliveNotNearExpiry: a holder that renews late, when its
-// shared lease may be close to its expiry at the server, loses its claim
-// (class lost; its deadline passes before the lease can expire) instead of
-// having the batch keep the lease alive into a revocation. The lease is
+// TestSharedKeepAliveNotNearExpiry checks that a holder that renews late,
+// when its shared lease may be close to its expiry at the server, loses its
+// claim (class lost; its deadline passes before the lease can expire) instead
+// of having the batch keep the lease alive into a revocation. The lease is
 // abandoned: never kept alive again, and the next write grants a new one.
 func TestSharedKeepAliveNotNearExpiry(t *testing.T) {
 	clk := clocktest.New(time.Time{})
@@ -576,10 +577,10 @@ func TestSharedKeepAliveNotNearExpiry(t *testing.T) {
 	}
 }
 
-// TestSharedKeepAliveServedBeforeGuard: a batch that would run only after
-// the entry's lease has come too close to its expiry to be kept alive (one
-// interval after the last batch) runs sooner, so that a holder renewing in
-// time keeps its claim.
+// TestSharedKeepAliveServedBeforeGuard checks that a batch that would run
+// only after the entry's lease has come too close to its expiry to be kept
+// alive (one interval after the last batch) runs sooner, so that a holder
+// renewing in time keeps its claim.
 func TestSharedKeepAliveServedBeforeGuard(t *testing.T) {
 	clk := clocktest.New(time.Time{})
 	f := newFixture(t, etcd.WithSharedLease(500*time.Millisecond), etcd.WithClock(clk))
@@ -649,14 +650,14 @@ func indexReads() grpc.DialOption {
 	})
 }
 
-// TestSharedKeepAliveWithIndexReads: a batch verifies its entries with a
-// keys-only read, which etcd from v3.7 answers without the keys' leases.
-// The batch took the lease to keep alive from that read: lease 0, which
-// etcd does not have, so every KeepAlive on a shared lease was lost at the
-// holder's first renewal (and its elector, told so, deleted its own claim
+// TestSharedKeepAliveWithIndexReads checks that a batch verifies its entries
+// with a keys-only read, which etcd from v3.7 answers without the keys'
+// leases. The batch took the lease to keep alive from that read: lease 0,
+// which etcd does not have, so every KeepAlive on a shared lease was lost at
+// the holder's first renewal (and its elector, told so, deleted its own claim
 // and took it again, or a follower did: every term ended at its first
-// renewal). The lease comes from the store's registry, which knows the
-// lease it wrote the entry at that revision on.
+// renewal). The lease comes from the store's registry, which knows the lease
+// it wrote the entry at that revision on.
 func TestSharedKeepAliveWithIndexReads(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cfg := clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: nopLogger, DialOptions: []grpc.DialOption{indexReads()}}

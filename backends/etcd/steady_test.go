@@ -19,7 +19,7 @@ import (
 // keeps it short enough for every run; `make steady` runs it for 30 s.
 var steadyFor = flag.Duration("etcd.steady", 5*time.Second, "how long TestSteadyLeader runs its election")
 
-// TestSteadyLeader: three candidates, each with its own client and store
+// TestSteadyLeader runs three candidates, each with its own client and store
 // (as three processes), on one etcd with etcd's default timings and fsync;
 // TTL 2 s, renew and retry every 500 ms, followers on the watch. With no
 // fault at all, the first leader keeps its term for the whole run, in both

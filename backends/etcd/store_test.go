@@ -210,8 +210,8 @@ func TestKeepAlive(t *testing.T) {
 	}
 }
 
-// TestKeepAliveByPeer: a store that did not write the entry checks that its
-// lease carries only that key before keeping it alive.
+// TestKeepAliveByPeer checks that a store that did not write the entry checks
+// that its lease carries only that key before keeping it alive.
 func TestKeepAliveByPeer(t *testing.T) {
 	f := newFixture(t)
 	ctx := testContext(t)
@@ -244,8 +244,9 @@ func TestKeepAliveByPeer(t *testing.T) {
 	}
 }
 
-// TestExpiryAndTakeover: an entry nobody keeps alive expires on the server,
-// is absent for every operation, and the next create gets a higher token.
+// TestExpiryAndTakeover checks that an entry nobody keeps alive expires on
+// the server, is absent for every operation, and the next create gets a
+// higher token.
 func TestExpiryAndTakeover(t *testing.T) {
 	f := newFixture(t)
 	ctx := testContext(t)
@@ -274,8 +275,8 @@ func TestExpiryAndTakeover(t *testing.T) {
 	}
 }
 
-// TestTokensAcrossRestart: tokens keep increasing across a restart of etcd,
-// and entries without TTL survive it.
+// TestTokensAcrossRestart checks that tokens keep increasing across a restart
+// of etcd, and entries without TTL survive it.
 func TestTokensAcrossRestart(t *testing.T) {
 	servers(t, func(t *testing.T, start func(testing.TB) server) {
 		f := newFixtureOn(t, start(t))
@@ -560,13 +561,13 @@ func TestOpenURL(t *testing.T) {
 	}
 }
 
-// TestRefusedCreateCostsOneRequest: a create refused because another
-// process holds the key (what a follower's attempt is, each time its watch
-// sees the claim change) costs one request, in both lease modes, whether
-// or not the store has a lease at hand: no lease grant or keep-alive before
-// it, no lease lookup for the conflict, no revoke after it. Before, it cost
-// four with a lease per entry (grant, transaction, TTL lookup, revoke) and
-// three with the shared lease (keep-alive or grant, transaction, TTL
+// TestRefusedCreateCostsOneRequest checks that a create refused because
+// another process holds the key (what a follower's attempt is, each time its
+// watch sees the claim change) costs one request, in both lease modes,
+// whether or not the store has a lease at hand: no lease grant or keep-alive
+// before it, no lease lookup for the conflict, no revoke after it. Before, it
+// cost four with a lease per entry (grant, transaction, TTL lookup, revoke)
+// and three with the shared lease (keep-alive or grant, transaction, TTL
 // lookup).
 func TestRefusedCreateCostsOneRequest(t *testing.T) {
 	for _, mode := range []struct {
@@ -598,10 +599,10 @@ func TestRefusedCreateCostsOneRequest(t *testing.T) {
 	}
 }
 
-// TestKeepAlivesShareOneStream: a store's lease keep-alives go out on one
-// stream, one message each, in both lease modes; clientv3's KeepAliveOnce,
-// used before, opened a stream per keep-alive, which costs the client and
-// the server far more than the message.
+// TestKeepAlivesShareOneStream checks that a store's lease keep-alives go out
+// on one stream, one message each, in both lease modes; clientv3's
+// KeepAliveOnce, used before, opened a stream per keep-alive, which costs the
+// client and the server far more than the message.
 func TestKeepAlivesShareOneStream(t *testing.T) {
 	for _, mode := range []struct {
 		name string
@@ -655,11 +656,12 @@ func gatedClient(t *testing.T, endpoints []string) (*clientv3.Client, chan struc
 	return cli, gate
 }
 
-// TestKeepAliveOpeningEndsWithItsContext: a keep-alive that has to open the
-// store's keep-alive stream gives up with its own context when the stream
-// cannot be opened, and the next one opens it. Before, the stream was opened
-// under the store's context, so the caller waited as long as the opening
-// did, past its own deadline, and every other keep-alive waited behind it.
+// TestKeepAliveOpeningEndsWithItsContext checks that a keep-alive that has to
+// open the store's keep-alive stream gives up with its own context when the
+// stream cannot be opened, and the next one opens it. Before, the stream was
+// opened under the store's context, so the caller waited as long as the
+// opening did, past its own deadline, and every other keep-alive waited
+// behind it.
 func TestKeepAliveOpeningEndsWithItsContext(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli, gate := gatedClient(t, srv.Endpoints())

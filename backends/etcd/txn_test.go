@@ -21,11 +21,12 @@ func createTxn(key string, ttl time.Duration) ([]backends.Cond, []backends.Op) {
 	return []backends.Cond{{Key: key}}, []backends.Op{{Kind: backends.OpPut, Key: key, Value: []byte("v"), TTL: ttl}}
 }
 
-// TestTxnOnReadySharedLeaseKeptAliveAfter: a transaction whose put goes on
-// a shared lease the store kept alive less than half a TTL ago goes out at
-// once, and the lease is kept alive after it succeeds, so that the entry
-// lives a TTL from after the call began: a transaction and a keep-alive,
-// in that order, and nothing else. Refused, it costs the transaction alone.
+// TestTxnOnReadySharedLeaseKeptAliveAfter checks that a transaction whose put
+// goes on a shared lease the store kept alive less than half a TTL ago goes
+// out at once, and the lease is kept alive after it succeeds, so that the
+// entry lives a TTL from after the call began: a transaction and a
+// keep-alive, in that order, and nothing else. Refused, it costs the
+// transaction alone.
 func TestTxnOnReadySharedLeaseKeptAliveAfter(t *testing.T) {
 	f := newFixture(t, etcd.WithSharedLease(0))
 	ctx := testContext(t)
@@ -60,10 +61,10 @@ func TestTxnOnReadySharedLeaseKeptAliveAfter(t *testing.T) {
 	}
 }
 
-// TestTxnNeedingALeaseChecksFirst: a transaction whose put needs a lease
-// request first (a grant per entry, or a shared lease the store has not
-// kept alive lately) checks its conditions alone before it, so that a
-// refused attempt costs that one request and no lease.
+// TestTxnNeedingALeaseChecksFirst checks that a transaction whose put needs a
+// lease request first (a grant per entry, or a shared lease the store has not
+// kept alive lately) checks its conditions alone before it, so that a refused
+// attempt costs that one request and no lease.
 func TestTxnNeedingALeaseChecksFirst(t *testing.T) {
 	for _, mode := range []struct {
 		name string
@@ -97,10 +98,10 @@ func TestTxnNeedingALeaseChecksFirst(t *testing.T) {
 	}
 }
 
-// TestTxnSharedLeaseRevokedUnderIt: a shared lease the store thinks ready
-// but etcd no longer has (revoked behind its back) makes etcd refuse the
-// transaction, which wrote nothing; the store grants a new lease and the
-// transaction succeeds on it.
+// TestTxnSharedLeaseRevokedUnderIt checks that a shared lease the store
+// thinks ready but etcd no longer has (revoked behind its back) makes etcd
+// refuse the transaction, which wrote nothing; the store grants a new lease
+// and the transaction succeeds on it.
 func TestTxnSharedLeaseRevokedUnderIt(t *testing.T) {
 	f := newFixture(t, etcd.WithSharedLease(0))
 	ctx := testContext(t)
@@ -127,15 +128,14 @@ func TestTxnSharedLeaseRevokedUnderIt(t *testing.T) {
 	}
 }
 
-// TestTxnOnSharedLeaseTooLateToConfirm: a transaction put its entry on a
-// shared lease that was ready when it began, but answered so late that the
-// lease may now be close to its expiry at the server (the store's clock
-// passed TTL − guard since the lease's last keep-alive). The keep-alive
+// TestTxnOnSharedLeaseTooLateToConfirm covers a transaction that put its
+// entry on a shared lease that was ready when it began, but answered so late
+// that the lease may now be close to its expiry at the server (the store's
+// clock passed TTL − guard since the lease's last keep-alive). The keep-alive
 // after the write must not be sent: etcd may answer it alive while a
-// revocation already decided deletes the entry, and its holder would
-// believe it had a full TTL. The transaction fails as unavailable (no
-// holder gets the entry), no keep-alive goes out, and the lease is
-// abandoned.
+// revocation already decided deletes the entry, and its holder would believe
+// it had a full TTL. The transaction fails as unavailable (no holder gets the
+// entry), no keep-alive goes out, and the lease is abandoned.
 func TestTxnOnSharedLeaseTooLateToConfirm(t *testing.T) {
 	srv := etcdtest.Start(t)
 	clk := clocktest.New(time.Time{})
@@ -169,10 +169,10 @@ func TestTxnOnSharedLeaseTooLateToConfirm(t *testing.T) {
 	}
 }
 
-// TestTxnOnFreedKeyGrantsAtOnce: a create of a key this store's watch saw
-// deleted (a follower woken by a release) sends its lease request without
-// checking first. If the hint is stale (here the watch ended before it saw
-// the key written again), the refused attempt costs its lease and the
+// TestTxnOnFreedKeyGrantsAtOnce checks that a create of a key this store's
+// watch saw deleted (a follower woken by a release) sends its lease request
+// without checking first. If the hint is stale (here the watch ended before
+// it saw the key written again), the refused attempt costs its lease and the
 // revoke once; the next attempt checks first again.
 func TestTxnOnFreedKeyGrantsAtOnce(t *testing.T) {
 	f := newFixture(t)

@@ -13,8 +13,8 @@ import (
 	"github.com/tenure-go/tenure/storeurl"
 )
 
-// TestParseURL: what an etcd URL asks for, as the registered scheme (and
-// OpenURL) reads it.
+// TestParseURL checks what an etcd URL asks for, as the registered scheme
+// (and OpenURL) reads it.
 func TestParseURL(t *testing.T) {
 	tests := []struct {
 		url       string
@@ -48,9 +48,9 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// TestOpenURLOneParser: OpenURL refuses what storeurl refuses, with the
-// same rules: before, it had a looser parser of its own (an empty host
-// name, a port of 0 or a query were its to judge).
+// TestOpenURLOneParser checks that OpenURL refuses what storeurl refuses,
+// with the same rules: before, it had a looser parser of its own (an empty
+// host name, a port of 0 or a query were its to judge).
 func TestOpenURLOneParser(t *testing.T) {
 	bad := []string{
 		"http://h1:2379/p",         // scheme
@@ -81,8 +81,8 @@ func TestOpenURLOneParser(t *testing.T) {
 	}
 }
 
-// TestOpenURLUnreachable: OpenURL over a port nobody listens on ends by
-// ctx's deadline, naming the endpoint and the refusal.
+// TestOpenURLUnreachable checks that OpenURL over a port nobody listens on
+// ends by ctx's deadline, naming the endpoint and the refusal.
 func TestOpenURLUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

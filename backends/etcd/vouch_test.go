@@ -27,8 +27,8 @@ func renewOnce(t *testing.T, s *etcd.Store, e backends.Entry) {
 	waitFor(t, 10*time.Second, "the store's watch of its entries", func(context.Context) bool { return s.Watching() })
 }
 
-// TestRenewalCostsOneRequest: renewing an entry the store wrote is one
-// keep-alive message and nothing else, in both lease modes. Before, each
+// TestRenewalCostsOneRequest checks that renewing an entry the store wrote is
+// one keep-alive message and nothing else, in both lease modes. Before, each
 // renewal also read the key to verify its revision: two requests.
 func TestRenewalCostsOneRequest(t *testing.T) {
 	leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
@@ -54,9 +54,9 @@ func TestRenewalCostsOneRequest(t *testing.T) {
 	})
 }
 
-// TestSharedBatchIsOneKeepAlive: a batch of renewals on the shared lease is
-// one keep-alive message, whatever the number of entries. Before, each batch
-// also read the entries' keys.
+// TestSharedBatchIsOneKeepAlive checks that a batch of renewals on the shared
+// lease is one keep-alive message, whatever the number of entries. Before,
+// each batch also read the entries' keys.
 func TestSharedBatchIsOneKeepAlive(t *testing.T) {
 	f := newFixture(t, etcd.WithSharedLease(0))
 	const n = 50
@@ -93,11 +93,11 @@ func TestSharedBatchIsOneKeepAlive(t *testing.T) {
 	}
 }
 
-// TestKeepAliveCatchesForeignChange: a renewal vouches for an entry on the
-// rule that only its writer and its lease's expiry change it. A change by
-// anyone else is outside that rule; the store's watch catches it, and from
-// then on the entry's renewals fail: a deleted one is lost, a rewritten one
-// a conflict that reports the rewrite.
+// TestKeepAliveCatchesForeignChange checks that a renewal vouches for an
+// entry on the rule that only its writer and its lease's expiry change it. A
+// change by anyone else is outside that rule; the store's watch catches it,
+// and from then on the entry's renewals fail: a deleted one is lost, a
+// rewritten one a conflict that reports the rewrite.
 func TestKeepAliveCatchesForeignChange(t *testing.T) {
 	servers(t, func(t *testing.T, start func(testing.TB) server) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
@@ -138,10 +138,10 @@ func TestKeepAliveCatchesForeignChange(t *testing.T) {
 	})
 }
 
-// TestKeepAliveByPeerIsVerified: a store never vouches for an entry it did
-// not write: its writer may delete it at any time (a holder releasing what
-// it holds is within the rule). A peer renewing it right after the delete,
-// before any watch could tell it, finds it lost.
+// TestKeepAliveByPeerIsVerified checks that a store never vouches for an
+// entry it did not write: its writer may delete it at any time (a holder
+// releasing what it holds is within the rule). A peer renewing it right after
+// the delete, before any watch could tell it, finds it lost.
 func TestKeepAliveByPeerIsVerified(t *testing.T) {
 	servers(t, func(t *testing.T, start func(testing.TB) server) {
 		leaseModes(t, func(t *testing.T, opts ...etcd.Option) {
@@ -167,10 +167,10 @@ func TestKeepAliveByPeerIsVerified(t *testing.T) {
 	})
 }
 
-// TestKeepAliveDuringOwnDelete: a delete of the store's own, applied by
-// etcd before a keep-alive's send but not yet answered when the keep-alive
-// is, must not let the keep-alive vouch for the deleted entry. The delete
-// begins between the store's check and the keep-alive's send (a client
+// TestKeepAliveDuringOwnDelete checks that a delete of the store's own,
+// applied by etcd before a keep-alive's send but not yet answered when the
+// keep-alive is, must not let the keep-alive vouch for the deleted entry. The
+// delete begins between the store's check and the keep-alive's send (a client
 // interceptor runs it there), and its answer is held back until the
 // keep-alive returns.
 func TestKeepAliveDuringOwnDelete(t *testing.T) {
@@ -280,11 +280,11 @@ func (s *heldWatch) RecvMsg(m any) error {
 	return err
 }
 
-// TestKeepAliveAfterCompaction: when etcd compacted revisions the store's
-// watch had not yet delivered, the store withdraws its word for its
-// entries (a change among those revisions would go unseen), and a read
-// that finds an entry unchanged gives it back: the renewal after that read
-// is one keep-alive again.
+// TestKeepAliveAfterCompaction checks that when etcd compacted revisions the
+// store's watch had not yet delivered, the store withdraws its word for its
+// entries (a change among those revisions would go unseen), and a read that
+// finds an entry unchanged gives it back: the renewal after that read is one
+// keep-alive again.
 func TestKeepAliveAfterCompaction(t *testing.T) {
 	servers(t, func(t *testing.T, start func(testing.TB) server) {
 		f := newFixtureOn(t, start(t))

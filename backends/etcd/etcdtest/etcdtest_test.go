@@ -132,8 +132,8 @@ func TestProcessOutlivesStartingThread(t *testing.T) {
 	}
 }
 
-// TestProcessCluster: a cluster of etcd processes elects a leader, serves
-// through its bridges, cuts a member off from the others and heals it,
+// TestProcessCluster checks that a cluster of etcd processes elects a leader,
+// serves through its bridges, cuts a member off from the others and heals it,
 // survives its leader's crash, and a member restarted on its data serves
 // again.
 func TestProcessCluster(t *testing.T) {
