@@ -63,8 +63,8 @@ func TestCheckCleanHistoryPasses(t *testing.T) {
 	}
 }
 
-// TestCheckSettle: a first act later than TTL + 1s after the last fault is
-// a violation, unless the backend's settle time covers it.
+// TestCheckSettle checks that a first act later than TTL + 1s after the last
+// fault is a violation, unless the backend's settle time covers it.
 func TestCheckSettle(t *testing.T) {
 	h := &history{}
 	h.elect(0, "w0", 10, 1)
@@ -84,9 +84,9 @@ func TestCheckSettle(t *testing.T) {
 	}
 }
 
-// TestCheckListsAbandonedHeals: a heal the run gave up on (see healWithin)
-// shows among the run's faults, and its time still ends the faults for the
-// recovery check.
+// TestCheckListsAbandonedHeals checks that a heal the run gave up on (see
+// healWithin) shows among the run's faults, and its time still ends the
+// faults for the recovery check.
 func TestCheckListsAbandonedHeals(t *testing.T) {
 	h := &history{}
 	h.elect(0, "w0", 10, 1)
@@ -184,9 +184,9 @@ func (b *stuckBackend) apply(fault, int) (func(), string, bool) {
 	return func() { <-b.release }, "n0", true
 }
 
-// TestExecuteAbandonsAStuckHeal: a heal that does not return is journaled
-// as abandoned after healWithin and the run goes on. Before, the run waited
-// for it for good (a campaign on nats3 stood still for 7 minutes).
+// TestExecuteAbandonsAStuckHeal checks that a heal that does not return is
+// journaled as abandoned after healWithin and the run goes on. Before, the
+// run waited for it for good (a campaign on nats3 stood still for 7 minutes).
 func TestExecuteAbandonsAStuckHeal(t *testing.T) {
 	defer func(d time.Duration) { healWithin = d }(healWithin)
 	healWithin = 50 * time.Millisecond

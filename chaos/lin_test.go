@@ -110,7 +110,7 @@ func TestLinearizableCatches(t *testing.T) {
 	}
 }
 
-// TestLinearizableLocalExpiry: expiry judged in each process is an
+// TestLinearizableLocalExpiry checks that expiry judged in each process is an
 // observation, not a change of the entry. A renewal applied late keeps an
 // entry alive after one process saw it expire: that passes only under the
 // model of such stores; a takeover before the TTL has run from the last
