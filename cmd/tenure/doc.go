@@ -3,7 +3,7 @@
 // written against them, in the manner of consul lock and etcdctl elect.
 //
 //	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] [--try D] [--forward-hup] [--metrics ADDR] [--timeout D] -- COMMAND [ARG...]
-//	tenure holders --store URL (--key KEY | --prefix P) [--json] [--timeout D]
+//	tenure holders --store URL (--key KEY | --prefix P) [--json] [--wait] [--timeout D]
 //	tenure watch --store URL --key KEY [--json] [--interval D] [--timeout D]
 //	tenure resize --store URL --key KEY --slots N [--timeout D]
 //	tenure release --store URL --key KEY --holder ID --force [--slot N] [--timeout D]
@@ -17,7 +17,8 @@
 // kube://NAMESPACE[?kubeconfig=PATH&context=NAME], nats://HOST:PORT[,HOST:PORT]/BUCKET
 // or postgres://USER[:PASSWORD]@HOST:PORT/DATABASE; --store's help lists
 // every form with its parameters. Only run makes a store, and only when
-// its URL says create=true. etcd:// takes ?lease=shared (the
+// its URL says create=true; the other subcommands take the same URL and
+// create nothing. etcd:// takes ?lease=shared (the
 // process's claims share one etcd lease, renewed in batches) and kube://
 // takes session=DURATION, such as ?session=1s (the process's claims live
 // in one session Lease, renewed once per DURATION); without them each claim
