@@ -91,8 +91,5 @@ func (c *connErr) get() error {
 
 // withReconnectErrors has the store add to its errors what c recorded.
 func withReconnectErrors(c *connErr) Option {
-	return func(cf *config) error {
-		cf.reconnect = c
-		return nil
-	}
+	return func(o *options) { o.reconnect = c }
 }

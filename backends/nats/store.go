@@ -113,10 +113,11 @@ type sighting struct {
 	owed bool
 }
 
-// Option configures a Store.
-type Option func(*config) error
+// Option configures a Store. An option given a value New cannot use makes
+// New fail with an error wrapping backends.ErrInvalid.
+type Option func(*options)
 
-type config struct {
+type options struct {
 	clk       clock.Clock
 	grace     time.Duration
 	timeout   time.Duration
@@ -126,53 +127,45 @@ type config struct {
 }
 
 // WithClock sets the clock expiry is judged on (default: the real clock).
-func WithClock(c clock.Clock) Option {
-	return func(cf *config) error {
-		if c == nil {
-			return fmt.Errorf("nats: nil clock: %w", backends.ErrInvalid)
-		}
-		cf.clk = c
-		return nil
-	}
-}
+// It must not be nil.
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clk = c } }
 
 // WithGCGrace sets how long after an entry's TTL the server drops an entry
-// nobody renewed (default DefaultGCGrace). The server judges that by its
-// stream leader's wall clock: a step of that clock forward by more than
-// the grace can drop a live claim. See the package doc.
-func WithGCGrace(d time.Duration) Option {
-	return func(cf *config) error {
-		if d < time.Second {
-			return fmt.Errorf("nats: gc grace %v below 1s: %w", d, backends.ErrInvalid)
-		}
-		cf.grace = d
-		return nil
-	}
-}
+// nobody renewed (default DefaultGCGrace; at least 1s). The server judges
+// that by its stream leader's wall clock: a step of that clock forward by
+// more than the grace can drop a live claim. See the package doc.
+func WithGCGrace(d time.Duration) Option { return func(o *options) { o.grace = d } }
 
 // WithTimeout bounds each request whose ctx has no deadline (default
-// DefaultTimeout).
-func WithTimeout(d time.Duration) Option {
-	return func(cf *config) error {
-		if d <= 0 {
-			return fmt.Errorf("nats: timeout %v not positive: %w", d, backends.ErrInvalid)
-		}
-		cf.timeout = d
-		return nil
-	}
-}
+// DefaultTimeout; it must be positive).
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithCreate makes New create the bucket, with the given number of
 // replicas (1 to 5), if it does not exist. Without it a missing bucket is
 // an error wrapping backends.ErrMissingResource.
 func WithCreate(replicas int) Option {
-	return func(cf *config) error {
-		if replicas < 1 || replicas > 5 {
-			return fmt.Errorf("nats: %d replicas, want 1 to 5: %w", replicas, backends.ErrInvalid)
+	return func(o *options) { o.create, o.replicas = true, replicas }
+}
+
+// newOptions applies opts over the defaults and checks the result.
+func newOptions(opts []Option) (options, error) {
+	o := options{clk: clock.New(), grace: DefaultGCGrace, timeout: DefaultTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
 		}
-		cf.create, cf.replicas = true, replicas
-		return nil
 	}
+	switch {
+	case o.clk == nil:
+		return o, fmt.Errorf("nats: nil clock: %w", backends.ErrInvalid)
+	case o.grace < time.Second:
+		return o, fmt.Errorf("nats: gc grace %v below 1s: %w", o.grace, backends.ErrInvalid)
+	case o.timeout <= 0:
+		return o, fmt.Errorf("nats: timeout %v not positive: %w", o.timeout, backends.ErrInvalid)
+	case o.create && (o.replicas < 1 || o.replicas > 5):
+		return o, fmt.Errorf("nats: %d replicas, want 1 to 5: %w", o.replicas, backends.ErrInvalid)
+	}
+	return o, nil
 }
 
 // New returns a Store over the key-value bucket named bucket, reached
@@ -196,11 +189,9 @@ func New(ctx context.Context, nc *nats.Conn, bucket string, opts ...Option) (*St
 }
 
 func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts []Option) (*Store, error) {
-	cf := config{clk: clock.New(), grace: DefaultGCGrace, timeout: DefaultTimeout}
-	for _, o := range opts {
-		if err := o(&cf); err != nil {
-			return nil, err
-		}
+	cf, err := newOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if nc == nil {
 		return nil, fmt.Errorf("nats: nil connection: %w", backends.ErrInvalid)
