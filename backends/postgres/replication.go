@@ -15,7 +15,7 @@ import (
 // of one holder (see the package doc). Give it only where no asynchronous
 // standby is ever promoted while claims are live.
 func WithAsyncStandbys() Option {
-	return func(c *config) error { c.asyncStandbys = true; return nil }
+	return func(o *options) { o.asyncStandbys = true }
 }
 
 // replicationSQL reads, on the server a store opened on, whether it is a

@@ -151,7 +151,7 @@ func (n names) ddl() []string {
 // earlier version keeps its sequence (TABLE_rev), which Setup makes the
 // table own.
 func Setup(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
-	o, err := options(opts)
+	o, err := newOptions(opts)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func Setup(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 // do not move the sequence forward: a store does that when it opens, or
 // refuses to open if its role may not.
 func SetupSQL(opts ...Option) (string, error) {
-	o, err := options(opts)
+	o, err := newOptions(opts)
 	if err != nil {
 		return "", err
 	}

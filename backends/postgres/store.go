@@ -31,16 +31,20 @@ const ExpiryJudge = "local observation: an entry expires once this store has see
 // between its read and its write.
 const createTries = 16
 
-// Option configures a Store.
-type Option func(*config) error
+// Option configures a Store. An option given a value the store cannot
+// use makes New, Open, Setup and SetupSQL fail with an error wrapping
+// backends.ErrInvalid.
+type Option func(*options)
 
-type config struct {
+type options struct {
 	schema, table string
 	clk           clock.Clock
 	setup         bool
+	batched       bool          // WithBatchedKeepAlive
 	batch         time.Duration // 0: each keep-alive is its own statement
 	asyncStandbys bool          // WithAsyncStandbys
 	pooler        Pooler
+	listenSet     bool   // WithListen
 	listen        string // the watch's connection string, or "": the pool's
 }
 
@@ -70,16 +74,11 @@ const (
 // PoolerNone). Open configures its pool for it; New refuses a pool that
 // caches prepared statements with PoolerTransaction.
 func WithPooler(p Pooler) Option {
-	return func(c *config) error {
-		switch p {
-		case PoolerNone, PoolerTransaction:
-			c.pooler = p
-			return nil
-		case "":
-			c.pooler = PoolerNone
-			return nil
+	return func(o *options) {
+		if p == "" {
+			p = PoolerNone
 		}
-		return fmt.Errorf("postgres: pooler %q: want %q or %q: %w", p, PoolerNone, PoolerTransaction, backends.ErrInvalid)
+		o.pooler = p
 	}
 }
 
@@ -91,13 +90,7 @@ func WithPooler(p Pooler) Option {
 // included (a NOTIFY is sent at commit, and needs no session). Without
 // WithListen, watches listen on a connection made like the pool's.
 func WithListen(connString string) Option {
-	return func(c *config) error {
-		if connString == "" {
-			return fmt.Errorf("postgres: empty listen connection string: %w", backends.ErrInvalid)
-		}
-		c.listen = connString
-		return nil
-	}
+	return func(o *options) { o.listenSet, o.listen = true, connString }
 }
 
 // DefaultBatchWindow is the window WithBatchedKeepAlive(0) uses.
@@ -112,18 +105,9 @@ const DefaultBatchWindow = 50 * time.Millisecond
 // renewal is answered up to window later; the holder's deadline counts
 // from before it asked, so the wait shortens its lease and never extends
 // it: keep window well under the renew period and the TTL's safety
-// margin.
+// margin. window must not be negative.
 func WithBatchedKeepAlive(window time.Duration) Option {
-	return func(c *config) error {
-		if window < 0 {
-			return fmt.Errorf("postgres: negative batch window %v: %w", window, backends.ErrInvalid)
-		}
-		if window == 0 {
-			window = DefaultBatchWindow
-		}
-		c.batch = window
-		return nil
-	}
+	return func(o *options) { o.batched, o.batch = true, window }
 }
 
 // WithTable names the schema and table the store keeps its entries in
@@ -133,48 +117,45 @@ func WithBatchedKeepAlive(window time.Duration) Option {
 // and TABLE_notify (its trigger and trigger function) beside the table.
 // Stores on different tables share nothing.
 func WithTable(schema, table string) Option {
-	return func(c *config) error {
-		if err := checkIdent("schema", schema); err != nil {
-			return err
-		}
-		if err := checkIdent("table", table); err != nil {
-			return err
-		}
-		c.schema, c.table = schema, table
-		return nil
-	}
+	return func(o *options) { o.schema, o.table = schema, table }
 }
 
 // WithClock sets the clock the store judges expiry on (default: the real
-// clock, whose readings are monotonic).
-func WithClock(clk clock.Clock) Option {
-	return func(c *config) error {
-		if clk == nil {
-			return fmt.Errorf("postgres: nil clock: %w", backends.ErrInvalid)
-		}
-		c.clk = clk
-		return nil
-	}
-}
+// clock, whose readings are monotonic). It must not be nil.
+func WithClock(clk clock.Clock) Option { return func(o *options) { o.clk = clk } }
 
 // WithoutSetup makes New skip Setup: the objects must already exist, and
 // New fails with an error wrapping backends.ErrMissingResource if they do
 // not.
-func WithoutSetup() Option {
-	return func(c *config) error { c.setup = false; return nil }
-}
+func WithoutSetup() Option { return func(o *options) { o.setup = false } }
 
-func options(opts []Option) (config, error) {
-	c := config{schema: DefaultSchema, table: DefaultTable, clk: clock.New(), setup: true, pooler: PoolerNone}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o(&c); err != nil {
-			return c, err
+// newOptions applies opts over the defaults and checks the result.
+func newOptions(opts []Option) (options, error) {
+	o := options{schema: DefaultSchema, table: DefaultTable, clk: clock.New(), setup: true, pooler: PoolerNone}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
 		}
 	}
-	return c, nil
+	if err := checkIdent("schema", o.schema); err != nil {
+		return o, err
+	}
+	if err := checkIdent("table", o.table); err != nil {
+		return o, err
+	}
+	switch {
+	case o.clk == nil:
+		return o, fmt.Errorf("postgres: nil clock: %w", backends.ErrInvalid)
+	case o.pooler != PoolerNone && o.pooler != PoolerTransaction:
+		return o, fmt.Errorf("postgres: pooler %q: want %q or %q: %w", o.pooler, PoolerNone, PoolerTransaction, backends.ErrInvalid)
+	case o.listenSet && o.listen == "":
+		return o, fmt.Errorf("postgres: empty listen connection string: %w", backends.ErrInvalid)
+	case o.batched && o.batch < 0:
+		return o, fmt.Errorf("postgres: negative batch window %v: %w", o.batch, backends.ErrInvalid)
+	case o.batched && o.batch == 0:
+		o.batch = DefaultBatchWindow
+	}
+	return o, nil
 }
 
 // Store is a backends.Store over one PostgreSQL table. It is safe for
@@ -342,7 +323,7 @@ func Open(ctx context.Context, connString string, opts ...Option) (*Store, error
 		cfg.ConnConfig.Tracer = d
 	}
 	cfg.AfterRelease = keep
-	c, err := options(opts)
+	c, err := newOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +359,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, error) {
-	c, err := options(opts)
+	c, err := newOptions(opts)
 	if err != nil {
 		return nil, err
 	}
