@@ -203,7 +203,9 @@ func newStore(ctx context.Context, cli *clientv3.Client, owns bool, prefix strin
 	}
 	o := options{clock: clock.New(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if o.clock == nil || o.log == nil {
 		return nil, fmt.Errorf("etcd: new: nil clock or logger: %w", backends.ErrInvalid)

@@ -123,7 +123,9 @@ func Open(ctx context.Context, dir string, opts ...Option) (*Store, error) {
 	}
 	var o options
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	var j judge
 	if o.judge != nil {

@@ -136,7 +136,9 @@ func New(client kubernetes.Interface, opts ...Option) (*Store, error) {
 	}
 	o := options{namespace: "default", watchTimeout: defaultWatchTimeout}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if errs := validation.IsDNS1123Label(o.namespace); len(errs) > 0 {
 		return nil, fmt.Errorf("kube: namespace %q: %s: %w", o.namespace, strings.Join(errs, "; "), backends.ErrInvalid)

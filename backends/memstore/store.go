@@ -18,9 +18,9 @@ import (
 const defaultWatchBuffer = 256
 
 // Option configures a Store.
-type Option func(*config)
+type Option func(*options)
 
-type config struct {
+type options struct {
 	clock       clock.Clock
 	watchBuffer int
 }
@@ -28,9 +28,9 @@ type config struct {
 // WithClock makes c the store's expiry judge. The default, also used when c
 // is nil, is the real clock (clock.New()).
 func WithClock(c clock.Clock) Option {
-	return func(cfg *config) {
+	return func(o *options) {
 		if c != nil {
-			cfg.clock = c
+			o.clock = c
 		}
 	}
 }
@@ -38,7 +38,7 @@ func WithClock(c clock.Clock) Option {
 // WithWatchBuffer sets how many events each watch channel buffers
 // (default 256). Values below 1 are raised to 1.
 func WithWatchBuffer(n int) Option {
-	return func(cfg *config) { cfg.watchBuffer = max(n, 1) }
+	return func(o *options) { o.watchBuffer = max(n, 1) }
 }
 
 // Store is the in-memory store. Create it with New; it is safe for
@@ -93,15 +93,15 @@ var (
 // New returns an empty store. Options: WithClock (default: the real clock),
 // WithWatchBuffer (default: 256).
 func New(opts ...Option) *Store {
-	cfg := config{clock: clock.New(), watchBuffer: defaultWatchBuffer}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
+	o := options{clock: clock.New(), watchBuffer: defaultWatchBuffer}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
 		}
 	}
 	return &Store{
-		clock:       cfg.clock,
-		watchBuffer: cfg.watchBuffer,
+		clock:       o.clock,
+		watchBuffer: o.watchBuffer,
 		items:       make(map[string]*item),
 		watchers:    make(map[*watcher]struct{}),
 	}
