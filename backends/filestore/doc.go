@@ -7,58 +7,12 @@
 // transaction's writes without the others, so [backends.Require] fails
 // closed for it.
 //
-// # How it works
-//
-// Each key has one canonical file, named after the key (base32hex of the
-// key, or a SHA-256 of keys over 150 bytes; the full key is stored inside
-// and checked on every read). That file is the key's serialization point. A
-// write has three parts:
-//
-//  1. Without any lock, it reads the file, checks the condition, writes the
-//     new content to a temp file of its own in the same directory and
-//     fsyncs it.
-//  2. Under the key's operation lock, it reads the file again and checks
-//     the condition again on what it reads. If the file is byte for byte
-//     the one it decided on, it renames the temp file over it. If the file
-//     changed meanwhile, it lets go of the lock, removes its temp file and
-//     starts over (a few times, then it gives up with a transient error); a
-//     condition that no longer holds is a conflict, as usual.
-//  3. After letting go of the lock, it waits until a fsync of the
-//     directory that began after its rename has ended, and only then
-//     returns.
-//
-// A Store lets two of its writes at a time write and fsync their temp
-// files (step 1); the others wait their turn in order, which on a busy
-// directory finishes most of them sooner than all at once. A write never
-// waits for a turn while it holds a key's lock, nor holds one while it
-// waits for a lock, and a write whose context ends while it waits for its
-// turn gives up having written nothing. The directory fsyncs of step 3 take
-// no turn: a Store runs one at a time, and each serves every write whose
-// rename was done when it began, so a write whose new state is already
-// visible is not held back behind the temp files of the writes queued after
-// it. BenchmarkBurst measures bursts of 64 writes from one Store; its
-// figures are in docs/performance.md ("filestore operations").
-//
-// So the lock covers two reads of one small file, a comparison and a rename:
-// microseconds, never an fsync. Renames happen only under the lock and only
-// onto the state they were decided on, which makes the writes of a key one
-// sequence in which each write's condition held when it took effect. The
-// directory fsync after the lock may find a later writer's rename already
-// done; it then makes that newer state durable (whose file keeps this
-// write's state in its history), never an older one, since a directory
-// fsync persists every rename done in the directory before it. Readers and
-// other writers may see a state before its writer's directory fsync has
-// returned (readers always could); a crash then may lose that state, whose
-// writer was never told it succeeded, or keep it.
-//
-// The operation lock is an OFD lock (fcntl F_OFD_SETLK) on one byte of the
-// store's lock file, chosen by a hash of the key, taken through a descriptor
-// of its own for every operation. The kernel releases it when the holder
-// closes it or dies, so a crashed process never leaves a key locked, and two
-// goroutines or two Store values of one process exclude each other exactly
-// like two processes do. A writer also holds an OFD lock on its own temp
-// file from creating it until renaming or removing it, which tells a live
-// writer's temp file from a dead one's.
+// Each key has one canonical file, its serialization point. A write
+// prepares and fsyncs a temp file without any lock, renames it over the
+// key's file under the key's operation lock (an OFD lock the kernel
+// releases when its holder dies) only if the file is still the one it
+// decided on, and returns once a directory fsync that began after its
+// rename has ended. docs/stores/filestore.md describes the protocol.
 //
 // # Guarantees
 //
@@ -82,19 +36,13 @@
 //     clock every holder on the host times its local deadline on (the
 //     elector's default clock). It stops while the host is suspended, for
 //     the store and the holders alike: a suspend, however long, moves no
-//     expiry closer to a holder's deadline, and when the host resumes the
-//     holder still leads and its claim is still live. (CLOCK_BOOTTIME, which
-//     counts a suspend, would expire the claim while its holder, whose clock
-//     stood still, still leads.)
+//     expiry closer to a holder's deadline.
 //   - Bad state fails closed: a truncated, corrupted or foreign file where a
 //     key's file belongs is an error wrapping [backends.ErrCorrupt] (a
 //     [*CorruptFileError] naming the file), never "absent".
-//   - Temp files of writers that died are removed by Open, and by List when
-//     it comes across them. A temp file is removed only under its key's lock
-//     (its name carries the lock's offset) and only once the lock on the
-//     temp file itself can be taken, so a live writer's temp file is never
-//     touched, while one left by a writer that died at any step, prepared
-//     or not, is removed.
+//   - Temp files of writers that died, at any step, are removed by Open,
+//     and by List when it comes across them; a live writer's temp file is
+//     never touched.
 //   - Each key's file keeps its previous states (up to 16, with up to 8 KiB
 //     of their values), written atomically with the current one, so a
 //     watch that reads late still reports every revision in order.
@@ -164,13 +112,10 @@
 //     monotonic). A store of short-lived keys with distinct names grows.
 //   - Watch reports every revision in order only while it keeps up within
 //     the history a key's file keeps; a watch that falls further behind
-//     ends its stream rather than skip a revision. Expiry produces no event. inotify
-//     instances are a per-user kernel resource (fs.inotify.max_user_instances);
-//     each Watch uses one. A watch reads every key file that is replaced
-//     under its prefix, keep-alives included, to learn whether the key
-//     changed: with 256 claims renewed every 500 ms that is about 560 small
-//     reads a second for each watching process, each costing what
-//     BenchmarkGet and BenchmarkDecode measure (docs/performance.md).
+//     ends its stream rather than skip a revision. Expiry produces no
+//     event. Each Watch uses one inotify instance, a per-user kernel
+//     resource (fs.inotify.max_user_instances), and reads every key file
+//     replaced under its prefix, keep-alives included.
 //   - Writes to the store directory by anything but this package (editing,
 //     removing or renaming key files, rolling back a backup) void the
 //     revision guarantee; the store detects what it can and fails closed.
