@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,13 +163,16 @@ func startNats(api *toxiproc.Server, dir, name string, n, workers int) (*natsBac
 // answer for more replicas than servers): a refusal that is not fatal is
 // tried again.
 func createBucket(servers []string, n int) error {
-	u := &url.URL{Scheme: natsstore.Scheme, Host: strings.Join(servers, ","), Path: "/" + natsBucket, RawQuery: fmt.Sprintf("create=true&replicas=%d", n)}
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = "nats://" + s
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
-		s, err := natsstore.OpenURL(ctx, u, true, natsstore.WithTimeout(time.Second))
+		err := createBucketOnce(ctx, strings.Join(urls, ","), n)
 		if err == nil {
-			return s.Close()
+			return nil
 		}
 		if backends.Classify(err) == backends.ClassFatal {
 			return fmt.Errorf("chaos: create the NATS bucket: %w", err)
@@ -181,6 +183,21 @@ func createBucket(servers []string, n int) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// createBucketOnce opens the workers' bucket over a connection of its
+// own, creating it with n replicas if it is missing, and closes both.
+func createBucketOnce(ctx context.Context, urls string, n int) error {
+	nc, err := nats.Connect(urls, nats.Timeout(time.Second), nats.NoEcho())
+	if err != nil {
+		return fmt.Errorf("connect %s: %w: %w", urls, backends.ErrUnavailable, err)
+	}
+	defer nc.Close()
+	s, err := natsstore.New(ctx, nc, natsBucket, natsstore.WithCreate(n), natsstore.WithTimeout(time.Second))
+	if err != nil {
+		return err
+	}
+	return s.Close()
 }
 
 // natsElection is the longest a nats-server's raft group waits without

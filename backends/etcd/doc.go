@@ -4,9 +4,11 @@
 // etcd key prefix+k), stores values as they are, and maps the contract onto
 // etcd directly: Revision is the key's ModRevision, CreateRevision its etcd
 // CreateRevision, and a TTL is an etcd lease. Open one with [New] over a
-// client you configured, or with [OpenURL] from an etcd:// URL.
-// docs/stores/etcd.md describes how renewals, the shared lease and every
-// operation work, and what each costs in etcd requests.
+// client you configured, or from a URL with package storeurl:
+// etcd://HOST[:PORT][,HOST[:PORT]...]/PREFIX, with lease=shared for
+// [WithSharedLease]. A store opened from a URL owns its client and closes
+// it on Close. docs/stores/etcd.md describes how renewals, the shared
+// lease and every operation work, and what each costs in etcd requests.
 //
 // # Guarantees
 //

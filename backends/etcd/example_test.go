@@ -3,26 +3,23 @@ package etcd_test
 import (
 	"context"
 	"log"
-	"net/url"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/backends/etcd"
+	_ "github.com/tenure-go/tenure/backends/etcd" // makes etcd:// URLs known to storeurl
+	"github.com/tenure-go/tenure/storeurl"
 )
 
-// A program's --store flag names an etcd cluster and a key prefix; OpenURL
-// turns it into a Store, and the Store into the Locker an elector runs on.
-// (Not run: it needs an etcd at the address.)
-func ExampleOpenURL() {
-	storeFlag := "etcd://10.0.0.1:2379,10.0.0.2:2379/indexer" // e.g. from --store
+// A program's --store flag names an etcd cluster and a key prefix;
+// storeurl.Open turns it into a Store (lease=shared: WithSharedLease), and
+// the Store into the Locker an elector runs on. (Not run: it needs an etcd
+// at the address.)
+func Example_url() {
+	storeFlag := "etcd://10.0.0.1:2379,10.0.0.2:2379/indexer?lease=shared" // e.g. from --store
 
-	u, err := url.Parse(storeFlag)
-	if err != nil {
-		log.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	store, err := etcd.OpenURL(ctx, u, etcd.WithSharedLease(0))
+	store, err := storeurl.Open(ctx, storeFlag)
 	if err != nil {
 		log.Fatal(err)
 	}

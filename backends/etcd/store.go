@@ -280,7 +280,8 @@ func (s *Store) Prefix() string { return s.prefix }
 
 // Close implements backends.Store. It stops the store's watches, its
 // keep-alive stream and its shared-lease batcher and waits for them, and
-// closes the client if OpenURL opened it. It deletes nothing and revokes nothing: entries on a shared
+// closes the client if the store made it (opened from a URL by
+// storeurl.Open). It deletes nothing and revokes nothing: entries on a shared
 // lease expire with that lease, which nobody keeps alive any more.
 func (s *Store) Close() error {
 	s.mu.Lock()

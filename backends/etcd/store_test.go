@@ -14,6 +14,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/storeurl"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -539,11 +540,15 @@ func TestOpenURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Scheme, u.Path = etcd.Scheme, "/opened/by/url"
-	s, err := etcd.OpenURL(ctx, u)
+	bs, err := storeurl.Open(ctx, u.String())
 	if err != nil {
-		t.Fatalf("OpenURL(%s): %v", u, err)
+		t.Fatalf("storeurl.Open(%s): %v", u, err)
 	}
-	defer s.Close()
+	defer bs.Close()
+	s, ok := bs.(*etcd.Store)
+	if !ok {
+		t.Fatalf("storeurl.Open(%s) = %T, want *etcd.Store", u, bs)
+	}
 	if got := s.Prefix(); got != "opened/by/url/" {
 		t.Errorf("Prefix() = %q, want %q", got, "opened/by/url/")
 	}
@@ -556,8 +561,8 @@ func TestOpenURL(t *testing.T) {
 	}
 
 	u.Path = ""
-	if _, err := etcd.OpenURL(ctx, u); !errors.Is(err, backends.ErrInvalid) {
-		t.Errorf("OpenURL without prefix = %v, want ErrInvalid", err)
+	if _, err := storeurl.Open(ctx, u.String()); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("storeurl.Open without prefix = %v, want ErrInvalid", err)
 	}
 }
 

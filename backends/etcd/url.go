@@ -28,29 +28,7 @@ const (
 )
 
 // A program that imports this package opens etcd stores by URL with
-// storeurl.Open; see OpenURL for the form.
-func init() {
-	storeurl.Register(storeurl.Scheme{
-		Name:        Scheme,
-		Form:        "etcd://HOST[:PORT][,HOST[:PORT]...]/PREFIX[?lease=shared]",
-		Params:      []string{"lease"},
-		Credentials: true,
-		Parse: func(u *url.URL) (storeurl.Opener, error) {
-			c, err := parseURL(u)
-			if err != nil {
-				return nil, err
-			}
-			return func(ctx context.Context, _ storeurl.Request) (backends.Store, error) { return c.open(ctx, nil) }, nil
-		},
-	})
-}
-
-// OpenURL opens a client for the etcd cluster named by u and returns a Store
-// over it; the Store owns the client and closes it on Close. It reads u
-// exactly as storeurl.Open does (one parser, one set of rules); opts come
-// after the options the URL asks for.
-//
-// The URL's form is
+// storeurl.Open. The form is
 //
 //	etcd://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/PREFIX[?lease=MODE]
 //
@@ -62,30 +40,29 @@ func init() {
 // default batch interval); lease=per-claim, the default, grants a lease
 // per write. Any other parameter, and a fragment, is refused rather than
 // ignored. TLS endpoints are not supported here: build a *clientv3.Client
-// with the TLS configuration and call New.
+// with the TLS configuration and call New. The Store owns the client it
+// made and closes it on Close.
 //
 // ctx bounds every step of opening: the dial (which waits until one
 // endpoint answers) and the probe of the server's shortest lease. When it
 // ends first, the error names the endpoints and the last dial error (such
 // as "connection refused") and wraps backends.ErrUnavailable and ctx's
-// error. With a ctx that has no deadline, OpenURL waits for as long as no
+// error. With a ctx that has no deadline, opening waits for as long as no
 // endpoint answers.
-func OpenURL(ctx context.Context, u *url.URL, opts ...Option) (*Store, error) {
-	if u == nil {
-		return nil, fmt.Errorf("etcd: nil url: %w", backends.ErrInvalid)
-	}
-	if !strings.EqualFold(u.Scheme, Scheme) {
-		return nil, fmt.Errorf("etcd: url %q: scheme %q, want %q: %w", u.Redacted(), u.Scheme, Scheme, backends.ErrInvalid)
-	}
-	// storeurl's checks, then parseURL through the scheme registered above.
-	if _, err := storeurl.Parse(u.String()); err != nil {
-		return nil, err
-	}
-	c, err := parseURL(u)
-	if err != nil {
-		return nil, fmt.Errorf("etcd: url %q: %w", u.Redacted(), err) // not reached: Parse ran parseURL
-	}
-	return c.open(ctx, opts)
+func init() {
+	storeurl.Register(storeurl.Scheme{
+		Name:        Scheme,
+		Form:        "etcd://HOST[:PORT][,HOST[:PORT]...]/PREFIX[?lease=shared]",
+		Params:      []string{"lease"},
+		Credentials: true,
+		Parse: func(u *url.URL) (storeurl.Opener, error) {
+			c, err := parseURL(u)
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, _ storeurl.Request) (backends.Store, error) { return c.open(ctx) }, nil
+		},
+	})
 }
 
 // urlConfig is what an etcd URL asks for.
@@ -133,7 +110,7 @@ func parseURL(u *url.URL) (urlConfig, error) {
 // open dials the endpoints and makes a Store that owns the client. ctx
 // bounds the dial and the probe; once open, the client no longer depends
 // on ctx.
-func (c urlConfig) open(ctx context.Context, opts []Option) (*Store, error) {
+func (c urlConfig) open(ctx context.Context) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("etcd: open %s: %w", strings.Join(c.endpoints, ","), err)
 	}
@@ -161,8 +138,9 @@ func (c urlConfig) open(ctx context.Context, opts []Option) (*Store, error) {
 		cancel()
 		return nil, c.unreachable(ctx, err)
 	}
+	var opts []Option
 	if c.shared {
-		opts = append([]Option{WithSharedLease(0)}, opts...)
+		opts = append(opts, WithSharedLease(0))
 	}
 	s, err := newStore(ctx, cli, true, c.prefix, opts)
 	if err != nil {

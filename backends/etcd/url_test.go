@@ -14,7 +14,7 @@ import (
 )
 
 // TestParseURL checks what an etcd URL asks for, as the registered scheme
-// (and OpenURL) reads it.
+// reads it.
 func TestParseURL(t *testing.T) {
 	tests := []struct {
 		url       string
@@ -48,16 +48,14 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// TestOpenURLOneParser checks that OpenURL refuses what storeurl refuses,
-// with the same rules: before, it had a looser parser of its own (an empty
-// host name, a port of 0 or a query were its to judge).
-func TestOpenURLOneParser(t *testing.T) {
+// TestOpenURLRefused checks that storeurl.Open refuses a malformed etcd
+// URL as a bad URL, without the password, before it dials anything.
+func TestOpenURLRefused(t *testing.T) {
 	bad := []string{
-		"http://h1:2379/p",         // scheme
 		"etcd://h1:2379",           // no prefix
 		"etcd://h1:2379/",          // no prefix
 		"etcd:///p",                // no host
-		"etcd://h1:0/p",            // bad port (the old parser took it)
+		"etcd://h1:0/p",            // bad port
 		"etcd://h1:1/p?x=1",        // unknown parameter
 		"etcd://h1:1/p?lease=wild", // unknown lease mode
 		"etcd://h1:1/p#frag",       // fragment
@@ -65,24 +63,20 @@ func TestOpenURLOneParser(t *testing.T) {
 		"etcd://u:secret@h1:1/p?create=true",
 	}
 	for _, s := range bad {
-		u, err := url.Parse(s)
-		if err != nil {
-			t.Fatalf("url.Parse(%q): %v", s, err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, err := OpenURL(ctx, u)
+		st, err := storeurl.Open(ctx, s)
 		cancel()
 		if err == nil {
 			st.Close()
 		}
 		if !errors.Is(err, backends.ErrInvalid) || strings.Contains(err.Error(), "secret") {
-			t.Errorf("OpenURL(%q) = %v, want ErrInvalid without the password", s, err)
+			t.Errorf("storeurl.Open(%q) = %v, want ErrInvalid without the password", s, err)
 		}
 	}
 }
 
-// TestOpenURLUnreachable checks that OpenURL over a port nobody listens on
-// ends by ctx's deadline, naming the endpoint and the refusal.
+// TestOpenURLUnreachable checks that opening a URL of a port nobody
+// listens on ends by ctx's deadline, naming the endpoint and the refusal.
 func TestOpenURLUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -90,24 +84,24 @@ func TestOpenURLUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	u := &url.URL{Scheme: Scheme, Host: addr, Path: "/p"}
+	u := "etcd://" + addr + "/p"
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	s, err := OpenURL(ctx, u)
+	s, err := storeurl.Open(ctx, u)
 	if err == nil {
 		s.Close()
-		t.Fatalf("OpenURL(%s) succeeded", u)
+		t.Fatalf("storeurl.Open(%s) succeeded", u)
 	}
 	if !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "connection refused") ||
 		!errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, backends.ErrUnavailable) {
-		t.Errorf("OpenURL(%s) = %v; want the endpoint, the refusal, ErrUnavailable and the deadline", u, err)
+		t.Errorf("storeurl.Open(%s) = %v; want the endpoint, the refusal, ErrUnavailable and the deadline", u, err)
 	}
 
 	// A ctx that has no deadline but is cancelled ends the dial as well.
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		s, err := OpenURL(ctx2, u)
+		s, err := storeurl.Open(ctx2, u)
 		if err == nil {
 			s.Close()
 		}
@@ -115,6 +109,6 @@ func TestOpenURLUnreachable(t *testing.T) {
 	}()
 	cancel2()
 	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("OpenURL with a cancelled ctx = %v, want context.Canceled", err)
+		t.Errorf("storeurl.Open with a cancelled ctx = %v, want context.Canceled", err)
 	}
 }

@@ -110,7 +110,9 @@
 // A program that imports this package opens a store with package storeurl
 // from nats://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/BUCKET, with
 // create=true (and replicas=N) to create a missing bucket and gcgrace=D
-// for WithGCGrace; see OpenURL.
+// for WithGCGrace. A host without a port is port 4222; any other
+// parameter, and a fragment, is refused rather than ignored. The store
+// owns the connection it made and closes it on Close.
 //
 // # Guarantees
 //

@@ -407,7 +407,7 @@ func (s *Store) Capabilities() backends.Capabilities {
 func (s *Store) Bucket() string { return s.bucket }
 
 // Close ends the store's watches and, when the store opened its own
-// connection (OpenURL), closes it. It does not delete entries.
+// connection (opened from a URL by storeurl.Open), closes it. It does not delete entries.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {

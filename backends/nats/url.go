@@ -22,7 +22,23 @@ const Scheme = "nats"
 const DefaultPort = "4222"
 
 // A program that imports this package opens NATS stores by URL with
-// storeurl.Open; see OpenURL for the form.
+// storeurl.Open. The form is
+//
+//	nats://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/BUCKET[?create=true&replicas=N&gcgrace=DURATION]
+//
+// HOSTs are servers of one cluster (port 4222 when omitted), reached over
+// plain TCP; USER and PASSWORD, if given, authenticate. BUCKET is a
+// key-value bucket name (letters, digits, '-' and '_'). create=true
+// creates a missing bucket (see WithCreate) with replicas=N replicas (1 to
+// 5, default 1; replicas without create=true is refused). gcgrace is
+// WithGCGrace (a Go duration of at least 1s). Any other parameter, and a
+// fragment, is refused rather than ignored. For TLS or credentials files,
+// connect with nats.Connect and call New.
+//
+// The Store owns the connection it made and closes it on Close. ctx
+// bounds the connection and the checks of New. A server that cannot be
+// reached fails the open with an error naming the hosts and wrapping
+// backends.ErrUnavailable.
 func init() {
 	storeurl.Register(storeurl.Scheme{
 		Name:        Scheme,
@@ -36,46 +52,10 @@ func init() {
 				return nil, err
 			}
 			return func(ctx context.Context, req storeurl.Request) (backends.Store, error) {
-				return c.open(ctx, req.Create, nil)
+				return c.open(ctx, req.Create)
 			}, nil
 		},
 	})
-}
-
-// OpenURL connects to the NATS servers named by u and returns a Store over
-// the bucket it names; the Store owns the connection and closes it on
-// Close. It reads u exactly as storeurl.Open does; opts come after the
-// options the URL asks for. The form is
-//
-//	nats://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/BUCKET[?create=true&replicas=N&gcgrace=DURATION]
-//
-// HOSTs are servers of one cluster (port 4222 when omitted), reached over
-// plain TCP; USER and PASSWORD, if given, authenticate. BUCKET is a
-// key-value bucket name (letters, digits, '-' and '_'). create=true
-// creates a missing bucket (see WithCreate) with replicas=N replicas (1 to
-// 5, default 1; replicas without create=true is refused). gcgrace is
-// WithGCGrace (a Go duration of at least 1s). Any other parameter, and a
-// fragment, is refused rather than ignored. For TLS or credentials files,
-// connect with nats.Connect and call New.
-//
-// ctx bounds the connection and the checks of New. A server that cannot
-// be reached fails the open with an error naming the hosts and wrapping
-// backends.ErrUnavailable.
-func OpenURL(ctx context.Context, u *url.URL, create bool, opts ...Option) (*Store, error) {
-	if u == nil {
-		return nil, fmt.Errorf("nats: nil url: %w", backends.ErrInvalid)
-	}
-	if !strings.EqualFold(u.Scheme, Scheme) {
-		return nil, fmt.Errorf("nats: url %q: scheme %q, want %q: %w", u.Redacted(), u.Scheme, Scheme, backends.ErrInvalid)
-	}
-	if _, err := storeurl.Parse(u.String()); err != nil {
-		return nil, err
-	}
-	c, err := parseURL(u)
-	if err != nil {
-		return nil, fmt.Errorf("nats: url %q: %v: %w", u.Redacted(), err, backends.ErrInvalid)
-	}
-	return c.open(ctx, create, opts)
 }
 
 // urlConfig is what a NATS URL asks for.
@@ -128,7 +108,7 @@ func parseURL(u *url.URL) (urlConfig, error) {
 }
 
 // open connects and makes a Store that owns the connection.
-func (c urlConfig) open(ctx context.Context, create bool, opts []Option) (*Store, error) {
+func (c urlConfig) open(ctx context.Context, create bool) (*Store, error) {
 	servers := strings.Join(c.servers, ",")
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("nats: open %s: %w", servers, err)
@@ -161,7 +141,7 @@ func (c urlConfig) open(ctx context.Context, create bool, opts []Option) (*Store
 		return nil, fmt.Errorf("nats: cannot reach %s: %w: %w", servers, backends.ErrUnavailable, mapErr(err))
 	}
 	own = append(own, withReconnectErrors(reconnect))
-	s, err := newStore(ctx, nc, true, c.bucket, append(own, opts...))
+	s, err := newStore(ctx, nc, true, c.bucket, own)
 	if err != nil {
 		nc.Close()
 		if !create && errors.Is(err, backends.ErrMissingResource) {
