@@ -1285,9 +1285,9 @@ func TestRenewalTimedFromSend(t *testing.T) {
 	}
 }
 
-// TestEarlierHolderNotDuplicate: a claim held by one of this process's
-// own earlier Electors (Config.EarlierHolders), such as one whose release
-// failed in an outage, is not reported as a duplicate identity.
+// TestEarlierHolderNotDuplicate checks that a claim held by one of this
+// process's own earlier Electors (Config.EarlierHolders), such as one whose
+// release failed in an outage, is not reported as a duplicate identity.
 func TestEarlierHolderNotDuplicate(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)
@@ -1314,10 +1314,10 @@ func TestEarlierHolderNotDuplicate(t *testing.T) {
 	}
 }
 
-// TestExpiredCauseNamesRenewError: a term that ends because renewals kept
-// failing until the deadline ends as expired with the last renewal's
-// error in its cause, the store's own words for the outage, and still
-// wrapping ErrDeadlinePassed.
+// TestExpiredCauseNamesRenewError checks that a term that ends because
+// renewals kept failing until the deadline ends as expired with the last
+// renewal's error in its cause, the store's own words for the outage, and
+// still wrapping ErrDeadlinePassed.
 func TestExpiredCauseNamesRenewError(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)

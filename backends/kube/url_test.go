@@ -117,8 +117,8 @@ current-context: a
 	}
 }
 
-// TestKubeconfigAsKubectl: without kubeconfig=, a kube URL finds its
-// credentials as kubectl does, in $KUBECONFIG, else in ~/.kube/config,
+// TestKubeconfigAsKubectl checks that without kubeconfig=, a kube URL finds
+// its credentials as kubectl does, in $KUBECONFIG, else in ~/.kube/config,
 // and context= picks a context; in-cluster configuration is only the last
 // resort. (Before, without kubeconfig= only the pod's service account was
 // tried, and outside a pod the open failed.)

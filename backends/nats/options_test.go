@@ -10,8 +10,8 @@ import (
 	"github.com/tenure-go/tenure/backends"
 )
 
-// TestOptionsInvalid: an option given a value the store cannot use fails
-// New with an error that names the value and wraps backends.ErrInvalid,
+// TestOptionsInvalid checks that an option given a value the store cannot use
+// fails New with an error that names the value and wraps backends.ErrInvalid,
 // before New looks at its connection.
 func TestOptionsInvalid(t *testing.T) {
 	for _, c := range []struct {

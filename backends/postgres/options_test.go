@@ -10,8 +10,8 @@ import (
 	"github.com/tenure-go/tenure/backends/postgres"
 )
 
-// TestOptionsInvalid: an option given a value the store cannot use fails
-// with an error that names the value and wraps backends.ErrInvalid, in
+// TestOptionsInvalid checks that an option given a value the store cannot use
+// fails with an error that names the value and wraps backends.ErrInvalid, in
 // SetupSQL as in New and Open, which check their options first.
 func TestOptionsInvalid(t *testing.T) {
 	for _, c := range []struct {
