@@ -29,10 +29,10 @@ type Scheme struct {
 	Form string
 	// Params are the query parameters the scheme takes, besides create.
 	Params []string
-	// Credentials: the scheme takes a user and password before its host.
+	// Credentials says the scheme takes a user and password before its host.
 	// Parse prints them redacted; the scheme's Parse gets them in u.User.
 	Credentials bool
-	// Create: the scheme can make a store that does not exist yet, when a
+	// Create says the scheme can make a store that does not exist yet, when a
 	// URL asks with create=true. A scheme without it refuses create=.
 	Create bool
 	// Parse checks the scheme's own parts of u and returns what opens the

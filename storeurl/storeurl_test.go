@@ -31,8 +31,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
 
-// TestParse: Parse checks a URL of each scheme linked in and keeps its
-// scheme, its create parameter and its text (for String) as written. What
+// TestParse checks that Parse accepts a URL of each scheme linked in and keeps
+// its scheme, its create parameter and its text (for String) as written. What
 // each scheme makes of its own parts is tested with the backend.
 func TestParse(t *testing.T) {
 	tests := []struct {
@@ -182,7 +182,7 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
-// TestZeroLocation: a Location not made by Parse does not open.
+// TestZeroLocation checks that a Location not made by Parse does not open.
 func TestZeroLocation(t *testing.T) {
 	l := &storeurl.Location{Scheme: "mem"}
 	if s, err := l.Open(context.Background()); !errors.Is(err, backends.ErrInvalid) {
@@ -196,8 +196,8 @@ func TestZeroLocation(t *testing.T) {
 	}
 }
 
-// TestPasswordNeverShown: whatever is wrong with a URL carrying a password,
-// and wherever the password sits, the error does not print it.
+// TestPasswordNeverShown checks that whatever is wrong with a URL carrying a
+// password, and wherever the password sits, the error does not print it.
 func TestPasswordNeverShown(t *testing.T) {
 	const pw = "s3cr3t"
 	urls := []string{
@@ -242,9 +242,9 @@ func TestOpenMem(t *testing.T) {
 	roundTrip(t, s)
 }
 
-// TestOpenFile: a file:// URL opens the store in the directory it names,
-// which must exist: a directory that does not is refused, by name, and not
-// made, unless the URL asks for it with create=true.
+// TestOpenFile checks that a file:// URL opens the store in the directory it
+// names, which must exist: a directory that does not is refused, by name, and
+// not made, unless the URL asks for it with create=true.
 func TestOpenFile(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "claims dir", "sub")
 	raw := (&url.URL{Scheme: "file", Path: dir}).String()
@@ -300,9 +300,9 @@ func TestOpenFile(t *testing.T) {
 	}
 }
 
-// TestOpenEtcdUnreachable: opening an etcd store nobody serves ends by the
-// caller's deadline, with an error naming the endpoint and the refusal, not
-// only "context deadline exceeded".
+// TestOpenEtcdUnreachable checks that opening an etcd store nobody serves
+// ends by the caller's deadline, with an error naming the endpoint and the
+// refusal, not only "context deadline exceeded".
 func TestOpenEtcdUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -389,10 +389,11 @@ func TestOpenKube(t *testing.T) {
 	}
 }
 
-// TestOpenKubeHasNoClientRateLimit: a kube store from a URL sends its
-// requests as fast as the API server answers them. With client-go's default
-// limiter (5 a second, bursts of 10) the 61st request of a burst would have
-// to wait past the 10 s deadline, and the limiter refuses it at once.
+// TestOpenKubeHasNoClientRateLimit checks that a kube store from a URL sends
+// its requests as fast as the API server answers them. With client-go's
+// default limiter (5 a second, bursts of 10) the 61st request of a burst
+// would have to wait past the 10 s deadline, and the limiter refuses it at
+// once.
 func TestOpenKubeHasNoClientRateLimit(t *testing.T) {
 	_, base := kubeServer(t)
 	s, err := storeurl.Open(context.Background(), base)
@@ -540,10 +541,11 @@ func roundTrip(t *testing.T, s backends.Store) {
 	}
 }
 
-// TestImportBoundary: only the backends import the etcd, Kubernetes and
-// PostgreSQL clients (and only the metrics package client_golang). A program built on
-// elector, filestore and the health handler that opens its store by URL
-// pulls in none of them: storeurl imports no backend.
+// TestImportBoundary checks that only the backends import the etcd,
+// Kubernetes and PostgreSQL clients (and only the metrics package
+// client_golang). A program built on elector, filestore and the health
+// handler that opens its store by URL pulls in none of them: storeurl imports
+// no backend.
 func TestImportBoundary(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -573,9 +575,9 @@ func TestImportBoundary(t *testing.T) {
 	}
 }
 
-// TestRegister: a scheme a package registers opens through Parse and Open
-// with its parameters checked; one registered twice, or incompletely, is
-// refused rather than opened by either registration.
+// TestRegister checks that a scheme a package registers opens through Parse
+// and Open with its parameters checked; one registered twice, or
+// incompletely, is refused rather than opened by either registration.
 func TestRegister(t *testing.T) {
 	var got *url.URL
 	storeurl.Register(storeurl.Scheme{
@@ -633,8 +635,8 @@ func TestRegister(t *testing.T) {
 	}
 }
 
-// TestReadOnly: Location.ReadOnly reaches the scheme's Opener, and a
-// Location that asks both to create the store and to only read it is
+// TestReadOnly checks that Location.ReadOnly reaches the scheme's Opener, and
+// a Location that asks both to create the store and to only read it is
 // refused before the Opener runs.
 func TestReadOnly(t *testing.T) {
 	var got []storeurl.Request
@@ -665,10 +667,10 @@ func TestReadOnly(t *testing.T) {
 	}
 }
 
-// TestWithPassword: a password given apart from the URL reaches the
-// scheme's Parse with the URL's user, is never shown, and is refused for
-// a URL without a user, with a password of its own, or of a scheme that
-// takes no credentials.
+// TestWithPassword checks that a password given apart from the URL reaches
+// the scheme's Parse with the URL's user, is never shown, and is refused for
+// a URL without a user, with a password of its own, or of a scheme that takes
+// no credentials.
 func TestWithPassword(t *testing.T) {
 	var got *url.URL
 	storeurl.Register(storeurl.Scheme{
