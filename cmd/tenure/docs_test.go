@@ -50,9 +50,9 @@ func readDoc(t *testing.T, path string) string {
 	return string(b)
 }
 
-// TestDocsNameEveryStore: every place that lists the stores names all six
-// of them: the README's introduction, the elector's and the conformance
-// suite's package docs, and the allocator's page.
+// TestDocsNameEveryStore checks that every place that lists the stores names
+// all six of them: the README's introduction, the elector's and the
+// conformance suite's package docs, and the allocator's page.
 func TestDocsNameEveryStore(t *testing.T) {
 	readme := readDoc(t, "README.md")
 	intro, _, _ := strings.Cut(readme, "\n## ")
@@ -77,12 +77,12 @@ func TestDocsNameEveryStore(t *testing.T) {
 	}
 }
 
-// TestDocsAgreeWithCommand: the docs say what the command does. The
-// service example in operating.md catches SIGTERM as well as Ctrl-C; every
-// exit status of tenure run is in operating.md's table and in go doc
-// ./cmd/tenure; the resize status that go doc gives is the one it exits
-// with; the README's example of a one-off job has --once; the README says
-// how to use the module before it is published.
+// TestDocsAgreeWithCommand checks that the docs say what the command does.
+// The service example in operating.md catches SIGTERM as well as Ctrl-C;
+// every exit status of tenure run is in operating.md's table and in go doc
+// ./cmd/tenure; the resize status that go doc gives is the one it exits with;
+// the README's example of a one-off job has --once; the README says how to
+// use the module before it is published.
 func TestDocsAgreeWithCommand(t *testing.T) {
 	operating := readDoc(t, "docs/operating.md")
 	if !regexp.MustCompile(`(?m)signal\.NotifyContext\(.*os\.Interrupt.*syscall\.SIGTERM.*$`).MatchString(operating) {

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// TestRunTry: a tenure run --try that finds the claim held gives up once
-// the time has passed, with exit status 124, and never starts its
+// TestRunTry checks that a tenure run --try that finds the claim held gives
+// up once the time has passed, with exit status 124, and never starts its
 // command; the holder is not disturbed.
 func TestRunTry(t *testing.T) {
 	url := stores[0].url(t)
@@ -38,11 +38,11 @@ func TestRunTry(t *testing.T) {
 	}
 }
 
-// TestRunRefusesCommand: a command that does not exist or cannot be
-// executed is refused before tenure opens the store or campaigns, in one
+// TestRunRefusesCommand checks that a command that does not exist or cannot
+// be executed is refused before tenure opens the store or campaigns, in one
 // line with a shell's status, so that a standby with a typo does not look
-// healthy until it leads. (Before, tenure campaigned first, and here, over
-// a store that does not exist, exited 69.)
+// healthy until it leads. (Before, tenure campaigned first, and here, over a
+// store that does not exist, exited 69.)
 func TestRunRefusesCommand(t *testing.T) {
 	noexec := filepath.Join(t.TempDir(), "script")
 	if err := os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644); err != nil {
@@ -96,8 +96,8 @@ func TestRunStoppedCommandLogged(t *testing.T) {
 	}
 }
 
-// TestRunEnvironment: the command gets TENURE_ID, the identity it holds
-// the claim under, beside TENURE_TOKEN, TENURE_SLOT and TENURE_KEY.
+// TestRunEnvironment checks that the command gets TENURE_ID, the identity it
+// holds the claim under, beside TENURE_TOKEN, TENURE_SLOT and TENURE_KEY.
 func TestRunEnvironment(t *testing.T) {
 	url := stores[0].url(t)
 	out := filepath.Join(t.TempDir(), "env")
@@ -115,8 +115,8 @@ func TestRunEnvironment(t *testing.T) {
 	}
 }
 
-// TestPasswordFromFile: --password-file gives a password to a URL that
-// names a user; it is refused, in one line with status 2, for a URL of a
+// TestPasswordFromFile checks that --password-file gives a password to a URL
+// that names a user; it is refused, in one line with status 2, for a URL of a
 // store that takes none, and for a file that cannot be read.
 func TestPasswordFromFile(t *testing.T) {
 	pw := filepath.Join(t.TempDir(), "pw")
@@ -143,9 +143,9 @@ func TestPasswordFromFile(t *testing.T) {
 	}
 }
 
-// TestReadersTakeCreate: holders, watch and resize take the --store value
-// run is given, create=true included, and create nothing: over a
-// directory that does not exist they exit 69 and leave it unmade; over a
+// TestReadersTakeCreate checks that holders, watch and resize take the
+// --store value run is given, create=true included, and create nothing: over
+// a directory that does not exist they exit 69 and leave it unmade; over a
 // store, holders reads it. (Before, they refused the URL as bad usage.)
 func TestReadersTakeCreate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "typo", "claims")
@@ -172,9 +172,9 @@ func TestReadersTakeCreate(t *testing.T) {
 	}
 }
 
-// TestRunSlotGroupMisuse: tenure run without --slots on a slot group's key
-// prints one line that says the group's size and the flag to add, with
-// status 2, and no error log; run with --slots 5 on a group of 2 warns
+// TestRunSlotGroupMisuse checks that tenure run without --slots on a slot
+// group's key prints one line that says the group's size and the flag to add,
+// with status 2, and no error log; run with --slots 5 on a group of 2 warns
 // once, naming the resize.
 func TestRunSlotGroupMisuse(t *testing.T) {
 	url := stores[0].url(t)

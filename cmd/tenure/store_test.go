@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// TestParseStore: --store URLs are checked before anything is opened; a
-// command that only reads or changes a store that exists (holders, watch,
-// resize) takes a URL that asks for create=true, as run is given it, and
-// drops the create, so it never makes a store.
+// TestParseStore checks that --store URLs are checked before anything is
+// opened; a command that only reads or changes a store that exists (holders,
+// watch, resize) takes a URL that asks for create=true, as run is given it,
+// and drops the create, so it never makes a store.
 func TestParseStore(t *testing.T) {
 	for _, tt := range []struct {
 		raw         string
@@ -51,10 +51,10 @@ func TestParseStore(t *testing.T) {
 	}
 }
 
-// TestNoStoreByTypo: run, holders and watch given a file:// URL whose
-// directory does not exist exit 69, say which directory, and leave it
-// unmade; run makes it when the URL asks with create=true. (Before, each
-// made the directory, and run led alone in a store of its own.)
+// TestNoStoreByTypo checks that run, holders and watch given a file:// URL
+// whose directory does not exist exit 69, say which directory, and leave it
+// unmade; run makes it when the URL asks with create=true. (Before, each made
+// the directory, and run led alone in a store of its own.)
 func TestNoStoreByTypo(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "typo", "claims")
 	url := "file://" + dir
@@ -86,11 +86,11 @@ func TestNoStoreByTypo(t *testing.T) {
 	}
 }
 
-// TestReadersWriteNothing: holders and watch write nothing to the store
-// they read. Over an empty directory (a store no writer has opened yet)
-// holders finds no holders and leaves it empty; over a directory that
-// holds other files but is no store, both exit 69 saying it is not a store,
-// and leave it as it was. (Before, opening the store made its lock file in
+// TestReadersWriteNothing checks that holders and watch write nothing to the
+// store they read. Over an empty directory (a store no writer has opened yet)
+// holders finds no holders and leaves it empty; over a directory that holds
+// other files but is no store, both exit 69 saying it is not a store, and
+// leave it as it was. (Before, opening the store made its lock file in
 // either.)
 func TestReadersWriteNothing(t *testing.T) {
 	empty := t.TempDir()
@@ -131,10 +131,10 @@ func TestReadersWriteNothing(t *testing.T) {
 	}
 }
 
-// TestStoreErrorOneLine: a store that cannot be opened is reported in one
-// clean line that names its URL once and the store's own error, without
-// the layers it came through. (Before: "open store URL: storeurl: open
-// "URL": filestore: ...".)
+// TestStoreErrorOneLine checks that a store that cannot be opened is reported
+// in one clean line that names its URL once and the store's own error,
+// without the layers it came through. (Before: "open store URL: storeurl:
+// open "URL": filestore: ...".)
 func TestStoreErrorOneLine(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "none")
 	url := "file://" + dir

@@ -35,13 +35,13 @@ func holdersJSON(t *testing.T, args ...string) []holderJSON {
 	return got
 }
 
-// TestHoldersTellTheTruth: on a store that judges expiry by local
+// TestHoldersTellTheTruth checks that on a store that judges expiry by local
 // observation, a holder SIGKILLed a moment ago is still listed by a fresh
-// tenure holders, but never with a time left: "unverified", with the time
-// of its last write where the store records one; holders --wait watches
-// for one TTL and then leaves it out. A live holder is listed by --wait
-// with the time left as this process judged it. (Before, a fresh holders
-// printed the full TTL as the time left of a holder dead for minutes.)
+// tenure holders, but never with a time left: "unverified", with the time of
+// its last write where the store records one; holders --wait watches for one
+// TTL and then leaves it out. A live holder is listed by --wait with the time
+// left as this process judged it. (Before, a fresh holders printed the full
+// TTL as the time left of a holder dead for minutes.)
 func TestHoldersTellTheTruth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("servers skipped in -short mode")
