@@ -694,23 +694,17 @@ func (s *Store) discardLease(ctx context.Context, wl writeLease) {
 	_, _ = s.cli.Revoke(opctx(ctx), wl.id)
 }
 
-// KeepAlive implements backends.Store.
-//
-// etcd has no "keep this lease alive if that key is at this revision"
-// operation. For an entry the store wrote itself and vouches for, KeepAlive
-// is one keep-alive of its lease; the package documentation ("How a renewal
-// knows its entry") gives the rule of use that rests on and why it is
-// exact under it. For any other entry it keeps its lease alive, then reads
-// the key and checks its ModRevision: a read after the send that finds the
-// key at rev proves the key was at rev when the keep-alive was sent. (It
-// reads the key before as well the first time, to learn its lease.)
+// KeepAlive implements backends.Store. Under the rule of use in the
+// package documentation, it never extends, or reports held, an entry whose
+// key was deleted or rewritten before its keep-alive was sent: for an entry
+// the store wrote itself and vouches for, it is one keep-alive of its
+// lease; for any other entry it keeps the lease alive, then reads the key
+// and checks its ModRevision (docs/stores/etcd.md says why that is exact).
 // KeepAlive refuses to refresh a lease that carries other keys
-// (ErrUnsupported). The new expiry
-// counts from the keep-alive, which is later than the call's start, so a
-// holder that counts its deadline from before the call is on the safe side.
-//
-// On a shared lease (WithSharedLease) calls are answered in batches of one
-// keep-alive each; see the package documentation.
+// (ErrUnsupported). The new expiry counts from the keep-alive, which is
+// later than the call's start, so a holder that counts its deadline from
+// before the call is on the safe side. On a shared lease (WithSharedLease)
+// calls are answered in batches of one keep-alive each.
 //
 // ttl may be shorter than the entry's lease (it is then rounded up to it)
 // but not longer: etcd cannot lengthen a lease without rewriting the key, so

@@ -17,26 +17,14 @@ import (
 // is a compare (Version = 0 for absence, ModRevision otherwise), every
 // operation a put or delete of the success branch, and the failure branch
 // reads the conditions' keys to report the first that failed. Puts with a
-// TTL get a lease each (one Grant per put, before the transaction), or the
-// shared lease of their TTL. etcd refuses transactions of more than its
-// --max-txn-ops (128 by default) compares or operations; that is an error
-// wrapping ErrInvalid.
+// TTL get a lease each, or the shared lease of their TTL. etcd refuses
+// transactions of more than its --max-txn-ops (128 by default) compares or
+// operations; that is an error wrapping ErrInvalid.
 //
-// A put with a TTL that needs a lease request before the transaction (a
-// grant, or a keep-alive of a shared lease the store has not kept alive
-// lately) first checks the conditions alone, with a transaction that
-// writes nothing, so that a refused attempt (what most attempts on a held
-// claim are) costs that one request and no lease: a grant and a revoke are
-// each a consensus round with a disk sync. It skips that check when a
-// watch of this store last saw the key of every such put deleted (a
-// follower woken by a release or an expiry, whose attempt most likely
-// wins): a refused attempt then costs its lease (and the revoke of a lease
-// per entry), once, since the key is then no longer known free. With a
-// shared lease the store
-// kept alive less than half a TTL ago, the transaction goes out at once
-// and the lease is kept alive after it succeeds, as CreateIfAbsent does
-// (see the package documentation): one request when refused, two when it
-// succeeds.
+// A refused Txn (what most attempts on a held claim are) costs one request
+// and takes no lease, except right after a watch of this store saw the key
+// of every put with a TTL deleted, when the attempt most likely wins and
+// goes out at once. docs/stores/etcd.md gives what each case costs.
 func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
 	if err := check.Txn(conds, ops); err != nil {
 		return backends.TxnResult{}, fmt.Errorf("etcd: txn: %w", err)
