@@ -10,32 +10,13 @@ import (
 	"github.com/tenure-go/tenure/backends/check"
 )
 
-// Txn checks conds and applies ops in one read-committed transaction:
-//
-//  1. a transaction-scoped advisory lock per key, taken in key order, so
-//     that two transactions over the same keys queue instead of
-//     deadlocking;
-//  2. a placeholder row (rev 0) inserted for every key that has none, so
-//     that a key that is absent stays absent: a concurrent create waits on
-//     the placeholder's index entry until the transaction ends;
-//  3. every key's row read FOR UPDATE, so no keep-alive, write or delete
-//     lands between the check and the writes;
-//  4. the conditions judged on those rows, then the writes; placeholders
-//     left over are deleted before the commit and never seen by anyone.
-//
-// The statements are pipelined: begin and steps 1 to 3 go out together,
-// and so do the writes, the placeholders' removal and the commit, so a
-// transaction is two round trips however many keys it holds (a third
-// steps 2 and 3 again, in the rare case that a row went between the two).
-//
-// The conditions are first checked alone: one SELECT of every key, a
-// snapshot of one instant, and no locks. A transaction they refuse ends
-// there, having cost one round trip: most transactions a follower sends
-// meet a held claim, and taking locks and writing placeholders only to
-// roll them back would cost the server a transaction each time. A
-// transaction without operations only checks. Conditions that hold are
-// checked again under the locks, which decide; a committed transaction
-// with conditions is three round trips.
+// Txn checks conds and applies ops in one read-committed transaction,
+// all-or-nothing: the conditions are decided under a lock of every key's
+// row (a placeholder row for a key that is absent, so that it stays absent
+// until the transaction ends), and two transactions over the same keys
+// queue instead of deadlocking. A transaction its conditions refuse costs
+// one round trip and takes no lock; one that commits, three. A transaction
+// without operations only checks.
 //
 // A serialization failure or deadlock reported by the server is transient
 // (ErrUnavailable): nothing was written.
