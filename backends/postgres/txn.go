@@ -15,8 +15,9 @@ import (
 // row (a placeholder row for a key that is absent, so that it stays absent
 // until the transaction ends), and two transactions over the same keys
 // queue instead of deadlocking. A transaction its conditions refuse costs
-// one round trip and takes no lock; one that commits, three. A transaction
-// without operations only checks.
+// one round trip and takes no lock; one with conditions that commits costs
+// three, one without conditions two. A transaction without operations only
+// checks.
 //
 // A serialization failure or deadlock reported by the server is transient
 // (ErrUnavailable): nothing was written.
