@@ -59,28 +59,12 @@ func weight(memberHash uint64, shard int) uint64 {
 // duplicates do not matter), so every member computes the same placement
 // from the same membership. With no members every entry is "".
 //
-// It is rendezvous (highest-random-weight) hashing with quotas. Every
-// (shard, member) pair gets a stable weight; the pairs are taken from the
-// heaviest down, and each pair places its shard on its member unless the
-// shard is placed already or the member is full. With M members, a member
-// is full at ⌈count/M⌉ shards while fewer than count mod M members have
-// that many, and at ⌊count/M⌋ after; so every member ends with ⌊count/M⌋ or
-// ⌈count/M⌉ shards, and a shard stays with the member that weighs it most
-// unless quotas push it on.
-//
-// When one member joins or leaves, the shards that move are mostly those the
-// change forces to move, but not only those: the change moves every
-// member's quota, so the members that filled up in the weight order, and
-// the shards they pushed on to their next choice, change too; a shard
-// pushed on before may return to the member that weighs it most, or one
-// kept before may be pushed on. Those extra moves grow with M, as more
-// members fill up. BenchmarkPlace measures it at S = 256 over 2000 random
-// sets of member names for each member count: the worst and the 99th
-// percentile of the shards one join or leave moved over the minimum (the
-// joiner's ⌈S/M⌉, or what the leaver had); its figures are in
-// docs/performance.md ("Shard placement"). Place cannot remember the previous
-// placement to do better, since it is a pure function of the membership,
-// and its answers are promised not to change between releases.
+// With M members, every member ends with ⌊count/M⌋ or ⌈count/M⌉ shards
+// (rendezvous hashing with quotas; docs/shards.md says how). A join or a
+// leave moves close to the minimum number of shards, not always exactly it:
+// Place cannot remember the previous placement, since it is a pure function
+// of the membership, and its answers are promised not to change between
+// releases.
 func Place(count int, members []string) []string {
 	if count < 1 {
 		return nil
