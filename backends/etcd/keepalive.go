@@ -211,12 +211,12 @@ func (k *keeper) stream(ctx context.Context) (*keepStream, error) {
 	}
 	// The sender and the receiver join the store's goroutines, unless
 	// Close has begun.
-	k.s.mu.Lock()
-	closed := k.s.closed
+	k.s.book.mu.Lock()
+	closed := k.s.book.closed
 	if !closed {
 		k.s.wg.Add(2)
 	}
-	k.s.mu.Unlock()
+	k.s.book.mu.Unlock()
 	if closed {
 		cancel()
 		return nil, backends.ErrClosed

@@ -25,23 +25,12 @@ const sentinelRetry = time.Second
 // request (the watch's creation) and the events under the prefix.
 
 // startSentinelLocked starts the sentinel if it is not running and the
-// store is open. The caller holds s.mu.
+// store is open. The caller holds the book's mutex.
 func (s *Store) startSentinelLocked() {
-	if s.watchFrom != 0 || s.closed {
-		return
+	if from := s.book.sentinelFromLocked(); from != 0 {
+		s.wg.Add(1)
+		go s.sentinel(from)
 	}
-	from := int64(0)
-	for _, h := range s.held {
-		if h.vouched && (from == 0 || h.rev < from) {
-			from = h.rev
-		}
-	}
-	if from == 0 {
-		return
-	}
-	s.watchFrom = from
-	s.wg.Add(1)
-	go s.sentinel(from)
 }
 
 // sentinel watches the store's prefix from revision from until Close. When
@@ -66,15 +55,15 @@ func (s *Store) sentinel(from int64) {
 			if resp.CompactRevision != 0 {
 				// Events between from and the compaction are gone: a
 				// change among them would go unseen.
-				s.distrustAll(resp.CompactRevision)
+				s.book.distrustAll(resp.CompactRevision)
 				from, compacted = resp.CompactRevision, true
 				continue
 			}
 			if resp.Created {
-				s.watchUp()
+				s.book.watchUp()
 			}
 			for _, ev := range resp.Events {
-				s.changed(string(ev.Kv.Key), ev.Kv.ModRevision)
+				s.book.changed(string(ev.Kv.Key), ev.Kv.ModRevision)
 				from = ev.Kv.ModRevision + 1
 			}
 		}
@@ -84,70 +73,12 @@ func (s *Store) sentinel(from int64) {
 		if compacted {
 			continue // from the compaction on, at once
 		}
-		s.watchEnded()
+		s.book.watchEnded()
 		s.log.Warn("etcd: the store's watch of its entries ended; watching again", "rev", from)
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-s.clock.After(sentinelRetry):
 		}
-	}
-}
-
-// changed withdraws the store's word for the entry of k if the sentinel saw
-// k change after the revision the store knows. A change the store made
-// itself is either already in the registry (rev is the entry's) or is a
-// write in flight. While a write of ours on k is in flight, the change is
-// also kept in seenWriting: the write may have committed below rev and not
-// be registered yet, and wrote then refuses to vouch for it. The watch
-// delivers each change once, so a change it delivers before the entry it
-// concerns is registered must not be lost.
-func (s *Store) changed(k string, rev int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.held[k]; h != nil && rev > h.rev {
-		h.vouched = false
-	}
-	if s.inflight[k] > 0 && rev > s.seenWriting[k] {
-		s.seenWriting[k] = rev
-	}
-	if rev > s.seen {
-		s.seen = rev
-	}
-}
-
-// distrustAll withdraws the store's word for every entry: the sentinel may
-// have missed changes before revision from.
-func (s *Store) distrustAll(from int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, h := range s.held {
-		h.vouched = false
-	}
-	if from > s.watchFrom {
-		s.watchFrom = from
-	}
-}
-
-// watchUp records that the sentinel's watch is established: the store may
-// vouch again, for entries written from now on and for those a read gives
-// the word back to (revouch). Entries that lost it while the watch was down
-// do not get it back here: a change among the revisions the watch replays
-// may not be delivered yet.
-func (s *Store) watchUp() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watchCreated, s.watchDown = true, false
-}
-
-// watchEnded records that the sentinel's watch ended (not by Close): until
-// it is established again, a change of any key would go unseen, so the
-// store withdraws its word for every entry and vouches for none.
-func (s *Store) watchEnded() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.watchCreated, s.watchDown = false, true
-	for _, h := range s.held {
-		h.vouched = false
 	}
 }

@@ -65,10 +65,10 @@ func newShared(s *Store, batch time.Duration) *shared {
 // shared lease; ok is false otherwise, and the caller takes the direct path.
 func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64, start time.Time) (e backends.Entry, ok bool, err error) {
 	s := sh.s
-	s.mu.Lock()
-	h := s.held[k]
+	s.book.mu.Lock()
+	h := s.book.held[k]
 	if h == nil || !h.shared || h.rev != rev {
-		s.mu.Unlock()
+		s.book.mu.Unlock()
 		return backends.Entry{}, false, nil
 	}
 	granted, lease := h.granted, h.lease
@@ -76,10 +76,10 @@ func (sh *shared) keepAlive(ctx context.Context, k, key string, rev, secs int64,
 		s.startSentinelLocked()
 	}
 	var until time.Time // when the batch must have kept the entry's lease alive
-	if g := s.groupOfLocked(h.lease); g != nil {
-		until = s.keepUntilLocked(g).Add(-leaseGuard(g.granted) / 4)
+	if g := s.book.groupOfLocked(h.lease); g != nil {
+		until = s.book.keepUntilLocked(g).Add(-leaseGuard(g.granted) / 4)
 	}
-	s.mu.Unlock()
+	s.book.mu.Unlock()
 	if seconds(secs) > granted {
 		return backends.Entry{}, true, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its shared lease was granted: %w",
 			key, seconds(secs), granted, backends.ErrInvalid)
@@ -166,7 +166,7 @@ func (sh *shared) nextWake(last time.Time) (time.Time, bool) {
 		}
 	}
 	sh.mu.Unlock()
-	if gc, ok := sh.s.garbageAt(); ok {
+	if gc, ok := sh.s.book.garbageAt(); ok {
 		gc = maxTime(gc, last.Add(sh.batch))
 		if wake.IsZero() || gc.Before(wake) {
 			wake = gc
@@ -239,14 +239,14 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 	}
 	words := make([]word, len(reqs))
 	live := make([]bool, len(reqs)) // still to be kept alive and answered
-	s.mu.Lock()
+	s.book.mu.Lock()
 	for i, r := range reqs {
-		if h := s.held[r.k]; h != nil && h.shared && h.lease == r.lease && h.rev == r.rev {
-			words[i] = word{h, h.touched, s.vouchedLocked(r.k, h, r.rev)}
+		if h := s.book.held[r.k]; h != nil && h.shared && h.lease == r.lease && h.rev == r.rev {
+			words[i] = word{h, h.touched, s.book.vouchedLocked(r.k, h, r.rev)}
 		}
 		live[i] = words[i].h != nil
 	}
-	s.mu.Unlock()
+	s.book.mu.Unlock()
 	for i, r := range reqs {
 		if !live[i] {
 			// The registry no longer has the entry at the caller's
@@ -271,14 +271,14 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 			// with success while etcd revokes it. Its entries are lost;
 			// their holders' deadlines pass before the lease expires.
 			for _, i := range is {
-				s.forgetRev(reqs[i].k, reqs[i].rev)
+				s.book.forgetRev(reqs[i].k, reqs[i].rev)
 				reqs[i].done <- keepResult{err: s.refusedLate(ctx, reqs[i].k, reqs[i].key, reqs[i].rev)}
 				live[i] = false
 			}
 			continue
 		}
 		if isLeaseNotFound(err) {
-			s.leaseGone(id)
+			s.book.leaseGone(id)
 			for _, i := range is {
 				reqs[i].done <- keepResult{err: s.lost(reqs[i].key, reqs[i].rev)}
 				live[i] = false
@@ -296,7 +296,7 @@ func (sh *shared) serve(ctx context.Context, reqs []*keepReq) {
 		for _, i := range is {
 			reqs[i].granted = granted
 			w := words[i]
-			if w.vouched && s.unchanged(reqs[i].k, w.h, w.touched, true) {
+			if w.vouched && s.book.unchanged(reqs[i].k, w.h, w.touched, true) {
 				continue
 			}
 			again = append(again, i)
@@ -343,7 +343,7 @@ func (sh *shared) check(ctx context.Context, reqs []*keepReq, which []int, live 
 
 // answer answers r, whose entry's lease id was kept alive for granted.
 func (s *Store) answer(r *keepReq, id clientv3.LeaseID, granted time.Duration) {
-	e, ok := s.renewed(r.k, r.rev, id, granted, r.start, time.Time{})
+	e, ok := s.book.renewed(r.k, r.rev, id, granted, r.start, time.Time{})
 	if !ok {
 		// Our own write replaced the entry meanwhile; the caller's
 		// revision is no longer current.
@@ -352,27 +352,6 @@ func (s *Store) answer(r *keepReq, id clientv3.LeaseID, granted time.Duration) {
 	}
 	e.Key = r.key
 	r.done <- keepResult{e: e}
-}
-
-// renewed records a successful keep-alive of k at rev, of a call begun at
-// start, and returns its entry. sent is when the keep-alive was sent, for a
-// per-entry lease (heldEntry.keptAt); zero for a shared one, whose group
-// records it (kept).
-func (s *Store) renewed(k string, rev int64, id clientv3.LeaseID, granted time.Duration, start, sent time.Time) (backends.Entry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.held[k]
-	if h == nil || h.rev != rev || h.lease != id {
-		return backends.Entry{}, false
-	}
-	if start.After(h.renewed) {
-		h.renewed = start
-	}
-	if sent.After(h.keptAt) {
-		h.keptAt = sent
-	}
-	h.granted = granted
-	return backends.Entry{Value: h.value, Revision: h.rev, CreateRevision: h.createRev, TTL: granted, Remaining: granted}, true
 }
 
 // readKeys reads keys in one request: exactly those keys when they are
@@ -426,28 +405,6 @@ func (s *Store) readKeys(ctx context.Context, keys []string, keysOnly bool) (map
 	return out, resp.Header.Revision, nil
 }
 
-// garbageAt is when the earliest shared entry becomes garbage: at once for
-// an unknown write, else when its holder's deadline has certainly passed.
-func (s *Store) garbageAt() (time.Time, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var at time.Time
-	for k := range s.unknown {
-		if s.inflight[k] == 0 {
-			return time.Time{}.Add(1), true // as soon as possible
-		}
-	}
-	for k, h := range s.held {
-		if !h.shared || s.inflight[k] > 0 {
-			continue
-		}
-		if t := h.renewed.Add(h.granted); at.IsZero() || t.Before(at) {
-			at = t
-		}
-	}
-	return at, !at.IsZero()
-}
-
 type garbage struct {
 	k   string
 	rev int64
@@ -467,24 +424,7 @@ type garbage struct {
 // was made by a write whose outcome is known, and its holder may still be
 // acting (its deadline is the registry's to judge, above).
 func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
-	now := s.clock.Now()
-	var dead []garbage
-	var unknown []garbage
-	s.mu.Lock()
-	for k, wl := range s.unknown {
-		if s.inflight[k] == 0 {
-			unknown = append(unknown, garbage{k: k, wl: wl})
-		}
-	}
-	for k, h := range s.held {
-		if !h.shared || busy[k] || s.inflight[k] > 0 {
-			continue
-		}
-		if now.After(h.renewed.Add(h.granted)) {
-			dead = append(dead, garbage{k: k, rev: h.rev, h: h, wl: writeLease{id: h.lease}})
-		}
-	}
-	s.mu.Unlock()
+	dead, unknown := s.book.garbage(s.clock.Now(), busy)
 
 	if len(unknown) > 0 {
 		keys := make([]string, 0, len(unknown))
@@ -497,21 +437,7 @@ func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
 		}
 		for _, g := range unknown {
 			kv := kvs[g.k]
-			// Delete it only if no write of ours has started since the read
-			// that could have made this very revision: the read saw it, and
-			// any write of ours still in flight or finished since then
-			// would show in inflight or have dropped the mark. And never
-			// an entry the registry knows at that revision.
-			s.mu.Lock()
-			wl, marked := s.unknown[g.k]
-			h := s.held[g.k]
-			mine := kv != nil && clientv3.LeaseID(kv.Lease) == g.wl.id
-			known := kv != nil && h != nil && h.rev == kv.ModRevision
-			ok := mine && !known && marked && wl == g.wl && s.inflight[g.k] == 0
-			if marked && wl == g.wl && (!mine || known) {
-				delete(s.unknown, g.k) // nothing of the write's is left
-			}
-			s.mu.Unlock()
+			ok := s.book.settleUnknown(g, kv)
 			if ok {
 				dead = append(dead, garbage{k: g.k, rev: kv.ModRevision, wl: g.wl})
 			}
@@ -539,22 +465,8 @@ func (s *Store) collectGarbage(ctx context.Context, busy map[string]bool) {
 				s.log.Info("etcd: deleted an entry of a shared lease that was not kept alive",
 					"key", g.k[len(s.prefix):], "rev", g.rev, "lease", fmt.Sprintf("%x", int64(g.wl.id)))
 			}
-			s.dropGarbage(g)
+			s.book.dropGarbage(g)
 		}
-	}
-}
-
-func (s *Store) dropGarbage(g garbage) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if g.h == nil {
-		if wl, ok := s.unknown[g.k]; ok && wl == g.wl {
-			delete(s.unknown, g.k)
-		}
-		return
-	}
-	if s.held[g.k] == g.h {
-		delete(s.held, g.k)
 	}
 }
 
@@ -566,14 +478,14 @@ func (s *Store) dropGarbage(g garbage) {
 // at least secs from the call's start.
 func (s *Store) sharedLease(ctx context.Context, secs int64, later bool) (writeLease, error) {
 	for {
-		s.mu.Lock()
-		g := s.groups[secs]
+		s.book.mu.Lock()
+		g := s.book.groups[secs]
 		if g == nil {
 			g = &leaseGroup{}
-			s.groups[secs] = g
+			s.book.groups[secs] = g
 		}
 		if ch := g.granting; ch != nil {
-			s.mu.Unlock()
+			s.book.mu.Unlock()
 			select {
 			case <-ch:
 				continue
@@ -581,46 +493,46 @@ func (s *Store) sharedLease(ctx context.Context, secs int64, later bool) (writeL
 				return writeLease{}, ctx.Err()
 			}
 		}
-		if g.id != clientv3.NoLease && !s.fitLocked(g) {
+		if g.id != clientv3.NoLease && !s.book.fitLocked(g) {
 			// It may be close to its expiry at the server: never keep it
 			// alive, never write on it (see keepUntilLocked).
-			s.abandonLocked(g)
+			s.book.abandonLocked(g)
 		}
 		if id := g.id; id != clientv3.NoLease {
-			granted, ready, until := g.granted, s.readyLocked(g), s.keepUntilLocked(g)
-			s.mu.Unlock()
+			granted, ready, until := g.granted, s.book.readyLocked(g), s.book.keepUntilLocked(g)
+			s.book.mu.Unlock()
 			if later && ready {
 				return writeLease{id: id, granted: granted, shared: true}, nil
 			}
 			sent := s.clock.Now()
 			ttl, err := s.keepAliveOnce(ctx, id, until)
 			if isLeaseNotFound(err) {
-				s.leaseGone(id)
+				s.book.leaseGone(id)
 				continue
 			}
 			if errors.Is(err, errTooLate) {
-				s.abandon(id)
+				s.book.abandon(id)
 				continue
 			}
 			if err != nil {
 				return writeLease{}, err
 			}
-			s.kept(id, sent)
+			s.book.kept(id, sent)
 			return writeLease{id: id, granted: seconds(ttl), shared: true, fresh: true}, nil
 		}
 		ch := make(chan struct{})
 		g.granting = ch
-		s.mu.Unlock()
+		s.book.mu.Unlock()
 
 		sent := s.clock.Now()
 		resp, err := s.cli.Grant(opctx(ctx), secs)
-		s.mu.Lock()
+		s.book.mu.Lock()
 		g.granting = nil
 		close(ch)
 		if err == nil {
 			g.id, g.granted, g.keptAt = resp.ID, seconds(resp.TTL), sent
 		}
-		s.mu.Unlock()
+		s.book.mu.Unlock()
 		if err != nil {
 			return writeLease{}, err
 		}
@@ -635,14 +547,7 @@ func (s *Store) leaseReady(secs int64) bool {
 	if s.shared == nil {
 		return false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.groups[secs]
-	return g != nil && g.id != clientv3.NoLease && g.granting == nil && s.readyLocked(g)
-}
-
-func (s *Store) readyLocked(g *leaseGroup) bool {
-	return s.clock.Now().Before(g.keptAt.Add(g.granted / 2))
+	return s.book.ready(secs)
 }
 
 // leaseGuard is how long before the earliest moment etcd may expire a
@@ -679,11 +584,6 @@ func keepUntil(keptAt time.Time, granted time.Duration) time.Time {
 	return keptAt.Add(granted - leaseGuard(granted))
 }
 
-// keepUntilLocked is keepUntil of g's lease.
-func (s *Store) keepUntilLocked(g *leaseGroup) time.Time {
-	return keepUntil(g.keptAt, g.granted)
-}
-
 // tooLate is the error of a renewal refused because its lease may be close
 // to its expiry at the server (errTooLate): the claim is lost (class lost),
 // and left to lapse; its holder's deadline passes before the lease can
@@ -695,131 +595,24 @@ func (s *Store) tooLate(key string, rev int64) error {
 		&backends.ClassError{Class: backends.ClassLost, Err: errTooLate})
 }
 
-// fitLocked reports whether g's lease may still be kept alive and written
-// on (see leaseGuard).
-func (s *Store) fitLocked(g *leaseGroup) bool {
-	return s.clock.Now().Before(s.keepUntilLocked(g))
-}
-
 // keepShared keeps shared lease id alive once and records it (kept),
 // unless the lease may be close to its expiry at the server (see
 // leaseGuard) or is none of the store's current shared leases: then nothing
 // is sent, the lease is abandoned, and the error is errTooLate.
 func (s *Store) keepShared(ctx context.Context, id clientv3.LeaseID) (int64, error) {
-	until, ok := s.keepUntil(id)
+	until, ok := s.book.keepUntil(id)
 	sent := s.clock.Now()
 	if !ok || !sent.Before(until) {
-		s.abandon(id)
+		s.book.abandon(id)
 		return 0, errTooLate
 	}
 	ttl, err := s.keepAliveOnce(ctx, id, until)
 	if errors.Is(err, errTooLate) {
-		s.abandon(id)
+		s.book.abandon(id)
 		return 0, err
 	}
 	if err == nil {
-		s.kept(id, sent)
+		s.book.kept(id, sent)
 	}
 	return ttl, err
-}
-
-// keepUntil returns keepUntilLocked of the group whose lease is id; ok is
-// false if id is none of the store's current shared leases (abandoned or
-// gone).
-func (s *Store) keepUntil(id clientv3.LeaseID) (until time.Time, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if g := s.groupOfLocked(id); g != nil {
-		return s.keepUntilLocked(g), true
-	}
-	return time.Time{}, false
-}
-
-// groupOfLocked returns the group whose current shared lease is id, or nil.
-func (s *Store) groupOfLocked(id clientv3.LeaseID) *leaseGroup {
-	for _, g := range s.groups {
-		if g.id == id {
-			return g
-		}
-	}
-	return nil
-}
-
-// abandon forgets lease id, if it is still one of the store's shared
-// leases, for good: it is never kept alive or written on again, and it
-// expires at the server by itself. See abandonLocked.
-func (s *Store) abandon(id clientv3.LeaseID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if g := s.groupOfLocked(id); g != nil {
-		s.abandonLocked(g)
-	}
-}
-
-// abandonLocked forgets g's lease: the next write of its TTL grants a new
-// one. It is not revoked: an entry on it may belong to a holder whose
-// deadline has not passed (a holder's deadline is at most keptAt + granted,
-// since the lease was kept alive after each of its entries' last renewal
-// began), and etcd deletes the entry no sooner than the lease's expiry,
-// keptAt + granted at the earliest, by which time that deadline has passed.
-// Its entries stay in the registry until their next keep-alive, which they
-// lose, or until the garbage collector deletes them once their holders'
-// deadlines have passed; a write with an unknown outcome on it stays marked.
-func (s *Store) abandonLocked(g *leaseGroup) {
-	now := s.clock.Now()
-	for id, at := range s.abandoned {
-		if now.Sub(at) > 2*maxRound {
-			delete(s.abandoned, id) // long expired, whatever happened to a keep-alive in flight
-		}
-	}
-	s.abandoned[g.id] = now
-	s.log.Debug("etcd: abandoned a shared lease close to its expiry",
-		"lease", fmt.Sprintf("%x", int64(g.id)), "idle", now.Sub(g.keptAt))
-	g.id = clientv3.NoLease
-}
-
-// isAbandoned reports whether id is a shared lease the store abandoned.
-func (s *Store) isAbandoned(id clientv3.LeaseID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.abandoned[id]
-	return ok
-}
-
-// kept records a successful keep-alive of lease id sent at sent.
-func (s *Store) kept(id clientv3.LeaseID, sent time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if g := s.groupOfLocked(id); g != nil && sent.After(g.keptAt) {
-		g.keptAt = sent
-	}
-}
-
-// owns reports whether id is one of the store's shared leases.
-func (sh *shared) owns(id clientv3.LeaseID) bool {
-	s := sh.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.groupOfLocked(id) != nil
-}
-
-// leaseGone forgets a lease etcd no longer has, and every entry on it.
-func (s *Store) leaseGone(id clientv3.LeaseID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, g := range s.groups {
-		if g.id == id {
-			g.id = clientv3.NoLease
-		}
-	}
-	for k, h := range s.held {
-		if h.lease == id {
-			delete(s.held, k)
-		}
-	}
-	for k, wl := range s.unknown {
-		if wl.id == id {
-			delete(s.unknown, k)
-		}
-	}
 }

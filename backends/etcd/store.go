@@ -50,34 +50,9 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the goroutines of watches, of the keep-alive stream and of the batcher
 
-	mu       sync.Mutex
-	closed   bool                  // guarded by mu
-	held     map[string]*heldEntry // guarded by mu; by etcd key
-	unknown  map[string]writeLease // guarded by mu; writes on a shared lease with unknown outcomes, by etcd key
-	inflight map[string]int        // guarded by mu; writes in flight, by etcd key
-	groups   map[int64]*leaseGroup // guarded by mu; shared leases by TTL in seconds
-	// abandoned holds the shared leases the store stopped using because
-	// they may be close to their expiry (see leaseGuard), with when; they
-	// are never kept alive again.
-	abandoned map[clientv3.LeaseID]time.Time // guarded by mu
-	pruneAt   int                            // guarded by mu; len(held) that triggers a prune
-
-	// The sentinel (see sentinel.go). watchFrom is the revision from
-	// which its watch has seen every change under the prefix, 0 until it
-	// starts; seen is the last revision it saw a change at.
-	watchFrom    int64 // guarded by mu
-	seen         int64 // guarded by mu
-	watchCreated bool  // guarded by mu; for tests: the watch is established
-	// watchDown: the sentinel's watch ended, and is not established again
-	// yet; the store vouches for nothing meanwhile (see watchEnded).
-	watchDown bool // guarded by mu
-	// seenWriting holds, for each key with a write of ours in flight,
-	// the last revision the sentinel saw that key change at meanwhile: a
-	// write it delivers before the writer registers its entry would
-	// otherwise be missed (changed finds no entry of that write to
-	// withdraw). It is dropped with the key's last write in flight, so it
-	// never holds more keys than there are writes in flight.
-	seenWriting map[string]int64 // guarded by mu; by etcd key
+	// book is what the store knows of the entries it wrote with a TTL and
+	// of its leases; its mutex also guards closed.
+	book leaseBook
 
 	// freed holds the etcd keys that a watch of this store (Watch) last
 	// saw deleted, with no write of them seen since: a create of such a
@@ -85,7 +60,8 @@ type Store struct {
 	// expiry), most likely succeeds, and Txn sends its lease request
 	// without checking the conditions first. A hint for cost only, never
 	// for safety (the transaction decides); at most maxFreed keys.
-	freed map[string]struct{} // guarded by mu
+	freedMu sync.Mutex
+	freed   map[string]struct{} // guarded by freedMu
 }
 
 // maxFreed bounds Store.freed: a store that sees more keys deleted and not
@@ -97,59 +73,6 @@ var (
 	_ backends.Watcher = (*Store)(nil)
 	_ backends.Txner   = (*Store)(nil)
 )
-
-// heldEntry is what the store knows about an entry it wrote with a TTL.
-//
-// For a per-entry lease it records that the lease was granted by this store
-// for this key alone, so that KeepAlive need not ask etcd which keys the lease
-// carries. For a shared lease it is the registry the batcher verifies and
-// collects garbage from.
-type heldEntry struct {
-	rev, createRev int64
-	value          []byte
-	lease          clientv3.LeaseID
-	granted        time.Duration
-	shared         bool
-
-	// renewed is the start of the last successful write or keep-alive: the
-	// holder's deadline is at most renewed + granted. A shared entry not kept
-	// alive past that is garbage (its holder stopped acting) and the batcher
-	// deletes it.
-	renewed time.Time
-	// keptAt, for a per-entry lease, is when the last grant or keep-alive
-	// of lease that etcd answered alive was sent (a clock reading before
-	// the send): etcd keeps the lease at least until keptAt + granted, and
-	// the store sends no keep-alive of it after keepUntil(keptAt, granted).
-	// A shared lease's is its group's.
-	keptAt time.Time
-
-	// vouched: the store wrote the entry itself, and vouches that it is
-	// still at rev on lease as long as its lease lives, no write of its own
-	// on the key is in flight, and the sentinel saw no change of the key
-	// (see vouchedLocked). A KeepAlive of a vouched entry is a keep-alive
-	// alone; of any other, a keep-alive checked by a read.
-	vouched bool
-	// own: the store wrote the entry itself (it did not find it by a read).
-	own bool
-	// unsure: a write of ours on the key had an unknown outcome while this
-	// entry was current. It may still be applied, so the entry is never
-	// vouched for again.
-	unsure bool
-	// touched counts the writes of ours on the key begun while this entry
-	// was current: a keep-alive that saw it change while in flight cannot
-	// vouch for its entry at its send.
-	touched uint64
-}
-
-// leaseGroup is the shared lease of one TTL.
-type leaseGroup struct {
-	id       clientv3.LeaseID // 0 while there is none
-	granted  time.Duration
-	granting chan struct{} // non-nil while a Grant is in flight; closed after it
-	// keptAt is when the last successful grant or keep-alive of id was
-	// sent: etcd keeps the lease at least until keptAt + granted.
-	keptAt time.Time
-}
 
 // Option configures a Store.
 type Option func(*options)
@@ -214,29 +137,24 @@ func newStore(ctx context.Context, cli *clientv3.Client, owns bool, prefix strin
 		o.batch = DefaultSharedBatch
 	}
 	s := &Store{
-		cli:         cli,
-		ownsClient:  owns,
-		prefix:      prefix,
-		clock:       o.clock,
-		log:         o.log,
-		held:        make(map[string]*heldEntry),
-		unknown:     make(map[string]writeLease),
-		inflight:    make(map[string]int),
-		seenWriting: make(map[string]int64),
-		freed:       make(map[string]struct{}),
-		groups:      make(map[int64]*leaseGroup),
-		abandoned:   make(map[clientv3.LeaseID]time.Time),
-		pruneAt:     64,
+		cli:        cli,
+		ownsClient: owns,
+		prefix:     prefix,
+		clock:      o.clock,
+		log:        o.log,
+		freed:      make(map[string]struct{}),
 	}
 	minTTL, err := s.probeMinTTL(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.minTTL = minTTL
+	s.book.init(o.clock, o.log)
 	s.keeper = newKeeper(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if o.shared {
 		s.shared = newShared(s, o.batch)
+		s.book.wake = s.shared.wake
 		s.wg.Add(1)
 		go s.shared.run()
 	}
@@ -284,13 +202,9 @@ func (s *Store) Prefix() string { return s.prefix }
 // storeurl.Open). It deletes nothing and revokes nothing: entries on a shared
 // lease expire with that lease, which nobody keeps alive any more.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.book.close() {
 		return nil
 	}
-	s.closed = true
-	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 	if s.ownsClient {
@@ -301,11 +215,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
+func (s *Store) isClosed() bool { return s.book.isClosed() }
 
 func (s *Store) checkOpen(op, key string) error {
 	if s.isClosed() {
@@ -389,10 +299,8 @@ func (s *Store) current(kv *mvccpb.KeyValue) backends.Entry {
 		return e
 	}
 	e.TTL = s.minTTL
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.held[string(kv.Key)]; h != nil && h.lease == clientv3.LeaseID(kv.Lease) && h.granted > 0 {
-		e.TTL = h.granted
+	if granted := s.book.grantedOf(string(kv.Key), clientv3.LeaseID(kv.Lease)); granted > 0 {
+		e.TTL = granted
 	}
 	return e
 }
@@ -494,8 +402,8 @@ func (s *Store) put(ctx context.Context, op, key string, rev int64, value []byte
 	value = bytes.Clone(value) // the caller may reuse its buffer; the entry and the registry keep this one
 	k := s.prefix + key
 	start := s.clock.Now()
-	s.beginWrite(k)
-	defer s.endWrite(k)
+	s.book.beginWrite(k)
+	defer s.book.endWrite(k)
 
 	if secs > 0 && rev == 0 && !s.leaseReady(secs) {
 		// A follower's create meets a held claim far more often than a free
@@ -530,14 +438,14 @@ func (s *Store) put(ctx context.Context, op, key string, rev int64, value []byte
 		if err != nil && wl.shared && !wl.fresh && isLeaseNotFound(err) {
 			// The shared lease expired since its last keep-alive: etcd
 			// refused the put. Grant a new one.
-			s.leaseGone(wl.id)
+			s.book.leaseGone(wl.id)
 			continue
 		}
 		break
 	}
 	if err != nil {
 		if unknownOutcome(err) {
-			s.writeUnknown(k, wl)
+			s.book.writeUnknown(k, wl)
 		} else {
 			s.discardLease(ctx, wl)
 		}
@@ -565,7 +473,7 @@ func (s *Store) put(ctx context.Context, op, key string, rev int64, value []byte
 	if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil {
 		e.CreateRevision = prev.CreateRevision
 	}
-	s.wrote(k, e, wl, start, true)
+	s.book.wrote(k, e, wl, start, true)
 	return e, nil
 }
 
@@ -592,8 +500,8 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 		return err
 	}
 	k := s.prefix + key
-	s.beginWrite(k)
-	defer s.endWrite(k)
+	s.book.beginWrite(k)
+	defer s.book.endWrite(k)
 	resp, err := s.cli.Txn(opctx(ctx)).
 		If(clientv3.Compare(clientv3.ModRevision(k), "=", rev)).
 		Then(clientv3.OpDelete(k)).
@@ -601,7 +509,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 		Commit()
 	if err != nil {
 		if unknownOutcome(err) {
-			s.unsure(k)
+			s.book.unsure(k)
 		}
 		return s.fail("delete", key, err)
 	}
@@ -612,7 +520,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 		}
 		return fmt.Errorf("etcd: %w", ce)
 	}
-	s.deleted(k)
+	s.book.deleted(k)
 	return nil
 }
 
@@ -665,7 +573,7 @@ func (s *Store) confirmShared(ctx context.Context, k string, wl *writeLease) err
 	}
 	ttl, err := s.keepShared(ctx, wl.id)
 	if isLeaseNotFound(err) {
-		s.leaseGone(wl.id)
+		s.book.leaseGone(wl.id)
 		return fmt.Errorf("the shared lease expired as the entry was written, and its revocation deleted the entry: %w", backends.ErrUnavailable)
 	}
 	if errors.Is(err, errTooLate) {
@@ -673,11 +581,11 @@ func (s *Store) confirmShared(ctx context.Context, k string, wl *writeLease) err
 		// expiry at the server (see leaseGuard): the entry cannot be kept
 		// alive safely. Nobody holds it; the garbage collector deletes it
 		// if the lease's expiry does not come first.
-		s.writeUnknown(k, *wl)
+		s.book.writeUnknown(k, *wl)
 		return fmt.Errorf("the shared lease came close to its expiry as the entry was written: %w", backends.ErrUnavailable)
 	}
 	if err != nil {
-		s.writeUnknown(k, *wl)
+		s.book.writeUnknown(k, *wl)
 		return err
 	}
 	wl.granted = seconds(ttl)
@@ -755,7 +663,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 // refused (ErrUnsupported), one that no longer carries k means k was
 // deleted or rewritten (lost).
 func (s *Store) keepChecked(ctx context.Context, k, key string, rev, secs int64, ttl time.Duration, start time.Time) (backends.Entry, error) {
-	id, granted, keptAt, known := s.perEntryLease(k, rev)
+	id, granted, keptAt, known := s.book.perEntryLease(k, rev)
 	var until time.Time // the latest send of a keep-alive (keepUntil)
 	if known {
 		until = keepUntil(keptAt, granted)
@@ -776,16 +684,16 @@ func (s *Store) keepChecked(ctx context.Context, k, key string, rev, secs int64,
 		if id == clientv3.NoLease {
 			return backends.Entry{}, fmt.Errorf("etcd: keepalive %q: the entry has no TTL, and etcd cannot give it one without rewriting it: %w", key, backends.ErrInvalid)
 		}
-		if s.shared != nil && s.isAbandoned(id) {
+		if s.shared != nil && s.book.isAbandoned(id) {
 			// Its lease is one the store abandoned close to its expiry, and
 			// will never keep alive again.
 			return backends.Entry{}, s.tooLate(key, rev)
 		}
-		if s.shared != nil && s.shared.owns(id) {
+		if s.shared != nil && s.book.owns(id) {
 			// An entry of ours on a shared lease that the registry lost track
 			// of (or never knew, after a write with an unknown outcome):
 			// register it and let the batch verify it.
-			s.adopt(k, kv, id, start)
+			s.book.adopt(k, kv, id, start)
 			e, _, err := s.shared.keepAlive(ctx, k, key, rev, secs, start)
 			return e, err
 		}
@@ -824,7 +732,7 @@ func (s *Store) keepChecked(ctx context.Context, k, key string, rev, secs int64,
 		return backends.Entry{}, s.refusedLate(ctx, k, key, rev)
 	}
 	if isLeaseNotFound(err) {
-		s.forget(k, id)
+		s.book.forget(k, id)
 		return backends.Entry{}, s.lost(key, rev)
 	}
 	if err != nil {
@@ -845,8 +753,8 @@ func (s *Store) keepChecked(ctx context.Context, k, key string, rev, secs int64,
 	e := s.entry(kv)
 	e.TTL = seconds(renewed)
 	e.Remaining = e.TTL
-	s.wrote(k, e, writeLease{id: id, granted: e.TTL, sent: sent}, start, false)
-	s.revouch(k, rev, readRev)
+	s.book.wrote(k, e, writeLease{id: id, granted: e.TTL, sent: sent}, start, false)
+	s.book.revouch(k, rev, readRev)
 	return e, nil
 }
 
@@ -861,15 +769,15 @@ func (s *Store) keepChecked(ctx context.Context, k, key string, rev, secs int64,
 // the key at rev proves it was at rev at the send, since a key never comes
 // back to a revision it left.
 func (s *Store) keepVouched(ctx context.Context, k, key string, rev, secs int64, start time.Time) (backends.Entry, bool, error) {
-	s.mu.Lock()
-	h := s.held[k]
-	if h == nil || h.shared || !s.vouchedLocked(k, h, rev) {
-		s.mu.Unlock()
+	s.book.mu.Lock()
+	h := s.book.held[k]
+	if h == nil || h.shared || !s.book.vouchedLocked(k, h, rev) {
+		s.book.mu.Unlock()
 		return backends.Entry{}, false, nil
 	}
 	id, granted, touched, until := h.lease, h.granted, h.touched, keepUntil(h.keptAt, h.granted)
 	s.startSentinelLocked()
-	s.mu.Unlock()
+	s.book.mu.Unlock()
 	if seconds(secs) > granted {
 		return backends.Entry{}, true, fmt.Errorf("etcd: keepalive %q: ttl %v is longer than the %v its lease was granted, and etcd cannot lengthen a lease without rewriting the key: %w",
 			key, seconds(secs), granted, backends.ErrInvalid)
@@ -884,13 +792,13 @@ func (s *Store) keepVouched(ctx context.Context, k, key string, rev, secs int64,
 		return backends.Entry{}, true, s.refusedLate(ctx, k, key, rev)
 	}
 	if isLeaseNotFound(err) {
-		s.forget(k, id)
+		s.book.forget(k, id)
 		return backends.Entry{}, true, s.lost(key, rev)
 	}
 	if err != nil {
 		return backends.Entry{}, true, s.fail("keepalive", key, err)
 	}
-	if !s.unchanged(k, h, touched, true) {
+	if !s.book.unchanged(k, h, touched, true) {
 		kvs, readRev, err := s.readKeys(ctx, []string{k}, false)
 		if err != nil {
 			return backends.Entry{}, true, s.fail("keepalive", key, err)
@@ -899,7 +807,7 @@ func (s *Store) keepVouched(ctx context.Context, k, key string, rev, secs int64,
 			return backends.Entry{}, true, err
 		}
 	}
-	e, ok := s.renewed(k, rev, id, seconds(ttl), start, sent)
+	e, ok := s.book.renewed(k, rev, id, seconds(ttl), start, sent)
 	if !ok {
 		// Our own write replaced the entry meanwhile: rev is no longer
 		// current.
@@ -907,35 +815,6 @@ func (s *Store) keepVouched(ctx context.Context, k, key string, rev, secs int64,
 	}
 	e.Key = key
 	return e, true, nil
-}
-
-// vouchedLocked reports whether the store vouches that k is at rev on h's
-// lease for as long as that lease lives. It does when it wrote h itself,
-// no write of its own on k is in flight, none had an unknown outcome, and
-// the sentinel saw no change of k after rev.
-//
-// This rests on one rule of use: an entry a store wrote with a TTL is
-// changed afterwards only by that store's own writes or by the expiry of its
-// lease (the contract's claims, leases and slots are used that way: a
-// holder renews and releases what it created, and others take a claim only
-// once it is absent). The store's own writes show in the registry and in
-// inflight; expiry shows in the keep-alive's answer (the lease is gone).
-// Anything else, another process or an etcd client deleting or rewriting the
-// key, is outside the rule and is caught by the sentinel: from the moment its
-// watch delivers the change, the store no longer vouches for the entry. A
-// keep-alive sent before that moment (the watch's delay, usually a
-// millisecond) may still succeed.
-func (s *Store) vouchedLocked(k string, h *heldEntry, rev int64) bool {
-	return h.rev == rev && h.vouched && s.inflight[k] == 0 && !s.watchDown
-}
-
-// unchanged reports whether h is still the entry of k, with no write of
-// ours on k begun since touched was read, and, if vouched, still vouched
-// for.
-func (s *Store) unchanged(k string, h *heldEntry, touched uint64, vouched bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held[k] == h && h.touched == touched && (h.vouched || !vouched)
 }
 
 // verify checks that kv, the key k as a read after a keep-alive's send found
@@ -946,10 +825,10 @@ func (s *Store) unchanged(k string, h *heldEntry, touched uint64, vouched bool) 
 func (s *Store) verify(ctx context.Context, k, key string, rev int64, kv *mvccpb.KeyValue, readRev int64, keysOnly bool) error {
 	switch {
 	case kv == nil:
-		s.forgetRev(k, rev)
+		s.book.forgetRev(k, rev)
 		return s.lost(key, rev)
 	case kv.ModRevision != rev:
-		s.forgetRev(k, rev)
+		s.book.forgetRev(k, rev)
 		ce := &backends.ConflictError{Op: "keepalive", Key: key, Expected: rev}
 		if keysOnly {
 			// Fetch the entry's value for the conflict.
@@ -960,28 +839,8 @@ func (s *Store) verify(ctx context.Context, k, key string, rev int64, kv *mvccpb
 		ce.Current, ce.Found = s.current(kv), true
 		return fmt.Errorf("etcd: %w", ce)
 	}
-	s.revouch(k, rev, readRev)
+	s.book.revouch(k, rev, readRev)
 	return nil
-}
-
-// revouch gives the store's word back to the entry of k at rev, which a
-// read at revision readRev found unchanged, if it lost it only because the
-// sentinel may have missed changes: the sentinel's watch is established
-// (not down: see watchEnded), covers every change from before readRev on,
-// and has seen none after it (a change it saw after the read would mean
-// the read is already stale). An entry the store
-// did not write, or one a write of ours with an unknown outcome may still
-// change, never gets it back.
-func (s *Store) revouch(k string, rev, readRev int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.held[k]
-	if h == nil || h.rev != rev || !h.own || h.unsure || h.vouched {
-		return
-	}
-	if s.watchFrom != 0 && !s.watchDown && s.watchFrom <= readRev+1 && s.seen <= readRev {
-		h.vouched = true
-	}
 }
 
 // lost is the error of a keep-alive whose entry is gone (its lease expired,
@@ -1007,165 +866,4 @@ func (s *Store) refusedLate(ctx context.Context, k, key string, rev int64) error
 		ce.Current, ce.Found = s.current(resp.Kvs[0]), true
 	}
 	return fmt.Errorf("etcd: %w", ce)
-}
-
-// beginWrite and endWrite bracket every write of k, so that the shared-lease
-// garbage collector never deletes an entry a write of ours may have just
-// made.
-func (s *Store) beginWrite(k string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inflight[k]++
-	if h := s.held[k]; h != nil {
-		h.touched++
-	}
-}
-
-func (s *Store) endWrite(k string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inflight[k]--; s.inflight[k] <= 0 {
-		delete(s.inflight, k)
-		delete(s.seenWriting, k)
-	}
-}
-
-// wrote records a successful write of k at e.Revision (own), or a
-// keep-alive of an entry the store found by a read (not own, and so not
-// vouched for: another store may have written it, and rewrite it).
-func (s *Store) wrote(k string, e backends.Entry, wl writeLease, start time.Time, own bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if wl.id == clientv3.NoLease {
-		delete(s.held, k)
-		return
-	}
-	if own {
-		delete(s.unknown, k) // a write of ours took the key over
-	}
-	if h := s.held[k]; h != nil && h.rev == e.Revision && h.lease == wl.id {
-		if start.After(h.renewed) {
-			h.renewed = start
-		}
-		if wl.sent.After(h.keptAt) {
-			h.keptAt = wl.sent
-		}
-		h.granted = wl.granted
-		return
-	}
-	s.held[k] = &heldEntry{
-		rev: e.Revision, createRev: e.CreateRevision, value: e.Value,
-		lease: wl.id, granted: wl.granted, shared: wl.shared, renewed: start, keptAt: wl.sent,
-		// Once the sentinel runs, it covers only revisions from watchFrom,
-		// and a change of k it delivered while this write was in flight
-		// withdrew nothing: it is compared here.
-		vouched: own && !s.watchDown && (s.watchFrom == 0 || e.Revision >= s.watchFrom) && s.seenWriting[k] <= e.Revision,
-		own:     own,
-	}
-	s.pruneLocked()
-	if wl.shared {
-		s.shared.wake()
-	}
-}
-
-// adopt registers an entry found on one of our shared leases.
-func (s *Store) adopt(k string, kv *mvccpb.KeyValue, id clientv3.LeaseID, start time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.held[k]; h != nil && h.rev == kv.ModRevision && h.lease == id {
-		return
-	}
-	granted := time.Duration(0)
-	for _, g := range s.groups {
-		if g.id == id {
-			granted = g.granted
-		}
-	}
-	s.held[k] = &heldEntry{
-		rev: kv.ModRevision, createRev: kv.CreateRevision, value: kv.Value,
-		lease: id, granted: granted, shared: true, renewed: start,
-	}
-	s.shared.wake()
-}
-
-// writeUnknown records that a write of k may or may not have happened. On a
-// shared lease the possible entry is marked for the garbage collector: no
-// holder knows its revision, so nobody would ever delete it, and the shared
-// lease would keep it alive. The mark sits beside the registry, never in
-// it: the key may be held, by an entry of ours that another caller keeps
-// alive, and that entry is not garbage because a write next to it failed.
-func (s *Store) writeUnknown(k string, wl writeLease) {
-	s.unsure(k)
-	if !wl.shared {
-		return // a per-entry lease expires by itself
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.unknown[k] = wl
-	s.shared.wake()
-}
-
-// unsure records that a write of ours on k had an unknown outcome: it may
-// have changed the entry the registry knows, now or later, so the store
-// never vouches for that entry again.
-func (s *Store) unsure(k string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.held[k]; h != nil {
-		h.vouched, h.unsure = false, true
-	}
-}
-
-func (s *Store) deleted(k string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.held, k)
-	delete(s.unknown, k)
-}
-
-// forget drops k if it is still recorded on lease id.
-func (s *Store) forget(k string, id clientv3.LeaseID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.held[k]; h != nil && h.lease == id {
-		delete(s.held, k)
-	}
-}
-
-// forgetRev drops k if it is still recorded at rev.
-func (s *Store) forgetRev(k string, rev int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.held[k]; h != nil && h.rev == rev {
-		delete(s.held, k)
-	}
-}
-
-// perEntryLease reports the lease of k at rev, its granted TTL, and when it
-// was last kept alive (heldEntry.keptAt), if this store knows that lease
-// as a per-entry lease of k alone.
-func (s *Store) perEntryLease(k string, rev int64) (id clientv3.LeaseID, granted time.Duration, keptAt time.Time, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.held[k]
-	if h == nil || h.shared || h.rev != rev {
-		return clientv3.NoLease, 0, time.Time{}, false
-	}
-	return h.lease, h.granted, h.keptAt, true
-}
-
-// pruneLocked drops per-entry records whose lease has certainly expired, so
-// that a store writing ever new keys does not grow without bound. They are
-// only a cache: KeepAlive asks etcd when a record is missing.
-func (s *Store) pruneLocked() {
-	if len(s.held) < s.pruneAt {
-		return
-	}
-	now := s.clock.Now()
-	for k, h := range s.held {
-		if !h.shared && now.Sub(h.renewed) > 2*h.granted {
-			delete(s.held, k)
-		}
-	}
-	s.pruneAt = 2*len(s.held) + 64
 }

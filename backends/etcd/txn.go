@@ -51,8 +51,8 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	}
 	for _, op := range ops {
 		k := s.prefix + op.Key
-		s.beginWrite(k)
-		defer s.endWrite(k)
+		s.book.beginWrite(k)
+		defer s.book.endWrite(k)
 	}
 	start := s.clock.Now()
 
@@ -116,9 +116,9 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 			if unknownOutcome(err) {
 				for i, op := range ops {
 					if op.Kind == backends.OpPut {
-						s.writeUnknown(s.prefix+op.Key, leases[i])
+						s.book.writeUnknown(s.prefix+op.Key, leases[i])
 					} else {
-						s.unsure(s.prefix + op.Key)
+						s.book.unsure(s.prefix + op.Key)
 					}
 				}
 			} else {
@@ -145,7 +145,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 			if prevs := r.GetResponseDeleteRange().GetPrevKvs(); len(prevs) > 0 {
 				e = s.entry(prevs[0])
 			}
-			s.deleted(k)
+			s.book.deleted(k)
 			res.Entries[i] = e
 			continue
 		}
@@ -160,7 +160,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		if prev := r.GetResponsePut().GetPrevKv(); prev != nil {
 			e.CreateRevision = prev.CreateRevision
 		}
-		s.wrote(k, e, leases[i], start, true)
+		s.book.wrote(k, e, leases[i], start, true)
 		res.Entries[i] = e
 	}
 	return res, nil
@@ -185,8 +185,8 @@ func (s *Store) needsLeaseRequest(secs []int64) bool {
 // sends its lease request without checking its conditions first; refused,
 // it costs a lease for nothing (and a revoke of a per-entry lease) once.
 func (s *Store) allFreed(ops []backends.Op, secs []int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.freedMu.Lock()
+	defer s.freedMu.Unlock()
 	for i, op := range ops {
 		if secs[i] == 0 {
 			continue
@@ -200,8 +200,8 @@ func (s *Store) allFreed(ops []backends.Op, secs []int64) bool {
 
 // unfree forgets the keys of the puts with a TTL of ops (Store.freed).
 func (s *Store) unfree(ops []backends.Op, secs []int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.freedMu.Lock()
+	defer s.freedMu.Unlock()
 	for i, op := range ops {
 		if secs[i] > 0 {
 			delete(s.freed, s.prefix+op.Key)
@@ -248,7 +248,7 @@ func (s *Store) staleShared(leases []writeLease) bool {
 	stale := false
 	for _, wl := range leases {
 		if wl.shared && !wl.fresh {
-			s.leaseGone(wl.id)
+			s.book.leaseGone(wl.id)
 			stale = true
 		}
 	}
@@ -276,7 +276,7 @@ func (s *Store) confirmTxn(ctx context.Context, ops []backends.Op, leases []writ
 		if err := s.confirmShared(ctx, s.prefix+op.Key, wl); err != nil {
 			for j, op := range ops {
 				if j != i && leases[j].shared && op.Kind == backends.OpPut {
-					s.writeUnknown(s.prefix+op.Key, leases[j])
+					s.book.writeUnknown(s.prefix+op.Key, leases[j])
 				}
 			}
 			return err

@@ -118,8 +118,8 @@ func (s *Store) event(ev *clientv3.Event) backends.Event {
 // saw records that a watch saw etcd key k deleted or written (Store.freed),
 // before the consumer hears of it.
 func (s *Store) saw(k string, deleted bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.freedMu.Lock()
+	defer s.freedMu.Unlock()
 	if !deleted {
 		delete(s.freed, k)
 		return
