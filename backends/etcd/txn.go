@@ -29,23 +29,11 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	if err := check.Txn(conds, ops); err != nil {
 		return backends.TxnResult{}, fmt.Errorf("etcd: txn: %w", err)
 	}
-	secs := make([]int64, len(ops))
-	for i, op := range ops {
-		if op.Kind != backends.OpPut {
-			continue
-		}
-		n, err := ttlSeconds("txn", op.Key, op.TTL)
-		if err != nil {
-			return backends.TxnResult{}, err
-		}
-		secs[i] = n
+	secs, err := txnSeconds(ops)
+	if err != nil {
+		return backends.TxnResult{}, err
 	}
-	first := ""
-	if len(ops) > 0 {
-		first = ops[0].Key
-	} else if len(conds) > 0 {
-		first = conds[0].Key
-	}
+	first := txnFirstKey(conds, ops)
 	if err := s.checkOpen("txn", first); err != nil {
 		return backends.TxnResult{}, err
 	}
@@ -56,22 +44,10 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	}
 	start := s.clock.Now()
 
-	cmps := make([]clientv3.Cmp, 0, len(conds))
-	reads := make([]clientv3.Op, 0, len(conds))
-	for _, c := range conds {
-		cmps = append(cmps, cmpRevision(s.prefix+c.Key, c.Revision))
-		reads = append(reads, clientv3.OpGet(s.prefix+c.Key))
-	}
+	cmps, reads := s.txnCompares(conds)
 	if len(cmps) > 0 && s.needsLeaseRequest(secs) && !s.allFreed(ops, secs) {
-		// Check first: the conditions alone, a transaction that writes
-		// nothing. It only spares a refused attempt its lease; the
-		// transaction below decides.
-		resp, err := s.cli.Txn(opctx(ctx)).If(cmps...).Else(reads...).Commit()
-		if err != nil {
-			return backends.TxnResult{}, s.fail("txn", first, err)
-		}
-		if !resp.Succeeded {
-			return backends.TxnResult{}, fmt.Errorf("etcd: %w", s.txnConflict(ctx, conds, resp.Responses))
+		if err := s.precheckTxn(ctx, conds, cmps, reads, first); err != nil {
+			return backends.TxnResult{}, err
 		}
 	}
 
@@ -79,34 +55,88 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	// no longer known free: the next create of it checks first.
 	defer s.unfree(ops, secs)
 
-	var leases []writeLease
-	discard := func() {
-		for _, wl := range leases {
-			s.discardLease(ctx, wl)
-		}
+	resp, leases, err := s.commitTxn(ctx, ops, secs, cmps, reads, first)
+	if err != nil {
+		return backends.TxnResult{}, err
 	}
-	var resp *clientv3.TxnResponse
-	for {
-		var err error
-		leases, err = s.txnLeases(ctx, ops, secs)
+	if !resp.Succeeded {
+		s.discardLeases(ctx, leases)
+		return backends.TxnResult{}, fmt.Errorf("etcd: %w", s.txnConflict(ctx, conds, resp.Responses))
+	}
+	if err := s.confirmTxn(ctx, ops, leases); err != nil {
+		return backends.TxnResult{}, s.fail("txn", first, err)
+	}
+	return s.txnWritten(resp, ops, leases, start), nil
+}
+
+// txnSeconds is the TTL of each put of ops in whole seconds (0 for a
+// delete or a put without TTL).
+func txnSeconds(ops []backends.Op) ([]int64, error) {
+	secs := make([]int64, len(ops))
+	for i, op := range ops {
+		if op.Kind != backends.OpPut {
+			continue
+		}
+		n, err := ttlSeconds("txn", op.Key, op.TTL)
 		if err != nil {
-			discard()
-			return backends.TxnResult{}, err
+			return nil, err
 		}
-		writes := make([]clientv3.Op, 0, len(ops))
-		for i, op := range ops {
-			k := s.prefix + op.Key
-			if op.Kind == backends.OpDelete {
-				writes = append(writes, clientv3.OpDelete(k, clientv3.WithPrevKV()))
-				continue
-			}
-			opts := []clientv3.OpOption{clientv3.WithPrevKV()}
-			if leases[i].id != clientv3.NoLease {
-				opts = append(opts, clientv3.WithLease(leases[i].id))
-			}
-			writes = append(writes, clientv3.OpPut(k, string(op.Value), opts...))
+		secs[i] = n
+	}
+	return secs, nil
+}
+
+// txnFirstKey is the key a transaction's errors name: its first
+// operation's, or without operations its first condition's.
+func txnFirstKey(conds []backends.Cond, ops []backends.Op) string {
+	switch {
+	case len(ops) > 0:
+		return ops[0].Key
+	case len(conds) > 0:
+		return conds[0].Key
+	}
+	return ""
+}
+
+// txnCompares is the compare of each condition, and the read of its key
+// that the failure branch makes.
+func (s *Store) txnCompares(conds []backends.Cond) (cmps []clientv3.Cmp, reads []clientv3.Op) {
+	cmps = make([]clientv3.Cmp, 0, len(conds))
+	reads = make([]clientv3.Op, 0, len(conds))
+	for _, c := range conds {
+		cmps = append(cmps, cmpRevision(s.prefix+c.Key, c.Revision))
+		reads = append(reads, clientv3.OpGet(s.prefix+c.Key))
+	}
+	return cmps, reads
+}
+
+// precheckTxn checks the conditions alone, with a transaction that writes
+// nothing. It only spares a refused attempt its lease; the transaction that
+// writes decides.
+func (s *Store) precheckTxn(ctx context.Context, conds []backends.Cond, cmps []clientv3.Cmp, reads []clientv3.Op, first string) error {
+	resp, err := s.cli.Txn(opctx(ctx)).If(cmps...).Else(reads...).Commit()
+	if err != nil {
+		return s.fail("txn", first, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("etcd: %w", s.txnConflict(ctx, conds, resp.Responses))
+	}
+	return nil
+}
+
+// commitTxn gets the leases of the puts and sends the transaction that
+// writes, again with new leases if a shared one expired since its last
+// keep-alive. On an error it has already dealt with the leases: marked
+// every write unknown if the outcome is, revoked the per-entry leases if
+// nothing was written. A refused transaction is no error; the caller
+// discards its leases.
+func (s *Store) commitTxn(ctx context.Context, ops []backends.Op, secs []int64, cmps []clientv3.Cmp, reads []clientv3.Op, first string) (*clientv3.TxnResponse, []writeLease, error) {
+	for {
+		leases, err := s.txnLeases(ctx, ops, secs)
+		if err != nil {
+			return nil, nil, err // txnLeases revoked what it granted
 		}
-		resp, err = s.cli.Txn(opctx(ctx)).If(cmps...).Then(writes...).Else(reads...).Commit()
+		resp, err := s.cli.Txn(opctx(ctx)).If(cmps...).Then(s.txnWrites(ops, leases)...).Else(reads...).Commit()
 		if err != nil && isLeaseNotFound(err) && s.staleShared(leases) {
 			// A shared lease expired since its last keep-alive: etcd
 			// refused the puts, and wrote nothing. Grant a new one.
@@ -114,28 +144,58 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		}
 		if err != nil {
 			if unknownOutcome(err) {
-				for i, op := range ops {
-					if op.Kind == backends.OpPut {
-						s.book.writeUnknown(s.prefix+op.Key, leases[i])
-					} else {
-						s.book.unsure(s.prefix + op.Key)
-					}
-				}
+				s.txnUnknown(ops, leases)
 			} else {
-				discard()
+				s.discardLeases(ctx, leases)
 			}
-			return backends.TxnResult{}, s.fail("txn", first, err)
+			return nil, nil, s.fail("txn", first, err)
 		}
-		break
+		return resp, leases, nil
 	}
-	if !resp.Succeeded {
-		discard()
-		return backends.TxnResult{}, fmt.Errorf("etcd: %w", s.txnConflict(ctx, conds, resp.Responses))
-	}
-	if err := s.confirmTxn(ctx, ops, leases); err != nil {
-		return backends.TxnResult{}, s.fail("txn", first, err)
-	}
+}
 
+// txnWrites is the success branch of a transaction: each operation of ops,
+// a put on its lease (leases[i]) or a delete, returning what it replaced.
+func (s *Store) txnWrites(ops []backends.Op, leases []writeLease) []clientv3.Op {
+	writes := make([]clientv3.Op, 0, len(ops))
+	for i, op := range ops {
+		k := s.prefix + op.Key
+		if op.Kind == backends.OpDelete {
+			writes = append(writes, clientv3.OpDelete(k, clientv3.WithPrevKV()))
+			continue
+		}
+		opts := []clientv3.OpOption{clientv3.WithPrevKV()}
+		if leases[i].id != clientv3.NoLease {
+			opts = append(opts, clientv3.WithLease(leases[i].id))
+		}
+		writes = append(writes, clientv3.OpPut(k, string(op.Value), opts...))
+	}
+	return writes
+}
+
+// txnUnknown records that every write of ops may or may not have happened.
+func (s *Store) txnUnknown(ops []backends.Op, leases []writeLease) {
+	for i, op := range ops {
+		if op.Kind == backends.OpPut {
+			s.book.writeUnknown(s.prefix+op.Key, leases[i])
+		} else {
+			s.book.unsure(s.prefix + op.Key)
+		}
+	}
+}
+
+// discardLeases revokes the per-entry leases of a transaction that
+// certainly wrote nothing (discardLease).
+func (s *Store) discardLeases(ctx context.Context, leases []writeLease) {
+	for _, wl := range leases {
+		s.discardLease(ctx, wl)
+	}
+}
+
+// txnWritten records the writes of a transaction that succeeded, begun at
+// start, and returns its result: for a put the entry it made, for a delete
+// the entry it deleted (only its key if there was none).
+func (s *Store) txnWritten(resp *clientv3.TxnResponse, ops []backends.Op, leases []writeLease, start time.Time) backends.TxnResult {
 	res := backends.TxnResult{Entries: make([]backends.Entry, len(ops))}
 	for i, op := range ops {
 		k := s.prefix + op.Key
@@ -163,7 +223,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		s.book.wrote(k, e, leases[i], start, true)
 		res.Entries[i] = e
 	}
-	return res, nil
+	return res
 }
 
 // needsLeaseRequest reports whether a transaction whose puts have TTLs of
