@@ -273,123 +273,171 @@ func (a *Allocator) unpin(key string, u *use) {
 // reference to want and fails with errLost if key no longer maps to it.
 // ref is a reference entry of this member already in the store, if any.
 func (a *Allocator) acquire(ctx context.Context, key string, want uint64, ref backends.Entry) (id uint64, isNew bool, _ backends.Entry, err error) {
-	idx := a.indexKey(key)
-	var wrote int64 // revision of this call's last pending index write
+	q := &acquisition{key: key, idx: a.indexKey(key), want: want, ref: ref}
 	defer func() {
-		if err != nil && ref.Revision > 0 {
-			a.drop(ref)
+		if err != nil && q.ref.Revision > 0 {
+			a.drop(q.ref)
 		}
-		if err != nil && wrote > 0 {
-			a.drop(backends.Entry{Key: idx, Revision: wrote})
+		if err != nil && q.wrote > 0 {
+			a.drop(backends.Entry{Key: q.idx, Revision: q.wrote})
 		}
 	}()
-	var (
-		e       backends.Entry
-		have    bool
-		taken   map[uint64]bool // IDs this call found taken by other keys
-		listed  bool            // taken holds every master in the store
-		created uint64          // the master this call created, if any
-	)
 	if c, ok := a.cachedIndex(key); ok {
-		e, have = backends.Entry{Key: idx, Value: encodeIndex(c.id, c.ready), Revision: c.rev}, true
+		q.e, q.have = backends.Entry{Key: q.idx, Value: encodeIndex(c.id, c.ready), Revision: c.rev}, true
 	}
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if !have {
-			got, err := a.store.Get(ctx, idx)
-			switch {
-			case err == nil:
-				e, have = got, true
-			case !errors.Is(err, backends.ErrNotFound):
-				return 0, false, ref, err
-			case want != 0:
-				return 0, false, ref, errLost
-			default:
-				n, err := a.pick(ctx, key, taken, &listed)
-				if err != nil {
-					return 0, false, ref, err
-				}
-				got, err := a.store.CreateIfAbsent(ctx, idx, encodeIndex(n, false), 0)
-				if cur, ok := current(err); ok {
-					e, have = cur, true
-					continue
-				} else if err != nil {
-					return 0, false, ref, err
-				}
-				e, have, wrote = got, true, got.Revision
+		if !q.have {
+			again, err := a.readIndex(ctx, q)
+			if err != nil {
+				return 0, false, q.ref, err
+			}
+			if again {
+				continue
 			}
 		}
-		n, ready, err := decodeIndex(e.Value)
+		n, ready, err := decodeIndex(q.e.Value)
 		if err != nil {
-			return 0, false, ref, err
+			return 0, false, q.ref, err
 		}
 		if want != 0 && (n != want || !ready) {
-			return 0, false, ref, errLost
+			return 0, false, q.ref, errLost
 		}
 		if !ready {
-			// Take or confirm the master before the index may say ready:
-			// the write changes the master's revision, so a collector that
-			// read it before the index pointed here cannot delete it.
-			mk := a.idKey(n)
-			_, err := a.store.CreateIfAbsent(ctx, mk, []byte(key), 0)
-			if err == nil {
-				created = n
-			} else if cur, ok := current(err); ok {
-				if string(cur.Value) == key {
-					_, err = a.store.CompareAndSet(ctx, mk, cur.Revision, []byte(key), 0)
-					if err != nil && !errors.Is(err, backends.ErrConflict) {
-						return 0, false, ref, err
-					}
-					if err != nil {
-						continue // the master changed under us: look again
-					}
-				} else {
-					// n belongs to another key: point the index elsewhere.
-					if taken == nil {
-						taken = make(map[uint64]bool)
-					}
-					taken[n] = true
-					m, err := a.pick(ctx, key, taken, &listed)
-					if err != nil {
-						return 0, false, ref, err
-					}
-					moved, err := a.store.CompareAndSet(ctx, idx, e.Revision, encodeIndex(m, false), 0)
-					if err == nil {
-						e, wrote = moved, moved.Revision
-					} else if cur, ok := current(err); ok {
-						e = cur
-					} else if errors.Is(err, backends.ErrConflict) {
-						have = false
-					} else {
-						return 0, false, ref, err
-					}
-					continue
-				}
-			} else if !errors.Is(err, backends.ErrConflict) {
-				return 0, false, ref, err
+			again, err := a.takeMaster(ctx, q, n)
+			if err != nil {
+				return 0, false, q.ref, err
+			}
+			if again {
+				continue
 			}
 		}
-
-		// The reference first, then the index's revision bump: a collector
-		// that read the index before the bump cannot delete it, and one
-		// that reads it after sees the reference.
-		ref, err = a.writeRef(ctx, key, n, ref)
+		done, err := a.confirm(ctx, q, n)
 		if err != nil {
-			return 0, false, ref, err
+			return 0, false, q.ref, err
 		}
-		bumped, err := a.store.CompareAndSet(ctx, idx, e.Revision, encodeIndex(n, true), 0)
-		if err == nil {
-			a.noteIndex(key, bumped)
-			return n, created == n, ref, nil
-		}
-		if cur, ok := current(err); ok {
-			e = cur
-		} else if errors.Is(err, backends.ErrConflict) {
-			have = false
-		} else {
-			return 0, false, ref, err
+		if done {
+			return n, q.created == n, q.ref, nil
 		}
 	}
-	return 0, false, ref, fmt.Errorf("gave up after %d attempts against concurrent writers: %w", maxAttempts, backends.ErrConflict)
+	return 0, false, q.ref, fmt.Errorf("gave up after %d attempts against concurrent writers: %w", maxAttempts, backends.ErrConflict)
+}
+
+// acquisition is what one acquire call knows across its attempts.
+type acquisition struct {
+	key, idx string
+	want     uint64          // the ID the key must still map to; 0 for any
+	e        backends.Entry  // the index as this call last read or wrote it
+	have     bool            // e is the index as far as this call knows
+	taken    map[uint64]bool // IDs this call found taken by other keys
+	listed   bool            // taken holds every master in the store
+	created  uint64          // the master this call created, if any
+	wrote    int64           // revision of this call's last pending index write
+	ref      backends.Entry  // this call's reference, once written
+}
+
+// indexRefused records in q what a conditional write of the index that
+// failed with err tells: the index a conflict carries, or, from a conflict
+// without it, that the index must be read again. Any other error is
+// returned.
+func (q *acquisition) indexRefused(err error) error {
+	if cur, ok := current(err); ok {
+		q.e = cur
+		return nil
+	}
+	if errors.Is(err, backends.ErrConflict) {
+		q.have = false
+		return nil
+	}
+	return err
+}
+
+// readIndex reads the key's index into q or, if it is absent and any ID
+// will do, creates it pointing at a free ID, not ready yet. again is true
+// when the attempt must start over with the index a refused create found.
+func (a *Allocator) readIndex(ctx context.Context, q *acquisition) (again bool, _ error) {
+	got, err := a.store.Get(ctx, q.idx)
+	switch {
+	case err == nil:
+		q.e, q.have = got, true
+		return false, nil
+	case !errors.Is(err, backends.ErrNotFound):
+		return false, err
+	case q.want != 0:
+		return false, errLost
+	}
+	n, err := a.pick(ctx, q.key, q.taken, &q.listed)
+	if err != nil {
+		return false, err
+	}
+	got, err = a.store.CreateIfAbsent(ctx, q.idx, encodeIndex(n, false), 0)
+	if cur, ok := current(err); ok {
+		q.e, q.have = cur, true
+		return true, nil
+	} else if err != nil {
+		return false, err
+	}
+	q.e, q.have, q.wrote = got, true, got.Revision
+	return false, nil
+}
+
+// takeMaster takes or confirms the master of n for the key before the
+// index may say ready: the write changes the master's revision, so a
+// collector that read it before the index pointed here cannot delete it.
+// If n belongs to another key, it points the index at another free ID.
+// again is true when the attempt must start over.
+func (a *Allocator) takeMaster(ctx context.Context, q *acquisition, n uint64) (again bool, _ error) {
+	mk := a.idKey(n)
+	_, err := a.store.CreateIfAbsent(ctx, mk, []byte(q.key), 0)
+	if err == nil {
+		q.created = n
+		return false, nil
+	}
+	cur, ok := current(err)
+	if !ok {
+		if !errors.Is(err, backends.ErrConflict) {
+			return false, err
+		}
+		return false, nil
+	}
+	if string(cur.Value) == q.key {
+		_, err = a.store.CompareAndSet(ctx, mk, cur.Revision, []byte(q.key), 0)
+		if err != nil && !errors.Is(err, backends.ErrConflict) {
+			return false, err
+		}
+		return err != nil, nil // on a conflict the master changed under us: look again
+	}
+	// n belongs to another key: point the index elsewhere.
+	if q.taken == nil {
+		q.taken = make(map[uint64]bool)
+	}
+	q.taken[n] = true
+	m, err := a.pick(ctx, q.key, q.taken, &q.listed)
+	if err != nil {
+		return false, err
+	}
+	moved, err := a.store.CompareAndSet(ctx, q.idx, q.e.Revision, encodeIndex(m, false), 0)
+	if err == nil {
+		q.e, q.wrote = moved, moved.Revision
+		return true, nil
+	}
+	return true, q.indexRefused(err)
+}
+
+// confirm writes the key's reference to n, then bumps the index's revision
+// marking it ready: a collector that read the index before the bump cannot
+// delete the reference, and one that reads it after sees it. done is true
+// once the index is ready; false when the attempt must start over.
+func (a *Allocator) confirm(ctx context.Context, q *acquisition, n uint64) (done bool, err error) {
+	q.ref, err = a.writeRef(ctx, q.key, n, q.ref)
+	if err != nil {
+		return false, err
+	}
+	bumped, err := a.store.CompareAndSet(ctx, q.idx, q.e.Revision, encodeIndex(n, true), 0)
+	if err == nil {
+		a.noteIndex(q.key, bumped)
+		return true, nil
+	}
+	return false, q.indexRefused(err)
 }
 
 // errLost: a reference could not be re-established because the key no
