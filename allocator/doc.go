@@ -30,57 +30,17 @@
 // RenewInterval; a process that dies stops referencing its IDs TTL after
 // its last renewal.
 //
-// # Allocate
+// # Garbage collection
 //
-// A key this process already uses is answered from memory. Otherwise, for a
-// key whose ready index entry it finds (in the watched cache or the store),
-// Allocate writes this member's reference and then bumps the index entry's
-// revision by compare-and-set on the revision it read: two writes. For a
-// key with no index entry it picks an ID no cached mapping uses, creates the
-// pending index entry, creates the master (or, if an earlier master of the
-// same key is still there, bumps its revision), writes the reference and
-// makes the index ready by compare-and-set: four writes. A master taken by
-// another key moves the pending entry to another ID; any conflict re-reads
-// and retries.
-//
-// # Garbage collection and why it never takes a live ID
-//
-// A pass ([Allocator.RunGC]) lists the masters, then the index, then the
-// references, in that order. It deletes an index entry that no reference
+// A pass ([Allocator.RunGC]) deletes an index entry that no reference
 // backs, and a master no index entry points to, each only when two passes
 // at least Grace apart read it at the same revision, and only by
-// compare-and-delete on that revision. Nothing here needs a multi-key
-// transaction:
-//
-//   - Index entries. Allocate returns an ID only after its reference write W
-//     and then its compare-and-set bump B of the index entry succeeded.
-//     Suppose the pass that deletes read the index entry at revision r
-//     (time R), listed no reference for its key (time L > R), and deleted
-//     it at revision r (time D). If B came after R and before D, the
-//     entry's revision at D was not r, since every write moves a key's
-//     revision forward: the delete fails. If B came before R, then W came
-//     before L, and the pass saw the reference unless it had already been
-//     released or had lapsed. If B came after D, the entry B compared
-//     against was gone (revisions never come back), so B failed and
-//     Allocate started over. So an index entry is never deleted while a
-//     reference that Allocate returned with lives.
-//   - Masters. Whoever makes an index entry ready first creates or bumps its
-//     master, at time M, after the pending entry existed. A pass deletes a
-//     master read at revision q (time R1) only if the index, listed later
-//     (R2 > R1), had no entry pointing to it, and then deletes at revision
-//     q. If M fell between R1 and the delete, q is stale and the delete
-//     fails. If M came after the delete, M created the master afresh (or
-//     found it another key's and moved the pending entry to another ID),
-//     so the entry is made ready on a master written after the delete. If
-//     M came before R1, the pending entry existed before R2, and R2 not
-//     seeing an entry pointing here means it was deleted, which by the
-//     first argument happens only to unreferenced entries; a new entry for
-//     the key is made ready only after its own M. So a master behind a
-//     ready index entry is deleted only after the index entry.
-//
-// The grace period is not needed for safety: it keeps the collector from
-// churning entries that allocations in flight are about to use, and it is
-// the promise below.
+// compare-and-delete on that revision; an allocation bumps the revision
+// after writing its reference. So the collector never takes an ID an
+// allocation returned, without multi-key transactions; docs/allocator.md
+// gives the argument in full. The grace period is not needed for safety:
+// it keeps the collector from churning entries that allocations in flight
+// are about to use, and it is the promise below.
 //
 // # Guarantees
 //
