@@ -32,10 +32,7 @@
 //     with the context package.
 //   - A timer made while an Add fires (by a goroutine that a fired timer
 //     woke) is armed from the time reached so far, and fires in the same
-//     Add if it falls due by its end. No timer fires twice: Add moves from
-//     deadline to deadline, and a Timer constructor waits while the timers
-//     of one deadline fire (the mock's constructor fires due timers itself,
-//     and without that wait it could fire one that Add was firing).
+//     Add if it falls due by its end. No timer fires twice.
 //   - [Clock.Waiters] is exact at the instant it reads: the number of timers
 //     and tickers registered with the mock, read under the mock's own mutex.
 //   - [Clock.BlockUntil] returns nil only after it has seen Waiters() >= n,
@@ -76,14 +73,10 @@
 //
 // # When BlockUntil polls
 //
-// The *clock.Timer and *clock.Ticker the mock hands out re-arm themselves
-// (Reset) and disarm themselves (Stop) directly on the mock, without
-// passing through the Clock. A Stop only lowers the count, which never
-// completes a wait. A Reset can raise it and cannot send a signal. So once
-// a Clock (or one of its views) has handed out a Timer, an AfterFunc timer
-// or a Ticker, its BlockUntil no longer waits for signals: it re-reads the
-// count, calling runtime.Gosched between reads, until the count is reached
-// or ctx is done. A Clock used only through Sleep, After, Tick, WithDeadline
+// Once a Clock (or one of its views) has handed out a Timer, an AfterFunc
+// timer or a Ticker, its BlockUntil no longer waits for signals: it
+// re-reads the count, yielding between reads, until the count is reached or
+// ctx is done. A Clock used only through Sleep, After, Tick, WithDeadline
 // and WithTimeout never polls. Polling costs CPU while a test waits, never
 // correctness. Always give BlockUntil a context with a deadline, so that a
 // wait for a timer that is never armed fails instead of hanging.
