@@ -379,7 +379,7 @@ func (s *Store) read(ctx context.Context, op, key, name string) (v view, found b
 // Get implements backends.Store. It always reads from the API server.
 func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
 	if err := backends.ValidateKey(key); err != nil {
-		return backends.Entry{}, err
+		return backends.Entry{}, fmt.Errorf("kube: get: %w", err)
 	}
 	if err := s.checkOpen(); err != nil {
 		return backends.Entry{}, fmt.Errorf("kube: get %q: %w", key, err)
@@ -453,7 +453,7 @@ func (s *Store) sessionsListed(claims, sessions []*coordinationv1.Lease, rv stri
 // the API server (a label selection, paged) and filters by prefix here.
 func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kube: list: %w", err)
 	}
 	if err := s.checkOpen(); err != nil {
 		return nil, fmt.Errorf("kube: list %q: %w", prefix, err)
@@ -598,7 +598,7 @@ func (s *Store) put(ctx context.Context, op, key, name string, v view, found boo
 // cleared by a delete, or expired by local observation is written over.
 func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
 	if err := check.Write(key, 0, value, ttl); err != nil {
-		return backends.Entry{}, err
+		return backends.Entry{}, fmt.Errorf("kube: create: %w", err)
 	}
 	return s.create(ctx, "create", key, value, ttl)
 }
@@ -616,7 +616,7 @@ func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl ti
 // CreateRevision; its Revision becomes the resourceVersion of this write.
 func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
 	if err := check.Write(key, rev, value, ttl); err != nil {
-		return backends.Entry{}, err
+		return backends.Entry{}, fmt.Errorf("kube: cas: %w", err)
 	}
 	if rev == 0 {
 		return s.create(ctx, "cas", key, value, ttl)
@@ -634,10 +634,10 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 // create still gets a higher revision than every one the key had.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) error {
 	if err := backends.ValidateKey(key); err != nil {
-		return err
+		return fmt.Errorf("kube: delete: %w", err)
 	}
 	if err := check.Revision(rev, true); err != nil {
-		return err
+		return fmt.Errorf("kube: delete %q: %w", key, err)
 	}
 	_, err := s.mutate(ctx, "delete", key, func(v view, found bool) (write, error) {
 		if err := expect(v, "delete", key, rev); err != nil {
@@ -654,10 +654,10 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 // logical Revision does not change and watchers see no event.
 func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
 	if err := backends.ValidateKey(key); err != nil {
-		return backends.Entry{}, err
+		return backends.Entry{}, fmt.Errorf("kube: keepalive: %w", err)
 	}
 	if err := check.Revision(rev, true); err != nil {
-		return backends.Entry{}, err
+		return backends.Entry{}, fmt.Errorf("kube: keepalive %q: %w", key, err)
 	}
 	if err := check.KeepAliveTTL(ttl); err != nil {
 		return backends.Entry{}, fmt.Errorf("kube: keepalive %q: %w", key, err)

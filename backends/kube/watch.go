@@ -128,7 +128,7 @@ func newHub(s *Store) *hub { return &hub{s: s} }
 // expiry after that again as EventDelete.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kube: watch: %w", err)
 	}
 	if err := s.checkOpen(); err != nil {
 		return nil, fmt.Errorf("kube: watch %q: %w", prefix, err)

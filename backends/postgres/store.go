@@ -595,7 +595,7 @@ func (s *Store) read(ctx context.Context, op, key string) (x row, e backends.Ent
 // Get returns the live entry for key.
 func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
 	if err := backends.ValidateKey(key); err != nil {
-		return backends.Entry{}, err
+		return backends.Entry{}, fmt.Errorf("postgres: get: %w", err)
 	}
 	if err := s.isClosed("get", key); err != nil {
 		return backends.Entry{}, err
@@ -614,7 +614,7 @@ func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
 // order of their keys.
 func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("postgres: list: %w", err)
 	}
 	if err := s.isClosed("list", prefix); err != nil {
 		return nil, err
@@ -666,7 +666,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 // CreateIfAbsent writes key if it is absent, or expired for this store.
 func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
 	if err := check.Write(key, 0, value, ttl); err != nil {
-		return backends.Entry{}, err
+		return backends.Entry{}, fmt.Errorf("postgres: create: %w", err)
 	}
 	return s.create(ctx, "create", key, value, ttl)
 }
@@ -731,7 +731,7 @@ func (s *Store) insert(ctx context.Context, key string, value []byte, ttl time.D
 // CompareAndSet writes key if its live revision is rev; rev 0 creates.
 func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
 	if err := check.Write(key, rev, value, ttl); err != nil {
-		return backends.Entry{}, err
+		return backends.Entry{}, fmt.Errorf("postgres: cas: %w", err)
 	}
 	if rev == 0 {
 		return s.create(ctx, "cas", key, value, ttl)
@@ -768,10 +768,10 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 // CompareAndDelete deletes key if its live revision is rev.
 func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) error {
 	if err := backends.ValidateKey(key); err != nil {
-		return err
+		return fmt.Errorf("postgres: delete: %w", err)
 	}
 	if err := check.Revision(rev, true); err != nil {
-		return err
+		return fmt.Errorf("postgres: delete %q: %w", key, err)
 	}
 	if err := s.isClosed("delete", key); err != nil {
 		return err
@@ -807,10 +807,10 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 // had already judged the entry expired.
 func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
 	if err := backends.ValidateKey(key); err != nil {
-		return backends.Entry{}, err
+		return backends.Entry{}, fmt.Errorf("postgres: keepalive: %w", err)
 	}
 	if err := check.Revision(rev, true); err != nil {
-		return backends.Entry{}, err
+		return backends.Entry{}, fmt.Errorf("postgres: keepalive %q: %w", key, err)
 	}
 	if err := check.KeepAliveTTL(ttl); err != nil {
 		return backends.Entry{}, fmt.Errorf("postgres: keepalive %q: %w", key, err)

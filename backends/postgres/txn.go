@@ -23,7 +23,7 @@ import (
 // (ErrUnavailable): nothing was written.
 func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
 	if err := check.Txn(conds, ops); err != nil {
-		return backends.TxnResult{}, err
+		return backends.TxnResult{}, fmt.Errorf("postgres: txn: %w", err)
 	}
 	if err := s.isClosed("txn", ""); err != nil {
 		return backends.TxnResult{}, err

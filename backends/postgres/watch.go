@@ -74,7 +74,7 @@ type watchSub struct {
 // store's own judgement, not a write. Keep-alives yield none either.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("postgres: watch: %w", err)
 	}
 	if err := s.isClosed("watch", prefix); err != nil {
 		return nil, err
