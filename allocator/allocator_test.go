@@ -50,8 +50,8 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// A store that cannot enforce what the protocol needs is refused, not used
-// with advisory results.
+// TestNewFailsClosed checks that a store that cannot enforce what the
+// protocol needs is refused, not used with advisory results.
 func TestNewFailsClosed(t *testing.T) {
 	s, clk := newMem(t)
 	for _, st := range []backends.Store{faults.Hide(s, backends.CapWatch), nil} {
@@ -150,8 +150,8 @@ func TestAllocateGetRelease(t *testing.T) {
 	}
 }
 
-// Garbage collection returns released IDs to the pool, and only after
-// Grace.
+// TestReleaseAndGCReturnIDs checks that garbage collection returns released
+// IDs to the pool, and only after Grace.
 func TestReleaseAndGCReturnIDs(t *testing.T) {
 	s, clk := newMem(t)
 	cfg := testConfig("a", clk)
@@ -206,9 +206,9 @@ func TestReleaseAndGCReturnIDs(t *testing.T) {
 	}
 }
 
-// Many allocators, many goroutines, heavily overlapping keys: one ID per
-// key, one key per ID; after everyone releases, garbage collection empties
-// the store.
+// TestConcurrentMemstore runs many allocators and many goroutines over
+// heavily overlapping keys and checks one ID per key, one key per ID; after
+// everyone releases, garbage collection empties the store.
 func TestConcurrentMemstore(t *testing.T) {
 	s, clk := newMem(t)
 	const members = 8
@@ -283,9 +283,9 @@ func checkAgreement(t testing.TB, got []map[string]uint64) {
 	}
 }
 
-// Goroutines of one process share its uses: concurrent Allocate and
-// Release of the same keys write one reference per key, and the last
-// Release of each deletes it.
+// TestOneProcessManyGoroutines checks that goroutines of one process share
+// its uses: concurrent Allocate and Release of the same keys write one
+// reference per key, and the last Release of each deletes it.
 func TestOneProcessManyGoroutines(t *testing.T) {
 	s, clk := newMem(t)
 	a := newAllocator(t, s, testConfig("a", clk))
@@ -346,7 +346,8 @@ func TestOneProcessManyGoroutines(t *testing.T) {
 	}
 }
 
-// Close deletes this member's references and refuses later work.
+// TestClose checks that Close deletes this member's references and refuses
+// later work.
 func TestClose(t *testing.T) {
 	s, clk := newMem(t)
 	a, err := New(s, testConfig("a", clk))
@@ -373,9 +374,10 @@ func TestClose(t *testing.T) {
 	}
 }
 
-// Close waits for an Allocate in flight: it never reports success while a
-// reference that call wrote is still in the store, and a Close that gave
-// up may be called again to finish the job.
+// TestCloseWaitsForAllocateInFlight checks that Close waits for an Allocate
+// in flight: it never reports success while a reference that call wrote is
+// still in the store, and a Close that gave up may be called again to finish
+// the job.
 func TestCloseWaitsForAllocateInFlight(t *testing.T) {
 	s, clk := newMem(t)
 	f := faults.Wrap(s, clk)
@@ -438,8 +440,9 @@ func TestCloseWaitsForAllocateInFlight(t *testing.T) {
 	}
 }
 
-// A Close that gave up waiting for the background loops leaves the work to
-// the next Close, which waits and deletes this member's references.
+// TestCloseAgainAfterTimeout checks that a Close that gave up waiting for the
+// background loops leaves the work to the next Close, which waits and deletes
+// this member's references.
 func TestCloseAgainAfterTimeout(t *testing.T) {
 	s, clk := newMem(t)
 	a, err := New(s, testConfig("a", clk))

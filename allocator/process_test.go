@@ -195,9 +195,10 @@ func processCounts(t testing.TB) (count, pool int) {
 	return count, count * 3 / 2
 }
 
-// Eight real processes allocate heavily overlapping keys concurrently on
-// one filestore: they agree on every key's ID, no two keys share one, and
-// after they release everything garbage collection empties the store.
+// TestProcessesFilestore has eight real processes allocate heavily
+// overlapping keys concurrently on one filestore: they agree on every key's
+// ID, no two keys share one, and after they release everything garbage
+// collection empties the store.
 func TestProcessesFilestore(t *testing.T) {
 	dir := t.TempDir()
 	count, pool := processCounts(t)
@@ -246,9 +247,9 @@ func TestProcessesFilestore(t *testing.T) {
 	}
 }
 
-// A process killed with SIGKILL stops referencing its IDs once its TTL
-// runs out; garbage collection then reclaims the IDs only it used, while
-// IDs another process still uses keep their keys.
+// TestProcessKilledFreesIDs checks that a process killed with SIGKILL stops
+// referencing its IDs once its TTL runs out; garbage collection then reclaims
+// the IDs only it used, while IDs another process still uses keep their keys.
 func TestProcessKilledFreesIDs(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -64,11 +64,11 @@ func gcRaceMembers(t *testing.T, open func(testing.TB) (backends.Store, *clockte
 	return s, clk, f, g, b, c, id
 }
 
-// A member re-allocates a key after the collector read its index entry
-// unreferenced and before it deletes it: the member's revision bump makes
-// the collector's compare-and-delete fail, and the ID stays the key's.
-// Without the bump the index entry would go, and the key's ID would be
-// handed to another key while the member uses it.
+// TestGCRaceIndexSurvives has a member re-allocate a key after the collector
+// read its index entry unreferenced and before it deletes it: the member's
+// revision bump makes the collector's compare-and-delete fail, and the ID
+// stays the key's. Without the bump the index entry would go, and the key's
+// ID would be handed to another key while the member uses it.
 func TestGCRaceIndexSurvives(t *testing.T) {
 	for _, k := range storeKinds {
 		t.Run(k.name, func(t *testing.T) { gcRaceIndexSurvives(t, k.open) })
@@ -106,11 +106,11 @@ func gcRaceIndexSurvives(t *testing.T, open func(testing.TB) (backends.Store, *c
 	checkBijection(t, s)
 }
 
-// The same race one step later: the collector deleted K's index and is
-// about to delete its master when a member allocates K again and finds
-// the master still naming K. The member's bump of the master makes the
-// delete fail. Without it the master would go while K's new index points
-// at it, and another key could take the ID.
+// TestGCRaceMasterSurvives runs the same race one step later: the
+// collector deleted K's index and is about to delete its master when a member
+// allocates K again and finds the master still naming K. The member's bump of
+// the master makes the delete fail. Without it the master would go while K's
+// new index points at it, and another key could take the ID.
 func TestGCRaceMasterSurvives(t *testing.T) {
 	for _, k := range storeKinds {
 		t.Run(k.name, func(t *testing.T) { gcRaceMasterSurvives(t, k.open) })
@@ -154,10 +154,11 @@ func gcRaceMasterSurvives(t *testing.T, open func(testing.TB) (backends.Store, *
 	checkBijection(t, s)
 }
 
-// A member whose watch has not yet delivered the deletion of K's index
-// allocates K again while K's old master is still there: it adopts the
-// master (bumping it) instead of counting the ID as another key's. Before,
-// with one ID in the range, it reported ErrNoIDs.
+// TestAllocateAdoptsOwnMasterThroughStaleCache checks that a member whose
+// watch has not yet delivered the deletion of K's index allocates K again
+// while K's old master is still there: it adopts the master (bumping it)
+// instead of counting the ID as another key's. Before, with one ID in the
+// range, it reported ErrNoIDs.
 func TestAllocateAdoptsOwnMasterThroughStaleCache(t *testing.T) {
 	s, clk := newMem(t)
 	cfg := testConfig("b", clk)

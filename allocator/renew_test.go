@@ -35,9 +35,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// References are kept alive past their TTL while the allocator runs; one
-// that lapsed is written again while its key still maps to the same ID, and
-// when the key has moved on the local uses are dropped.
+// TestRenewAndRestore checks that references are kept alive past their TTL
+// while the allocator runs; one that lapsed is written again while its key
+// still maps to the same ID, and when the key has moved on the local uses are
+// dropped.
 func TestRenewAndRestore(t *testing.T) {
 	s, storeClk := newMem(t)
 	f := faults.Wrap(s, storeClk)

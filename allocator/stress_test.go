@@ -16,12 +16,13 @@ import (
 	"github.com/tenure-go/tenure/clocktest"
 )
 
-// Members churn through a small pool of keys and a range too small for all
-// of them while a collector runs pass after pass with the clock moved past
-// Grace each time, so that everything unreferenced goes as soon as the
-// protocol allows. Every member checks, just before each Release, that the
-// store still maps its key to the ID it was given and that ID to its key:
-// a referenced ID never changes key, however the collector interleaves.
+// TestChurnWithEagerCollector has members churn through a small pool of keys
+// and a range too small for all of them while a collector runs pass after
+// pass with the clock moved past Grace each time, so that everything
+// unreferenced goes as soon as the protocol allows. Every member checks, just
+// before each Release, that the store still maps its key to the ID it was
+// given and that ID to its key: a referenced ID never changes key, however
+// the collector interleaves.
 func TestChurnWithEagerCollector(t *testing.T) {
 	for _, k := range storeKinds {
 		t.Run(k.name, func(t *testing.T) { churn(t, k.open) })
