@@ -81,9 +81,10 @@ func (s dropDeletes) Watch(ctx context.Context, prefix string) (<-chan backends.
 	})
 }
 
-// A shard whose leaving owner could not release it is taken once its claim
-// has expired, though no event reports the expiry: the member it moves to
-// times its attempt to the expiry it was told of.
+// TestLeaveUnreleasedShardTakenAtExpiry checks that a shard whose leaving
+// owner could not release it is taken once its claim has expired, though no
+// event reports the expiry: the member it moves to times its attempt to the
+// expiry it was told of.
 func TestLeaveUnreleasedShardTakenAtExpiry(t *testing.T) {
 	c := newCluster(t, 8)
 	quiet := &keySet{}
@@ -133,10 +134,11 @@ func (l *lists) count(prefix string) int {
 	return l.n[prefix]
 }
 
-// On a store without expiry events, a member at rest reads the members
-// every TTL/6, to notice one whose membership expired, but lists the
-// shards only as a backstop, every ten TTLs: a shard's claim that expires
-// is taken by its new owner, whose acquisition the watch reports.
+// TestPollReadsMembersOnly checks that on a store without expiry events, a
+// member at rest reads the members every TTL/6, to notice one whose
+// membership expired, but lists the shards only as a backstop, every ten
+// TTLs: a shard's claim that expires is taken by its new owner, whose
+// acquisition the watch reports.
 func TestPollReadsMembersOnly(t *testing.T) {
 	c := newCluster(t, 8)
 	q := quiet{c.store}

@@ -102,9 +102,10 @@ func (c *cluster) checkPaired() {
 	}
 }
 
-// A member cut off from the store (crashed, stopped or partitioned: to the
-// others it is all one) loses its shards to the others within a TTL and a
-// read, and gets its share back when it returns.
+// TestCutMemberTakenOver checks that a member cut off from the store
+// (crashed, stopped or partitioned: to the others it is all one) loses its
+// shards to the others within a TTL and a read, and gets its share back when
+// it returns.
 func TestCutMemberTakenOver(t *testing.T) {
 	c := newCluster(t, 24)
 	for _, id := range []string{"a", "b", "c"} {
@@ -125,10 +126,10 @@ func TestCutMemberTakenOver(t *testing.T) {
 	c.checkBalanced("a", "b", "c")
 }
 
-// A member restarted with the same identity while its previous instance's
-// claims are live acts on no shard before those claims have ended: each
-// first OnAcquired of the new instance comes after the old instance's
-// deadline on that shard, with a greater token.
+// TestRestartWarmsUp checks that a member restarted with the same identity
+// while its previous instance's claims are live acts on no shard before those
+// claims have ended: each first OnAcquired of the new instance comes after
+// the old instance's deadline on that shard, with a greater token.
 func TestRestartWarmsUp(t *testing.T) {
 	c := newCluster(t, 12)
 	old := c.add("a")
@@ -221,10 +222,10 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// A member's electors watch their claims through the member's one watch of
-// the group: a member owning every one of 32 shards has opened one store
-// watch, not one per elector (on a filestore each watch costs an inotify
-// instance, of which a user has 128 by default).
+// TestOneWatchPerMember checks that a member's electors watch their claims
+// through the member's one watch of the group: a member owning every one of
+// 32 shards has opened one store watch, not one per elector (on a filestore
+// each watch costs an inotify instance, of which a user has 128 by default).
 func TestOneWatchPerMember(t *testing.T) {
 	c := newCluster(t, 32)
 	a := c.add("a")
@@ -234,8 +235,9 @@ func TestOneWatchPerMember(t *testing.T) {
 	}
 }
 
-// Cancelling the context given to Start stops the member as Stop does: it
-// leaves, its shards are released, and Done is closed.
+// TestStartContextStops checks that cancelling the context given to Start
+// stops the member as Stop does: it leaves, its shards are released, and Done
+// is closed.
 func TestStartContextStops(t *testing.T) {
 	c := newCluster(t, 4)
 	c.add("b")
@@ -289,9 +291,10 @@ func TestStopBeforeStart(t *testing.T) {
 	}
 }
 
-// Between full reads, a member follows the group through its watch: a join
-// that moves half of its shards away costs it no listing of the group (on
-// etcd, a listing costs a request per lease of the entries it returns).
+// TestEventsNeedNoListing checks that between full reads, a member follows
+// the group through its watch: a join that moves half of its shards away
+// costs it no listing of the group (on etcd, a listing costs a request per
+// lease of the entries it returns).
 func TestEventsNeedNoListing(t *testing.T) {
 	c := newCluster(t, 8)
 	a := c.add("a")
@@ -342,10 +345,10 @@ func filterWatch(ctx context.Context, s backends.Store, prefix string, keep func
 	return out, nil
 }
 
-// On a store that does not report expiry, a member reads the group every
-// TTL/6 however many events its watch delivers meanwhile, so a crashed
-// member's shards are taken over within a TTL and a sixth even while the
-// group keeps changing.
+// TestReadsAreNotPostponedByEvents checks that on a store that does not
+// report expiry, a member reads the group every TTL/6 however many events its
+// watch delivers meanwhile, so a crashed member's shards are taken over
+// within a TTL and a sixth even while the group keeps changing.
 func TestReadsAreNotPostponedByEvents(t *testing.T) {
 	c := newCluster(t, 8)
 	c.inner = quiet{c.store}
@@ -365,11 +368,11 @@ func TestReadsAreNotPostponedByEvents(t *testing.T) {
 	t.Logf("taken over after %v", took)
 }
 
-// A leaving member drains its shards at once, without waiting for its
-// membership's release: with every release of b held up in the store (a
-// CompareAndDelete delayed on the clock, which does not move), every
-// OnAcquired of b sees its context end; once the releases go through, the
-// other member takes the shards.
+// TestLeaveDrainsWhileMembershipIsReleased checks that a leaving member
+// drains its shards at once, without waiting for its membership's release:
+// with every release of b held up in the store (a CompareAndDelete delayed on
+// the clock, which does not move), every OnAcquired of b sees its context
+// end; once the releases go through, the other member takes the shards.
 func TestLeaveDrainsWhileMembershipIsReleased(t *testing.T) {
 	c := newCluster(t, 8)
 	c.add("a")
@@ -408,8 +411,9 @@ func TestLeaveDrainsWhileMembershipIsReleased(t *testing.T) {
 	c.checkPaired()
 }
 
-// A member computing a new placement goes on answering Owned, Owner and
-// Members: it computes the placement without holding its lock.
+// TestAnswersWhilePlacing checks that a member computing a new placement goes
+// on answering Owned, Owner and Members: it computes the placement without
+// holding its lock.
 func TestAnswersWhilePlacing(t *testing.T) {
 	c := newCluster(t, 16)
 	entered, release := make(chan struct{}), make(chan struct{})

@@ -12,9 +12,9 @@ import (
 	"github.com/tenure-go/tenure/shards"
 )
 
-// The hashes are a promise across processes and releases: these values,
-// computed with the standard library's FNV-1a and SplitMix64's finaliser,
-// must never change.
+// TestShardOfIsStable checks that the hashes are a promise across processes
+// and releases: these values, computed with the standard library's FNV-1a and
+// SplitMix64's finaliser, must never change.
 func TestShardOfIsStable(t *testing.T) {
 	for _, tc := range []struct {
 		key   string
@@ -80,9 +80,10 @@ func moved(a, b []string) int {
 	return n
 }
 
-// At S = 256 and M = 1…9 (members of three naming schemes) every placement is balanced within one shard, a
-// join moves at most 1.5 × ⌈S/(M+1)⌉ shards and a leave at most 1.5 × the
-// leaver's count, for every member leaving.
+// TestPlaceBalanceAndMovement checks that at S = 256 and M = 1…9 (members of
+// three naming schemes) every placement is balanced within one shard, a join
+// moves at most 1.5 × ⌈S/(M+1)⌉ shards and a leave at most 1.5 × the leaver's
+// count, for every member leaving.
 func TestPlaceBalanceAndMovement(t *testing.T) {
 	const S = 256
 	for _, prefix := range []string{"member", "10.0.0", "pod"} {
@@ -227,12 +228,12 @@ func placeMovement(place func(int, []string) []string, count, m, sets int, seed 
 	return quantiles(joins), quantiles(leaves), imbalance
 }
 
-// Over random sets of member names (fixed seeds, so every run tries the
-// same sets), every placement at S = 256 with up to nine members is balanced
-// within one shard, and one join (M → M+1, M = 1…8) or one leave (M → M−1,
-// M = 2…9, every member leaving in turn) moves at most worstMovement × the
-// minimum. It logs the worst and the 99th percentile at each M;
-// -shards.sets=2000 is the full measurement.
+// TestPlaceMovementOverRandomNames checks that over random sets of member
+// names (fixed seeds, so every run tries the same sets), every placement at S
+// = 256 with up to nine members is balanced within one shard, and one join (M
+// → M+1, M = 1…8) or one leave (M → M−1, M = 2…9, every member leaving in
+// turn) moves at most worstMovement × the minimum. It logs the worst and the
+// 99th percentile at each M; -shards.sets=2000 is the full measurement.
 func TestPlaceMovementOverRandomNames(t *testing.T) {
 	const S = 256
 	for m := 1; m <= 9; m++ {

@@ -300,10 +300,11 @@ func (p *procs) check() {
 	p.t.Logf("checked %d pairs of terms", checked)
 }
 
-// Member processes on one filestore: one is killed with SIGKILL, one stopped
-// with SIGSTOP past its TTL, one added and one stopped gracefully; each time
-// every shard is owned again by the member the placement names, and no two
-// terms of a shard ever acted at once by their own deadlines.
+// TestProcessesKilledAndStopped runs member processes on one filestore: one
+// is killed with SIGKILL, one stopped with SIGSTOP past its TTL, one added
+// and one stopped gracefully; each time every shard is owned again by the
+// member the placement names, and no two terms of a shard ever acted at once
+// by their own deadlines.
 func TestProcessesKilledAndStopped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts member processes")

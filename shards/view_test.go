@@ -15,8 +15,9 @@ func del(key string, token int64) backends.Event {
 	return backends.Event{Kind: backends.EventDelete, Entry: backends.Entry{Key: key, CreateRevision: token, Revision: token}}
 }
 
-// A read applies only to the keys no event touched since it began; events
-// about older entries than the one known change nothing.
+// TestViewOrdersReadsAndEvents checks that a read applies only to the keys no
+// event touched since it began; events about older entries than the one known
+// change nothing.
 func TestViewOrdersReadsAndEvents(t *testing.T) {
 	v := newView("g", 3)
 	start := v.seq
