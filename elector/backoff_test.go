@@ -77,11 +77,12 @@ func (f *failingLocker) WatchClaim(ctx context.Context, key string) (<-chan stru
 	return out, nil
 }
 
-// A backoff after an error holds whatever the claim watch says: with
-// acquisitions failing (transient, then fatal) and the watch signalling
-// again and again during each backoff, as the renewals and releases of
-// other holders would, the attempts are spaced by the backoff (RetryPeriod,
-// then twice, four times... that), never woken early by a signal.
+// TestBackoffHoldsWhateverTheWatchSays checks that a backoff after an error
+// holds whatever the claim watch says: with acquisitions failing (transient,
+// then fatal) and the watch signalling again and again during each backoff,
+// as the renewals and releases of other holders would, the attempts are
+// spaced by the backoff (RetryPeriod, then twice, four times... that), never
+// woken early by a signal.
 func TestBackoffHoldsWhateverTheWatchSays(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -147,10 +148,11 @@ func TestBackoffHoldsWhateverTheWatchSays(t *testing.T) {
 	}
 }
 
-// A single claim on a key that is a slot group is a usage error the store
-// answers plainly: the Elector ends at its first attempt, and Err names the
-// problem and wraps backends.ErrUsage, rather than ending after repeated
-// attempts as if the backend were failing without an answer.
+// TestSingleClaimOnASlotGroupIsAUsageError checks that a single claim on a
+// key that is a slot group is a usage error the store answers plainly: the
+// Elector ends at its first attempt, and Err names the problem and wraps
+// backends.ErrUsage, rather than ending after repeated attempts as if the
+// backend were failing without an answer.
 func TestSingleClaimOnASlotGroupIsAUsageError(t *testing.T) {
 	clk := clocktest.New(t0)
 	ctx := barrier(t)

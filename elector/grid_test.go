@@ -12,13 +12,13 @@ import (
 	"github.com/tenure-go/tenure/internal/electortest"
 )
 
-// The renewals of many Electors over one Store (the claims of one
-// process) go out on the same instants, whatever the Electors' identities
-// and through whichever Locker over that Store, so that a backend sharing
-// a connection between them can send them together; each still goes out
-// at most RenewPeriod, and at least half of it, after the send time its
-// deadline counts from. An Elector over another Store (another process)
-// renews on other instants.
+// TestRenewalsOverOneStoreAlign checks that the renewals of many Electors
+// over one Store (the claims of one process) go out on the same instants,
+// whatever the Electors' identities and through whichever Locker over that
+// Store, so that a backend sharing a connection between them can send them
+// together; each still goes out at most RenewPeriod, and at least half of it,
+// after the send time its deadline counts from. An Elector over another Store
+// (another process) renews on other instants.
 func TestRenewalsOverOneStoreAlign(t *testing.T) {
 	const (
 		n       = 5

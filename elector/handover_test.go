@@ -25,13 +25,13 @@ func (d distributed) Capabilities() backends.Capabilities {
 	return c
 }
 
-// A graceful handover on a store with transactions costs few requests in a
-// row: the leader's release, then the follower's acquisition, a single
-// transaction that also checks the key is no slot group, on a distributed
-// store as on any other (a store whose write needs a request of its own
-// first checks the conditions inside its Txn: package etcd counts those).
-// The follower, waiting on its watch, sends nothing before the release,
-// and its requests after it make it the leader.
+// TestHandoverRoundTrips checks that a graceful handover on a store with
+// transactions costs few requests in a row: the leader's release, then the
+// follower's acquisition, a single transaction that also checks the key is no
+// slot group, on a distributed store as on any other (a store whose write
+// needs a request of its own first checks the conditions inside its Txn:
+// package etcd counts those). The follower, waiting on its watch, sends
+// nothing before the release, and its requests after it make it the leader.
 func TestHandoverRoundTrips(t *testing.T) {
 	for _, tc := range []struct {
 		name        string

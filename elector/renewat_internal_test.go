@@ -10,9 +10,10 @@ import (
 	"github.com/tenure-go/tenure/slots"
 )
 
-// renewAt keeps every renewal at most RenewPeriod after the send, and no
-// earlier than both half of RenewPeriod and the jitter allow; on the grid
-// when it moves one, and exactly at sent + RenewPeriod without jitter.
+// TestRenewAtBounds checks that renewAt keeps every renewal at most
+// RenewPeriod after the send, and no earlier than both half of RenewPeriod
+// and the jitter allow; on the grid when it moves one, and exactly at sent +
+// RenewPeriod without jitter.
 func TestRenewAtBounds(t *testing.T) {
 	const period = 3 * time.Second
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -48,9 +49,10 @@ func TestRenewAtBounds(t *testing.T) {
 	}
 }
 
-// With the default Jitter, a term whose renewals are on the grid renews
-// every 0.9 × RenewPeriod: the only grid instant within its jittered
-// window, which the Config.RenewPeriod doc promises.
+// TestRenewAtOnTheGridDefaultJitter checks that with the default Jitter, a
+// term whose renewals are on the grid renews every 0.9 × RenewPeriod: the
+// only grid instant within its jittered window, which the Config.RenewPeriod
+// doc promises.
 func TestRenewAtOnTheGridDefaultJitter(t *testing.T) {
 	const period = 3 * time.Second
 	e := &Elector{cfg: Config{RenewPeriod: period, Jitter: defaultJitter}}
@@ -67,8 +69,9 @@ func TestRenewAtOnTheGridDefaultJitter(t *testing.T) {
 	}
 }
 
-// The grid's phase follows the Store behind the Locker: StoreLockers and a
-// slot group over one Store share it; another Store has its own.
+// TestGridPhaseFollowsTheStore checks that the grid's phase follows the Store
+// behind the Locker: StoreLockers and a slot group over one Store share it;
+// another Store has its own.
 func TestGridPhaseFollowsTheStore(t *testing.T) {
 	s1, s2 := memstore.New(), memstore.New()
 	defer s1.Close()
