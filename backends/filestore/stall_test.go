@@ -205,11 +205,11 @@ func TestWriteGivesUpOnABusyKey(t *testing.T) {
 	}
 }
 
-// A Store lets diskSlots of its writes do their disk work at once. While
-// that many are held inside it, another write waits for a turn, and one
-// whose context ends meanwhile gives up, having written nothing (without
-// turns it would go on and write). Once the held writes go on, every write
-// succeeds.
+// TestWritesTakeTurnsAtTheDisk checks that a Store lets diskSlots of its
+// writes do their disk work at once. While that many are held inside it,
+// another write waits for a turn, and one whose context ends meanwhile gives
+// up, having written nothing (without turns it would go on and write). Once
+// the held writes go on, every write succeeds.
 func TestWritesTakeTurnsAtTheDisk(t *testing.T) {
 	e := newEnv(t)
 	s := e.open()

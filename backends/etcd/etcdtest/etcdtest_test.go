@@ -114,8 +114,9 @@ func TestProcessStartRestart(t *testing.T) {
 	}
 }
 
-// An etcd process outlives the thread the test started it from: the Go
-// runtime may end that thread at any time.
+// TestProcessOutlivesStartingThread checks that an etcd process outlives the
+// thread the test started it from: the Go runtime may end that thread at any
+// time.
 func TestProcessOutlivesStartingThread(t *testing.T) {
 	bin := etcdtest.ServerBinary(t)
 	var p *etcdtest.Process

@@ -12,9 +12,10 @@ import (
 	"github.com/tenure-go/tenure/internal/childproc/childproctest"
 )
 
-// The API server outlives the thread the test started it from: the Go
-// runtime may end that thread at any time, and a server killed with it
-// would fail the test that uses it at random.
+// TestServerOutlivesStartingThread checks that the API server outlives the
+// thread the test started it from: the Go runtime may end that thread at any
+// time, and a server killed with it would fail the test that uses it at
+// random.
 func TestServerOutlivesStartingThread(t *testing.T) {
 	var s *kubetest.Server
 	childproctest.OnRetiredThread(t, func() { s = kubetest.Start(t) })
