@@ -11,10 +11,10 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 )
 
-// A single claim taken through a transaction (a store with Txn) is
-// journaled as the create it is, with its answer, so the linearizability
-// check covers the claim key; refused because the key is held, the answer
-// carries the holder's entry.
+// TestRecorderJournalsAClaimTransactionAsACreate checks that a single claim
+// taken through a transaction (a store with Txn) is journaled as the create
+// it is, with its answer, so the linearizability check covers the claim key;
+// refused because the key is held, the answer carries the holder's entry.
 func TestRecorderJournalsAClaimTransactionAsACreate(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "journal")

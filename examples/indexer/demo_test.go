@@ -15,9 +15,10 @@ import (
 	"github.com/tenure-go/tenure/internal/childproc/childproctest"
 )
 
-// An indexer outlives the thread the demo started it from: the Go runtime
-// may end that thread at any time, and an indexer killed with it would
-// look like a crash the demo did not cause.
+// TestDemoIndexerOutlivesStartingThread checks that an indexer outlives the
+// thread the demo started it from: the Go runtime may end that thread at any
+// time, and an indexer killed with it would look like a crash the demo did
+// not cause.
 func TestDemoIndexerOutlivesStartingThread(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {

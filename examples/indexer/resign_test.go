@@ -25,9 +25,9 @@ import (
 	"github.com/tenure-go/tenure/lifecycle"
 )
 
-// A record that does not decode cannot be fenced: publish refuses it as
-// corrupt (class fatal), never as something a retry could fix, and leaves
-// it in place.
+// TestPublishRefusesMalformedRecord checks that a record that does not decode
+// cannot be fenced: publish refuses it as corrupt (class fatal), never as
+// something a retry could fix, and leaves it in place.
 func TestPublishRefusesMalformedRecord(t *testing.T) {
 	store, err := filestore.Open(context.Background(), t.TempDir())
 	if err != nil {
@@ -55,9 +55,10 @@ func (unavailable) Get(context.Context, string) (backends.Entry, error) {
 	return backends.Entry{}, fmt.Errorf("test: get: %w", backends.ErrUnavailable)
 }
 
-// A leader whose endpoint cannot be published retries transient errors for
-// one TTL, then gives up, so that its term can end; it does not retry for
-// the whole term while the elector keeps renewing.
+// TestPublishGivesUpAfterATTL checks that a leader whose endpoint cannot be
+// published retries transient errors for one TTL, then gives up, so that its
+// term can end; it does not retry for the whole term while the elector keeps
+// renewing.
 func TestPublishGivesUpAfterATTL(t *testing.T) {
 	clk := clocktest.New(time.Time{})
 	ix := &indexer{
@@ -103,10 +104,11 @@ func (f fakeLeadership) IsLeader() bool                 { return f.leading }
 func (f fakeLeadership) State() lifecycle.State         { return f.state }
 func (f fakeLeadership) Leader() (elector.Leader, bool) { return elector.Leader{}, false }
 
-// /status never says leader while IsLeader is false, whichever way the
-// lifecycle state and the deadline disagree: the state machine stays in
-// leader until the Elector's loop demotes a term whose deadline passed,
-// while IsLeader turns false at the deadline.
+// TestStatusAgreesWithIsLeader checks that /status never says leader while
+// IsLeader is false, whichever way the lifecycle state and the deadline
+// disagree: the state machine stays in leader until the Elector's loop
+// demotes a term whose deadline passed, while IsLeader turns false at the
+// deadline.
 func TestStatusAgreesWithIsLeader(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -153,10 +155,10 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// A malformed endpoint record means no leader can serve. Each leader must
-// then end its term, saying why in its log and /status, and release the
-// claim so that the next one can try, instead of holding the claim for
-// ever while publish retries.
+// TestMalformedRecordEndsTheTerm checks that a malformed endpoint record
+// means no leader can serve. Each leader must then end its term, saying why
+// in its log and /status, and release the claim so that the next one can try,
+// instead of holding the claim for ever while publish retries.
 func TestMalformedRecordEndsTheTerm(t *testing.T) {
 	dir := t.TempDir()
 	storeDir := filepath.Join(dir, "store")

@@ -65,9 +65,10 @@ func TestCallDue(t *testing.T) {
 	}
 }
 
-// The batch ends once both callers have given up. (That it does not end
-// before is not observable without timing: the callbacks run on their own
-// goroutines.) With no callers, nothing is set up and nothing ends it.
+// TestCancelWhenAllDone checks that the batch ends once both callers have
+// given up. (That it does not end before is not observable without timing:
+// the callbacks run on their own goroutines.) With no callers, nothing is set
+// up and nothing ends it.
 func TestCancelWhenAllDone(t *testing.T) {
 	a, cancelA := context.WithCancel(context.Background())
 	b, cancelB := context.WithCancel(context.Background())

@@ -75,11 +75,11 @@ func TestParseRepetitions(t *testing.T) {
 	}
 }
 
-// A server's log line between a benchmark's name and its results, a
-// benchmark's own log, and a skipped benchmark. Unlike the other testdata,
-// which is captured as go test printed it, this file is put together in
-// the shape go test prints when a benchmark's process writes to its output
-// while the benchmark runs.
+// TestParseInterleaved parses output with a server's log line between a
+// benchmark's name and its results, a benchmark's own log, and a skipped
+// benchmark. Unlike the other testdata, which is captured as go test printed
+// it, this file is put together in the shape go test prints when a
+// benchmark's process writes to its output while the benchmark runs.
 func TestParseInterleaved(t *testing.T) {
 	r := parseFile(t, "interleaved.txt")
 	if len(r.Results) != 2 {
@@ -157,8 +157,8 @@ func TestArgs(t *testing.T) {
 	}
 }
 
-// The page rendered from captured output, against the golden copy (rerun
-// with -update after a deliberate change of the layout).
+// TestRenderGolden compares the page rendered from captured output with the
+// golden copy (rerun with -update after a deliberate change of the layout).
 func TestRenderGolden(t *testing.T) {
 	rep := Report{
 		Machine: Machine{
@@ -203,9 +203,10 @@ func TestRenderGolden(t *testing.T) {
 	}
 }
 
-// Side by side with repetitions: a cell is the median and the range, a
-// row no benchmark of a column reported is a dash, and the units of one
-// name stay together, sorted, whichever column reported one first.
+// TestRenderColumns renders figures side by side with repetitions: a cell is
+// the median and the range, a row no benchmark of a column reported is a
+// dash, and the units of one name stay together, sorted, whichever column
+// reported one first.
 func TestRenderColumns(t *testing.T) {
 	results := []Result{
 		{Name: "BenchmarkStores/a/claims=1", N: 1, Metrics: []Metric{{2, "req/s"}}},
@@ -230,9 +231,9 @@ func TestRenderColumns(t *testing.T) {
 
 var benchFuncRE = regexp.MustCompile(`(?m)^func (Benchmark\w+)\(b \*testing\.B\)`)
 
-// Every section of the set names a package that exists and benchmarks that
-// exist in it, so that renaming a benchmark the docs quote fails make test
-// rather than the next bench-report.
+// TestSectionsMatchBenchmarks checks that every section of the set names a
+// package that exists and benchmarks that exist in it, so that renaming a
+// benchmark the docs quote fails make test rather than the next bench-report.
 func TestSectionsMatchBenchmarks(t *testing.T) {
 	root := moduleRoot(t)
 	titles := map[string]bool{}

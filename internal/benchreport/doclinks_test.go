@@ -93,9 +93,10 @@ func anchors(t *testing.T, root, path string) map[string]bool {
 // one is logged, not failed. Remove an entry once its file is in.
 var pending = map[string]bool{}
 
-// Every relative link of the README and of docs/ names a file or directory
-// of the repository, and every #fragment into a Markdown page a heading of
-// it (or, for docs/performance.md, a section of the benchmark set).
+// TestDocLinks checks that every relative link of the README and of docs/
+// names a file or directory of the repository, and every #fragment into a
+// Markdown page a heading of it (or, for docs/performance.md, a section of
+// the benchmark set).
 func TestDocLinks(t *testing.T) {
 	root := moduleRoot(t)
 	for _, file := range docFiles(t, root) {
@@ -127,8 +128,9 @@ func TestDocLinks(t *testing.T) {
 	}
 }
 
-// Measurements live in docs/performance.md, generated; the other pages
-// link there. A figure typed by hand into them goes stale.
+// TestDocsQuoteNoMeasurements checks that measurements live in
+// docs/performance.md, generated; the other pages link there. A figure typed
+// by hand into them goes stale.
 func TestDocsQuoteNoMeasurements(t *testing.T) {
 	root := moduleRoot(t)
 	for _, file := range docFiles(t, root) {
@@ -144,7 +146,8 @@ func TestDocsQuoteNoMeasurements(t *testing.T) {
 	}
 }
 
-// The performance page, once generated, is the generator's output.
+// TestPerformancePageIsGenerated checks that the performance page, once
+// generated, is the generator's output.
 func TestPerformancePageIsGenerated(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "performance.md"))
 	if err != nil {
@@ -160,7 +163,8 @@ func TestPerformancePageIsGenerated(t *testing.T) {
 	}
 }
 
-// The README is a first page, read in minutes; the rest belongs in docs/.
+// TestReadmeIsShort checks that the README is a first page, read in minutes;
+// the rest belongs in docs/.
 func TestReadmeIsShort(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "README.md"))
 	if err != nil {

@@ -130,7 +130,8 @@ func TestEnvAndLog(t *testing.T) {
 	}
 }
 
-// Wait says how the child ended, as often as it is asked.
+// TestWait checks that Wait says how the child ended, as often as it is
+// asked.
 func TestWait(t *testing.T) {
 	ok, err := Start(self(t, "echo"))
 	if err != nil {
@@ -159,8 +160,8 @@ func TestWait(t *testing.T) {
 	}
 }
 
-// A child outlives the thread its starter called Start from: the Go
-// runtime may end that thread at any time.
+// TestChildOutlivesStartingThread checks that a child outlives the thread its
+// starter called Start from: the Go runtime may end that thread at any time.
 func TestChildOutlivesStartingThread(t *testing.T) {
 	s := self(t, "server")
 	ready := make(chan os.Signal, 1)
@@ -217,8 +218,8 @@ func TestReapedIsNotSignalled(t *testing.T) {
 	p.Terminate(time.Hour) // returns at once
 }
 
-// A paused server is continued so that it can handle SIGTERM and end on
-// its own, well before the grace period.
+// TestTerminatePausedServer checks that a paused server is continued so that
+// it can handle SIGTERM and end on its own, well before the grace period.
 func TestTerminatePausedServer(t *testing.T) {
 	s := self(t, "server")
 	p := startReady(t, s)
@@ -235,7 +236,8 @@ func TestTerminatePausedServer(t *testing.T) {
 	}
 }
 
-// A child that ignores SIGTERM is killed once the grace period is over.
+// TestTerminateKillsAfterGrace checks that a child that ignores SIGTERM is
+// killed once the grace period is over.
 func TestTerminateKillsAfterGrace(t *testing.T) {
 	p := startReady(t, self(t, "stubborn"))
 	p.Terminate(10 * time.Millisecond)
@@ -244,8 +246,8 @@ func TestTerminateKillsAfterGrace(t *testing.T) {
 	}
 }
 
-// A child is killed by the kernel when its starter exits, even though the
-// starter did nothing to end it.
+// TestChildDiesWithStarter checks that a child is killed by the kernel when
+// its starter exits, even though the starter did nothing to end it.
 func TestChildDiesWithStarter(t *testing.T) {
 	s := self(t, "parent")
 	p, err := Start(s)
