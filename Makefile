@@ -2,7 +2,8 @@
 #
 #   make test     every test, with the race detector (builds the test
 #                 kube-apiserver and etcd v3.7 server first if they are not
-#                 cached yet)
+#                 cached yet, and the etcd v3.6, nats-server and toxiproxy
+#                 servers beside them)
 #   make lint     gofmt, go vet, and a go.mod/go.sum tidiness check
 #   make bench    the benchmarks, with allocations
 #   make steady   three etcd candidates on one claim for 30 s, no term change
@@ -36,11 +37,21 @@ TOXIPROXY_BUILD := internal/toxiproc/server/build.sh
 # The nats-server the NATS backend's tests and the campaign run as
 # processes: the same (TENURE_NATS_SERVER, or built on first use).
 NATS_BUILD := internal/natsproc/server/build.sh
+# The etcd v3.6 server (TENURE_ETCD36_SERVER), which etcdtest.Start, its
+# clusters and the campaign run: the same.
+ETCD36_BUILD := backends/etcd/etcdtest/etcdserver36/build.sh
 
-.PHONY: test lint bench steady demo kube-apiserver etcd-server toxiproxy-server nats-server bench-report
+.PHONY: test lint bench steady demo kube-apiserver etcd-server toxiproxy-server nats-server etcd36-server bench-report
+
+# TOOLS_BESIDE starts the builds of the small tool servers in the
+# background, beside whatever comes next; a helper that needs one before
+# its build is done waits for it (build.sh holds a lock on the cache), and
+# one whose build failed reports the error when it builds it again.
+TOOLS_BESIDE = { $(ETCD36_BUILD); $(NATS_BUILD); $(TOXIPROXY_BUILD); } >/dev/null 2>&1 &
 
 test:
-	@bin=$$($(APISERVER_BUILD)) || { echo "make test: building the test kube-apiserver failed" >&2; exit 1; }; \
+	@$(TOOLS_BESIDE) \
+	bin=$$($(APISERVER_BUILD)) || { echo "make test: building the test kube-apiserver failed" >&2; exit 1; }; \
 	bin=$$(printf '%s\n' "$$bin" | tail -n 1); echo "kube-apiserver: $$bin"; \
 	etcd=$$($(ETCD_BUILD)) || { echo "make test: building the test etcd server failed" >&2; exit 1; }; \
 	etcd=$$(printf '%s\n' "$$etcd" | tail -n 1); echo "etcd server: $$etcd"; \
@@ -57,6 +68,9 @@ toxiproxy-server:
 
 nats-server:
 	$(NATS_BUILD)
+
+etcd36-server:
+	$(ETCD36_BUILD)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -102,12 +116,14 @@ CHAOS_OUT ?=
 .PHONY: chaos chaos-smoke
 
 chaos:
-	@bin=$$($(APISERVER_BUILD)) || { echo "make chaos: building the test kube-apiserver failed" >&2; exit 1; }; \
+	@$(TOOLS_BESIDE) \
+	bin=$$($(APISERVER_BUILD)) || { echo "make chaos: building the test kube-apiserver failed" >&2; exit 1; }; \
 	bin=$$(printf '%s\n' "$$bin" | tail -n 1); \
 	TENURE_KUBE_APISERVER="$$bin" $(GO) run ./chaos -runs $(RUNS) -duration $(DURATION) -backends $(BACKENDS) $(if $(CHAOS_OUT),-out $(CHAOS_OUT))
 
 chaos-smoke:
-	@bin=$$($(APISERVER_BUILD)) || { echo "make chaos-smoke: building the test kube-apiserver failed" >&2; exit 1; }; \
+	@$(TOOLS_BESIDE) \
+	bin=$$($(APISERVER_BUILD)) || { echo "make chaos-smoke: building the test kube-apiserver failed" >&2; exit 1; }; \
 	bin=$$(printf '%s\n' "$$bin" | tail -n 1); \
 	TENURE_KUBE_APISERVER="$$bin" $(GO) test -race -count=1 -run 'TestSmoke|TestBrokenWorkersAreCaught' ./chaos
 

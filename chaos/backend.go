@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/tenure-go/tenure/internal/toolbuild"
 	"github.com/tenure-go/tenure/internal/toxiproc"
 	"net"
 	"os"
@@ -169,17 +170,19 @@ func (p *proxies) close() {
 	}
 }
 
-// member is one etcd server process.
+// member is one etcd server process, of the etcd v3.6 binary bin.
 type member struct {
 	server
 	dir, client, peer, advPeer, cluster string
-	exe                                 string
+	bin                                 string
 }
 
 func (m *member) start() error {
-	return m.server.start([]string{m.exe, "server", "-name", m.name, "-dir", m.dir,
-		"-client", m.client, "-peer", m.peer, "-advertise-peer", m.advPeer, "-cluster", m.cluster})
+	return m.server.start(etcdArgv(m.bin, m.name, m.dir, m.client, m.peer, m.advPeer, m.cluster))
 }
+
+// waitReady waits until the member is healthy.
+func (m *member) waitReady(d time.Duration) error { return waitEtcd(&m.server, m.client, d) }
 
 func (m *member) stop() { m.server.stop(10 * time.Second) }
 
@@ -199,7 +202,11 @@ type etcdBackend struct {
 // shared etcd lease per process (etcd.WithSharedLease).
 const etcdShared = "?lease=shared"
 
-func startEtcd(api *toxiproc.Server, exe, dir, name string, n, workers int, query string) (*etcdBackend, error) {
+func startEtcd(api *toxiproc.Server, dir, name string, n, workers int, query string) (*etcdBackend, error) {
+	bin, err := toolbuild.Etcd36.Path()
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
 	b := &etcdBackend{prefix: "chaos", query: query}
 	var (
 		initial  []string
@@ -224,8 +231,8 @@ func startEtcd(api *toxiproc.Server, exe, dir, name string, n, workers int, quer
 			return nil, err
 		}
 		mdir := filepath.Join(dir, fmt.Sprintf("etcd%d", i))
-		m := &member{server: server{name: fmt.Sprintf("m%d", i), logPath: filepath.Join(dir, "procs.log"), ready: filepath.Join(mdir, readyFile)},
-			dir: mdir, client: client, peer: peer, advPeer: peer, exe: exe}
+		m := &member{server: server{name: fmt.Sprintf("m%d", i), logPath: filepath.Join(dir, "procs.log")},
+			dir: mdir, client: client, peer: peer, advPeer: peer, bin: bin}
 		if n > 1 {
 			px, err := api.CreateProxy(fmt.Sprintf("%s-peer%d", name, i), peer)
 			if err != nil {
@@ -267,7 +274,6 @@ func startEtcd(api *toxiproc.Server, exe, dir, name string, n, workers int, quer
 	for _, m := range b.members {
 		ups = append(ups, m.client)
 	}
-	var err error
 	if b.clients, err = newProxies(api, name, workers, ups); err != nil {
 		b.close()
 		return nil, err

@@ -336,17 +336,17 @@ func startBackend(c campaignConfig, api *toxiproc.Server, b, dir string, seed ui
 		d := filepath.Join(dir, "store")
 		return &fileBackend{dir: d}, os.MkdirAll(d, 0o755)
 	case "etcd":
-		return startEtcd(api, c.exe, dir, name, 1, c.workers, "")
+		return startEtcd(api, dir, name, 1, c.workers, "")
 	case "etcd3":
-		return startEtcd(api, c.exe, dir, name, 3, c.workers, "")
+		return startEtcd(api, dir, name, 3, c.workers, "")
 	case "kube":
-		return startKube(api, c.exe, dir, name, c.workers, "")
+		return startKube(api, dir, name, c.workers, "")
 	case "etcd-shared":
-		return startEtcd(api, c.exe, dir, name, 1, c.workers, etcdShared)
+		return startEtcd(api, dir, name, 1, c.workers, etcdShared)
 	case "etcd3-shared":
-		return startEtcd(api, c.exe, dir, name, 3, c.workers, etcdShared)
+		return startEtcd(api, dir, name, 3, c.workers, etcdShared)
 	case "kube-session":
-		return startKube(api, c.exe, dir, name, c.workers, kubeSession)
+		return startKube(api, dir, name, c.workers, kubeSession)
 	case "nats":
 		return startNats(api, dir, name, 1, c.workers)
 	case "nats3":

@@ -50,12 +50,12 @@ type kubeBackend struct {
 // interval, which the store shortens for TTLs under four intervals).
 const kubeSession = "&session=1s"
 
-func startKube(api *toxiproc.Server, exe, dir, name string, workers int, query string) (backend, error) {
+func startKube(api *toxiproc.Server, dir, name string, workers int, query string) (backend, error) {
 	bin := os.Getenv(envAPIServer)
 	if bin == "" {
 		return nil, fmt.Errorf("kube: %s is not set (make kube-apiserver builds the binary and prints its path)", envAPIServer)
 	}
-	e, err := startEtcd(api, exe, dir, name+"-etcd", 1, 0, "")
+	e, err := startEtcd(api, dir, name+"-etcd", 1, 0, "")
 	if err != nil {
 		return nil, err
 	}

@@ -30,11 +30,12 @@
 // term and fault is an element with data- attributes and a <title> shown
 // on hover.
 //
-// The subcommands "worker" and "server" (an etcd member) are the
-// processes the campaign starts; they are not meant to be run by hand.
-// The nats-server and the toxiproxy server are binaries built from pinned
-// tools modules (internal/natsproc, internal/toxiproc), on first use
-// unless TENURE_NATS_SERVER and TENURE_TOXIPROXY_SERVER name them.
+// The subcommand "worker" is the process the campaign starts for each
+// worker; it is not meant to be run by hand. The servers are binaries
+// built from pinned tools modules (etcd v3.6, nats-server, toxiproxy; see
+// internal/toolbuild), on first use unless TENURE_ETCD36_SERVER,
+// TENURE_NATS_SERVER and TENURE_TOXIPROXY_SERVER name them; the
+// kube-apiserver is TENURE_KUBE_APISERVER's.
 //
 // # A run
 //
@@ -109,8 +110,6 @@ func main() {
 	switch {
 	case len(os.Args) > 1 && os.Args[1] == "worker":
 		err = runWorker(os.Args[2:])
-	case len(os.Args) > 1 && os.Args[1] == "server":
-		err = runServer(os.Args[2:])
 	default:
 		var ok bool
 		ok, err = runCampaign(os.Args[1:], os.Stdout)

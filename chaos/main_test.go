@@ -8,16 +8,11 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain lets the test binary be the campaign's worker and server
-// processes too: the campaign runs os.Executable() with "worker" or
-// "server" as its first argument.
+// TestMain lets the test binary be the campaign's worker processes too:
+// the campaign runs os.Executable() with "worker" as its first argument.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "worker" || os.Args[1] == "server") {
-		run := runWorker
-		if os.Args[1] == "server" {
-			run = runServer
-		}
-		if err := run(os.Args[2:]); err != nil {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		if err := runWorker(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}

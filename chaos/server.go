@@ -2,82 +2,79 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"net/url"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"syscall"
+	"io"
+	"net/http"
+	"strings"
 	"time"
-
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 )
 
-// readyFile is created in a server's data directory once it serves, so
-// the driver can wait for a start or a restart without a client.
-const readyFile = "chaos-ready"
+// etcdArgv is the command line of an etcd member of the campaign, run from
+// the etcd v3.6 binary bin. Raft runs with 50 ms ticks and a 500 ms
+// election timeout (the server's shortest lease is then 1 s), without
+// fsync: the campaign kills the process, not the host, so the page cache
+// survives a kill. cluster is the initial cluster (name=http://host:port,
+// ...); empty for this member alone. On a restart the member's data
+// directory holds its cluster, and etcd ignores the initial one.
+func etcdArgv(bin, name, dir, client, peer, advPeer, cluster string) []string {
+	if cluster == "" {
+		cluster = name + "=http://" + advPeer
+	}
+	return []string{bin,
+		"--name", name, "--data-dir", dir,
+		"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,
+		"--listen-peer-urls", "http://" + peer, "--initial-advertise-peer-urls", "http://" + advPeer,
+		"--initial-cluster", cluster,
+		"--heartbeat-interval", "50", "--election-timeout", "500",
+		"--unsafe-no-fsync", "--log-level", "warn",
+	}
+}
 
-// runServer is the server process: one etcd member, embedded, so that the
-// campaign can pause, kill and restart the backend as a real process.
-// Raft runs with 50 ms ticks and a 500 ms election timeout (the server's
-// shortest lease is then 1 s), without fsync: the campaign kills the
-// process, not the host, so the page cache survives a kill.
-func runServer(args []string) error {
-	fs := flag.NewFlagSet("server", flag.ContinueOnError)
-	name := fs.String("name", "m0", "member name")
-	dir := fs.String("dir", "", "data directory")
-	client := fs.String("client", "", "client host:port")
-	peer := fs.String("peer", "", "peer host:port to listen on")
-	advPeer := fs.String("advertise-peer", "", "peer host:port to advertise (default -peer)")
-	cluster := fs.String("cluster", "", "initial cluster (name=http://host:port,...); default this member alone")
-	if err := fs.Parse(args); err != nil {
-		return err
+// waitEtcd waits until the etcd member of s at client says it is healthy
+// (it has a leader and serves a read), at most d; it fails at once if the
+// process exits.
+func waitEtcd(s *server, client string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	p := s.proc()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if last = etcdHealthy(ctx, client); last == nil {
+			return nil
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("chaos: %s exited before serving: %v", s.name, p.Wait())
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: %s not ready after %v: %w", s.name, d, last)
+		case <-tick.C:
+		}
 	}
-	if *dir == "" || *client == "" || *peer == "" {
-		return errors.New("chaos server: -dir, -client and -peer are required")
-	}
-	if *advPeer == "" {
-		*advPeer = *peer
-	}
-	cfg := embed.NewConfig()
-	cfg.Name, cfg.Dir = *name, *dir
-	cfg.TickMs, cfg.ElectionMs, cfg.UnsafeNoFsync = 50, 500, true
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cu := url.URL{Scheme: "http", Host: *client}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
-	cfg.ListenPeerUrls = []url.URL{{Scheme: "http", Host: *peer}}
-	cfg.AdvertisePeerUrls = []url.URL{{Scheme: "http", Host: *advPeer}}
-	if *cluster == "" {
-		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	} else {
-		cfg.InitialCluster = *cluster
-	}
-	ready := filepath.Join(*dir, readyFile)
-	_ = os.Remove(ready)
-	e, err := embed.StartEtcd(cfg)
+}
+
+// healthClient keeps no connection open between checks.
+var healthClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+func etcdHealthy(ctx context.Context, client string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+client+"/health", nil)
 	if err != nil {
-		return fmt.Errorf("chaos server: %w", err)
-	}
-	defer e.Close()
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		return fmt.Errorf("chaos server: %w", err)
-	case <-time.After(60 * time.Second):
-		return errors.New("chaos server: not ready after 60s")
-	}
-	if err := os.WriteFile(ready, nil, 0o644); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-e.Err():
-		return fmt.Errorf("chaos server: %w", err)
+	resp, err := healthClient.Do(req)
+	if err != nil {
+		return err
 	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"health":"true"`) {
+		return fmt.Errorf("health: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return nil
 }

@@ -1,6 +1,6 @@
-// Package servertest runs the allocator against real servers: an embedded
-// etcd and a real kube-apiserver. It holds only tests, kept apart so that the
-// allocator's own tests do not link the servers.
+// Package servertest runs the allocator against real servers: an etcd
+// server process and a real kube-apiserver. It holds only tests, kept
+// apart so that the allocator's own tests do not start the servers.
 package servertest
 
 import (

@@ -21,7 +21,7 @@ import (
 
 const prefix = "alloc/"
 
-// etcdStores returns n stores over one embedded etcd, each with its own
+// etcdStores returns n stores over one etcd server, each with its own
 // client, as n processes would have.
 func etcdStores(t testing.TB, n int) []backends.Store {
 	t.Helper()

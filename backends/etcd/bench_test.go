@@ -18,7 +18,7 @@ import (
 )
 
 // The benchmarks compare the store with etcd's own concurrency.Election, on
-// the same embedded etcd in the same run, with the lease the peers table of
+// the same etcd server process in the same run, with the lease the peers table of
 // the project's facts uses: 2 s.
 const (
 	benchTTL = 2 * time.Second

@@ -9,8 +9,8 @@ import (
 	"github.com/tenure-go/tenure/backends/etcd"
 )
 
-// TestConformance runs the contract's suite against a real etcd, the
-// embedded one and an etcd v3.7 server process (servers), with a lease per
+// TestConformance runs the contract's suite against a real etcd, an etcd
+// v3.6 and an etcd v3.7 server process (servers), with a lease per
 // entry and with a shared lease. Expiry is judged by the server on
 // real time, so the suite waits for it (Elapse is nil). A keep-alive that
 // asks for another TTL is refused with ErrInvalid (an etcd lease's TTL is

@@ -13,8 +13,8 @@ import (
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 )
 
-// The fault tests run a real three-member etcd cluster in the test process
-// (etcdtest.Cluster: 10 ms ticks, 100 ms election timeout, so the shortest
+// The fault tests run a real three-member etcd cluster, a process per
+// member (etcdtest.Cluster: 10 ms ticks, 100 ms election timeout, so the shortest
 // lease is 1 s), whose members' clients go through bridges the tests can
 // blackhole, and whose members the tests can cut off from each other, stop
 // and restart.
@@ -32,11 +32,11 @@ func waitLeader(t *testing.T, c *etcdtest.Cluster) *etcdtest.Cluster {
 	return c
 }
 
-// clusters runs fn against a three-member cluster of embedded members and
-// one of etcd v3.7 server processes (etcdtest.ServerBinary: skipped locally
+// clusters runs fn against a three-member cluster of etcd v3.6 server
+// processes and one of etcd v3.7 server processes (etcdtest.ServerBinary: skipped locally
 // without one, failed in CI): start starts one of that kind, with a leader.
 func clusters(t *testing.T, fn func(t *testing.T, start func(*testing.T) *etcdtest.Cluster)) {
-	t.Run("etcd=embedded", func(t *testing.T) { fn(t, newCluster) })
+	t.Run("etcd=v3.6", func(t *testing.T) { fn(t, newCluster) })
 	t.Run("etcd=v3.7", func(t *testing.T) {
 		bin := etcdtest.ServerBinary(t)
 		fn(t, func(t *testing.T) *etcdtest.Cluster { return waitLeader(t, etcdtest.StartProcessCluster(t, bin, 3)) })

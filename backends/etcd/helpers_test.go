@@ -209,21 +209,20 @@ func openStore(t testing.TB, cli *clientv3.Client, prefix string, opts ...etcd.O
 	return s
 }
 
-// server is an etcd the tests run against: the embedded one
-// (etcdtest.Server) or a separate process of another version
-// (etcdtest.Process).
+// server is an etcd the tests run against: a process of the v3.6 or the
+// v3.7 server (etcdtest.Process).
 type server interface {
 	Endpoints() []string
 	Client(t testing.TB) *clientv3.Client
 	Restart(t testing.TB)
 }
 
-// servers runs fn against the embedded etcd (the version go.mod pins) and
-// against a real etcd v3.7 server process (etcdtest.ServerBinary: skipped
+// servers runs fn against an etcd v3.6 server process (the version of the
+// client go.mod pins) and against an etcd v3.7 server process (etcdtest.ServerBinary: skipped
 // locally without one, failed in CI): start starts a server of that kind.
 // etcd from v3.7 answers keys-only reads from its index, without leases.
 func servers(t *testing.T, fn func(t *testing.T, start func(testing.TB) server)) {
-	t.Run("etcd=embedded", func(t *testing.T) {
+	t.Run("etcd=v3.6", func(t *testing.T) {
 		fn(t, func(t testing.TB) server { return etcdtest.Start(t) })
 	})
 	t.Run("etcd=v3.7", func(t *testing.T) {

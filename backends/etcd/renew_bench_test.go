@@ -8,9 +8,9 @@ import (
 // BenchmarkRenewal measures one renewal of a claim on a lease of its own,
 // the elector's steady-state call: a KeepAlive of an entry the store wrote
 // and vouches for, one keep-alive message on the store's stream. The time
-// and allocations per op are those of the whole process, client and the
-// embedded server together, one renewal at a time; comparing runs shows
-// what the store's own work costs.
+// and allocations per op are the test process's, the client's (the server
+// is a process of its own) plus the wait for the server's answer, one
+// renewal at a time; comparing runs shows what the store's own work costs.
 func BenchmarkRenewal(b *testing.B) {
 	f := newFixture(b)
 	e := mustCreate(b, f.store, "claim", "v", benchTTL)

@@ -34,7 +34,7 @@ var stores = []struct {
 	{"file", func(t *testing.T) string { return "file://" + t.TempDir() }},
 	{"etcd", func(t *testing.T) string {
 		if testing.Short() {
-			t.Skip("embedded etcd skipped in -short mode")
+			t.Skip("etcd skipped in -short mode")
 		}
 		s := etcdtest.Start(t)
 		return "etcd://" + strings.TrimPrefix(s.Endpoints()[0], "http://") + "/tenuretest"
@@ -562,7 +562,7 @@ func TestRunMetrics(t *testing.T) {
 // 75.
 func TestRunStoreDown(t *testing.T) {
 	if testing.Short() {
-		t.Skip("embedded etcd skipped in -short mode")
+		t.Skip("etcd skipped in -short mode")
 	}
 	s := etcdtest.Start(t)
 	url := "etcd://" + strings.TrimPrefix(s.Endpoints()[0], "http://") + "/tenuretest"

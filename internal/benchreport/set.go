@@ -65,7 +65,7 @@ var Sections = []Section{
 	},
 	{
 		Title:     "Competing claims on etcd",
-		About:     "One embedded etcd with default timings and fsync; n claims with three candidates each, one client per candidate process; TTL 2 s, renew and retry every 500 ms. tenure with a lease per claim and with one shared lease per process, beside etcd's concurrency.Election with a session per candidate and one session per process. req/s counts every gRPC request (unary calls and stream messages); cpu-ms/s is the CPU of the whole test process, server included; terms is the elections won in the 6 s window (0 for a steady leader). names=per-process gives every elector of a process one Identity, names=per-claim each claim's elector its own (the cost must not depend on it). handover/…: graceful handover on the same server, p50-ms and max-ms from the leader stopping to the next one leading; shared-lease/holding candidates each lead a claim of their own, so their lease is kept alive between terms.",
+		About:     "One etcd server process with default timings and fsync; n claims with three candidates each, one client per candidate process; TTL 2 s, renew and retry every 500 ms. tenure with a lease per claim and with one shared lease per process, beside etcd's concurrency.Election with a session per candidate and one session per process. req/s counts every gRPC request (unary calls and stream messages); cpu-ms/s is the CPU of the whole test process and of the etcd server's; terms is the elections won in the 6 s window (0 for a steady leader). names=per-process gives every elector of a process one Identity, names=per-claim each claim's elector its own (the cost must not depend on it). handover/…: graceful handover on the same server, p50-ms and max-ms from the leader stopping to the next one leading; shared-lease/holding candidates each lead a claim of their own, so their lease is kept alive between terms.",
 		Pkg:       "./backends/etcd",
 		Bench:     "^BenchmarkCompetingClaims$",
 		Benchtime: "1x", Short: "1x",
@@ -73,7 +73,7 @@ var Sections = []Section{
 	},
 	{
 		Title:     "Handover and failover on etcd",
-		About:     "Three candidates on the fast embedded etcd used by the tests. Handover: from the moment the old leader stopped acting to the moment the next one learns it leads, 40 rounds; failover: from closing the leader's client (it never releases) to the next leader, 12 rounds. overlaps counts new leaders elected before the old one stopped acting. A tenure candidate that stepped down rejoins the race in its own process, as a resigned Election campaigns again on its session.",
+		About:     "Three candidates on the fast etcd server process the tests use. Handover: from the moment the old leader stopped acting to the moment the next one learns it leads, 40 rounds; failover: from closing the leader's client (it never releases) to the next leader, 12 rounds. overlaps counts new leaders elected before the old one stopped acting. A tenure candidate that stepped down rejoins the race in its own process, as a resigned Election campaigns again on its session.",
 		Pkg:       "./backends/etcd",
 		Bench:     "^(BenchmarkHandover|BenchmarkFailover)$",
 		Benchtime: "1x", Short: "1x",
@@ -81,7 +81,7 @@ var Sections = []Section{
 	},
 	{
 		Title:     "etcd, NATS and PostgreSQL side by side",
-		About:     "The three stores in one run, each on its own server: an embedded etcd with default timings and fsync, a nats-server process syncing every write, a PostgreSQL server started by the test (fsync off); postgres-batched is PostgreSQL with WithBatchedKeepAlive; postgres-pgbouncer is PostgreSQL through a PgBouncer 1.18 in transaction mode (pooler=transaction, no direct connection to listen on: no watch, so followers time their attempts to the claim's observed expiry, and a handover waits for it). TTL 2 s, renew and retry every 500 ms, three candidates per claim, each its own connection and Store. claims=n: n claims held for a 6 s window after one TTL of settling; req/s counts what the candidates' connections send (etcd: gRPC unary calls and stream messages; NATS: published messages; PostgreSQL: statements, batched ones included), req/renewal those per renewal, terms the terms begun in the window (0: no term changes hands without a fault); cpu-ms/s is the CPU of the whole test process (for etcd its server included), server-cpu-ms/s that of the nats-server's or the PostgreSQL server's processes. handover: from the leader stopping gracefully to the next one leading (15 rounds); failover: from the leader's connection cut under it (no release) to the next one leading (5 rounds); overlaps counts new leaders elected while the old one still reported that it led (must be 0).",
+		About:     "The three stores in one run, each on its own server: an etcd server process with default timings and fsync, a nats-server syncing every write, a PostgreSQL server started by the test (fsync off); postgres-batched is PostgreSQL with WithBatchedKeepAlive; postgres-pgbouncer is PostgreSQL through a PgBouncer 1.18 in transaction mode (pooler=transaction, no direct connection to listen on: no watch, so followers time their attempts to the claim's observed expiry, and a handover waits for it). TTL 2 s, renew and retry every 500 ms, three candidates per claim, each its own connection and Store. claims=n: n claims held for a 6 s window after one TTL of settling; req/s counts what the candidates' connections send (etcd: gRPC unary calls and stream messages; NATS: published messages; PostgreSQL: statements, batched ones included), req/renewal those per renewal, terms the terms begun in the window (0: no term changes hands without a fault); cpu-ms/s is the CPU of the whole test process and, for etcd and NATS, of their server's process, server-cpu-ms/s that of the PostgreSQL server's processes. handover: from the leader stopping gracefully to the next one leading (15 rounds); failover: from the leader's connection cut under it (no release) to the next one leading (5 rounds); overlaps counts new leaders elected while the old one still reported that it led (must be 0).",
 		Pkg:       "./internal/storebench",
 		Bench:     "^BenchmarkStores$",
 		Benchtime: "1x", Short: "1x",
@@ -90,7 +90,7 @@ var Sections = []Section{
 	},
 	{
 		Title:     "Session mode on Kubernetes",
-		About:     "One real kube-apiserver over an embedded etcd; per-claim mode (the default) beside session mode (WithSession). claims=1000: one process renews 1000 claims every 2 s (TTL 6 s); req/s is what it sends, failed/s the renewals that timed out. elections=100: 100 elections of three candidates, one per process, TTL 2 s, renewal and retry every 500 ms, beside client-go's leaderelection; req/s of all three processes, and moves, the times leadership changed hands in the steady state (0 unless renewals were answered too late: an overloaded machine). handover: the leader stops gracefully; crash: its connection to the API server is cut; both until another candidate leads.",
+		About:     "One real kube-apiserver over an etcd server process; per-claim mode (the default) beside session mode (WithSession). claims=1000: one process renews 1000 claims every 2 s (TTL 6 s); req/s is what it sends, failed/s the renewals that timed out. elections=100: 100 elections of three candidates, one per process, TTL 2 s, renewal and retry every 500 ms, beside client-go's leaderelection; req/s of all three processes, and moves, the times leadership changed hands in the steady state (0 unless renewals were answered too late: an overloaded machine). handover: the leader stops gracefully; crash: its connection to the API server is cut; both until another candidate leads.",
 		Pkg:       "./backends/kube",
 		Bench:     "^BenchmarkSession$",
 		Benchtime: "1x", Short: "1x",
@@ -130,7 +130,7 @@ var Sections = []Section{
 	},
 	{
 		Title:     "Shards on etcd",
-		About:     "The same leaves and crashes on a real embedded etcd, with a lease per claim and with one shared lease per member.",
+		About:     "The same leaves and crashes on a real etcd server process, with a lease per claim and with one shared lease per member.",
 		Pkg:       "./shards/servertest",
 		Bench:     "^(BenchmarkEtcdLeave|BenchmarkEtcdCrash)$",
 		Benchtime: "5x", Short: "2x",
@@ -155,7 +155,7 @@ var Sections = []Section{
 	},
 	{
 		Title:     "ID allocator on etcd",
-		About:     "New IDs per second with 8 allocators, each with its own client, and one garbage-collection pass over 10 000 referenced IDs, on a real embedded etcd.",
+		About:     "New IDs per second with 8 allocators, each with its own client, and one garbage-collection pass over 10 000 referenced IDs, on a real etcd server process.",
 		Pkg:       "./allocator/servertest",
 		Bench:     ".",
 		Benchtime: "", Short: "1x",

@@ -16,11 +16,14 @@
 package childproc
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -137,6 +140,29 @@ func (p *Process) Signal(sig syscall.Signal) bool {
 		return false
 	}
 	return syscall.Kill(p.pid, sig) == nil
+}
+
+// CPU is the CPU time (user and system) the child has used so far, read
+// from /proc; 0 once it was reaped or if it cannot be read. Its own
+// children's time is not counted.
+func (p *Process) CPU() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return 0
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: utime and stime are fields 14 and 15.
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * (time.Second / 100) // USER_HZ
 }
 
 // Terminate ends the child: SIGCONT (it may be paused), SIGTERM, and

@@ -54,6 +54,22 @@ func child(mode string) int {
 		}
 		<-term
 		return 0
+	case "spin": // uses CHILDPROC_SPIN of CPU time, says so, ends on SIGTERM
+		d, _ := time.ParseDuration(os.Getenv("CHILDPROC_SPIN"))
+		for {
+			var ru syscall.Rusage
+			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+				return 1
+			}
+			if time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) >= d {
+				break
+			}
+		}
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		_ = syscall.Kill(os.Getppid(), syscall.SIGUSR1)
+		<-term
+		return 0
 	case "stubborn": // ignores SIGTERM
 		signal.Ignore(syscall.SIGTERM)
 		_ = syscall.Kill(os.Getppid(), syscall.SIGUSR1)
@@ -308,5 +324,20 @@ func TestWaitFile(t *testing.T) {
 	}
 	if err := q.WaitFile(filepath.Join(t.TempDir(), "never"), time.Hour); err == nil || !strings.Contains(err.Error(), "exited") {
 		t.Errorf("WaitFile on a child that exits = %v, want an error saying it exited", err)
+	}
+}
+
+// TestCPU: the CPU time of a child that used 300 ms of it by its own
+// count is that, to the kernel's tick, and 0 once it was reaped.
+func TestCPU(t *testing.T) {
+	s := self(t, "spin")
+	s.Env = append(s.Env, "CHILDPROC_SPIN=300ms")
+	p := startReady(t, s)
+	if got := p.CPU(); got < 280*time.Millisecond {
+		t.Errorf("CPU of a child that used 300 ms = %v, want at least 280 ms", got)
+	}
+	p.Terminate(10 * time.Second)
+	if got := p.CPU(); got != 0 {
+		t.Errorf("CPU of a reaped child = %v, want 0", got)
 	}
 }

@@ -16,11 +16,9 @@ package natsproc
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -143,21 +141,4 @@ func greets(addr string, d time.Duration) error {
 		return fmt.Errorf("greeted with %q", line)
 	}
 	return nil
-}
-
-// CPU is the CPU time (user and system) the process pid has used; 0 if
-// it cannot be read.
-func CPU(pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// pid (comm) state ppid ...: utime and stime are fields 14 and 15.
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * (time.Second / 100) // USER_HZ
 }

@@ -30,8 +30,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(m), etcdtest.Lea
 // renew and retry every 500 ms, three candidates per claim, each candidate
 // a process of its own as far as the server can tell (its own connection
 // and Store). The servers: an embedded etcd with etcd's default timings
-// and fsync; a nats-server process with JetStream syncing every write
-// (sync always); the package's shared PostgreSQL server (a child process,
+// and fsync; a nats-server with JetStream syncing every write (sync
+// always); the package's shared PostgreSQL server (a child process,
 // fsync off) with a database of this run's own.
 //
 // For each store (etcd, nats, postgres, postgres-batched: PostgreSQL with
@@ -41,10 +41,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(m), etcdtest.Lea
 //
 //   - claims=1 and claims=100 (storebench.Steady): req/s, req/renewal,
 //     terms (terms begun in the 6 s window: 0 when nothing was done to a
-//     leader), cpu-ms/s, the CPU time of this whole process (its clients,
-//     and for etcd its server, which runs inside it) per second, and for
-//     NATS and PostgreSQL server-cpu-ms/s, that of the server's processes
-//     (read from /proc), which cpu-ms/s does not include.
+//     leader), cpu-ms/s, the CPU time of this whole process (its clients)
+//     and, for etcd and NATS, of their server's process (read from /proc)
+//     per second, and for PostgreSQL server-cpu-ms/s, that of the
+//     server's processes, which cpu-ms/s does not include.
 //   - handover and failover (storebench.Takeover): p50-ms, max-ms and
 //     overlaps, graceful (15 rounds) and by a crash (5 rounds).
 //
@@ -171,6 +171,12 @@ func namespace() string { return fmt.Sprintf("m%d", namespaces.Add(1)) }
 
 var processCPU = storebench.CPUMeter{Unit: "cpu-ms/s", Used: storebench.ProcessCPU}
 
+// withServer is cpu-ms/s for a store whose server is one process: this
+// process's CPU time and the server's, as when the server ran inside it.
+func withServer(server func() time.Duration) storebench.CPUMeter {
+	return storebench.CPUMeter{Unit: "cpu-ms/s", Used: func() time.Duration { return storebench.ProcessCPU() + server() }}
+}
+
 func openEtcd(tb testing.TB, srv *etcdtest.Server) (storebench.Open, storebench.Meters) {
 	var reqs atomic.Int64
 	prefix := namespace() + "/"
@@ -202,7 +208,7 @@ func openEtcd(tb testing.TB, srv *etcdtest.Server) (storebench.Open, storebench.
 		tb.Cleanup(func() { s.Close() })
 		return storebench.Process{Store: s, Crash: func() { cli.Close() }}
 	}
-	return open, storebench.Meters{Requests: reqs.Load, CPU: []storebench.CPUMeter{processCPU}}
+	return open, storebench.Meters{Requests: reqs.Load, CPU: []storebench.CPUMeter{withServer(srv.CPU)}}
 }
 
 // sentCounter counts the messages sent on a gRPC stream.
@@ -246,8 +252,7 @@ func openNATS(tb testing.TB, srv *natstest.Server) (storebench.Open, storebench.
 		}
 		return n
 	}
-	serverCPU := storebench.CPUMeter{Unit: "server-cpu-ms/s", Used: srv.CPU}
-	return open, storebench.Meters{Requests: sent, CPU: []storebench.CPUMeter{processCPU, serverCPU}}
+	return open, storebench.Meters{Requests: sent, CPU: []storebench.CPUMeter{withServer(srv.CPU)}}
 }
 
 func openPostgres(tb testing.TB, dsn string, serverCPU storebench.CPUMeter, opts ...postgres.Option) (storebench.Open, storebench.Meters) {

@@ -14,6 +14,8 @@ import (
 var servers = []string{
 	"github.com/Shopify/toxiproxy/v2",
 	"github.com/nats-io/nats-server/v2",
+	"go.etcd.io/etcd/server/v3",
+	"go.etcd.io/etcd/tests/v3",
 }
 
 // TestNoServerLinked checks that no package of the module, its tests

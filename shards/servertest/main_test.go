@@ -1,7 +1,7 @@
-// Package servertest runs shard groups against real servers: an embedded
-// etcd (with and without a shared lease) and a real kube-apiserver. It holds
-// only tests and benchmarks, kept apart so that the shards package's own
-// tests do not link the servers.
+// Package servertest runs shard groups against real servers: an etcd
+// server process (with and without a shared lease) and a real
+// kube-apiserver. It holds only tests and benchmarks, kept apart so that
+// the shards package's own tests do not start the servers.
 package servertest
 
 import (

@@ -16,12 +16,12 @@ import (
 )
 
 // timing is the elector template against real servers: a 2 s TTL (the
-// embedded etcd grants 1 s leases at the least).
+// test etcd grants 1 s leases at the least).
 func timing() elector.Config {
 	return elector.Config{TTL: 2 * time.Second, RenewPeriod: 500 * time.Millisecond}
 }
 
-// etcdStores returns a store factory over one embedded etcd: each member
+// etcdStores returns a store factory over one etcd server: each member
 // gets its own client, as a process would.
 func etcdStores(t testing.TB, opts ...etcd.Option) func(int) backends.Store {
 	t.Helper()

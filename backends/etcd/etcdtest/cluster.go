@@ -14,7 +14,6 @@ import (
 
 	"github.com/benbjohnson/clock"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
 	"github.com/tenure-go/tenure/internal/childproc"
@@ -27,19 +26,19 @@ const startTries = 3
 // pollInterval is how often WaitLeader looks at the members.
 const pollInterval = 10 * time.Millisecond
 
-// Cluster is a multi-member etcd cluster in the test process, for fault
-// tests: each member's clients reach it through a bridge that can blackhole
-// their traffic, members can be cut off from each other, stopped and
-// restarted. Members use the same fast timings as Start (10 ms ticks, 100 ms
-// election timeout, no fsync, 1 s minimum lease) and log nothing.
+// Cluster is a multi-member etcd cluster for fault tests, each member a
+// process of its own: each member's clients reach it through a bridge that
+// can blackhole their traffic, members can be cut off from each other,
+// stopped and restarted. Members use the same fast timings as Start (10 ms
+// ticks, 100 ms election timeout, no fsync, 1 s minimum lease).
+// Partitions are made in the peer bridges, which tell the member that
+// dialed a connection by the process that owns its socket.
 //
 // Its methods are called from the test goroutine; Endpoints, Client and
 // Leader are also safe from others.
 //
-// StartProcessCluster runs the members from an etcd binary instead, as
-// separate processes (another etcd version than the embedded one). Their
-// partitions are made in the peer bridges, which tell the member that
-// dialed a connection by the process that owns its socket.
+// StartCluster runs the etcd v3.6 binary (as Start does);
+// StartProcessCluster runs another.
 type Cluster struct {
 	members []*member
 
@@ -55,13 +54,12 @@ type member struct {
 	peerBridge *bridge // what its peers dial: it forwards to peer
 	initial    string  // the --initial-cluster of every member
 	bridge     *bridge // what its clients dial: it forwards to client
-	bin        string  // the etcd binary of a process member; "" for an embedded one
-	log        string  // a process member's log file
+	bin        string  // the etcd binary
+	log        string  // the member's log file
 
 	mu     sync.Mutex
-	etcd   *embed.Etcd        // nil while stopped; an embedded member's server
-	proc   *childproc.Process // nil while stopped; a process member's process
-	status *clientv3.Client   // a process member's client of its own URL, for Leader; closed by close
+	proc   *childproc.Process // nil while stopped
+	status *clientv3.Client   // a client of the member's own URL, for Leader; closed by close
 }
 
 // StartCluster starts an n-member cluster, waits until it has a leader and
@@ -71,12 +69,12 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	if n < 1 {
 		t.Fatalf("etcdtest: cluster of %d members", n)
 	}
-	return startClusterTries(t, "", n)
+	return startClusterTries(t, binary36(t), n)
 }
 
 // StartProcessCluster is StartCluster with members run from the etcd
-// binary bin as separate processes, killed at cleanup (and by Pdeathsig if
-// the test process dies). Partition and Heal are not supported.
+// binary bin, killed at cleanup (and by Pdeathsig if the test process
+// dies).
 func StartProcessCluster(t testing.TB, bin string, n int) *Cluster {
 	t.Helper()
 	if n < 1 {
@@ -128,11 +126,9 @@ func startCluster(t testing.TB, bin string, n int) (*Cluster, error) {
 	}
 	for j, m := range c.members {
 		m.initial = strings.Join(initial, ",")
-		if bin != "" {
-			m.peerBridge.mu.Lock()
-			m.peerBridge.admit = c.admitPeer(j)
-			m.peerBridge.mu.Unlock()
-		}
+		m.peerBridge.mu.Lock()
+		m.peerBridge.admit = c.admitPeer(j)
+		m.peerBridge.mu.Unlock()
 	}
 	errs := make(chan error, n)
 	for _, m := range c.members {
@@ -169,32 +165,6 @@ func freePort() (string, error) {
 // start starts the member and waits until it serves (which needs a quorum:
 // the first start of a cluster starts every member at once).
 func (m *member) start(restart bool) error {
-	if m.bin != "" {
-		return m.startProcess(restart)
-	}
-	cfg := fastConfig(m.name, m.dir)
-	cfg.ListenClientUrls = []url.URL{m.client}
-	cfg.AdvertiseClientUrls = []url.URL{m.client}
-	cfg.ListenPeerUrls = []url.URL{m.peer}
-	cfg.AdvertisePeerUrls = []url.URL{{Scheme: "http", Host: m.peerBridge.addr()}}
-	cfg.InitialCluster = m.initial
-	cfg.InitialClusterToken = "etcdtest"
-	if restart {
-		cfg.ClusterState = embed.ClusterStateFlagExisting
-	}
-	e, err := startReady(cfg)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	m.etcd = e
-	m.mu.Unlock()
-	return nil
-}
-
-// startProcess starts a process member: the same configuration as an
-// embedded one, as flags.
-func (m *member) startProcess(restart bool) error {
 	state := "new"
 	if restart {
 		state = "existing"
@@ -209,7 +179,7 @@ func (m *member) startProcess(restart bool) error {
 		"--initial-cluster", m.initial,
 		"--initial-cluster-token", "etcdtest",
 		"--initial-cluster-state", state,
-	})
+	}, true)
 	if err != nil {
 		return err
 	}
@@ -223,18 +193,14 @@ func (m *member) startProcess(restart bool) error {
 	return nil
 }
 
-// stop stops the member abruptly, like a crash: a leader does not hand its
+// stop kills the member, like a crash: a leader does not hand its
 // leadership over first (which, when all members stop together, waits for a
-// transfer that cannot happen). A process member is killed.
+// transfer that cannot happen).
 func (m *member) stop() {
 	m.mu.Lock()
-	e, p := m.etcd, m.proc
-	m.etcd, m.proc = nil, nil
+	p := m.proc
+	m.proc = nil
 	m.mu.Unlock()
-	if e != nil {
-		e.Server.HardStop()
-		e.Close()
-	}
 	if p != nil {
 		kill(p)
 	}
@@ -254,15 +220,12 @@ func (m *member) pid() int {
 func (m *member) running() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.etcd != nil || m.proc != nil
+	return m.proc != nil
 }
 
 // leaderOf returns the raft IDs of the member and of the leader it knows
 // (0 if none); ok is false if it is stopped or does not answer.
 func (m *member) leaderOf() (self, leader uint64, ok bool) {
-	if e := m.server(); e != nil {
-		return uint64(e.Server.MemberID()), uint64(e.Server.Leader()), true
-	}
 	if !m.running() {
 		return 0, 0, false
 	}
@@ -284,12 +247,6 @@ func (m *member) leaderOf() (self, leader uint64, ok bool) {
 		return 0, 0, false
 	}
 	return resp.Header.MemberId, resp.Leader, true
-}
-
-func (m *member) server() *embed.Etcd {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.etcd
 }
 
 func (c *Cluster) close() {
@@ -406,47 +363,17 @@ func (c *Cluster) Unblackhole(i int) { c.members[i].bridge.setBlackhole(false) }
 
 // Partition cuts member i off from every other member (its clients still
 // reach it): a minority member has no leader and refuses what needs one.
-func (c *Cluster) Partition(i int) {
-	if c.procs() {
-		c.partitionProcess(i, true)
-		return
-	}
-	self := c.members[i].server()
-	for j, m := range c.members {
-		other := m.server()
-		if j == i || self == nil || other == nil {
-			continue
-		}
-		self.Server.CutPeer(other.Server.MemberID())
-		other.Server.CutPeer(self.Server.MemberID())
-	}
-}
+func (c *Cluster) Partition(i int) { c.partition(i, true) }
 
 // Heal restores member i's links to every other member.
-func (c *Cluster) Heal(i int) {
-	if c.procs() {
-		c.partitionProcess(i, false)
-		return
-	}
-	self := c.members[i].server()
-	for j, m := range c.members {
-		other := m.server()
-		if j == i || self == nil || other == nil {
-			continue
-		}
-		self.Server.MendPeer(other.Server.MemberID())
-		other.Server.MendPeer(self.Server.MemberID())
-	}
-}
+func (c *Cluster) Heal(i int) { c.partition(i, false) }
 
 // Stop stops member i abruptly, as a crash would: its client and peer
 // connections break at once, and a leader does not hand its leadership
 // over. Its data is kept for Restart.
 func (c *Cluster) Stop(i int) {
 	m := c.members[i]
-	// No peer request may reach a member while it stops: etcd closes its
-	// storage before its peer listener, and a request served in between
-	// blocks forever (see LeakOptions).
+	// No peer request reaches a member while it stops.
 	m.peerBridge.setRefuse(true)
 	m.bridge.drop()
 	m.peerBridge.drop()

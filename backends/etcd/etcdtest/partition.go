@@ -9,18 +9,14 @@ import (
 	"strings"
 )
 
-// The partitions of a process cluster. Embedded members are cut off from
-// each other through etcd's own hooks (CutPeer); processes have none, so
-// their peer bridges do it: every peer connection to member j goes
-// through j's peer bridge, which finds the member that dialed it by the
-// process that owns the dialing socket (/proc), and refuses, or closes,
-// the connections between a partitioned member and the others.
+// The partitions of a cluster. A member process has no hook to cut it off
+// its peers, so the peer bridges do it: every peer connection to member j
+// goes through j's peer bridge, which finds the member that dialed it by
+// the process that owns the dialing socket (/proc), and refuses, or
+// closes, the connections between a partitioned member and the others.
 
-// procs reports whether the members are processes.
-func (c *Cluster) procs() bool { return len(c.members) > 0 && c.members[0].bin != "" }
-
-// partitionProcess cuts member i off from the others (on) or heals it.
-func (c *Cluster) partitionProcess(i int, on bool) {
+// partition cuts member i off from the others (on) or heals it.
+func (c *Cluster) partition(i int, on bool) {
 	c.mu.Lock()
 	if c.cut == nil {
 		c.cut = make(map[int]bool)
@@ -39,7 +35,7 @@ func (c *Cluster) partitionProcess(i int, on bool) {
 	}
 }
 
-// admitPeer is the admit of member j's peer bridge in a process cluster.
+// admitPeer is the admit of member j's peer bridge.
 // A connection whose dialer cannot be found is refused while any member
 // is partitioned: a partition must not leak.
 func (c *Cluster) admitPeer(j int) func(in net.Conn) (int, bool) {

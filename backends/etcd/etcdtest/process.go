@@ -43,28 +43,32 @@ func ServerBinary(t testing.TB) string {
 }
 
 // Process is a single-member etcd running as a separate process from a
-// binary (another etcd version than the embedded one), on 127.0.0.1 ports,
-// with the fast timings of Start (10 ms ticks, 100 ms election timeout, so
-// a 1 s minimum lease, no fsync). Stop, Restart and StartProcess are called
-// from the test goroutine; Endpoints and Client are safe for concurrent
-// use. The process is killed at cleanup, and, should the test process die
-// first, by the kernel (package childproc).
+// binary, on 127.0.0.1 ports, with fast timings (10 ms ticks, 100 ms
+// election timeout, so a 1 s minimum lease, no fsync) unless
+// DefaultTimings. Stop, Restart and StartProcess are called from the test
+// goroutine; Endpoints and Client are safe for concurrent use. The process
+// is killed at cleanup, and, should the test process die first, by the
+// kernel (package childproc).
 type Process struct {
 	bin, dir, log string
 	client, peer  string // host:port
+	defaults      bool   // etcd's default timings and fsync
 
 	mu   sync.Mutex
 	proc *childproc.Process // nil while stopped
 }
 
 // StartProcess starts the etcd binary bin for the test, waits until it
-// serves, and stops it at cleanup.
-func StartProcess(t testing.TB, bin string) *Process {
+// serves, and kills it at cleanup.
+func StartProcess(t testing.TB, bin string, opts ...Option) *Process {
 	t.Helper()
 	dir := t.TempDir()
 	var err error
 	for try := 0; try < startTries; try++ {
 		p := &Process{bin: bin, dir: filepath.Join(dir, fmt.Sprintf("data%d", try)), log: filepath.Join(dir, fmt.Sprintf("etcd%d.log", try))}
+		for _, o := range opts {
+			o(p)
+		}
 		if p.client, err = freePort(); err != nil {
 			continue
 		}
@@ -120,6 +124,18 @@ func (p *Process) Stop() {
 	}
 }
 
+// CPU is the CPU time (user and system) the current process has used; 0
+// while stopped.
+func (p *Process) CPU() time.Duration {
+	p.mu.Lock()
+	proc := p.proc
+	p.mu.Unlock()
+	if proc == nil {
+		return 0
+	}
+	return proc.CPU()
+}
+
 // Restart stops the process if it runs and starts it again on the same
 // ports and data directory, then waits until it serves.
 func (p *Process) Restart(t testing.TB) {
@@ -138,7 +154,7 @@ func (p *Process) start() error {
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "etcdtest=" + peer,
-	})
+	}, !p.defaults)
 	if err != nil {
 		return err
 	}
@@ -152,16 +168,15 @@ func (p *Process) start() error {
 	return nil
 }
 
-// run starts the etcd binary bin with args and the fast test timings,
-// logging to the file logPath. The process dies with the test process
-// (package childproc).
-func run(bin, logPath string, args []string) (*childproc.Process, error) {
+// run starts the etcd binary bin with args, and the fast test timings if
+// fast, logging to the file logPath. The process dies with the test
+// process (package childproc).
+func run(bin, logPath string, args []string, fast bool) (*childproc.Process, error) {
 	argv := append([]string{bin}, args...)
-	argv = append(argv,
-		"--heartbeat-interval", "10", "--election-timeout", "100",
-		"--unsafe-no-fsync",
-		"--log-level", "warn",
-	)
+	if fast {
+		argv = append(argv, "--heartbeat-interval", "10", "--election-timeout", "100", "--unsafe-no-fsync")
+	}
+	argv = append(argv, "--log-level", "warn")
 	p, err := childproc.Start(childproc.Spec{Argv: argv, Log: logPath})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)

@@ -1,5 +1,5 @@
-// Package kubetest runs a real kube-apiserver, over an etcd embedded in the
-// test process, for tests of the kube backend. It is test support: import it
+// Package kubetest runs a real kube-apiserver, over an etcd server process
+// (etcdtest.Start), for tests of the kube backend. It is test support: import it
 // only from _test.go files.
 //
 // The kube-apiserver binary is not built by the tests. `make kube-apiserver`
@@ -63,7 +63,7 @@ const (
 	startTries   = 3 // a port picked free may be taken before the server binds it
 )
 
-// Server is a running kube-apiserver over an embedded etcd. Its methods are
+// Server is a running kube-apiserver over an etcd server process. Its methods are
 // called from the test goroutine; they are not safe for concurrent use with
 // each other (the REST configs they return are).
 type Server struct {
@@ -147,7 +147,7 @@ func (s *Server) restConfig(token string) *rest.Config {
 	}
 }
 
-// EtcdEndpoint is the embedded etcd's client URL.
+// EtcdEndpoint is the etcd server's client URL.
 func (s *Server) EtcdEndpoint() string { return s.etcd.Endpoints()[0] }
 
 // Restart stops the API server and starts it again on the same port, etcd,

@@ -193,7 +193,7 @@ func (s *Server) CPU() time.Duration {
 	if p == nil {
 		return 0
 	}
-	return natsproc.CPU(p.Pid())
+	return p.CPU()
 }
 
 // jsz is what the server's /jsz monitoring endpoint says of its
@@ -224,7 +224,7 @@ func (s *Server) monitor(path string, out any) error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := monitorClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -241,6 +241,10 @@ func (s *Server) monitor(path string, out any) error {
 	}
 	return json.Unmarshal(b, out)
 }
+
+// monitorClient keeps no connection open between requests, so that no
+// connection outlives its server and its test.
+var monitorClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 func (s *Server) jsz() (jsz, error) {
 	var j jsz
