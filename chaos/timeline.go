@@ -101,68 +101,96 @@ type timeline struct {
 // drawing; res is what the checker found in it.
 func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 	tl := &timeline{spec: spec, res: res}
-	// The run spans its records; the driver's begin and end records, in a
-	// journal that has them, bound it exactly.
-	for i, r := range recs {
-		if i == 0 {
-			tl.t0, tl.t1 = r.T, r.T
-		}
-		tl.t0, tl.t1 = min(tl.t0, r.T), max(tl.t1, r.T)
-	}
-	for _, r := range recs {
-		switch r.Ev {
-		case evBegin:
-			tl.t0 = r.T
-		case evEnd:
-			tl.t1 = r.T
-		}
-	}
-	if tl.t1 <= tl.t0 {
-		tl.t1 = tl.t0 + int64(time.Second)
-	}
-
-	lanes := map[string]*tlLane{}
-	lane := func(name string, server bool) *tlLane {
-		l := lanes[name]
-		if l == nil {
-			l = &tlLane{name: name, server: server}
-			lanes[name] = l
-		}
-		return l
-	}
+	tl.t0, tl.t1 = runSpan(recs)
+	tb := &tlBuild{tl: tl, lanes: map[string]*tlLane{}, procs: map[tlProcKey]*tlProc{}}
 	// Worker lanes first: a fault's target is a server only if no worker
 	// has its name.
 	for _, r := range recs {
 		if r.Worker != "" {
-			lane(r.Worker, false)
+			tb.lane(r.Worker, false)
 		}
 	}
+	tb.processes(recs)
+	tb.faults(recs)
+	tb.terms(recs)
+	tb.bands()
+	tl.overlaps = overlaps(tl.lanes, max(spec.Slots, 1))
+	return tl
+}
 
-	// Processes.
-	type wp struct {
-		worker string
-		pid    int
+// runSpan is when the run began and ended: the span of its records, or
+// exactly the driver's begin and end records in a journal that has them.
+func runSpan(recs []record) (t0, t1 int64) {
+	for i, r := range recs {
+		if i == 0 {
+			t0, t1 = r.T, r.T
+		}
+		t0, t1 = min(t0, r.T), max(t1, r.T)
 	}
-	procs := map[wp]*tlProc{}
+	for _, r := range recs {
+		switch r.Ev {
+		case evBegin:
+			t0 = r.T
+		case evEnd:
+			t1 = r.T
+		}
+	}
+	if t1 <= t0 {
+		t1 = t0 + int64(time.Second)
+	}
+	return t0, t1
+}
+
+// tlProcKey names a process of a worker.
+type tlProcKey struct {
+	worker string
+	pid    int
+}
+
+// tlBuild is a timeline being built from a journal's records.
+type tlBuild struct {
+	tl    *timeline
+	lanes map[string]*tlLane
+	procs map[tlProcKey]*tlProc
+}
+
+// lane returns the lane of name, made a server's lane if it is new and
+// server is true.
+func (tb *tlBuild) lane(name string, server bool) *tlLane {
+	l := tb.lanes[name]
+	if l == nil {
+		l = &tlLane{name: name, server: server}
+		tb.lanes[name] = l
+	}
+	return l
+}
+
+// processes puts each worker's processes on its lane, in the order they
+// started, spanning the records they journaled.
+func (tb *tlBuild) processes(recs []record) {
 	for _, r := range recs {
 		if r.Worker == "" || r.PID == 0 {
 			continue
 		}
-		k := wp{r.Worker, r.PID}
-		p := procs[k]
+		k := tlProcKey{r.Worker, r.PID}
+		p := tb.procs[k]
 		if p == nil {
 			p = &tlProc{pid: r.PID, from: r.T, to: r.T}
-			procs[k] = p
-			lanes[r.Worker].procs = append(lanes[r.Worker].procs, p)
+			tb.procs[k] = p
+			tb.lanes[r.Worker].procs = append(tb.lanes[r.Worker].procs, p)
 		}
 		p.from, p.to = min(p.from, r.T), max(p.to, r.T)
 	}
-	for _, l := range lanes {
+	for _, l := range tb.lanes {
 		slices.SortStableFunc(l.procs, func(a, b *tlProc) int { return cmp.Compare(a.from, b.from) })
 	}
+}
 
-	// Faults: a SIGKILL or SIGTERM ends the process it hit; the last
-	// process of a worker that neither ended ran until the end of the run.
+// faults puts each fault on its target's lane, from its injection to its
+// heal: a SIGKILL or SIGTERM ends the process it hit; the last process of
+// a worker that neither ended ran until the end of the run.
+func (tb *tlBuild) faults(recs []record) {
+	tl := tb.tl
 	faults := map[int]*tlFault{}
 	for _, r := range recs {
 		switch r.Ev {
@@ -177,21 +205,12 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 				continue
 			}
 			faults[r.Fault] = f
-			l := lane(r.Target, true)
+			l := tb.lane(r.Target, true)
 			l.faults = append(l.faults, f)
 			// A process hit by SIGKILL or SIGTERM lived until then, though
 			// a follower may have journaled nothing for a while before.
 			if (r.Kind == fKill || r.Kind == fTerm) && !l.server {
-				var hit *tlProc
-				for _, p := range l.procs {
-					if p.from <= r.T {
-						hit = p
-					}
-				}
-				if hit != nil {
-					hit.to = max(hit.to, r.T)
-					hit.killed, hit.termed = r.Kind == fKill, r.Kind == fTerm
-				}
+				l.hit(r.T, r.Kind)
 			}
 		case evHeal:
 			if f := faults[r.Fault]; f != nil && !f.healed {
@@ -199,14 +218,33 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 			}
 		}
 	}
-	for _, l := range lanes {
+	for _, l := range tb.lanes {
 		if n := len(l.procs); n > 0 && !l.procs[n-1].killed && !l.procs[n-1].termed {
 			l.procs[n-1].to = tl.t1
 		}
 	}
+}
 
-	// Terms, in journal order: OnElected opens one, OnDemoted closes it,
-	// and an act belongs to the latest term of its key, even a closed one.
+// hit records that a SIGKILL or SIGTERM (kind) at t ended the lane's
+// latest process started by then.
+func (l *tlLane) hit(t int64, kind string) {
+	var hit *tlProc
+	for _, p := range l.procs {
+		if p.from <= t {
+			hit = p
+		}
+	}
+	if hit != nil {
+		hit.to = max(hit.to, t)
+		hit.killed, hit.termed = kind == fKill, kind == fTerm
+	}
+}
+
+// terms puts the terms on their workers' lanes, in journal order:
+// OnElected opens one, OnDemoted closes it, and an act belongs to the
+// latest term of its key, even a closed one. A term still open at the end
+// ends with its process, or with the run.
+func (tb *tlBuild) terms(recs []record) {
 	latest := map[termKey]*tlTerm{}
 	open := map[termKey]*tlTerm{}
 	for _, r := range recs {
@@ -215,7 +253,7 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 		case evElected:
 			t := &tlTerm{termKey: k, from: r.T, to: -1, granted: true}
 			latest[k], open[k] = t, t
-			lanes[r.Worker].terms = append(lanes[r.Worker].terms, t)
+			tb.lanes[r.Worker].terms = append(tb.lanes[r.Worker].terms, t)
 		case evDemoted:
 			if t := open[k]; t != nil {
 				t.to, t.end = max(r.T, t.from), r.Reason
@@ -226,20 +264,13 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 			if t == nil {
 				t = &tlTerm{termKey: k, from: r.T, to: r.T, end: "never granted"}
 				latest[k] = t
-				lanes[r.Worker].terms = append(lanes[r.Worker].terms, t)
+				tb.lanes[r.Worker].terms = append(tb.lanes[r.Worker].terms, t)
 			}
-			if len(t.acts) == 0 {
-				t.firstAct, t.lastAct = r.T, r.T
-			}
-			t.firstAct, t.lastAct = min(t.firstAct, r.T), max(t.lastAct, r.T)
-			t.acts = append(t.acts, r.T)
-			if !t.granted {
-				t.from, t.to = t.firstAct, t.lastAct
-			}
+			t.act(r.T)
 		case evAccept, evReject:
 			t := latest[k]
 			if t == nil {
-				lanes[r.Worker].orphans = append(lanes[r.Worker].orphans, r)
+				tb.lanes[r.Worker].orphans = append(tb.lanes[r.Worker].orphans, r)
 				continue
 			}
 			if r.Ev == evAccept {
@@ -250,20 +281,37 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 		}
 	}
 	for k, t := range open {
-		t.to, t.end = tl.t1, "no OnDemoted before the run ended"
-		if p := procs[wp{k.worker, k.pid}]; p != nil {
+		t.to, t.end = tb.tl.t1, "no OnDemoted before the run ended"
+		if p := tb.procs[tlProcKey{k.worker, k.pid}]; p != nil {
 			t.to = max(p.to, t.from)
 			if p.killed {
 				t.end = "killed"
-			} else if p.to < tl.t1 {
+			} else if p.to < tb.tl.t1 {
 				t.end = "process ended without OnDemoted"
 			}
 		}
 	}
+}
 
-	// Terms of one lane that overlap (a broken worker, or a worker on
-	// several slots) go on bands of their own.
-	for _, l := range lanes {
+// act records an act of the term at t; a term never granted spans its
+// acts.
+func (t *tlTerm) act(at int64) {
+	if len(t.acts) == 0 {
+		t.firstAct, t.lastAct = at, at
+	}
+	t.firstAct, t.lastAct = min(t.firstAct, at), max(t.lastAct, at)
+	t.acts = append(t.acts, at)
+	if !t.granted {
+		t.from, t.to = t.firstAct, t.lastAct
+	}
+}
+
+// bands puts the terms of one lane that overlap (a broken worker, or a
+// worker on several slots) on bands of their own, and orders the lanes:
+// workers before servers, w2 before w10.
+func (tb *tlBuild) bands() {
+	tl := tb.tl
+	for _, l := range tb.lanes {
 		slices.SortStableFunc(l.terms, func(a, b *tlTerm) int { return cmp.Compare(a.from, b.from) })
 		var ends []int64 // band -> where its last term's drawing ends
 		for _, t := range l.terms {
@@ -293,8 +341,6 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 		// w2 before w10.
 		return cmp.Or(cmp.Compare(len(a.name), len(b.name)), strings.Compare(a.name, b.name))
 	})
-	tl.overlaps = overlaps(tl.lanes, max(spec.Slots, 1))
-	return tl
 }
 
 // overlaps finds where terms acted at once, by the spans between their
@@ -456,21 +502,47 @@ func dur(d int64) string { return time.Duration(d).Round(time.Millisecond).Strin
 // writeSVG draws the timeline. It returns the first write error.
 func (tl *timeline) writeSVG(w io.Writer) error {
 	s := &svgw{w: w}
-	sp := tl.spec
+	head, notes := tl.header()
+	lay := tl.layout(len(head), len(notes))
+	legend := tl.legend()
+	legendY := lay.bottom + 24
+	height := legendY + 22*len(legend) + 6
 
-	// The header: the run, what the checker found, the violations.
+	tl.drawHeader(s, height, head, notes)
+	for i, l := range tl.lanes {
+		fill := "#fff"
+		if i%2 == 1 {
+			fill = "#f4f4f4"
+		}
+		s.printf(`<rect x="0" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", lay.laneY[i], tlWidth, l.bands*tlBandH+tlStripH, fill)
+	}
+	tl.drawAxis(s, lay.axisY, lay.bottom)
+	tl.drawSkipped(s, lay.axisY)
+	for i, l := range tl.lanes {
+		tl.drawLane(s, l, lay.laneY[i])
+	}
+	// Overlaps on top of everything: they are what a reader looks for.
+	tl.drawOverlaps(s, lay.lanesY, lay.bottom)
+	tl.drawLegend(s, legend, legendY)
+	s.printf("</svg>\n")
+	return s.err
+}
+
+// header is the drawing's header: the run and what the checker found, then
+// notes of its violations (at most tlMaxNotes of them).
+func (tl *timeline) header() (head, notes []string) {
+	sp := tl.spec
 	claim := "one claim"
 	if sp.Slots > 0 {
 		claim = fmt.Sprintf("a group of %d slots", sp.Slots)
 	}
-	head := []string{
+	head = []string{
 		fmt.Sprintf("%s seed=%d: %v, TTL %v, %d workers on %s", sp.Backend, sp.Seed, sp.Duration, sp.TTL, sp.Workers, claim),
 		tl.res.line(),
 	}
 	if sp.Broken != "" {
 		head[0] += ", workers broken on purpose: " + sp.Broken
 	}
-	var notes []string
 	for i, v := range tl.res.Violations {
 		if i == tlMaxNotes {
 			notes = append(notes, fmt.Sprintf("… and %d more violations (see the journal)", len(tl.res.Violations)-i))
@@ -478,21 +550,39 @@ func (tl *timeline) writeSVG(w io.Writer) error {
 		}
 		notes = append(notes, "VIOLATION "+v.Check+": "+v.Detail)
 	}
-	axisY := 30 + 18*len(head) + 16*len(notes) + 18
-	lanesY := axisY + 20
+	return head, notes
+}
+
+// tlLayout is where the drawing's parts go, from the top.
+type tlLayout struct {
+	axisY  int   // the time axis's labels
+	lanesY int   // the first lane's top
+	laneY  []int // each lane's top
+	bottom int   // the last lane's bottom
+}
+
+// layout places the axis below a header of heads lines and notes notes,
+// and the lanes below it.
+func (tl *timeline) layout(heads, notes int) tlLayout {
+	lay := tlLayout{axisY: 30 + 18*heads + 16*notes + 18}
+	lay.lanesY = lay.axisY + 20
 	if len(tl.skipped) > 0 {
-		lanesY += 14
+		lay.lanesY += 14
 	}
-	y := lanesY
-	laneY := make([]int, len(tl.lanes))
+	y := lay.lanesY
+	lay.laneY = make([]int, len(tl.lanes))
 	for i, l := range tl.lanes {
-		laneY[i] = y
+		lay.laneY[i] = y
 		y += l.bands*tlBandH + tlStripH
 	}
-	legend := tl.legend()
-	legendY := y + 24
-	height := legendY + 22*len(legend) + 6
+	lay.bottom = y
+	return lay
+}
 
+// drawHeader begins the drawing, height high: its element, title,
+// description and style, its background, and the header's lines.
+func (tl *timeline) drawHeader(s *svgw, height int, head, notes []string) {
+	sp := tl.spec
 	s.printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11">`+"\n",
 		tlWidth, height, tlWidth, height)
 	s.printf("<title>tenure fault campaign: %s seed %d</title>\n", esc(sp.Backend), sp.Seed)
@@ -527,16 +617,11 @@ rect.never{fill:#fcc;stroke:#c00;stroke-dasharray:4 2}
 		hy += 16
 		s.printf(`<text class="v" x="10" y="%d">%s<title>%s</title></text>`+"\n", hy, esc(clip(n, 200)), esc(n))
 	}
+}
 
-	for i, l := range tl.lanes {
-		fill := "#fff"
-		if i%2 == 1 {
-			fill = "#f4f4f4"
-		}
-		s.printf(`<rect x="0" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", laneY[i], tlWidth, l.bands*tlBandH+tlStripH, fill)
-	}
-
-	// The time axis and its grid.
+// drawAxis draws the time axis, its labels at axisY, and its grid down to
+// bottom, with a step that gives at most 25 lines.
+func (tl *timeline) drawAxis(s *svgw, axisY, bottom int) {
 	span := float64(tl.t1-tl.t0) / 1e9
 	step := 0.5
 	for _, st := range []float64{0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600} {
@@ -550,29 +635,29 @@ rect.never{fill:#fcc;stroke:#c00;stroke-dasharray:4 2}
 		t := tl.t0 + int64(float64(k)*step*1e9)
 		x := tl.x(t)
 		s.printf(`<line class="grid" x1="%s" y1="%d" x2="%s" y2="%d"/><text class="tick" x="%s" y="%d" text-anchor="middle">%ss</text>`+"\n",
-			px(x), axisY+4, px(x), y, px(x), axisY, strconv.FormatFloat(float64(k)*step, 'f', -1, 64))
+			px(x), axisY+4, px(x), bottom, px(x), axisY, strconv.FormatFloat(float64(k)*step, 'f', -1, 64))
 	}
 	s.printf("</g>\n")
+}
 
-	// Faults the driver found no target for: marks under the axis.
+// drawSkipped marks under the axis the faults the driver found no target
+// for.
+func (tl *timeline) drawSkipped(s *svgw, axisY int) {
 	for _, f := range tl.skipped {
 		x := tl.x(f.from)
 		s.printf(`<g class="fault skipped" data-fault="%d" data-kind="%s" data-target=""><title>fault %d: %s at %s, skipped: %s</title><path d="M%s %dl-4 8h8z" fill="none" stroke="#777"/></g>`+"\n",
 			f.n, esc(f.kind), f.n, esc(f.kind), tl.rel(f.from), esc(f.skipped), px(x), axisY+8)
 	}
+}
 
-	for i, l := range tl.lanes {
-		tl.drawLane(s, l, laneY[i])
-	}
-	// Overlaps on top of everything: they are what a reader looks for.
+// drawOverlaps shades, across every lane from top to bottom, where terms
+// acted at once.
+func (tl *timeline) drawOverlaps(s *svgw, top, bottom int) {
 	for _, o := range tl.overlaps {
 		x1, x2 := tl.x(o.from), tl.x(o.to)
 		s.printf(`<g class="overlap"><title>%s from %s to %s</title><rect x="%s" y="%d" width="%s" height="%d" fill="#f00" fill-opacity=".12" stroke="#c00" stroke-opacity=".5"/><rect x="%s" y="%d" width="%s" height="5" fill="#c00"/></g>`+"\n",
-			esc(o.what), tl.rel(o.from), tl.rel(o.to), px(x1), lanesY, px(max(x2-x1, 3)), y-lanesY, px(x1), lanesY-6, px(max(x2-x1, 3)))
+			esc(o.what), tl.rel(o.from), tl.rel(o.to), px(x1), top, px(max(x2-x1, 3)), bottom-top, px(x1), top-6, px(max(x2-x1, 3)))
 	}
-	tl.drawLegend(s, legend, legendY)
-	s.printf("</svg>\n")
-	return s.err
 }
 
 func (tl *timeline) drawLane(s *svgw, l *tlLane, top int) {
