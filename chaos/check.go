@@ -71,10 +71,19 @@ type termSpan struct {
 // the run's backend may take to serve again after a fault (see settler).
 func check(recs []record, ttl time.Duration, slots int, settle time.Duration) result {
 	res := result{Faults: map[string]int{}, Recovery: -1}
-	n := max(slots, 1)
+	granted, list := res.checkTerms(recs)
+	res.checkOverlaps(recs, list, max(slots, 1))
+	res.checkTokens(list)
+	res.checkFence(recs, granted)
+	res.checkRecovery(recs, ttl, settle)
+	return res
+}
 
-	// Terms granted, by the workers' own record of OnElected.
-	granted := map[termKey]bool{}
+// checkTerms finds the terms granted, by the workers' own record of
+// OnElected, and the spans of the terms that acted, in the order they
+// began acting; a term that acted must have been granted.
+func (res *result) checkTerms(recs []record) (granted map[termKey]bool, list []*termSpan) {
+	granted = map[termKey]bool{}
 	spans := map[termKey]*termSpan{}
 	for _, r := range recs {
 		switch r.Ev {
@@ -97,13 +106,17 @@ func check(recs []record, ttl time.Duration, slots int, settle time.Duration) re
 			res.fail("token", "%s (pid %d) acted with token %d on slot %d, which it was never granted", k.worker, k.pid, k.tok, k.slot)
 		}
 	}
-
-	// At most n terms act at once, and one per slot.
-	list := make([]*termSpan, 0, len(spans))
+	list = make([]*termSpan, 0, len(spans))
 	for _, s := range spans {
 		list = append(list, s)
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].first < list[j].first })
+	return granted, list
+}
+
+// checkOverlaps checks that at most n terms of list act at once, and one
+// per slot.
+func (res *result) checkOverlaps(recs []record, list []*termSpan, n int) {
 	var open []*termSpan
 	for _, s := range list {
 		kept := open[:0]
@@ -125,9 +138,11 @@ func check(recs []record, ttl time.Duration, slots int, settle time.Duration) re
 			res.fail("overlap", "%d terms acting at once (at most %d): %s", len(open), n, describe(open))
 		}
 	}
+}
 
-	// Tokens strictly increase per slot, in the order terms began acting,
-	// and no token is acted on by two processes.
+// checkTokens checks that tokens strictly increase per slot, in the order
+// terms began acting, and that no token is acted on by two processes.
+func (res *result) checkTokens(list []*termSpan) {
 	lastTok := map[int]*termSpan{}
 	for _, s := range list {
 		if p := lastTok[s.slot]; p != nil && s.tok <= p.tok && (s.worker != p.worker || s.pid != p.pid) {
@@ -137,9 +152,12 @@ func check(recs []record, ttl time.Duration, slots int, settle time.Duration) re
 			lastTok[s.slot] = s
 		}
 	}
+}
 
-	// The fenced resource: accepted tokens never go down; a write is
-	// rejected exactly when a higher token was accepted before it.
+// checkFence checks the fenced resource: accepted tokens never go down,
+// and only granted ones are accepted; a write is rejected exactly when a
+// higher token was accepted before it.
+func (res *result) checkFence(recs []record, granted map[termKey]bool) {
 	highest := map[int]int64{}
 	pauses := pausesOf(recs)
 	for _, r := range recs {
@@ -163,8 +181,11 @@ func check(recs []record, ttl time.Duration, slots int, settle time.Duration) re
 			}
 		}
 	}
+}
 
-	// Faults, and the recovery after the last one.
+// checkRecovery counts the faults, and checks that someone acted soon
+// enough after the last one ended.
+func (res *result) checkRecovery(recs []record, ttl, settle time.Duration) {
 	var lastEnd int64
 	for _, r := range recs {
 		switch r.Ev {
@@ -182,24 +203,24 @@ func check(recs []record, ttl time.Duration, slots int, settle time.Duration) re
 			}
 		}
 	}
-	if lastEnd > 0 {
-		first := int64(-1)
-		for _, r := range recs {
-			if r.Ev == evAct && r.T > lastEnd && (first < 0 || r.T < first) {
-				first = r.T
-			}
-		}
-		if first < 0 {
-			res.Recovery = never
-			res.fail("recovery", "no one acted after the last fault ended")
-		} else {
-			res.Recovery = time.Duration(first - lastEnd)
-			if bound := ttl + time.Second + settle; res.Recovery > bound {
-				res.fail("recovery", "first act %v after the last fault ended, more than TTL + 1s + the backend's settle time (%v)", res.Recovery.Round(time.Millisecond), bound)
-			}
+	if lastEnd == 0 {
+		return
+	}
+	first := int64(-1)
+	for _, r := range recs {
+		if r.Ev == evAct && r.T > lastEnd && (first < 0 || r.T < first) {
+			first = r.T
 		}
 	}
-	return res
+	if first < 0 {
+		res.Recovery = never
+		res.fail("recovery", "no one acted after the last fault ended")
+		return
+	}
+	res.Recovery = time.Duration(first - lastEnd)
+	if bound := ttl + time.Second + settle; res.Recovery > bound {
+		res.fail("recovery", "first act %v after the last fault ended, more than TTL + 1s + the backend's settle time (%v)", res.Recovery.Round(time.Millisecond), bound)
+	}
 }
 
 func (s *termSpan) name() string {
