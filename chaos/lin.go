@@ -152,112 +152,151 @@ func localExpiry(backend string) bool {
 	return false
 }
 
+// linApply is the states a key in state s may be in after operation i
+// returned o; none if o could not have come from s.
 func linApply(s linState, i linIn, o linOut) []any {
-	written := func(rev, create int64) linState {
-		return linState{present: true, rev: rev, createRev: create, value: i.value,
-			maxRev: max(s.maxRev, rev), ttl: i.ttl > 0, expireAt: i.call + i.ttl}
-	}
 	kind := i.kind
 	if kind == "cas" && i.rev == 0 {
 		kind = "create"
 	}
-	condRev := func() bool { // the revision condition of cas, delete, keepalive
-		return s.present && (s.rev == i.rev || (s.rev == -1 && i.rev > s.maxRev))
-	}
 	if o.unknown {
-		out := []any{s} // it never took effect (or it was a read)
-		switch kind {
-		case "create":
-			if !s.present {
-				out = append(out, written(-1, -1))
-			}
-		case "cas":
-			if condRev() {
-				n := written(-1, s.createRev)
-				n.maxRev = s.maxRev
-				out = append(out, n)
-			}
-		case "delete":
-			if condRev() {
-				out = append(out, linState{maxRev: max(s.maxRev, i.rev)})
-			}
-		case "keepalive":
-			if condRev() {
-				n := s
-				n.ttl, n.expireAt = true, i.call+i.ttl
-				out = append(out, n)
-			}
-		}
-		return out
+		return s.applyUnknown(i, kind)
 	}
 	switch kind {
 	case "get":
-		if !o.ok {
-			if s.present {
-				return nil
-			}
-			return []any{s}
-		}
-		if n, ok := s.matches(o); ok {
-			return []any{n}
-		}
+		return s.applyGet(o)
 	case "create":
-		if o.ok {
-			if !s.present && o.rev > s.maxRev && o.createRev == o.rev {
-				return []any{written(o.rev, o.rev)}
-			}
-			return nil
-		}
-		if s.present {
-			if n, ok := s.agrees(o); ok && o.found {
-				return []any{n}
-			}
+		return s.applyCreate(i, o)
+	case "cas":
+		return s.applyCAS(i, o)
+	case "delete":
+		return s.applyDelete(i, o)
+	case "keepalive":
+		return s.applyKeepAlive(i, o)
+	}
+	return nil
+}
+
+// written is the state after a write of i at rev that created the key at
+// create (-1: unknown).
+func (s linState) written(i linIn, rev, create int64) linState {
+	return linState{present: true, rev: rev, createRev: create, value: i.value,
+		maxRev: max(s.maxRev, rev), ttl: i.ttl > 0, expireAt: i.call + i.ttl}
+}
+
+// condRev reports whether the revision condition of i (a cas, delete or
+// keepalive) may hold in s.
+func (s linState) condRev(i linIn) bool {
+	return s.present && (s.rev == i.rev || (s.rev == -1 && i.rev > s.maxRev))
+}
+
+// applyUnknown is the states after a write whose outcome is unknown: as
+// before (it never took effect, or it was a read), or as if it did.
+func (s linState) applyUnknown(i linIn, kind string) []any {
+	out := []any{s}
+	switch kind {
+	case "create":
+		if !s.present {
+			out = append(out, s.written(i, -1, -1))
 		}
 	case "cas":
-		if o.ok {
-			if !condRev() || o.rev <= max(s.maxRev, i.rev) {
-				return nil
-			}
-			create := s.createRev
-			if create == -1 {
-				create = i.rev
-			}
-			if o.createRev != create {
-				return nil
-			}
-			return []any{written(o.rev, create)}
-		}
-		if n, ok := s.agrees(o); ok && !(s.present && n.rev == i.rev) {
-			return []any{n}
+		if s.condRev(i) {
+			n := s.written(i, -1, s.createRev)
+			n.maxRev = s.maxRev
+			out = append(out, n)
 		}
 	case "delete":
-		if o.ok {
-			if !condRev() {
-				return nil
-			}
-			return []any{linState{maxRev: max(s.maxRev, i.rev)}}
-		}
-		if n, ok := s.agrees(o); ok && !(s.present && n.rev == i.rev) {
-			return []any{n}
+		if s.condRev(i) {
+			out = append(out, linState{maxRev: max(s.maxRev, i.rev)})
 		}
 	case "keepalive":
-		if o.ok {
-			if !condRev() {
-				return nil
-			}
-			n, ok := s.matches(linOut{rev: o.rev, createRev: o.createRev, value: s.value})
-			if s.rev == -1 {
-				n, ok = s.matches(linOut{rev: i.rev, createRev: o.createRev, value: s.value})
-			}
-			if !ok || o.rev != i.rev {
-				return nil
-			}
+		if s.condRev(i) {
+			n := s
 			n.ttl, n.expireAt = true, i.call+i.ttl
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (s linState) applyGet(o linOut) []any {
+	if !o.ok {
+		if s.present {
+			return nil
+		}
+		return []any{s}
+	}
+	if n, ok := s.matches(o); ok {
+		return []any{n}
+	}
+	return nil
+}
+
+func (s linState) applyCreate(i linIn, o linOut) []any {
+	if o.ok {
+		if !s.present && o.rev > s.maxRev && o.createRev == o.rev {
+			return []any{s.written(i, o.rev, o.rev)}
+		}
+		return nil
+	}
+	if s.present {
+		if n, ok := s.agrees(o); ok && o.found {
 			return []any{n}
 		}
-		if n, ok := s.agrees(o); ok && !(s.present && n.rev == i.rev) {
-			return []any{n}
+	}
+	return nil
+}
+
+func (s linState) applyCAS(i linIn, o linOut) []any {
+	if o.ok {
+		if !s.condRev(i) || o.rev <= max(s.maxRev, i.rev) {
+			return nil
 		}
+		create := s.createRev
+		if create == -1 {
+			create = i.rev
+		}
+		if o.createRev != create {
+			return nil
+		}
+		return []any{s.written(i, o.rev, create)}
+	}
+	return s.refused(i, o)
+}
+
+func (s linState) applyDelete(i linIn, o linOut) []any {
+	if o.ok {
+		if !s.condRev(i) {
+			return nil
+		}
+		return []any{linState{maxRev: max(s.maxRev, i.rev)}}
+	}
+	return s.refused(i, o)
+}
+
+func (s linState) applyKeepAlive(i linIn, o linOut) []any {
+	if o.ok {
+		if !s.condRev(i) {
+			return nil
+		}
+		n, ok := s.matches(linOut{rev: o.rev, createRev: o.createRev, value: s.value})
+		if s.rev == -1 {
+			n, ok = s.matches(linOut{rev: i.rev, createRev: o.createRev, value: s.value})
+		}
+		if !ok || o.rev != i.rev {
+			return nil
+		}
+		n.ttl, n.expireAt = true, i.call+i.ttl
+		return []any{n}
+	}
+	return s.refused(i, o)
+}
+
+// refused is the state after a cas, delete or keepalive of i refused with
+// o: one that agrees with the entry o reports, and not at i's revision.
+func (s linState) refused(i linIn, o linOut) []any {
+	if n, ok := s.agrees(o); ok && !(s.present && n.rev == i.rev) {
+		return []any{n}
 	}
 	return nil
 }
