@@ -54,107 +54,21 @@ func main() {
 }
 
 func run(out string, count int, short bool, only, raw, from string, keepGoing bool, timeout time.Duration) error {
-	var sel *regexp.Regexp
-	if only != "" {
-		var err error
-		if sel, err = regexp.Compile(only); err != nil {
-			return fmt.Errorf("-only: %w", err)
-		}
+	sel, err := selection(only)
+	if err != nil {
+		return err
 	}
-	// Every section keeps its heading, so that links into the page hold;
-	// one not selected says so.
-	selected := func(s Section) bool { return sel == nil || sel.MatchString(s.Title) }
-	var sections []Section
-	for _, s := range Sections {
-		if selected(s) {
-			sections = append(sections, s)
-		}
-	}
-	if len(sections) == 0 {
-		return fmt.Errorf("no section matches -only %q", only)
-	}
-	skipped := func(s Section) SectionResult {
-		return SectionResult{Section: s, Command: command(s, count, short), Err: fmt.Sprintf("not selected in this run (-only %q)", only)}
-	}
-
-	rep := Report{Machine: machine(count, short)}
 	if from != "" {
-		// The machine, date and commit are those of the run that kept the
-		// output, not of this rendering.
-		m, err := readMachine(from)
+		rep, err := renderKept(from, sel)
 		if err != nil {
 			return err
 		}
-		m.Mode += "; rendered from its kept output (-from)"
-		rep.Machine = m
-		count, short = m.Count, m.Short
-		for _, s := range Sections {
-			if !selected(s) {
-				rep.Sections = append(rep.Sections, skipped(s))
-				continue
-			}
-			sr := SectionResult{Section: s, Command: command(s, count, short)}
-			f, err := os.Open(rawPath(from, s))
-			if err != nil {
-				sr.Err = "no output kept for it"
-			} else {
-				sr.Run, err = Parse(f)
-				f.Close()
-				if err != nil {
-					return err
-				}
-				sr.Err = runError(sr.Run)
-			}
-			rep.Sections = append(rep.Sections, sr)
-		}
 		return write(out, rep)
 	}
-
-	if err := os.MkdirAll(raw, 0o755); err != nil {
+	rep, failed, err := measure(raw, sel, count, short, timeout)
+	if err != nil {
 		return err
 	}
-	apiserver, apiErr := "", error(nil)
-	var failed []string
-	start := time.Now()
-	load0 := loadAverage()
-	for _, s := range Sections {
-		if !selected(s) {
-			rep.Sections = append(rep.Sections, skipped(s))
-			continue
-		}
-		sr := SectionResult{Section: s, Command: command(s, count, short)}
-		env := os.Environ()
-		if s.Kube {
-			if apiserver == "" && apiErr == nil {
-				apiserver, apiErr = kubeAPIServer()
-			}
-			if apiErr != nil {
-				sr.Err = "the kube-apiserver could not be built"
-				failed = append(failed, s.Title+": "+apiErr.Error())
-				rep.Sections = append(rep.Sections, sr)
-				continue
-			}
-			env = append(env, "TENURE_KUBE_APISERVER="+apiserver)
-		}
-		fmt.Fprintf(os.Stderr, "benchreport: %s (%s since start)\n  %s\n", s.Title, time.Since(start).Round(time.Second), sr.Command)
-		output, err := goTest(s, count, short, timeout, env)
-		if werr := os.WriteFile(rawPath(raw, s), output, 0o644); werr != nil {
-			return werr
-		}
-		sr.Run, _ = Parse(bytes.NewReader(output))
-		if err != nil || sr.Run.Failed {
-			sr.Err = "its benchmarks failed"
-			failed = append(failed, fmt.Sprintf("%s: %v (output in %s)", s.Title, err, rawPath(raw, s)))
-		} else {
-			sr.Err = runError(sr.Run)
-		}
-		rep.Sections = append(rep.Sections, sr)
-	}
-	rep.Machine.Load = load0 + " / " + loadAverage()
-	if err := writeMachine(raw, rep.Machine); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "benchreport: done in %s; raw output in %s\n", time.Since(start).Round(time.Second), raw)
 	if len(failed) > 0 {
 		fmt.Fprintln(os.Stderr, "benchreport: failed sections:\n  "+strings.Join(failed, "\n  "))
 		if !keepGoing {
@@ -163,6 +77,145 @@ func run(out string, count int, short bool, only, raw, from string, keepGoing bo
 		defer fmt.Fprintln(os.Stderr, "benchreport: wrote", out, "with failed sections marked")
 	}
 	return write(out, rep)
+}
+
+// selector tells the sections a run measures (-only) from the others.
+// Every section keeps its heading, so that links into the page hold; one
+// not selected says so.
+type selector struct {
+	re   *regexp.Regexp // nil: every section
+	only string
+}
+
+func (sel selector) selected(s Section) bool { return sel.re == nil || sel.re.MatchString(s.Title) }
+
+// skipped is the result of a section sel did not select.
+func (sel selector) skipped(s Section, count int, short bool) SectionResult {
+	return SectionResult{Section: s, Command: command(s, count, short), Err: fmt.Sprintf("not selected in this run (-only %q)", sel.only)}
+}
+
+// selection compiles -only, and refuses one that selects no section.
+func selection(only string) (selector, error) {
+	sel := selector{only: only}
+	if only != "" {
+		re, err := regexp.Compile(only)
+		if err != nil {
+			return selector{}, fmt.Errorf("-only: %w", err)
+		}
+		sel.re = re
+	}
+	for _, s := range Sections {
+		if sel.selected(s) {
+			return sel, nil
+		}
+	}
+	return selector{}, fmt.Errorf("no section matches -only %q", only)
+}
+
+// renderKept is the report of the output a run kept in from. The machine,
+// date and commit are those of the run that kept the output, not of this
+// rendering.
+func renderKept(from string, sel selector) (Report, error) {
+	m, err := readMachine(from)
+	if err != nil {
+		return Report{}, err
+	}
+	m.Mode += "; rendered from its kept output (-from)"
+	rep := Report{Machine: m}
+	for _, s := range Sections {
+		if !sel.selected(s) {
+			rep.Sections = append(rep.Sections, sel.skipped(s, m.Count, m.Short))
+			continue
+		}
+		sr := SectionResult{Section: s, Command: command(s, m.Count, m.Short)}
+		f, err := os.Open(rawPath(from, s))
+		if err != nil {
+			sr.Err = "no output kept for it"
+		} else {
+			sr.Run, err = Parse(f)
+			f.Close()
+			if err != nil {
+				return Report{}, err
+			}
+			sr.Err = runError(sr.Run)
+		}
+		rep.Sections = append(rep.Sections, sr)
+	}
+	return rep, nil
+}
+
+// measure runs the selected sections' benchmarks, keeping each one's
+// output in raw, and returns the report and what failed.
+func measure(raw string, sel selector, count int, short bool, timeout time.Duration) (Report, []string, error) {
+	rep := Report{Machine: machine(count, short)}
+	if err := os.MkdirAll(raw, 0o755); err != nil {
+		return Report{}, nil, err
+	}
+	var kube kubeOnce
+	var failed []string
+	start := time.Now()
+	load0 := loadAverage()
+	for _, s := range Sections {
+		if !sel.selected(s) {
+			rep.Sections = append(rep.Sections, sel.skipped(s, count, short))
+			continue
+		}
+		sr, fail, err := measureSection(s, raw, count, short, timeout, &kube, start)
+		if err != nil {
+			return Report{}, nil, err
+		}
+		if fail != "" {
+			failed = append(failed, fail)
+		}
+		rep.Sections = append(rep.Sections, sr)
+	}
+	rep.Machine.Load = load0 + " / " + loadAverage()
+	if err := writeMachine(raw, rep.Machine); err != nil {
+		return Report{}, nil, err
+	}
+	fmt.Fprintf(os.Stderr, "benchreport: done in %s; raw output in %s\n", time.Since(start).Round(time.Second), raw)
+	return rep, failed, nil
+}
+
+// kubeOnce builds the kube-apiserver for the first section that needs it,
+// and remembers the outcome for the others.
+type kubeOnce struct {
+	bin string
+	err error
+}
+
+func (k *kubeOnce) get() (string, error) {
+	if k.bin == "" && k.err == nil {
+		k.bin, k.err = kubeAPIServer()
+	}
+	return k.bin, k.err
+}
+
+// measureSection runs one section's benchmarks, keeping the output in raw.
+// fail says what failed, if it did; err is for what ends the whole run.
+func measureSection(s Section, raw string, count int, short bool, timeout time.Duration, kube *kubeOnce, start time.Time) (sr SectionResult, fail string, err error) {
+	sr = SectionResult{Section: s, Command: command(s, count, short)}
+	env := os.Environ()
+	if s.Kube {
+		apiserver, err := kube.get()
+		if err != nil {
+			sr.Err = "the kube-apiserver could not be built"
+			return sr, s.Title + ": " + err.Error(), nil
+		}
+		env = append(env, "TENURE_KUBE_APISERVER="+apiserver)
+	}
+	fmt.Fprintf(os.Stderr, "benchreport: %s (%s since start)\n  %s\n", s.Title, time.Since(start).Round(time.Second), sr.Command)
+	output, err := goTest(s, count, short, timeout, env)
+	if werr := os.WriteFile(rawPath(raw, s), output, 0o644); werr != nil {
+		return sr, "", werr
+	}
+	sr.Run, _ = Parse(bytes.NewReader(output))
+	if err != nil || sr.Run.Failed {
+		sr.Err = "its benchmarks failed"
+		return sr, fmt.Sprintf("%s: %v (output in %s)", s.Title, err, rawPath(raw, s)), nil
+	}
+	sr.Err = runError(sr.Run)
+	return sr, "", nil
 }
 
 // runError says why a run that did not fail has no figures.
