@@ -95,7 +95,11 @@
 // (grant pg_read_all_stats or pg_monitor). WithAsyncStandbys (URL:
 // async_standbys=accept) opens anyway, for deployments that never promote an
 // asynchronous standby while claims are live. A server in recovery is
-// refused with ErrUnavailable. The check runs at open only.
+// refused with ErrUnavailable. A primary with synchronous_standby_names
+// set and no synchronous standby streaming (a promoted standby that kept
+// the old primary's setting) makes every commit wait: Open waits for one,
+// and when its ctx ends first fails with ErrUnavailable naming the
+// setting. The check runs at open only.
 //
 // # Watch
 //

@@ -243,3 +243,50 @@ func TestWatchFollowsNewPrimary(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenWaitsForSyncStandby: a primary that waits at every commit for
+// a synchronous standby and has none (a promoted standby that kept the old
+// primary's synchronous_standby_names, or one whose standby is being
+// rebuilt) holds an open until one streams; when the caller's ctx ends
+// first, the open fails as unavailable, naming the setting, instead of
+// giving a store whose every write times out. An open that waits
+// completes once a standby streams.
+func TestOpenWaitsForSyncStandby(t *testing.T) {
+	srv := pgtest.Start(t)
+	db := srv.NewDatabase(t)
+	dsn := srv.DSN(db)
+	tbl := newTable()
+	open(t, dsn, tbl).Close()
+	srv.SetSynchronous(t, true)
+	for _, opts := range [][]postgres.Option{{postgres.WithoutSetup()}, {postgres.WithoutSetup(), postgres.WithAsyncStandbys()}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		s, err := postgres.Open(ctx, dsn, append([]postgres.Option{postgres.WithTable("public", tbl)}, opts...)...)
+		cancel()
+		if err == nil {
+			s.Close()
+		}
+		if !errors.Is(err, backends.ErrUnavailable) || !strings.Contains(err.Error(), "synchronous_standby_names") {
+			t.Errorf("Open (options %d) on a primary waiting for a synchronous standby it lacks = %v, want ErrUnavailable naming synchronous_standby_names", len(opts), err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	_, err := storeurl.Open(ctx, dsn+"&create=true&table=public."+newTable())
+	cancel()
+	if !errors.Is(err, backends.ErrUnavailable) || !strings.Contains(err.Error(), "synchronous_standby_names") {
+		t.Errorf("storeurl.Open with create=true on that primary = %v, want ErrUnavailable naming synchronous_standby_names", err)
+	}
+
+	opened := make(chan error, 1)
+	go func() {
+		s, err := postgres.Open(within(t, faultLimit), dsn, postgres.WithTable("public", tbl))
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	srv.StartStandby(t)
+	srv.WaitStandbys(t, 1, true)
+	if err := <-opened; err != nil {
+		t.Errorf("Open that waited while a synchronous standby started = %v, want a store", err)
+	}
+}

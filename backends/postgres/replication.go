@@ -3,6 +3,9 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/benbjohnson/clock"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tenure-go/tenure/backends"
@@ -33,38 +36,78 @@ const replicationSQL = `WITH r AS (
 SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'), current_setting('synchronous_commit'),
 	(SELECT count(*) FROM r),
 	(SELECT count(*) FROM r WHERE sync_state IS NULL),
-	(SELECT count(*) FROM r WHERE sync_state = 'async')`
+	(SELECT count(*) FROM r WHERE sync_state = 'async'),
+	(SELECT count(*) FROM r WHERE sync_state IN ('sync', 'quorum'))`
 
 // checkReplication refuses, with an error wrapping backends.ErrUnsupported
 // that names the setting, a primary with standbys it does not replicate
 // to synchronously, unless the caller accepted them (WithAsyncStandbys);
-// and, with ErrUnavailable, a server that is itself a standby.
-func checkReplication(ctx context.Context, pool *pgxpool.Pool, acceptAsync bool) error {
+// and, with ErrUnavailable, a server that is itself a standby. A primary
+// that waits at every commit for a synchronous standby and has none
+// streaming (a standby being rebuilt, or a promoted standby that kept the
+// old primary's synchronous_standby_names), on which every write would
+// wait, is asked again every syncPoll until one streams; when ctx ends
+// first, the error wraps ErrUnavailable and names the setting.
+func checkReplication(ctx context.Context, pool *pgxpool.Pool, clk clock.Clock, acceptAsync bool) error {
+	var waited error
+	for {
+		wait, err := checkReplicationOnce(ctx, pool, acceptAsync)
+		if !wait {
+			if waited != nil && ctx.Err() != nil {
+				return waited // ended while asking again
+			}
+			return err
+		}
+		waited = err
+		t := clk.Timer(syncPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// syncPoll is how often an open asks again whether a synchronous standby
+// streams.
+const syncPoll = 250 * time.Millisecond
+
+// checkReplicationOnce is one check of checkReplication; wait says that
+// err is the condition it waits out.
+func checkReplicationOnce(ctx context.Context, pool *pgxpool.Pool, acceptAsync bool) (wait bool, err error) {
 	var (
 		inRecovery                   bool
 		standbyNames, commit         string
 		standbys, unseen, asyncCount int64
+		syncCount                    int64
 	)
-	err := pool.QueryRow(ctx, replicationSQL).Scan(&inRecovery, &standbyNames, &commit, &standbys, &unseen, &asyncCount)
+	err = pool.QueryRow(ctx, replicationSQL).Scan(&inRecovery, &standbyNames, &commit, &standbys, &unseen, &asyncCount, &syncCount)
 	if err != nil {
-		return mapError("open", "", err)
+		return false, mapError("open", "", err)
 	}
 	if inRecovery {
-		return fmt.Errorf("postgres: open: the server is a standby (in recovery), which cannot be written: connect to the primary (target_session_attrs=read-write): %w", backends.ErrUnavailable)
+		return false, fmt.Errorf("postgres: open: the server is a standby (in recovery), which cannot be written: connect to the primary (target_session_attrs=read-write): %w", backends.ErrUnavailable)
+	}
+	if standbyNames != "" && commit != "off" && commit != "local" && unseen == 0 && syncCount == 0 {
+		// Every commit would wait for a standby that is not there, and a
+		// write cancelled at its deadline would stay committed on the
+		// primary alone.
+		return true, fmt.Errorf("postgres: open: synchronous_standby_names is %q and no synchronous standby streams from the server, so every commit waits for one: start the standby, or clear synchronous_standby_names on a primary left without one (after a failover): %w", standbyNames, backends.ErrUnavailable)
 	}
 	if standbys == 0 || acceptAsync {
-		return nil
+		return false, nil
 	}
 	const optIn = "or accept them with WithAsyncStandbys (URL: async_standbys=accept) if no asynchronous standby is ever promoted while claims are live"
 	switch {
 	case standbyNames == "":
-		return fmt.Errorf("postgres: open: the server streams to %d standbys and synchronous_standby_names is empty: a promoted standby may lack acknowledged writes and give a claim two holders; set synchronous_standby_names, %s: %w", standbys, optIn, backends.ErrUnsupported)
+		return false, fmt.Errorf("postgres: open: the server streams to %d standbys and synchronous_standby_names is empty: a promoted standby may lack acknowledged writes and give a claim two holders; set synchronous_standby_names, %s: %w", standbys, optIn, backends.ErrUnsupported)
 	case commit == "off" || commit == "local":
-		return fmt.Errorf("postgres: open: the server streams to %d standbys and synchronous_commit is %q, which does not wait for them; set synchronous_commit to on, remote_write or remote_apply, %s: %w", standbys, commit, optIn, backends.ErrUnsupported)
+		return false, fmt.Errorf("postgres: open: the server streams to %d standbys and synchronous_commit is %q, which does not wait for them; set synchronous_commit to on, remote_write or remote_apply, %s: %w", standbys, commit, optIn, backends.ErrUnsupported)
 	case unseen > 0:
-		return fmt.Errorf("postgres: open: the server streams to %d standbys and this role may not read their sync_state in pg_stat_replication: grant it pg_read_all_stats (or pg_monitor), %s: %w", standbys, optIn, backends.ErrUnsupported)
+		return false, fmt.Errorf("postgres: open: the server streams to %d standbys and this role may not read their sync_state in pg_stat_replication: grant it pg_read_all_stats (or pg_monitor), %s: %w", standbys, optIn, backends.ErrUnsupported)
 	case asyncCount > 0:
-		return fmt.Errorf("postgres: open: %d of the server's %d standbys are asynchronous (synchronous_standby_names %q does not name them): add them to synchronous_standby_names, %s: %w", asyncCount, standbys, standbyNames, optIn, backends.ErrUnsupported)
+		return false, fmt.Errorf("postgres: open: %d of the server's %d standbys are asynchronous (synchronous_standby_names %q does not name them): add them to synchronous_standby_names, %s: %w", asyncCount, standbys, standbyNames, optIn, backends.ErrUnsupported)
 	}
-	return nil
+	return false, nil
 }

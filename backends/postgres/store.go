@@ -386,7 +386,7 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	n := newNames(c.schema, c.table)
 	pctx, cancel := openCtx(ctx)
 	defer cancel()
-	if err := checkReplication(pctx, pool, c.asyncStandbys); err != nil {
+	if err := checkReplication(pctx, pool, c.clk, c.asyncStandbys); err != nil {
 		return nil, err
 	}
 	if n, err = prepare(pctx, pool, n, c.setup); err != nil {
