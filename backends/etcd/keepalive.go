@@ -212,7 +212,7 @@ func (k *keeper) stream(ctx context.Context) (*keepStream, error) {
 	// The sender and the receiver join the store's goroutines, unless
 	// Close has begun.
 	k.s.book.mu.Lock()
-	closed := k.s.book.closed
+	closed := k.s.book.closing.Closed()
 	if !closed {
 		k.s.wg.Add(2)
 	}

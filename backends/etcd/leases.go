@@ -8,6 +8,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/closer"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -48,8 +49,9 @@ type leaseBook struct {
 	// serve or collect appeared); nil without a shared lease. Safe under mu.
 	wake func()
 
-	mu       sync.Mutex
-	closed   bool                  // guarded by mu; the store is closed
+	mu sync.Mutex
+	// closing is the store's closed state, marked under mu.
+	closing  closer.Once
 	held     map[string]*heldEntry // guarded by mu; by etcd key
 	unknown  map[string]writeLease // guarded by mu; writes on a shared lease with unknown outcomes, by etcd key
 	inflight map[string]int        // guarded by mu; writes in flight, by etcd key
@@ -88,23 +90,6 @@ func (b *leaseBook) init(c clock.Clock, log *slog.Logger) {
 	b.groups = make(map[int64]*leaseGroup)
 	b.abandoned = make(map[clientv3.LeaseID]time.Time)
 	b.pruneAt = 64
-}
-
-// close marks the store closed; false if it already was.
-func (b *leaseBook) close() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.closed = true
-	return true
-}
-
-func (b *leaseBook) isClosed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closed
 }
 
 // garbage lists the entries of shared leases that are garbage at now (not
@@ -183,7 +168,7 @@ func (b *leaseBook) grantedOf(k string, id clientv3.LeaseID) time.Duration {
 // to vouch for; 0 if nothing is to start. The caller holds mu and starts
 // the watch.
 func (b *leaseBook) sentinelFromLocked() int64 {
-	if b.watchFrom != 0 || b.closed {
+	if b.watchFrom != 0 || b.closing.Closed() {
 		return 0
 	}
 	from := int64(0)

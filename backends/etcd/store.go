@@ -51,7 +51,7 @@ type Store struct {
 	wg     sync.WaitGroup // the goroutines of watches, of the keep-alive stream and of the batcher
 
 	// book is what the store knows of the entries it wrote with a TTL and
-	// of its leases; its mutex also guards closed.
+	// of its leases; Close marks the store closed under its mutex.
 	book leaseBook
 
 	// freed holds the etcd keys that a watch of this store (Watch) last
@@ -202,20 +202,19 @@ func (s *Store) Prefix() string { return s.prefix }
 // storeurl.Open). It deletes nothing and revokes nothing: entries on a shared
 // lease expire with that lease, which nobody keeps alive any more.
 func (s *Store) Close() error {
-	if !s.book.close() {
-		return nil
-	}
-	s.cancel()
-	s.wg.Wait()
-	if s.ownsClient {
-		if err := s.cli.Close(); err != nil {
-			return fmt.Errorf("etcd: close client: %w", err)
+	return s.book.closing.Close(&s.book.mu, func() error {
+		s.cancel()
+		s.wg.Wait()
+		if s.ownsClient {
+			if err := s.cli.Close(); err != nil {
+				return fmt.Errorf("etcd: close client: %w", err)
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
-func (s *Store) isClosed() bool { return s.book.isClosed() }
+func (s *Store) isClosed() bool { return s.book.closing.Closed() }
 
 func (s *Store) checkOpen(op, key string) error {
 	if s.isClosed() {

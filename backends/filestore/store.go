@@ -13,12 +13,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/check"
+	"github.com/tenure-go/tenure/internal/closer"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,7 +39,7 @@ type Store struct {
 
 	readOnly bool // opened WithReadOnly: writes are refused, temp files left be
 
-	closed atomic.Bool
+	closing closer.Once
 
 	mu      sync.Mutex
 	watches map[*watch]struct{} // guarded by mu; nil once closed
@@ -296,22 +296,23 @@ func (s *Store) Capabilities() backends.Capabilities {
 // Close implements backends.Store: it ends every watch (closing their
 // channels) and waits for their goroutines. Entries stay on disk.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
+	// No mutex orders the mark: a watch registers under mu only while
+	// s.watches is not nil, which the teardown clears under mu.
+	return s.closing.Close(nil, func() error {
+		s.mu.Lock()
+		ws := s.watches
+		s.watches = nil
+		s.mu.Unlock()
+		for w := range ws {
+			w.stop()
+		}
+		s.wg.Wait()
 		return nil
-	}
-	s.mu.Lock()
-	ws := s.watches
-	s.watches = nil
-	s.mu.Unlock()
-	for w := range ws {
-		w.stop()
-	}
-	s.wg.Wait()
-	return nil
+	})
 }
 
 func (s *Store) usable(ctx context.Context, op, key string) error {
-	if s.closed.Load() {
+	if s.closing.Closed() {
 		return fmt.Errorf("filestore: %s %q: %w", op, key, backends.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {

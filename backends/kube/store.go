@@ -13,6 +13,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/check"
+	"github.com/tenure-go/tenure/internal/closer"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,7 +114,7 @@ type Store struct {
 	mu       sync.Mutex
 	seen     map[string]*sighting        // by Lease name; guarded by mu
 	sessions map[string]*sessionSighting // by session Lease name; guarded by mu
-	closed   bool                        // guarded by mu
+	closing  closer.Once                 // marked under mu
 
 	hub *hub
 	own *owner // session mode only
@@ -234,7 +235,7 @@ func (s *Store) keyOf(l *coordinationv1.Lease) (string, bool) {
 func (s *Store) checkOpen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closing.Closed() {
 		return backends.ErrClosed
 	}
 	return nil
@@ -700,16 +701,11 @@ func expect(v view, op, key string, rev int64) error {
 // names (one List each, and a conditional delete; at most a few seconds).
 // It deletes no claim and does not close the client.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	return s.closing.Close(&s.mu, func() error {
+		if s.own != nil {
+			s.own.close()
+		}
+		s.hub.close()
 		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	if s.own != nil {
-		s.own.close()
-	}
-	s.hub.close()
-	return nil
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/check"
+	"github.com/tenure-go/tenure/internal/closer"
 )
 
 // defaultWatchBuffer is the number of events a watch channel buffers before
@@ -54,7 +55,7 @@ type Store struct {
 
 	mu sync.Mutex
 	// Everything below is guarded by mu.
-	closed   bool
+	closing  closer.Once      // marked under mu
 	rev      int64            // the last revision issued
 	items    map[string]*item // live entries (expired ones are swept first)
 	expiry   expiryHeap       // the items that have a TTL, earliest first
@@ -314,7 +315,7 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 		if _, ok := s.watchers[w]; ok {
 			delete(s.watchers, w)
 			close(w.ch)
-			if !s.closed {
+			if !s.closing.Closed() {
 				now := s.clock.Now()
 				s.sweep(now) // so that the timer rearm arms is in the future
 				s.rearm(now)
@@ -328,28 +329,25 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 // Close implements backends.Store. It closes every watch channel, stops the
 // expiry timer and returns once the store's callbacks have returned.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
+	return s.closing.Close(&s.mu, func() error {
+		s.mu.Lock()
+		for w := range s.watchers {
+			s.dropWatcher(w)
+		}
+		if s.timer != nil {
+			s.stopTimer()
+		}
 		s.mu.Unlock()
+		s.wg.Wait()
 		return nil
-	}
-	s.closed = true
-	for w := range s.watchers {
-		s.dropWatcher(w)
-	}
-	if s.timer != nil {
-		s.stopTimer()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-	return nil
+	})
 }
 
 // begin starts an operation under mu: it fails on a closed store, reads the
 // clock once and removes every entry that has expired by then, so the map
 // holds live entries only.
 func (s *Store) begin() (time.Time, error) {
-	if s.closed {
+	if s.closing.Closed() {
 		return time.Time{}, backends.ErrClosed
 	}
 	now := s.clock.Now()
@@ -509,7 +507,7 @@ func (s *Store) stopTimer() {
 func (s *Store) onTimer(gen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closing.Closed() {
 		return
 	}
 	if gen == s.timerGen {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/check"
+	"github.com/tenure-go/tenure/internal/closer"
 )
 
 // MinServerVersion is the oldest nats-server the store runs on: per-key
@@ -58,9 +59,9 @@ type Store struct {
 	done    chan struct{} // closed by Close
 	watches sync.WaitGroup
 
-	mu     sync.Mutex
-	closed bool                // guarded by mu
-	seen   map[string]sighting // guarded by mu; by key
+	mu      sync.Mutex
+	closing closer.Once         // marked under mu
+	seen    map[string]sighting // guarded by mu; by key
 	// known holds, by key, the last message this store saw committed
 	// (written, watched or read: an entry with or without TTL, a delete),
 	// for as long as a deposed stream leader could answer with an older
@@ -409,25 +410,20 @@ func (s *Store) Bucket() string { return s.bucket }
 // Close ends the store's watches and, when the store opened its own
 // connection (opened from a URL by storeurl.Open), closes it. It does not delete entries.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	return s.closing.Close(&s.mu, func() error {
+		close(s.done)
+		s.watches.Wait()
+		if s.ownConn {
+			s.nc.Close()
+		}
 		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	close(s.done)
-	s.watches.Wait()
-	if s.ownConn {
-		s.nc.Close()
-	}
-	return nil
+	})
 }
 
 func (s *Store) checkOpen(op, key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closing.Closed() {
 		return fmt.Errorf("nats: %s %q: %w", op, key, backends.ErrClosed)
 	}
 	return nil

@@ -87,7 +87,7 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 	}
 	w := &watcher{ctx: ctx, prefix: s.subj + encodeKey(prefix), after: last, ch: make(chan backends.Event, watchBuffer)}
 	s.mu.Lock()
-	if h.ended || s.closed {
+	if h.ended || s.closing.Closed() {
 		s.mu.Unlock()
 		close(w.ch)
 		return w.ch, nil
@@ -177,7 +177,7 @@ func (s *Store) startHub(it messages, start uint64) (*hub, error) {
 		cancel()
 		return cur, nil
 	}
-	if s.closed {
+	if s.closing.Closed() {
 		s.mu.Unlock()
 		it.Stop()
 		cancel()

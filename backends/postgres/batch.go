@@ -31,7 +31,7 @@ func (s *Store) keepAliveBatched(ctx context.Context, key string, rev int64, ttl
 	req := &kaReq{key: key, rev: rev, ttl: ttlMS(ttl), res: make(chan kaRes, 1)}
 	req.deadline, _ = ctx.Deadline()
 	s.mu.Lock()
-	if s.closed {
+	if s.closing.Closed() {
 		s.mu.Unlock()
 		return backends.Entry{}, fmt.Errorf("postgres: keepalive %q: %w", key, backends.ErrClosed)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/check"
+	"github.com/tenure-go/tenure/internal/closer"
 )
 
 var (
@@ -186,7 +187,7 @@ type Store struct {
 	mu      sync.Mutex
 	seen    map[string]seen // guarded by mu: what this store last observed of each key
 	gen     int64           // guarded by mu: counts the sightings recorded
-	closed  bool            // guarded by mu
+	closing closer.Once     // marked under mu
 	pending []*kaReq        // guarded by mu: keep-alives waiting for the next batch
 	armed   bool            // guarded by mu: a batch is scheduled
 	bg      sync.WaitGroup  // the batch goroutines
@@ -424,7 +425,7 @@ func (s *Store) Capabilities() backends.Capabilities {
 func (s *Store) isClosed(op, key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closing.Closed() {
 		return fmt.Errorf("postgres: %s %q: %w", op, key, backends.ErrClosed)
 	}
 	return nil
@@ -433,20 +434,15 @@ func (s *Store) isClosed(op, key string) error {
 // Close ends every watch and, if the store opened its pool, closes it. It
 // does not delete entries.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	return s.closing.Close(&s.mu, func() error {
+		s.stop()
+		s.watches.Wait()
+		s.bg.Wait()
+		if s.ownsPool {
+			s.pool.Close()
+		}
 		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	s.stop()
-	s.watches.Wait()
-	s.bg.Wait()
-	if s.ownsPool {
-		s.pool.Close()
-	}
-	return nil
+	})
 }
 
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -154,12 +154,12 @@ func (s *Store) listen(ctx context.Context) error {
 		return mapError("watch", "", err)
 	}
 	s.mu.Lock()
-	if s.closed {
+	if s.closing.Closed() {
 		s.mu.Unlock()
 		closeConn(conn)
 		return fmt.Errorf("postgres: watch: %w", backends.ErrClosed)
 	}
-	s.watches.Add(1) // under mu: Close, which sets closed under mu, waits for it
+	s.watches.Add(1) // under mu: Close, which marks the store closed under mu, waits for it
 	s.mu.Unlock()
 	ctx, drop := context.WithCancel(s.stopCtx)
 	s.hub.conn = conn
