@@ -28,15 +28,7 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	if err := s.isClosed("txn", ""); err != nil {
 		return backends.TxnResult{}, err
 	}
-	var keys []string
-	for _, c := range conds {
-		keys = append(keys, c.Key)
-	}
-	for _, o := range ops {
-		keys = append(keys, o.Key)
-	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
+	keys := txnKeys(conds, ops)
 	if len(keys) == 0 {
 		return backends.TxnResult{Entries: []backends.Entry{}}, nil
 	}
@@ -50,12 +42,9 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		return backends.TxnResult{Entries: []backends.Entry{}}, nil
 	}
 
-	fail := func(err error) (backends.TxnResult, error) {
-		return backends.TxnResult{}, mapError("txn", keys[0], err)
-	}
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fail(err)
+		return backends.TxnResult{}, mapError("txn", keys[0], err)
 	}
 	// Released to the pool only with no transaction open: the pool drops
 	// a connection left in one, as after a failed rollback.
@@ -66,29 +55,90 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	sent := s.generation()
 	byKey, err := s.lockRows(ctx, conn, keys)
 	if err != nil {
-		return fail(err)
+		return backends.TxnResult{}, mapError("txn", keys[0], err)
+	}
+	st, err := s.txnStates(byKey, keys, sent)
+	if err != nil {
+		return backends.TxnResult{}, err
+	}
+	if err := txnCheck(conds, st); err != nil {
+		return backends.TxnResult{}, err
+	}
+
+	// The writes, the removal of the placeholders left over and the commit
+	// go out together.
+	b, res := s.txnBatch(ops, keys, st)
+	br := conn.SendBatch(ctx, b)
+	written, err := readTxnBatch(br, ops, res)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// The locks go before the sequence may be moved forward, which
+		// waits for every writer of the table.
+		s.endTxn(ctx, conn)
+		return backends.TxnResult{}, s.writeError(ctx, "txn", keys[0], err)
 	}
 	now := s.clk.Now()
-	type state struct {
-		x    row
-		e    backends.Entry
-		live bool // a real row, not expired for this store
+	for _, x := range written {
+		s.judge(x, now)
 	}
-	st := make(map[string]state, len(keys))
+	for i, o := range ops {
+		if o.Kind == backends.OpDelete && res.Entries[i].Revision != 0 {
+			s.forget(o.Key)
+		}
+	}
+	return res, nil
+}
+
+// txnKeys is every key a transaction names, sorted, each once: the order
+// its rows are locked in.
+func txnKeys(conds []backends.Cond, ops []backends.Op) []string {
+	var keys []string
+	for _, c := range conds {
+		keys = append(keys, c.Key)
+	}
+	for _, o := range ops {
+		keys = append(keys, o.Key)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// txnState is a key's row as a transaction locked it.
+type txnState struct {
+	x    row
+	e    backends.Entry
+	live bool // a real row, not expired for this store
+}
+
+// txnStates judges each key's locked row (byKey) as this store sees it now;
+// sent is the generation before the rows were read. A key without a row
+// kept being deleted under every attempt to lock it.
+func (s *Store) txnStates(byKey map[string]row, keys []string, sent int64) (map[string]txnState, error) {
+	now := s.clk.Now()
+	st := make(map[string]txnState, len(keys))
 	for _, k := range keys {
 		x, ok := byKey[k]
 		if !ok {
-			return backends.TxnResult{}, fmt.Errorf("postgres: txn %q: the key kept being deleted under %d attempts: %w", k, createTries, backends.ErrUnavailable)
+			return nil, fmt.Errorf("postgres: txn %q: the key kept being deleted under %d attempts: %w", k, createTries, backends.ErrUnavailable)
 		}
 		var e backends.Entry
 		live := false
 		if x.rev != 0 {
+			var err error
 			if e, live, err = s.observe("txn", x, now, sent); err != nil {
-				return backends.TxnResult{}, err
+				return nil, err
 			}
 		}
-		st[k] = state{x: x, e: e, live: live}
+		st[k] = txnState{x: x, e: e, live: live}
 	}
+	return st, nil
+}
+
+// txnCheck judges the conditions on the locked rows: the first that does
+// not hold is a *ConflictError.
+func txnCheck(conds []backends.Cond, st map[string]txnState) error {
 	for _, c := range conds {
 		cur := st[c.Key]
 		if c.Revision == 0 && !cur.live {
@@ -101,11 +151,15 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 		if cur.live {
 			ce.Current, ce.Found = cur.e, true
 		}
-		return backends.TxnResult{}, fmt.Errorf("postgres: %w", ce)
+		return fmt.Errorf("postgres: %w", ce)
 	}
+	return nil
+}
 
-	// The writes, the removal of the placeholders left over and the commit
-	// go out together.
+// txnBatch is the batch of a transaction's writes, the removal of the
+// placeholders left over and the commit, and its result so far: the
+// entries of its deletes (a put's comes from its answer).
+func (s *Store) txnBatch(ops []backends.Op, keys []string, st map[string]txnState) (*pgx.Batch, backends.TxnResult) {
 	b := &pgx.Batch{}
 	res := backends.TxnResult{Entries: make([]backends.Entry, len(ops))}
 	for i, o := range ops {
@@ -128,56 +182,41 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	}
 	b.Queue(s.sq.txnClean, keys)
 	b.Queue("COMMIT")
+	return b, res
+}
+
+// readTxnBatch reads the answers of txnBatch's batch into res, in the
+// order it queued them, and returns the rows the puts wrote. An error
+// means the transaction did not commit, or may not have.
+func readTxnBatch(br pgx.BatchResults, ops []backends.Op, res backends.TxnResult) ([]row, error) {
 	written := make([]row, 0, len(ops))
-	br := conn.SendBatch(ctx, b)
-	err = func() error {
-		for i, o := range ops {
-			switch {
-			case o.Kind == backends.OpPut:
-				x, err := scanRow(br.QueryRow())
-				if err != nil {
-					return err
-				}
-				written = append(written, x)
-				ttl := msDuration(x.ttlMS)
-				res.Entries[i] = backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: ttl, Remaining: ttl}
-			case res.Entries[i].Revision != 0:
-				if _, err := br.Exec(); err != nil {
-					return err
-				}
+	for i, o := range ops {
+		switch {
+		case o.Kind == backends.OpPut:
+			x, err := scanRow(br.QueryRow())
+			if err != nil {
+				return written, err
+			}
+			written = append(written, x)
+			ttl := msDuration(x.ttlMS)
+			res.Entries[i] = backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: ttl, Remaining: ttl}
+		case res.Entries[i].Revision != 0:
+			if _, err := br.Exec(); err != nil {
+				return written, err
 			}
 		}
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		tag, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		if tag.String() != "COMMIT" {
-			return pgx.ErrTxCommitRollback
-		}
-		return nil
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
 	}
+	if _, err := br.Exec(); err != nil {
+		return written, err
+	}
+	tag, err := br.Exec()
 	if err != nil {
-		// The locks go before the sequence may be moved forward, which
-		// waits for every writer of the table.
-		s.endTxn(ctx, conn)
-		return backends.TxnResult{}, s.writeError(ctx, "txn", keys[0], err)
+		return written, err
 	}
-	now = s.clk.Now()
-	for _, x := range written {
-		s.judge(x, now)
+	if tag.String() != "COMMIT" {
+		return written, pgx.ErrTxCommitRollback
 	}
-	for i, o := range ops {
-		if o.Kind == backends.OpDelete && res.Entries[i].Revision != 0 {
-			s.forget(o.Key)
-		}
-	}
-	return res, nil
+	return written, nil
 }
 
 // endTxn rolls back conn's transaction if one is open. The rollback is
