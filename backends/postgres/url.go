@@ -133,89 +133,120 @@ func parseURL(u *url.URL) (urlConfig, error) {
 	c := urlConfig{schema: DefaultSchema, table: DefaultTable, sessionAttrs: "read-write"}
 	form := u.Scheme + formTail
 	q := u.Query()
-	// A socket directory is given as host=/DIR, or percent-encoded before
-	// the path (%2FDIR[:PORT]), libpq's two spellings.
-	encoded := strings.HasPrefix(strings.ToUpper(u.Host), "%2F")
-	if q.Has("host") || encoded {
-		dir, port := q.Get("host"), ""
-		if q.Has("host") && u.Host != "" {
-			return c, fmt.Errorf("host %q and host=%s: give the server either before the path or as a socket directory, not both", u.Host, dir)
-		}
-		if encoded {
-			raw := u.Host
-			if i := strings.LastIndex(raw, ":"); i >= 0 {
-				raw, port = raw[:i], raw[i+1:]
-				if port == "" {
-					return c, fmt.Errorf("host %q: empty port", u.Host)
-				}
-			}
-			var err error
-			if dir, err = url.PathUnescape(raw); err != nil {
-				return c, fmt.Errorf("host %q: %v", u.Host, err)
-			}
-		}
-		if !strings.HasPrefix(dir, "/") || path.Clean(dir) != dir {
-			return c, fmt.Errorf("socket directory %q: want the absolute path of the directory that holds the server's unix socket (a host name goes before the path)", dir)
-		}
-		if q.Has("port") {
-			if port != "" {
-				return c, fmt.Errorf("port given twice, as %s and port=%s", port, q.Get("port"))
-			}
-			port = q.Get("port")
-		}
-		if port == "" {
-			port = DefaultPort
-		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
-			return c, fmt.Errorf("port %q: want a number from 1 to 65535", port)
-		}
-		c.socket, c.port = dir, port
-	} else {
-		if q.Has("port") {
-			return c, fmt.Errorf("port= goes with host=/SOCKET/DIR only; give a host's port as HOST:PORT")
-		}
-		hosts, err := storeurl.Hosts(u, DefaultPort)
-		if err != nil {
-			return c, fmt.Errorf("%v: want %s", err, form)
-		}
-		c.hosts = hosts
+	if err := c.parseServer(u, q, form); err != nil {
+		return c, err
 	}
 	c.database = strings.Trim(u.Path, "/")
 	if c.database == "" || strings.Contains(c.database, "/") {
 		return c, fmt.Errorf("database %q: want one name: %s", c.database, form)
 	}
-	if q.Has("table") {
-		v := q.Get("table")
-		schema, table, ok := strings.Cut(v, ".")
-		if !ok {
-			schema, table = DefaultSchema, v
-		}
-		if err := checkIdent("schema", schema); err != nil {
-			return c, err
-		}
-		if err := checkIdent("table", table); err != nil {
-			return c, err
-		}
-		c.schema, c.table = schema, table
+	if err := c.parseTable(q); err != nil {
+		return c, err
 	}
+	if err := c.parseConnParams(q); err != nil {
+		return c, err
+	}
+	if err := c.parsePooler(q); err != nil {
+		return c, err
+	}
+	c.user = u.User
+	return c, nil
+}
+
+// parseServer reads where the server is: a socket directory, given as
+// host=/DIR or percent-encoded before the path (%2FDIR[:PORT]), libpq's two
+// spellings, or the hosts before the path.
+func (c *urlConfig) parseServer(u *url.URL, q url.Values, form string) error {
+	encoded := strings.HasPrefix(strings.ToUpper(u.Host), "%2F")
+	if !q.Has("host") && !encoded {
+		if q.Has("port") {
+			return fmt.Errorf("port= goes with host=/SOCKET/DIR only; give a host's port as HOST:PORT")
+		}
+		hosts, err := storeurl.Hosts(u, DefaultPort)
+		if err != nil {
+			return fmt.Errorf("%v: want %s", err, form)
+		}
+		c.hosts = hosts
+		return nil
+	}
+	dir, port := q.Get("host"), ""
+	if q.Has("host") && u.Host != "" {
+		return fmt.Errorf("host %q and host=%s: give the server either before the path or as a socket directory, not both", u.Host, dir)
+	}
+	if encoded {
+		raw := u.Host
+		if i := strings.LastIndex(raw, ":"); i >= 0 {
+			raw, port = raw[:i], raw[i+1:]
+			if port == "" {
+				return fmt.Errorf("host %q: empty port", u.Host)
+			}
+		}
+		var err error
+		if dir, err = url.PathUnescape(raw); err != nil {
+			return fmt.Errorf("host %q: %v", u.Host, err)
+		}
+	}
+	if !strings.HasPrefix(dir, "/") || path.Clean(dir) != dir {
+		return fmt.Errorf("socket directory %q: want the absolute path of the directory that holds the server's unix socket (a host name goes before the path)", dir)
+	}
+	if q.Has("port") {
+		if port != "" {
+			return fmt.Errorf("port given twice, as %s and port=%s", port, q.Get("port"))
+		}
+		port = q.Get("port")
+	}
+	if port == "" {
+		port = DefaultPort
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return fmt.Errorf("port %q: want a number from 1 to 65535", port)
+	}
+	c.socket, c.port = dir, port
+	return nil
+}
+
+// parseTable reads table=[SCHEMA.]TABLE.
+func (c *urlConfig) parseTable(q url.Values) error {
+	if !q.Has("table") {
+		return nil
+	}
+	v := q.Get("table")
+	schema, table, ok := strings.Cut(v, ".")
+	if !ok {
+		schema, table = DefaultSchema, v
+	}
+	if err := checkIdent("schema", schema); err != nil {
+		return err
+	}
+	if err := checkIdent("table", table); err != nil {
+		return err
+	}
+	c.schema, c.table = schema, table
+	return nil
+}
+
+// parseConnParams reads the libpq parameters the store passes on
+// (sslmode, connect_timeout, application_name, target_session_attrs), and
+// async_standbys.
+func (c *urlConfig) parseConnParams(q url.Values) error {
 	if q.Has("sslmode") {
 		v := q.Get("sslmode")
 		if !slices.Contains(sslModes, v) {
-			return c, fmt.Errorf("sslmode %q: want one of %s", v, strings.Join(sslModes, ", "))
+			return fmt.Errorf("sslmode %q: want one of %s", v, strings.Join(sslModes, ", "))
 		}
 		c.sslmode = v
 	}
 	if q.Has("connect_timeout") {
 		v := q.Get("connect_timeout")
 		if n, err := strconv.Atoi(v); err != nil || n < 0 || strconv.Itoa(n) != v {
-			return c, fmt.Errorf("connect_timeout %q: want whole seconds, 0 or more (libpq's form)", v)
+			return fmt.Errorf("connect_timeout %q: want whole seconds, 0 or more (libpq's form)", v)
 		}
 		c.timeout = v
 	}
 	if q.Has("application_name") {
 		v := q.Get("application_name")
 		if len(v) > 63 {
-			return c, fmt.Errorf("application_name %q: at most 63 bytes (the server keeps no more)", v)
+			return fmt.Errorf("application_name %q: at most 63 bytes (the server keeps no more)", v)
 		}
 		c.appName = v
 	}
@@ -226,16 +257,22 @@ func parseURL(u *url.URL) (urlConfig, error) {
 			ok = ok || v == a
 		}
 		if !ok {
-			return c, fmt.Errorf("target_session_attrs %q: want one of %s (a store writes: it must not connect to a standby)", v, strings.Join(sessionAttrs, ", "))
+			return fmt.Errorf("target_session_attrs %q: want one of %s (a store writes: it must not connect to a standby)", v, strings.Join(sessionAttrs, ", "))
 		}
 		c.sessionAttrs = v
 	}
 	if q.Has("async_standbys") {
 		if v := q.Get("async_standbys"); v != "accept" {
-			return c, fmt.Errorf("async_standbys %q: want accept, or leave it out", v)
+			return fmt.Errorf("async_standbys %q: want accept, or leave it out", v)
 		}
 		c.asyncStandbys = true
 	}
+	return nil
+}
+
+// parsePooler reads pooler= and listen=, which goes with a transaction
+// pooler only.
+func (c *urlConfig) parsePooler(q url.Values) error {
 	c.pooler = PoolerNone
 	if q.Has("pooler") {
 		switch v := q.Get("pooler"); v {
@@ -243,22 +280,21 @@ func parseURL(u *url.URL) (urlConfig, error) {
 		case "transaction":
 			c.pooler = PoolerTransaction
 		default:
-			return c, fmt.Errorf("pooler %q: want transaction (PgBouncer's pool_mode = transaction), session or none", v)
+			return fmt.Errorf("pooler %q: want transaction (PgBouncer's pool_mode = transaction), session or none", v)
 		}
 	}
 	if q.Has("listen") {
 		v := q.Get("listen")
 		hosts, err := storeurl.Hosts(&url.URL{Host: v}, DefaultPort)
 		if err != nil {
-			return c, fmt.Errorf("listen=%s: %v: want HOST[:PORT][,HOST[:PORT]...], the server(s) the watch listens on directly", v, err)
+			return fmt.Errorf("listen=%s: %v: want HOST[:PORT][,HOST[:PORT]...], the server(s) the watch listens on directly", v, err)
 		}
 		if c.pooler != PoolerTransaction {
-			return c, fmt.Errorf("listen=%s goes with pooler=transaction only: without a transaction-mode pooler, the watch listens on the URL's own hosts", v)
+			return fmt.Errorf("listen=%s goes with pooler=transaction only: without a transaction-mode pooler, the watch listens on the URL's own hosts", v)
 		}
 		c.listen = hosts
 	}
-	c.user = u.User
-	return c, nil
+	return nil
 }
 
 // connString is the libpq URL pgx connects with; it holds the password.
