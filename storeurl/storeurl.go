@@ -264,47 +264,98 @@ func (e *Error) Unwrap() []error {
 // Parse checks raw without opening anything. Its errors are *Error (they
 // wrap backends.ErrInvalid) and show raw with its password redacted.
 func Parse(raw string) (*Location, error) {
-	shown := redact(raw)
-	bad := func(format string, args ...any) error {
-		return &Error{URL: shown, Msg: fmt.Sprintf(format, args...)}
-	}
 	if raw == "" {
 		return nil, &Error{Msg: "empty url: want " + Forms()}
 	}
+	bad := badURL(redact(raw))
+	name, sch, rest, err := parseScheme(raw, bad)
+	if err != nil {
+		return nil, err
+	}
+	u, tail, err := splitURL(name, rest, bad)
+	if err != nil {
+		return nil, err
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, bad.errorf("query: %v", err)
+	}
+	if err := checkParams(q, sch, name, bad); err != nil {
+		return nil, err
+	}
+	l := &Location{Scheme: name}
+	given := *u // as written, for String
+	if vs, ok := q["create"]; ok {
+		switch vs[0] {
+		case "true":
+			l.Create = true
+		case "false":
+		default:
+			return nil, bad.errorf("create %q: want create=true or create=false", vs[0])
+		}
+		q.Del("create")
+		u.RawQuery = q.Encode()
+	}
+	if err := checkRest(u, tail, q, sch, name, bad); err != nil {
+		return nil, err
+	}
+	open, err := sch.Parse(u)
+	if err != nil {
+		return nil, &Error{URL: string(bad), Msg: err.Error(), Err: err}
+	}
+	l.u, l.pu, l.open = &given, u, open
+	return l, nil
+}
+
+// badURL is a URL as errors show it (its password redacted).
+type badURL string
+
+// errorf is the *Error of the URL that says what is wrong with it.
+func (b badURL) errorf(format string, args ...any) error {
+	return &Error{URL: string(b), Msg: fmt.Sprintf(format, args...)}
+}
+
+// parseScheme finds raw's scheme, which must be known and linked in, and
+// returns it with what follows its "://".
+func parseScheme(raw string, bad badURL) (name string, sch *Scheme, rest string, _ error) {
 	for _, r := range raw {
 		if r <= ' ' || r == 0x7f {
-			return nil, bad("spaces and control characters are not allowed (percent-encode them)")
+			return "", nil, "", bad.errorf("spaces and control characters are not allowed (percent-encode them)")
 		}
 	}
 	i := strings.Index(raw, "://")
 	if i < 0 {
 		if j := strings.Index(raw, ":"); j > 0 {
-			return nil, bad("want SCHEME://..., such as %s://", strings.ToLower(raw[:j]))
+			return "", nil, "", bad.errorf("want SCHEME://..., such as %s://", strings.ToLower(raw[:j]))
 		}
-		return nil, bad("no scheme: want %s", Forms())
+		return "", nil, "", bad.errorf("no scheme: want %s", Forms())
 	}
-	name := strings.ToLower(raw[:i])
+	name = strings.ToLower(raw[:i])
 	sch, why := lookup(name)
 	switch {
 	case why != "":
-		return nil, bad("%s", why)
+		return "", nil, "", bad.errorf("%s", why)
 	case sch == nil && linkable[name] != "":
-		return nil, bad("scheme %s is not linked in: import _ %q", name, linkable[name])
+		return "", nil, "", bad.errorf("scheme %s is not linked in: import _ %q", name, linkable[name])
 	case sch == nil:
-		return nil, bad("unknown scheme %q: want %s", raw[:i], Forms())
+		return "", nil, "", bad.errorf("unknown scheme %q: want %s", raw[:i], Forms())
 	}
+	return name, sch, raw[i+3:], nil
+}
 
-	// url.Parse refuses several hosts without ports (h1,h2:2379) and would
-	// print the password in its errors: the authority is split off here,
-	// and url.Parse sees a stand-in host. Credentials end at the last "@",
-	// as in redact, so that no part of a password is ever taken for a host
-	// or a path; an "@" elsewhere must be percent-encoded.
-	rest, userinfo := raw[i+3:], ""
+// splitURL parses rest, what follows "name://". url.Parse refuses several
+// hosts without ports (h1,h2:2379) and would print the password in its
+// errors: the authority is split off here, and url.Parse sees a stand-in
+// host. Credentials end at the last "@", as in redact, so that no part of
+// a password is ever taken for a host or a path; an "@" elsewhere must be
+// percent-encoded. tail is what follows the host.
+func splitURL(name, rest string, bad badURL) (u *url.URL, tail string, _ error) {
+	userinfo := ""
 	if k := strings.LastIndex(rest, "@"); k >= 0 {
 		userinfo, rest = rest[:k+1], rest[k+1:]
 	}
 	if strings.IndexFunc(userinfo[:max(len(userinfo)-1, 0)], badUserinfo) >= 0 {
-		return nil, bad("bad character in user or password, or an unescaped %q (percent-encode it)", "@")
+		return nil, "", bad.errorf("bad character in user or password, or an unescaped %q (percent-encode it)", "@")
 	}
 	end := strings.IndexAny(rest, "/?#")
 	if end < 0 {
@@ -317,58 +368,49 @@ func Parse(raw string) (*Location, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // ue.URL holds the password
 		}
-		return nil, bad("%v", err)
+		return nil, "", bad.errorf("%v", err)
 	}
 	u.Host = host
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return nil, bad("query: %v", err)
-	}
-	l := &Location{Scheme: name}
+	return u, tail, nil
+}
+
+// checkParams checks that every parameter of q is one the scheme takes,
+// given once.
+func checkParams(q url.Values, sch *Scheme, name string, bad badURL) error {
 	for k, vs := range q {
 		if !(k == "create" && sch.Create) && !slices.Contains(sch.Params, k) {
-			return nil, bad("unknown parameter %q (%s:// takes %s)", k, name, paramList(sch))
+			return bad.errorf("unknown parameter %q (%s:// takes %s)", k, name, paramList(sch))
 		}
 		if len(vs) != 1 {
-			return nil, bad("parameter %q given %d times", k, len(vs))
+			return bad.errorf("parameter %q given %d times", k, len(vs))
 		}
 	}
-	given := *u // as written, for String
-	if vs, ok := q["create"]; ok {
-		switch vs[0] {
-		case "true":
-			l.Create = true
-		case "false":
-		default:
-			return nil, bad("create %q: want create=true or create=false", vs[0])
-		}
-		q.Del("create")
-		u.RawQuery = q.Encode()
-	}
+	return nil
+}
+
+// checkRest refuses what no scheme takes: a fragment, a user or password
+// where the scheme takes none, control characters in the path or in a
+// parameter's decoded value.
+func checkRest(u *url.URL, tail string, q url.Values, sch *Scheme, name string, bad badURL) error {
 	switch {
 	case u.Fragment != "" || strings.Contains(tail, "#"):
-		return nil, bad("fragments are not supported")
+		return bad.errorf("fragments are not supported")
 	case u.User != nil && !sch.Credentials:
-		return nil, bad("%s:// takes no user or password", name)
+		return bad.errorf("%s:// takes no user or password", name)
 	}
 	for _, r := range u.Path {
 		if r < ' ' || r == 0x7f {
-			return nil, bad("control character in path")
+			return bad.errorf("control character in path")
 		}
 	}
 	// The query's values reach the scheme decoded: no control character
 	// there either.
 	for _, vs := range q {
 		if strings.IndexFunc(vs[0], func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
-			return nil, bad("control character in a parameter")
+			return bad.errorf("control character in a parameter")
 		}
 	}
-	open, err := sch.Parse(u)
-	if err != nil {
-		return nil, &Error{URL: shown, Msg: err.Error(), Err: err}
-	}
-	l.u, l.pu, l.open = &given, u, open
-	return l, nil
+	return nil
 }
 
 func paramList(s *Scheme) string {
