@@ -46,13 +46,8 @@ type runConfig struct {
 	argv       []string
 }
 
-func newRunCmd(o *options) *cobra.Command {
-	var rc runConfig
-	var store string
-	cmd := &cobra.Command{
-		Use:   "run --store URL --key KEY [flags] -- COMMAND [ARG...]",
-		Short: "Run a command while holding a claim, again each time it exits (--once: once, with its status)",
-		Long: strings.TrimSpace(`
+// runLong is run's help.
+const runLong = `
 Run runs COMMAND while it holds the claim KEY and, by default, campaigns
 and runs it again each time it exits, as a service; with --once it runs it
 one time and exits with its status, as consul lock and etcdctl lock do.
@@ -106,8 +101,10 @@ store cannot be opened within --timeout or keeps failing fatally; 75 with
 --once when the term ended before the command exited; 124 with --try when
 the claim was not acquired in time; 126 if the command cannot be executed,
 127 if it is not found; 128+N if tenure got signal N while no command
-ran.`),
-		Example: examples(`
+ran.`
+
+// runExample is run's examples.
+const runExample = `
   # A service: the indexer runs on one host of many sharing an etcd cluster,
   # and is started again whenever it exits:
   tenure run --store etcd://10.0.0.1:2379,10.0.0.2:2379/tenure --key indexer -- ./indexer --serve
@@ -123,7 +120,16 @@ ran.`),
   tenure run --store file:///var/lib/tenure --key backup --once --ttl 30s -- sh -c 'backup --token "$TENURE_TOKEN"'
 
   # The same job, given up with status 124 if another host holds the claim for a minute:
-  tenure run --store file:///var/lib/tenure --key backup --once --try 1m -- ./backup`),
+  tenure run --store file:///var/lib/tenure --key backup --once --try 1m -- ./backup`
+
+func newRunCmd(o *options) *cobra.Command {
+	var rc runConfig
+	var store string
+	cmd := &cobra.Command{
+		Use:     "run --store URL --key KEY [flags] -- COMMAND [ARG...]",
+		Short:   "Run a command while holding a claim, again each time it exits (--once: once, with its status)",
+		Long:    strings.TrimSpace(runLong),
+		Example: examples(runExample),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("no command to run (give it after --)")
