@@ -79,8 +79,8 @@ func (a *Allocator) gc(ctx context.Context) (GCStats, error) {
 		return st, err
 	}
 	st.Masters, st.Indexed, st.References = len(masters), len(index), len(refs)
-	now := a.cfg.Clock.Now()
 
+	p := &gcPass{a: a, now: a.cfg.Clock.Now(), next: make(map[string]cand), st: &st}
 	referenced := make(map[string]bool, len(refs))
 	for _, r := range refs {
 		rest := strings.TrimPrefix(r.Key, pfx+valueDir)
@@ -88,29 +88,48 @@ func (a *Allocator) gc(ctx context.Context) (GCStats, error) {
 			referenced[rest[:i]] = true
 		}
 	}
-	pointsTo := make(map[string]uint64, len(index)) // key -> n
-	next := make(map[string]cand)
-	// due reports whether name was seen unreferenced at rev for Grace, and
-	// carries it to the next pass if not.
-	due := func(name string, rev int64) bool {
-		c, ok := a.cands[name]
-		if !ok || c.rev != rev {
-			next[name] = cand{rev: rev, since: now}
-			return false
-		}
-		if now.Sub(c.since) >= a.cfg.Grace {
-			return true
-		}
-		next[name] = c
+	pointsTo, deletedIndex := p.collectIndex(ctx, index, referenced)
+	p.collectMasters(ctx, masters, pointsTo, deletedIndex)
+	a.cands = p.next
+	return st, errors.Join(p.errs...)
+}
+
+// gcPass is what one pass of the collector learns as it goes.
+type gcPass struct {
+	a    *Allocator
+	now  time.Time
+	next map[string]cand // the candidates carried to the next pass
+	st   *GCStats
+	errs []error
+}
+
+// due reports whether name was seen unreferenced at rev for Grace, and
+// carries it to the next pass if not.
+func (p *gcPass) due(name string, rev int64) bool {
+	c, ok := p.a.cands[name]
+	if !ok || c.rev != rev {
+		p.next[name] = cand{rev: rev, since: p.now}
 		return false
 	}
-	var errs []error
-	deletedIndex := make(map[string]time.Time) // key -> since, for its master
+	if p.now.Sub(c.since) >= p.a.cfg.Grace {
+		return true
+	}
+	p.next[name] = c
+	return false
+}
+
+// collectIndex deletes the index entries unreferenced for Grace, and
+// returns the ID each listed key points to and, for each index entry it
+// deleted, since when it was unreferenced.
+func (p *gcPass) collectIndex(ctx context.Context, index []backends.Entry, referenced map[string]bool) (pointsTo map[string]uint64, deletedIndex map[string]time.Time) {
+	a, pfx := p.a, p.a.cfg.Prefix
+	pointsTo = make(map[string]uint64, len(index)) // key -> n
+	deletedIndex = make(map[string]time.Time)      // key -> since, for its master
 	for _, e := range index {
 		key := strings.TrimPrefix(e.Key, pfx+keyDir)
 		n, _, err := decodeIndex(e.Value)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("index %q: %w", key, err))
+			p.errs = append(p.errs, fmt.Errorf("index %q: %w", key, err))
 			continue
 		}
 		pointsTo[key] = n
@@ -119,48 +138,52 @@ func (a *Allocator) gc(ctx context.Context) (GCStats, error) {
 		}
 		name := keyDir + key
 		since := a.cands[name].since
-		if !due(name, e.Revision) {
+		if !p.due(name, e.Revision) {
 			continue
 		}
 		switch err := a.store.CompareAndDelete(ctx, e.Key, e.Revision); {
 		case err == nil:
-			st.Deleted++
+			p.st.Deleted++
 			deletedIndex[key] = since
 			a.cfg.Logger.Debug("allocator: index collected", "key", key, "id", n, "rev", e.Revision)
 		case backends.Classify(err) == backends.ClassLost:
 			// Written since it was read: in use again.
 		default:
-			errs = append(errs, err)
+			p.errs = append(p.errs, err)
 		}
 	}
+	return pointsTo, deletedIndex
+}
+
+// collectMasters deletes the masters no index entry points to for Grace.
+func (p *gcPass) collectMasters(ctx context.Context, masters []backends.Entry, pointsTo map[string]uint64, deletedIndex map[string]time.Time) {
+	a, pfx := p.a, p.a.cfg.Prefix
 	for _, m := range masters {
 		n, err := strconv.ParseUint(strings.TrimPrefix(m.Key, pfx+idDir), 10, 64)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("master %q: %w", m.Key, backends.ErrCorrupt))
+			p.errs = append(p.errs, fmt.Errorf("master %q: %w", m.Key, backends.ErrCorrupt))
 			continue
 		}
 		key := string(m.Value)
-		if p, ok := pointsTo[key]; ok && p == n {
+		if pt, ok := pointsTo[key]; ok && pt == n {
 			if since, gone := deletedIndex[key]; gone {
 				// Its index went in this pass, after being unreferenced
 				// for Grace: the next pass may take the master at once,
 				// once it has re-read it and seen no index again.
-				next[idDir+strconv.FormatUint(n, 10)] = cand{rev: m.Revision, since: since}
+				p.next[idDir+strconv.FormatUint(n, 10)] = cand{rev: m.Revision, since: since}
 			}
 			continue
 		}
-		if !due(idDir+strconv.FormatUint(n, 10), m.Revision) {
+		if !p.due(idDir+strconv.FormatUint(n, 10), m.Revision) {
 			continue
 		}
 		switch err := a.store.CompareAndDelete(ctx, m.Key, m.Revision); {
 		case err == nil:
-			st.Deleted++
+			p.st.Deleted++
 			a.cfg.Logger.Debug("allocator: master collected", "key", key, "id", n, "rev", m.Revision)
 		case backends.Classify(err) == backends.ClassLost:
 		default:
-			errs = append(errs, err)
+			p.errs = append(p.errs, err)
 		}
 	}
-	a.cands = next
-	return st, errors.Join(errs...)
 }
