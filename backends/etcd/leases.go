@@ -20,10 +20,10 @@ import (
 // (abandoned), and what the sentinel has seen. It sends no request and
 // starts no goroutine: the store does the I/O and records its outcome here.
 //
-// Its mutex guards every field below it, the store's closed flag among
+// Its mutex guards every field below it, the store's closed state among
 // them; no method holds it across I/O or a callback, and the methods named
-// ...Locked expect the caller to hold it. What the book keeps, and what it keeps
-// true, is:
+// ...Locked expect the caller to hold it. What the book keeps, and what it
+// keeps true, is:
 //
 //   - held has at most one entry per etcd key, the one the store last
 //     wrote, kept alive or found by a read there; an entry is on one lease,
@@ -31,8 +31,8 @@ import (
 //   - An entry is vouched for only if the store wrote it itself (own), no
 //     write of the store's own on its key had an unknown outcome while it
 //     was current (unsure), and the sentinel saw no later change of its
-//     key. Once unsure, never vouched again; while
-//     the sentinel's watch is down (watchDown), nothing is (vouchedLocked).
+//     key. Once unsure, never vouched again; while the sentinel's watch is
+//     down (watchDown), nothing is (vouchedLocked).
 //   - inflight counts the writes of a key begun and not ended; an entry
 //     whose key has a write in flight is neither vouched for nor garbage,
 //     and seenWriting holds a key only while it has a write in flight.
