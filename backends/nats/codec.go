@@ -35,6 +35,7 @@ const (
 	noMessageFound = 10037
 	streamNotFound = 10059
 	badTTL         = 10165 // a message TTL the stream refuses
+	storeFailed    = 10077 // the stream's store refused a message (a limit with Discard new)
 	// JSClusterNotAvailErr, "JetStream system temporarily unavailable":
 	// the cluster has had no meta leader for a while.
 	clusterNotAvailable = 10008

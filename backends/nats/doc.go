@@ -68,7 +68,8 @@
 //   - a mirror, sources, or subjects other than the bucket's.
 //
 // Limits with Discard new (a key-value bucket's default) refuse writes
-// once the stream is full instead of dropping messages, and the per-key
+// once the stream is full instead of dropping messages (such a write fails
+// with backends.ErrThrottled, naming the limit to raise), and the per-key
 // history (MaxMsgsPerSubject) drops only a key's older messages, never
 // its last: both are accepted. The check runs when the store opens,
 // whether it found the bucket or created it (a peer may have created it

@@ -26,6 +26,10 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %w", backends.ErrInvalid, err)
 		case ae.Code == 403 || strings.Contains(strings.ToLower(ae.Description), "permission"):
 			return fmt.Errorf("%w: %w", backends.ErrPermission, err)
+		case ae.ErrorCode == storeFailed && (strings.Contains(ae.Description, "maximum messages") || strings.Contains(ae.Description, "maximum bytes")):
+			// A limit with Discard new: the stream is full, and stays so
+			// until keys are deleted or expire.
+			return fmt.Errorf("%w: the bucket's stream is full (its MaxMsgs or MaxBytes, with Discard new, refuses new messages until keys are deleted or expire): raise or remove the limit: %w", backends.ErrThrottled, err)
 		case ae.Code == 503 || ae.Code == 408 || ae.Code == 500:
 			return fmt.Errorf("%w: %w", backends.ErrUnavailable, err)
 		}

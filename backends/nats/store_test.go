@@ -578,3 +578,35 @@ func TestKnownIsPruned(t *testing.T) {
 		t.Errorf("%d marks after 100 recent notes, want 102: recent marks were pruned", len(s.known))
 	}
 }
+
+// TestFullBucketSaysWhy: a bucket whose stream has a limit with Discard
+// new refuses writes once full. A create refused so is throttled, not
+// merely unavailable, and names the limit to raise, instead of an error an
+// elector retries for ever without saying what is wrong.
+func TestFullBucketSaysWhy(t *testing.T) {
+	srv := natstest.Start(t)
+	nc := connect(t, srv.URL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := within(t, 60*time.Second)
+	bucket := newBucketName()
+	if _, err := js.CreateStream(ctx, kvStream(bucket, func(c *jetstream.StreamConfig) { c.MaxMsgs = 2 })); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(ctx, nc, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, k := range []string{"a", "b"} {
+		if _, err := s.CreateIfAbsent(ctx, k, []byte("v"), 0); err != nil {
+			t.Fatalf("CreateIfAbsent(%s) in a bucket with room: %v", k, err)
+		}
+	}
+	_, err = s.CreateIfAbsent(ctx, "c", []byte("v"), 0)
+	if !errors.Is(err, backends.ErrThrottled) || !strings.Contains(err.Error(), "MaxMsgs") {
+		t.Errorf("CreateIfAbsent in a full bucket = %v, want ErrThrottled naming MaxMsgs", err)
+	}
+}
