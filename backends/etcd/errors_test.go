@@ -80,10 +80,10 @@ func TestTTLSeconds(t *testing.T) {
 			t.Errorf("ttlSeconds(%v) = %d, %v; want %d, ok %v", d, got, err, tt.want, tt.ok)
 		}
 	}
-	if _, err := ttlSeconds("create", "k", MaxTTL); err != nil {
+	if _, err := ttlSeconds("create", "k", backends.MaxTTL); err != nil {
 		t.Errorf("ttlSeconds(MaxTTL) = %v, want nil", err)
 	}
-	if _, err := ttlSeconds("create", "k", MaxTTL+1); !errors.Is(err, backends.ErrInvalid) {
+	if _, err := ttlSeconds("create", "k", backends.MaxTTL+1); !errors.Is(err, backends.ErrInvalid) {
 		t.Errorf("ttlSeconds(MaxTTL+1ns) = %v, want ErrInvalid", err)
 	}
 }

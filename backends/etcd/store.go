@@ -18,10 +18,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// MaxTTL is the longest TTL etcd grants (its lessor's MaxLeaseTTL, 9e9
-// seconds). Longer TTLs are refused with ErrInvalid.
-const MaxTTL = 9_000_000_000 * time.Second
-
 // DefaultSharedBatch is how long KeepAlive calls on a shared lease wait, at
 // most, to be answered together when WithSharedLease is given no interval.
 const DefaultSharedBatch = 500 * time.Millisecond
@@ -229,13 +225,11 @@ func opctx(ctx context.Context) context.Context { return clientv3.WithRequireLea
 
 // ttlSeconds converts a TTL to the whole seconds etcd keeps, rounding up:
 // a longer TTL than asked is safe for the holder, whose deadline comes from
-// the TTL it asked for; a shorter one never happens.
+// the TTL it asked for; a shorter one never happens. check.TTL bounds it by
+// backends.MaxTTL, far below the longest lease etcd grants (9e9 seconds).
 func ttlSeconds(op, key string, ttl time.Duration) (int64, error) {
 	if err := check.TTL(ttl); err != nil {
 		return 0, fmt.Errorf("etcd: %s %q: %w", op, key, err)
-	}
-	if ttl > MaxTTL {
-		return 0, fmt.Errorf("etcd: %s %q: ttl %v exceeds etcd's maximum lease of %v: %w", op, key, ttl, MaxTTL, backends.ErrInvalid)
 	}
 	return int64((ttl + time.Second - 1) / time.Second), nil
 }

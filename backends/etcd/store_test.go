@@ -114,7 +114,7 @@ func TestTTLRounding(t *testing.T) {
 		}
 	}
 
-	bad := []time.Duration{-time.Second, etcd.MaxTTL + time.Second}
+	bad := []time.Duration{-time.Second, backends.MaxTTL + time.Second}
 	for _, ttl := range bad {
 		_, err := f.store.CreateIfAbsent(testContext(t), "bad", []byte("v"), ttl)
 		if !errors.Is(err, backends.ErrInvalid) {

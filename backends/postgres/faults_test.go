@@ -21,17 +21,6 @@ import (
 // faultLimit bounds each wait of a fault test.
 const faultLimit = 20 * time.Second
 
-// endsByDeadline fails t unless every term that ended ended no later than
-// its leadership context's deadline.
-func endsByDeadline(t *testing.T, all []electortest.Term) {
-	t.Helper()
-	for _, tm := range all {
-		if !tm.End.IsZero() && !tm.Deadline.IsZero() && tm.End.After(tm.Deadline.Add(50*time.Millisecond)) {
-			t.Errorf("%s's term (token %d) ended %v after its deadline", tm.Who, tm.Token, tm.End.Sub(tm.Deadline))
-		}
-	}
-}
-
 // waitNotLeading waits until who no longer leads, bounded by faultLimit.
 func waitNotLeading(t *testing.T, ts *electortest.Terms, who string) {
 	t.Helper()
@@ -54,7 +43,7 @@ func TestFaultServerKilled(t *testing.T) {
 	srv.Restart(t)
 	next := ts.Next(t, within(t, faultLimit))
 	all := ts.Check(t)
-	endsByDeadline(t, all)
+	electortest.EndsByDeadline(t, all)
 	t.Logf("%s led, the server was killed; after the restart %s was elected; terms %v", leader, next, tokensOf(all))
 }
 
@@ -81,7 +70,7 @@ func TestFaultServerPaused(t *testing.T) {
 	srv.Resume(t)
 	next := ts.Next(t, within(t, faultLimit))
 	all := ts.Check(t)
-	endsByDeadline(t, all)
+	electortest.EndsByDeadline(t, all)
 	t.Logf("%s led, the server was paused; after it continued %s was elected; terms %v", leader, next, tokensOf(all))
 }
 
@@ -113,7 +102,7 @@ func TestFaultConnectionCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := ts.Check(t)
-	endsByDeadline(t, all)
+	electortest.EndsByDeadline(t, all)
 	t.Logf("terms %v", tokensOf(all))
 }
 

@@ -60,7 +60,7 @@ func TestPromotionSynchronous(t *testing.T) {
 	standby.Promote(t)
 	next := ts.Next(t, within(t, faultLimit))
 	all := ts.Check(t)
-	endsByDeadline(t, all)
+	electortest.EndsByDeadline(t, all)
 	t.Logf("%s led; the primary was killed and the standby promoted; %s was elected; terms %v", leader, next, tokensOf(all))
 }
 

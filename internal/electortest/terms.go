@@ -148,3 +148,26 @@ func (ts *Terms) Check(t testing.TB) []Term {
 	}
 	return all
 }
+
+// EndSlack is how long after its leadership context's deadline EndsByDeadline
+// lets a term's recorded end come. The end is recorded by the goroutine that
+// waits on the context's Done channel, so it carries that goroutine's
+// scheduling delay (close to 100 ms was seen on a machine at load 10), on
+// top of whatever the elector did. A term whose work ran on past its
+// deadline until a renewal failed, or until the claim was lost, overshoots
+// by a renewal timeout or more, which this slack does not hide.
+const EndSlack = 250 * time.Millisecond
+
+// EndsByDeadline fails t unless every ended term of all ended no later than
+// EndSlack after its leadership context's deadline.
+func EndsByDeadline(t testing.TB, all []Term) {
+	t.Helper()
+	for _, tm := range all {
+		if tm.End.IsZero() || tm.Deadline.IsZero() {
+			continue
+		}
+		if late := tm.End.Sub(tm.Deadline); late > EndSlack {
+			t.Errorf("%s's term (token %d) ended %v after its local deadline", tm.Who, tm.Token, late)
+		}
+	}
+}
