@@ -74,7 +74,21 @@ func mapError(op, key string, err error) error {
 		// answer was lost.
 		sentinel = backends.ErrUnavailable
 	}
-	return fmt.Errorf("postgres: %s %q: %w: %w", op, key, sentinel, err)
+	return fmt.Errorf("postgres: %s %q: %w: %w", op, key, sentinel, oneLine(err))
+}
+
+// oneLine is err with its text on one line, still wrapping err: pgx puts
+// each attempt of a failed connect on a line of its own, which a log line
+// would carry as escapes.
+func oneLine(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "\n") {
+		return err
+	}
+	msg = strings.ReplaceAll(msg, ":\n\t", ": ")
+	msg = strings.ReplaceAll(msg, "\n\t", "; ")
+	msg = strings.ReplaceAll(msg, "\n", " ")
+	return &lineError{msg: msg, err: err}
 }
 
 // poolerHint is what a statement broken by a transaction-mode pooler the

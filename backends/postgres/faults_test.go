@@ -2,11 +2,16 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/postgres/pgtest"
 	"github.com/tenure-go/tenure/internal/electortest"
@@ -180,4 +185,43 @@ func tokensOf(all []electortest.Term) []int64 {
 		out = append(out, tm.Token)
 	}
 	return out
+}
+
+// TestConnectErrorsOneLine: with its server killed, a store whose URL
+// lists two hosts fails to connect to either; the error it returns is one
+// line (pgx lists each attempt on a line of its own), still unavailable,
+// still telling a connect error by errors.As.
+func TestConnectErrorsOneLine(t *testing.T) {
+	srv := pgtest.Start(t)
+	db := srv.NewDatabase(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // a port nothing listens on
+	dsn := fmt.Sprintf("postgres://postgres@%s,%s/%s?sslmode=disable&connect_timeout=5", srv.Addr(), dead, db)
+	s := open(t, dsn, newTable())
+	ctx := within(t, time.Minute)
+	srv.Kill(t)
+	connectErrs := 0
+	for i := range 5 {
+		_, err := s.CreateIfAbsent(ctx, fmt.Sprintf("k%d", i), []byte("v"), 0)
+		if err == nil {
+			t.Fatal("CreateIfAbsent with the server killed: success")
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("CreateIfAbsent with the server killed = %q, want one line", err)
+		}
+		if !errors.Is(err, backends.ErrUnavailable) {
+			t.Errorf("CreateIfAbsent with the server killed = %v, want ErrUnavailable", err)
+		}
+		var ce *pgconn.ConnectError
+		if errors.As(err, &ce) {
+			connectErrs++
+		}
+	}
+	if connectErrs == 0 {
+		t.Fatal("no write with the server killed failed to connect")
+	}
 }
