@@ -319,7 +319,21 @@ func prepare(ctx context.Context, pool *pgxpool.Pool, n names, setup bool) (name
 			n.where(), n.tbl, n.legacySeq, kindName(*o.legacyKind), map[bool]string{true: " owned by another table"}[o.legacyOwn], ErrSchema)
 	}
 	if o.tableKind == nil || !ok || !o.trigger {
-		return n, fmt.Errorf("postgres: table %s, its sequence or its trigger is missing (create them with Setup, or with create=true in a store URL): %w", n.tbl, backends.ErrMissingResource)
+		var missing []string
+		if o.tableKind == nil {
+			missing = append(missing, "the table")
+		}
+		if !ok {
+			missing = append(missing, "its revision sequence")
+		}
+		if !o.trigger {
+			missing = append(missing, "its notify trigger")
+		}
+		verb := "is"
+		if len(missing) > 1 {
+			verb = "are"
+		}
+		return n, fmt.Errorf("postgres: table %s: %s %s missing (create them with Setup, or with create=true in a store URL): %w", n.tbl, strings.Join(missing, " and "), verb, backends.ErrMissingResource)
 	}
 	n.useSeq(schema, name)
 	if err := checkSequence(ctx, pool, n, 0); err != nil {

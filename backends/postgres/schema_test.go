@@ -334,3 +334,27 @@ func TestLegacyTable(t *testing.T) {
 		t.Errorf("create after Setup adopted the sequence = (token %d, %v), want 102", e.CreateRevision, err)
 	}
 }
+
+// TestMissingObjectNamed: a table restored into another database without
+// its trigger (pg_dump -t carries neither the trigger's function nor,
+// then, the trigger) is refused by a store that may not create objects,
+// naming the trigger as what is missing and not the table or sequence
+// that are there; one open that may create objects makes it.
+func TestMissingObjectNamed(t *testing.T) {
+	srv := sharedServer(t)
+	dsn := srv.DSN(srv.NewDatabase(t))
+	ctx := testCtx(t)
+	tbl := newTable()
+	open(t, dsn, tbl).Close()
+	rawExec(t, ctx, dsn, `DROP TRIGGER `+tbl+`_notify ON public.`+tbl)
+	err := openURL(ctx, dsn, tbl, false)
+	if !errors.Is(err, backends.ErrMissingResource) || !strings.Contains(err.Error(), "trigger is missing") || strings.Contains(err.Error(), "sequence") {
+		t.Errorf("open by URL of a table without its trigger = %v, want ErrMissingResource saying the trigger is missing, and only it", err)
+	}
+	if err := openURL(ctx, dsn, tbl, true); err != nil {
+		t.Errorf("open by URL with create=true of a table without its trigger = %v, want a store", err)
+	}
+	if err := openURL(ctx, dsn, tbl, false); err != nil {
+		t.Errorf("open by URL once the trigger is made = %v, want a store", err)
+	}
+}
