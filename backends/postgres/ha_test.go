@@ -98,8 +98,13 @@ func TestOpenRefusesAsyncStandbys(t *testing.T) {
 		t.Fatalf("storeurl.Open with async_standbys=accept: %v", err)
 	}
 	u.Close()
-	if _, err := storeurl.Open(ctx, dsn+"&create=true"); !errors.Is(err, backends.ErrUnsupported) {
+	_, err = storeurl.Open(ctx, dsn+"&create=true")
+	if !errors.Is(err, backends.ErrUnsupported) {
 		t.Fatalf("storeurl.Open without async_standbys: %v, want ErrUnsupported", err)
+	}
+	// One line that says open once and counts in English.
+	if msg := err.Error(); strings.Count(msg, "open") != 2 || !strings.Contains(msg, "streams to 1 standby and") {
+		t.Errorf("storeurl.Open without async_standbys: %q, want storeurl's open, the store's open database, and \"streams to 1 standby and\"", msg)
 	}
 	// Synchronous_commit = local does not wait for the standby either.
 	primary.SetSynchronous(t, true)

@@ -101,13 +101,29 @@ func checkReplicationOnce(ctx context.Context, pool *pgxpool.Pool, acceptAsync b
 	const optIn = "or accept them with WithAsyncStandbys (URL: async_standbys=accept) if no asynchronous standby is ever promoted while claims are live"
 	switch {
 	case standbyNames == "":
-		return false, fmt.Errorf("postgres: open: the server streams to %d standbys and synchronous_standby_names is empty: a promoted standby may lack acknowledged writes and give a claim two holders; set synchronous_standby_names, %s: %w", standbys, optIn, backends.ErrUnsupported)
+		return false, fmt.Errorf("postgres: open: the server streams to %s and synchronous_standby_names is empty: a promoted standby may lack acknowledged writes and give a claim two holders; set synchronous_standby_names, %s: %w", nStandbys(standbys), optIn, backends.ErrUnsupported)
 	case commit == "off" || commit == "local":
-		return false, fmt.Errorf("postgres: open: the server streams to %d standbys and synchronous_commit is %q, which does not wait for them; set synchronous_commit to on, remote_write or remote_apply, %s: %w", standbys, commit, optIn, backends.ErrUnsupported)
+		return false, fmt.Errorf("postgres: open: the server streams to %s and synchronous_commit is %q, which does not wait for them; set synchronous_commit to on, remote_write or remote_apply, %s: %w", nStandbys(standbys), commit, optIn, backends.ErrUnsupported)
 	case unseen > 0:
-		return false, fmt.Errorf("postgres: open: the server streams to %d standbys and this role may not read their sync_state in pg_stat_replication: grant it pg_read_all_stats (or pg_monitor), %s: %w", standbys, optIn, backends.ErrUnsupported)
+		return false, fmt.Errorf("postgres: open: the server streams to %s and this role may not read their sync_state in pg_stat_replication: grant it pg_read_all_stats (or pg_monitor), %s: %w", nStandbys(standbys), optIn, backends.ErrUnsupported)
 	case asyncCount > 0:
-		return false, fmt.Errorf("postgres: open: %d of the server's %d standbys are asynchronous (synchronous_standby_names %q does not name them): add them to synchronous_standby_names, %s: %w", asyncCount, standbys, standbyNames, optIn, backends.ErrUnsupported)
+		return false, fmt.Errorf("postgres: open: %d of the server's %s %s asynchronous (synchronous_standby_names %q does not name them): add them to synchronous_standby_names, %s: %w", asyncCount, nStandbys(standbys), isAre(asyncCount), standbyNames, optIn, backends.ErrUnsupported)
 	}
 	return false, nil
+}
+
+// nStandbys is "1 standby" or "n standbys".
+func nStandbys(n int64) string {
+	if n == 1 {
+		return "1 standby"
+	}
+	return fmt.Sprintf("%d standbys", n)
+}
+
+// isAre is the verb that agrees with n.
+func isAre(n int64) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }

@@ -364,25 +364,35 @@ func openError(c urlConfig, err error) error {
 // message and SQLSTATE), or what the network said ("connection refused"),
 // without pgx's account of the attempt and without this package's
 // prefixes and sentinels. Several hosts that failed alike are said once.
+// A failed attempt with TLS is left out when another attempt failed for
+// another reason: with sslmode=prefer (the default) pgx tries TLS first
+// and, refused, asks again without, and the second answer is the cause.
 func cause(err error) string {
-	var out []string
-	add := func(s string) {
+	var out, tlsOut []string
+	add := func(s string, tls bool) {
 		s = strings.ReplaceAll(strings.TrimPrefix(s, "postgres: "), "\n", " ")
+		s = strings.TrimPrefix(s, "open: ") // openError says open already
+		if tls {
+			if !slices.Contains(tlsOut, s) {
+				tlsOut = append(tlsOut, s)
+			}
+			return
+		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
-	var walk func(error)
-	walk = func(e error) {
+	var walk func(e error, tls bool)
+	walk = func(e error, tls bool) {
 		if p, ok := e.(*poolerError); ok {
 			// What to do, then what the server said.
-			add(poolerHint + ": " + cause(p.err))
+			add(poolerHint+": "+cause(p.err), tls)
 			return
 		}
 		if x, ok := e.(interface{ Unwrap() []error }); ok {
 			for _, y := range x.Unwrap() {
 				if !isSentinel(y) {
-					walk(y)
+					walk(y, tls)
 				}
 			}
 			return
@@ -390,17 +400,22 @@ func cause(err error) string {
 		next := errors.Unwrap(e)
 		switch {
 		case next == nil && e == context.DeadlineExceeded:
-			add("no answer before the deadline (" + e.Error() + ")")
+			add("no answer before the deadline ("+e.Error()+")", tls)
 		case next == nil:
-			add(e.Error())
+			add(e.Error(), tls)
 		case isSentinel(next):
 			// One of this package's own errors: its words, less the class.
-			add(strings.TrimSuffix(e.Error(), ": "+next.Error()))
+			add(strings.TrimSuffix(e.Error(), ": "+next.Error()), tls)
 		default:
-			walk(next)
+			// pgx says "tls error: " of an attempt that failed to set up
+			// TLS (or was refused it).
+			walk(next, tls || strings.HasPrefix(e.Error(), "tls error: "))
 		}
 	}
-	walk(err)
+	walk(err, false)
+	if len(out) == 0 {
+		out = tlsOut
+	}
 	if len(out) == 0 {
 		return err.Error()
 	}

@@ -254,13 +254,26 @@ func TestURLOpenErrorLine(t *testing.T) {
 			backends.ClassTransient,
 		},
 		{
+			// sslmode=prefer (the default) tries TLS first on each host.
+			fmt.Sprintf("postgres://postgres:%s@127.0.0.1:1/appdb", secret),
+			`postgres: open database "appdb" on 127.0.0.1:1: connection refused`,
+			backends.ClassTransient,
+		},
+		{
+			// The server refuses TLS, and pgx asks again without: the
+			// refusal is not the cause.
+			fmt.Sprintf("postgresql://postgres:%s@%s/nosuchdb", secret, srv.Addr()),
+			`postgres: open database "nosuchdb" on ` + srv.Addr() + `: FATAL: database "nosuchdb" does not exist (SQLSTATE 3D000)`,
+			backends.ClassFatal,
+		},
+		{
 			fmt.Sprintf("postgresql://postgres:%s@%s/nosuchdb?sslmode=disable", secret, srv.Addr()),
 			`postgres: open database "nosuchdb" on ` + srv.Addr() + `: FATAL: database "nosuchdb" does not exist (SQLSTATE 3D000)`,
 			backends.ClassFatal,
 		},
 		{
 			fmt.Sprintf("postgres://postgres:%s@%s/%s?sslmode=disable&table=none.here", secret, srv.Addr(), srv.NewDatabase(t)),
-			`is missing (create them with Setup, or with create=true in a store URL)`,
+			`missing (create them with Setup, or with create=true in a store URL)`,
 			backends.ClassFatal,
 		},
 	} {
@@ -275,7 +288,7 @@ func TestURLOpenErrorLine(t *testing.T) {
 		if !strings.HasPrefix(line, "postgres: open database") || !strings.HasSuffix(line, c.want) && !strings.Contains(line, c.want) {
 			t.Errorf("Open(%s) error\n%s\nwant after the URL a line ending in\n%s", c.raw, msg, c.want)
 		}
-		if strings.Contains(msg, "\n") || strings.Count(msg, "postgres: ") != 1 || strings.Contains(msg, "failed to connect") || strings.Contains(msg, "dial") {
+		if strings.Contains(msg, "\n") || strings.Count(msg, "postgres: ") != 1 || strings.Contains(msg, "failed to connect") || strings.Contains(msg, "dial") || strings.Contains(msg, "tls") {
 			t.Errorf("Open(%s) error is not one clean line: %q", c.raw, msg)
 		}
 		if got := backends.Classify(err); got != c.class {
