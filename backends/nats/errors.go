@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -50,13 +51,22 @@ func mapErr(err error) error {
 	return err
 }
 
-// mapErr is the package's mapErr, with the connection's state added while
-// the client is not connected to a server: a request that ran out of time
-// then says why (the server refused the connection, say), not only that
-// its context ended.
-func (s *Store) mapErr(err error) error {
+// mapErr is the package's mapErr for a request that waited for what (the
+// server's answer to it, in words), with the connection's state added
+// while the client is not connected to a server: a request that ran out
+// of time then says why (the server refused the connection, say), not
+// only that its context ended. A request that ran out of time on a
+// connection still up (a server paused or too slow to answer) says what
+// it waited for; it keeps its class, transient with its outcome unknown.
+func (s *Store) mapErr(err error, what string) error {
 	err = mapErr(err)
-	if err == nil || s.nc == nil || s.nc.IsConnected() {
+	if err == nil || s.nc == nil {
+		return err
+	}
+	if s.nc.IsConnected() {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("the server did not answer %s within the deadline, though connected: %w", what, err)
+		}
 		return err
 	}
 	state := "not connected to a server: " + strings.ToLower(s.nc.Status().String())

@@ -891,7 +891,7 @@ func (s *Store) publish(ctx context.Context, key string, h nats.Header, value []
 		if errors.As(err, &ae) && (ae.ErrorCode == wrongLastSeq || ae.ErrorCode == wrongLastSeqR) {
 			return 0, errWrongSeq
 		}
-		return 0, s.mapErr(err)
+		return 0, s.mapErr(err, "the write (its outcome is unknown)")
 	}
 	if ttl == 0 {
 		s.forget(key, ack.Sequence, h.Get(hdrKVOp) == "")
@@ -1039,7 +1039,7 @@ func (s *Store) readOnce(ctx context.Context, key string) (record, error) {
 	req, _ := json.Marshal(map[string]string{"last_by_subj": s.subj + encodeKey(key)})
 	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.stream, req)
 	if err != nil {
-		return record{}, s.mapErr(err)
+		return record{}, s.mapErr(err, "the read of the key's last message")
 	}
 	var resp msgGetResponse
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {

@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"slices"
@@ -188,6 +189,52 @@ func TestErrorNamesDisconnection(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), "not connected to a server") || !strings.Contains(err.Error(), "connection refused") || backends.Classify(err) != backends.ClassTransient {
 			t.Errorf("%s with the server down = %v, want a transient error saying the client is not connected and why (connection refused)", op.name, err)
+		}
+		t.Logf("%s: %v", op.name, err)
+	}
+}
+
+// TestErrorNamesUnansweredRequest checks that a request to a server that
+// is up but does not answer (paused with SIGSTOP, its connections open)
+// fails by its deadline with an error that names the operation, the key
+// and what the server did not answer, still transient and still the
+// context's error, not only that the context ended.
+func TestErrorNamesUnansweredRequest(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := storeurl.Open(ctx, "nats://"+srv.HostPort()+"/pausedbucket?create=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	held, err := s.CreateIfAbsent(ctx, "held", []byte("v"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	defer srv.Resume(t)
+	for _, op := range []struct {
+		name, key, want string
+		do              func(ctx context.Context) error
+	}{
+		{"get", "k", "did not answer the read of the key's last message within the deadline", func(ctx context.Context) error { _, err := s.Get(ctx, "k"); return err }},
+		{"create", "k", "did not answer the read of the key's last message within the deadline", func(ctx context.Context) error {
+			_, err := s.CreateIfAbsent(ctx, "k", []byte("v"), time.Second)
+			return err
+		}},
+		// This store wrote held last: the keep-alive publishes at once.
+		{"keepalive", "held", "did not answer the write (its outcome is unknown) within the deadline", func(ctx context.Context) error {
+			_, err := s.KeepAlive(ctx, "held", held.Revision, time.Minute)
+			return err
+		}},
+	} {
+		octx, ocancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		err := op.do(octx)
+		ocancel()
+		prefix := fmt.Sprintf("nats: %s %q: ", op.name, op.key)
+		if err == nil || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), op.want) || !errors.Is(err, context.DeadlineExceeded) || backends.Classify(err) != backends.ClassTransient {
+			t.Errorf("%s with the server paused = %v, want a transient error wrapping the deadline, beginning %q and saying the server %s", op.name, err, prefix, op.want)
 		}
 		t.Logf("%s: %v", op.name, err)
 	}
