@@ -21,6 +21,13 @@
 // refuses with a fatal error wrapping ErrSchema that names the object and
 // what is wrong.
 //
+// The table's column recorded (timestamptz) is optional: a table made by
+// an earlier version lacks it. Setup adds it (New too, unless the role
+// may not alter the table or the table stays locked by its writers for
+// 5 s: the store then opens without it); a store over a table without it
+// works and records no time (see Entry.Recorded below). If the column is
+// there, it must be a timestamptz.
+//
 // # Revisions and tokens
 //
 // Revision and CreateRevision come from the table's sequence, and the
@@ -72,9 +79,16 @@
 // The price: a store that has just started (or never read a key) waits a
 // whole TTL from its first read before it may take an abandoned claim, and
 // Remaining is that store's own estimate (Capabilities.ObservedExpiry says
-// so: it is never the time the holder has left). The table keeps no time of
-// a write, so Entry.Recorded is zero. Entries that nobody reads stay in the
-// table until someone takes them over or deletes them.
+// so: it is never the time the holder has left). Entries that nobody reads
+// stay in the table until someone takes them over or deletes them.
+//
+// Entry.Recorded is the server's clock_timestamp() at the row's last write
+// or keep-alive, as the statement that made it stored it: for people to
+// read, never judged (a server's wall clock may step). It is zero over a
+// table without the recorded column, for a row no store that records the
+// time has written, and in watch events. Writes and keep-alives by stores
+// of an earlier version leave it as it was, so during an upgrade a row may
+// show the time of an older write, or none.
 //
 // # Failover
 //

@@ -52,6 +52,10 @@ type names struct {
 	trigger           string // "table_notify"
 	channel           string // the NOTIFY channel, at most 63 bytes
 	lockSeed          int64  // seeds the hash of a key's advisory lock, so tables do not share locks
+	// recorded reports that the table has the recorded column (see
+	// recordedCol), found when the store opens: a table made by an
+	// earlier version may lack it.
+	recorded bool
 }
 
 func newNames(schema, table string) names {
@@ -97,8 +101,13 @@ func (n names) ddl() []string {
 			rev        bigint NOT NULL,
 			create_rev bigint NOT NULL,
 			ttl_ms     bigint NOT NULL,
-			beat       bigint NOT NULL
+			beat       bigint NOT NULL,
+			recorded   timestamptz
 		)`,
+		// A table made by an earlier version lacks recorded. Added
+		// without a default, the column costs no rewrite of the table;
+		// the rows already there keep NULL until their next write.
+		`ALTER TABLE ` + n.tbl + ` ADD COLUMN IF NOT EXISTS recorded timestamptz`,
 		// The table owns its sequence, so that pg_dump -t carries it and no
 		// migration drops one without the other. A table made by an
 		// earlier version keeps the sequence it has, which is adopted; any
@@ -149,7 +158,9 @@ func (n names) ddl() []string {
 // run it yourself (or the statements it runs, which SetupSQL returns)
 // where the store's role may not create objects. A table made by an
 // earlier version keeps its sequence (TABLE_rev), which Setup makes the
-// table own.
+// table own, and gets the recorded column. Altering a table in use waits
+// for its writers, and holds up the writers behind it, for at most 5 s;
+// Setup then fails as unavailable.
 func Setup(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	o, err := newOptions(opts)
 	if err != nil {
@@ -157,7 +168,7 @@ func Setup(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	}
 	ctx, cancel := openCtx(ctx)
 	defer cancel()
-	_, err = prepare(ctx, pool, newNames(o.schema, o.table), true)
+	_, err = prepare(ctx, pool, newNames(o.schema, o.table), setupAll)
 	return err
 }
 
@@ -184,10 +195,18 @@ var ErrSchema = fmt.Errorf("objects not as the store needs them: %w", backends.E
 // collation, on which List's order rests).
 var wantCols = []string{"key text C", "value bytea ", "rev bigint ", "create_rev bigint ", "ttl_ms bigint ", "beat bigint "}
 
+// recordedCol is the column that keeps the server's time of a row's last
+// write or keep-alive, for display only (Entry.Recorded), and its type. It
+// is optional: a table made by an earlier version lacks it, and a store
+// over such a table records no time. If it is there, it must have this
+// type.
+const recordedCol = "recorded timestamp with time zone "
+
 // objects is what the catalog says of a store's objects.
 type objects struct {
 	tableKind  *string  // relkind of the table; nil: missing
 	cols       []string // "name type collation" of each column
+	recorded   bool     // cols has recordedCol (of whatever type)
 	keyUnique  bool     // a unique index on key alone, as ON CONFLICT (key) needs
 	trigger    bool     // the notify trigger, enabled
 	seqSchema  *string  // the sequence the rev column owns; nil: none
@@ -216,13 +235,25 @@ func inspect(ctx context.Context, pool *pgxpool.Pool, n names) (objects, error) 
 			(SELECT relkind::text FROM pg_class, l WHERE pg_class.oid = l.oid),
 			EXISTS (SELECT 1 FROM pg_depend, l WHERE classid = 'pg_class'::regclass AND objid = l.oid AND deptype IN ('a', 'i'))`,
 		n.tbl, n.legacySeq, n.table+"_notify").Scan(&o.tableKind, &o.cols, &o.keyUnique, &o.trigger, &o.seqSchema, &o.seqName, &o.legacyKind, &o.legacyOwn)
+	name, _, _ := strings.Cut(recordedCol, " ")
+	for _, c := range o.cols {
+		if strings.HasPrefix(c, name+" ") {
+			o.recorded = true
+		}
+	}
 	return o, mapError("open", n.where(), err)
 }
 
 // complete reports whether every object is there and the table owns its
 // sequence: Setup has nothing to do.
 func (o objects) complete() bool {
-	return o.tableKind != nil && o.trigger && o.seqName != nil
+	return o.tableKind != nil && o.trigger && o.seqName != nil && o.recorded
+}
+
+// lacksOnlyRecorded reports whether the one thing Setup would do is add
+// the recorded column.
+func (o objects) lacksOnlyRecorded() bool {
+	return o.tableKind != nil && o.trigger && o.seqName != nil && !o.recorded
 }
 
 // sequence finds the sequence revisions come from: the one the rev column
@@ -261,6 +292,10 @@ func (o objects) problems(n names) []string {
 			ps = append(ps, fmt.Sprintf("column %s of %s is %q, want %q", name, n.tbl, strings.TrimSpace(got), strings.TrimSpace(rest)))
 		}
 	}
+	name, rest, _ := strings.Cut(recordedCol, " ")
+	if got, ok := have[name]; ok && got != rest {
+		ps = append(ps, fmt.Sprintf("column %s of %s is %q, want %q (or no such column)", name, n.tbl, strings.TrimSpace(got), strings.TrimSpace(rest)))
+	}
 	if !o.keyUnique {
 		ps = append(ps, fmt.Sprintf("%s has no unique index on key alone", n.tbl))
 	}
@@ -291,24 +326,47 @@ func kindName(k string) string {
 	return "relation of kind " + k
 }
 
+// setupMode says what prepare may do to a store's objects.
+type setupMode int
+
+const (
+	// setupNone changes nothing (WithoutSetup).
+	setupNone setupMode = iota
+	// setupOpen runs the DDL if something is missing, as New does; if
+	// the one thing missing is the recorded column and the DDL fails (a
+	// role that may not alter the table, or a table held by writers for
+	// longer than setupLockWait), the store opens without it.
+	setupOpen
+	// setupAll runs the DDL if something is missing, and fails if it
+	// fails, as Setup does.
+	setupAll
+)
+
 // prepare makes sure a store's objects are there and fit, running the DDL
-// first if setup is true and something is missing, and returns n with the
-// sequence the table uses. It then checks the sequence: its settings, and
-// that it is past the highest revision in the table.
-func prepare(ctx context.Context, pool *pgxpool.Pool, n names, setup bool) (names, error) {
+// first as mode allows if something is missing, and returns n with the
+// sequence the table uses and whether it has the recorded column. It then
+// checks the sequence: its settings, and that it is past the highest
+// revision in the table.
+func prepare(ctx context.Context, pool *pgxpool.Pool, n names, mode setupMode) (names, error) {
 	o, err := inspect(ctx, pool, n)
 	if err != nil {
 		return n, err
 	}
 	ps := o.problems(n)
-	if setup && !o.complete() && len(ps) == 0 {
-		if err := runDDL(ctx, pool, n); err != nil {
+	if mode != setupNone && !o.complete() && len(ps) == 0 {
+		err := runDDL(ctx, pool, n)
+		switch {
+		case err == nil:
+			if o, err = inspect(ctx, pool, n); err != nil {
+				return n, err
+			}
+			ps = o.problems(n)
+		case mode == setupOpen && o.lacksOnlyRecorded():
+			// The column is for display only: a store over the table as
+			// an earlier version made it records no time, and works.
+		default:
 			return n, err
 		}
-		if o, err = inspect(ctx, pool, n); err != nil {
-			return n, err
-		}
-		ps = o.problems(n)
 	}
 	if len(ps) > 0 {
 		return n, fmt.Errorf("postgres: open %s: %s: %w", n.where(), strings.Join(ps, "; "), ErrSchema)
@@ -336,6 +394,7 @@ func prepare(ctx context.Context, pool *pgxpool.Pool, n names, setup bool) (name
 		return n, fmt.Errorf("postgres: table %s: %s %s missing (create them with Setup, or with create=true in a store URL): %w", n.tbl, strings.Join(missing, " and "), verb, backends.ErrMissingResource)
 	}
 	n.useSeq(schema, name)
+	n.recorded = o.recorded
 	if err := checkSequence(ctx, pool, n, 0); err != nil {
 		return n, err
 	}
@@ -352,6 +411,12 @@ func runDDL(ctx context.Context, pool *pgxpool.Pool, n names) error {
 	// in the catalog: one lock per table serializes the stores that set
 	// it up at the same time.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, setupLock(n)); err != nil {
+		return mapError("setup", n.where(), err)
+	}
+	// Altering a table in use (adding a column, the trigger) waits for
+	// its writers, and every writer queued behind it waits too: give up
+	// after setupLockWait.
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = `+fmt.Sprint(setupLockWait.Milliseconds())); err != nil {
 		return mapError("setup", n.where(), err)
 	}
 	for _, q := range n.ddl() {
@@ -437,6 +502,11 @@ func (q seqState) unsafe(n names) error {
 	}
 	return fmt.Errorf("postgres: open %s: sequence %s has %s; alter it and restart every store on the table: %w", n.where(), n.seq, strings.Join(ps, ", "), ErrSchema)
 }
+
+// setupLockWait bounds how long Setup's statements wait for the writers
+// of a table they alter; Setup then fails as unavailable (lock_timeout,
+// 55P03), and the writers it held up go on.
+const setupLockWait = 5 * time.Second
 
 // forwardLockWait bounds how long moving a sequence forward waits for
 // the writers of its table; it then fails as unavailable (lock_timeout,

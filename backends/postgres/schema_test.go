@@ -257,6 +257,9 @@ func TestWrongObjectsRefused(t *testing.T) {
 		{"column type", func(tbl string) []string {
 			return []string{`CREATE TABLE public.` + tbl + ` (key text COLLATE "C" PRIMARY KEY, value text NOT NULL, rev bigint NOT NULL, create_rev bigint NOT NULL, ttl_ms bigint NOT NULL, beat bigint NOT NULL)`}
 		}, `column value`},
+		{"recorded type", func(tbl string) []string {
+			return []string{`CREATE TABLE public.` + tbl + ` (key text COLLATE "C" PRIMARY KEY, value bytea NOT NULL, rev bigint NOT NULL, create_rev bigint NOT NULL, ttl_ms bigint NOT NULL, beat bigint NOT NULL, recorded timestamp)`}
+		}, `column recorded`},
 		{"missing column", func(tbl string) []string {
 			return []string{`CREATE TABLE public.` + tbl + ` (key text COLLATE "C" PRIMARY KEY, value bytea NOT NULL, rev bigint NOT NULL, create_rev bigint NOT NULL, ttl_ms bigint NOT NULL)`}
 		}, "no column beat"},

@@ -13,6 +13,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/check"
@@ -220,21 +221,40 @@ type row struct {
 	createRev int64
 	ttlMS     int64
 	beat      int64
+	// recorded is the server's time of the row's last write or
+	// keep-alive by a store that records it; not Valid where none did.
+	recorded pgtype.Timestamptz
 }
 
+// cols are the columns every table has; a statement returns them, and
+// the recorded column after them (see newStatements).
 const cols = `key, value, rev, create_rev, ttl_ms, beat`
 
 type statements struct {
+	// sel is what a statement reads of a row, for scanRow.
+	sel string
+
 	get, list, insert, number, takeover, cas, keepAlive, keepAliveMany, del string
 
 	// Txn's, in the order it sends them (see Txn).
 	txnLock, txnPlace, txnRead, txnPut, txnDelete, txnClean string
 }
 
+// newStatements builds the statements over n. Every statement that writes
+// a row or bumps its beat sets recorded to the server's clock_timestamp()
+// (the time of the call, where now() would be the start of the
+// transaction), if the table has the column; over a table without it,
+// statements read NULL in its place. The column is shown to people and
+// never judged.
 func newStatements(n names) statements {
+	sel, ret, stamp := cols+`, NULL::timestamptz`, prefixed("t")+`, NULL::timestamptz`, ``
+	if n.recorded {
+		sel, ret, stamp = cols+`, recorded`, prefixed("t")+`, t.recorded`, `, recorded = clock_timestamp()`
+	}
 	return statements{
-		get:  `SELECT ` + cols + ` FROM ` + n.tbl + ` WHERE key = $1`,
-		list: `SELECT ` + cols + ` FROM ` + n.tbl + ` WHERE starts_with(key, $1) ORDER BY key`,
+		sel:  sel,
+		get:  `SELECT ` + sel + ` FROM ` + n.tbl + ` WHERE key = $1`,
+		list: `SELECT ` + sel + ` FROM ` + n.tbl + ` WHERE starts_with(key, $1) ORDER BY key`,
 		// A create is two statements sent together in one implicit
 		// transaction: a placeholder row (rev 0), then its revision. The
 		// revision is drawn only once the row is in and holds the key, so
@@ -245,33 +265,33 @@ func newStatements(n names) statements {
 		// with a lower revision than an earlier write, its token too.
 		insert: `INSERT INTO ` + n.tbl + ` (` + cols + `) VALUES ($1, $2, 0, 0, $3, 0) ON CONFLICT (key) DO NOTHING`,
 		number: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
-			UPDATE ` + n.tbl + ` t SET rev = ` + drawn("$2") + `, create_rev = r.rev FROM r WHERE t.key = $1 AND t.rev = 0 RETURNING ` + prefixed("t"),
+			UPDATE ` + n.tbl + ` t SET rev = ` + drawn("$2") + `, create_rev = r.rev` + stamp + ` FROM r WHERE t.key = $1 AND t.rev = 0 RETURNING ` + ret,
 		// A takeover names the revision and beat this store saw unchanged
 		// for the TTL: a keep-alive in between makes it match nothing.
 		takeover: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
-			UPDATE ` + n.tbl + ` t SET value = $2, rev = ` + drawn("$6") + `, create_rev = r.rev, ttl_ms = $3, beat = t.beat + 1
-			FROM r WHERE t.key = $1 AND t.rev = $4 AND t.beat = $5 RETURNING ` + prefixed("t"),
+			UPDATE ` + n.tbl + ` t SET value = $2, rev = ` + drawn("$6") + `, create_rev = r.rev, ttl_ms = $3, beat = t.beat + 1` + stamp + `
+			FROM r WHERE t.key = $1 AND t.rev = $4 AND t.beat = $5 RETURNING ` + ret,
 		cas: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
-			UPDATE ` + n.tbl + ` t SET value = $2, rev = ` + drawn("$6") + `, ttl_ms = $3, beat = t.beat + 1
-			FROM r WHERE t.key = $1 AND t.rev = $4 AND t.beat = $5 RETURNING ` + prefixed("t"),
-		keepAlive: `UPDATE ` + n.tbl + ` SET ttl_ms = $3, beat = beat + 1 WHERE key = $1 AND rev = $2 RETURNING ` + cols,
+			UPDATE ` + n.tbl + ` t SET value = $2, rev = ` + drawn("$6") + `, ttl_ms = $3, beat = t.beat + 1` + stamp + `
+			FROM r WHERE t.key = $1 AND t.rev = $4 AND t.beat = $5 RETURNING ` + ret,
+		keepAlive: `UPDATE ` + n.tbl + ` SET ttl_ms = $3, beat = beat + 1` + stamp + ` WHERE key = $1 AND rev = $2 RETURNING ` + sel,
 		// The rows are locked in key order, as Txn locks them, so a batch
 		// and a transaction over the same keys never deadlock.
 		keepAliveMany: `WITH v AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS v(key, rev, ttl)),
 			l AS (SELECT t.key, v.rev, v.ttl FROM ` + n.tbl + ` t JOIN v ON t.key = v.key AND t.rev = v.rev ORDER BY t.key FOR UPDATE OF t)
-			UPDATE ` + n.tbl + ` t SET ttl_ms = l.ttl, beat = t.beat + 1 FROM l WHERE t.key = l.key AND t.rev = l.rev RETURNING ` + prefixed("t"),
-		del: `DELETE FROM ` + n.tbl + ` WHERE key = $1 AND rev = $2 RETURNING ` + cols,
+			UPDATE ` + n.tbl + ` t SET ttl_ms = l.ttl, beat = t.beat + 1` + stamp + ` FROM l WHERE t.key = l.key AND t.rev = l.rev RETURNING ` + ret,
+		del: `DELETE FROM ` + n.tbl + ` WHERE key = $1 AND rev = $2 RETURNING ` + sel,
 
 		txnLock:  `SELECT pg_advisory_xact_lock(hashtextextended(k, $2)) FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i`,
 		txnPlace: `INSERT INTO ` + n.tbl + ` (` + cols + `) SELECT k, '', 0, 0, 0, 0 FROM unnest($1::text[]) WITH ORDINALITY AS u(k, i) ORDER BY i ON CONFLICT (key) DO NOTHING`,
-		txnRead:  `SELECT ` + cols + ` FROM ` + n.tbl + ` WHERE key = ANY($1) ORDER BY key FOR UPDATE`,
+		txnRead:  `SELECT ` + sel + ` FROM ` + n.tbl + ` WHERE key = ANY($1) ORDER BY key FOR UPDATE`,
 		// A put keeps the token of an entry that is live, and is a create
 		// (a new token) over a placeholder or an expired entry.
 		txnPut: `WITH r AS (SELECT nextval('` + n.seq + `') AS rev)
 			UPDATE ` + n.tbl + ` t SET value = $2, rev = ` + drawn("$5") + `,
 				create_rev = CASE WHEN $4 THEN t.create_rev ELSE r.rev END,
-				ttl_ms = $3, beat = t.beat + 1
-			FROM r WHERE t.key = $1 RETURNING ` + prefixed("t"),
+				ttl_ms = $3, beat = t.beat + 1` + stamp + `
+			FROM r WHERE t.key = $1 RETURNING ` + ret,
 		txnDelete: `DELETE FROM ` + n.tbl + ` WHERE key = $1`,
 		txnClean:  `DELETE FROM ` + n.tbl + ` WHERE key = ANY($1) AND rev = 0`,
 	}
@@ -390,7 +410,11 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	if err := checkReplication(pctx, pool, c.clk, c.asyncStandbys); err != nil {
 		return nil, err
 	}
-	if n, err = prepare(pctx, pool, n, c.setup); err != nil {
+	mode := setupNone
+	if c.setup {
+		mode = setupOpen
+	}
+	if n, err = prepare(pctx, pool, n, mode); err != nil {
 		return nil, err
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
@@ -454,8 +478,18 @@ func ttlMS(ttl time.Duration) int64 {
 
 func scanRow(r pgx.Row) (row, error) {
 	var x row
-	err := r.Scan(&x.key, &x.value, &x.rev, &x.createRev, &x.ttlMS, &x.beat)
+	err := r.Scan(&x.key, &x.value, &x.rev, &x.createRev, &x.ttlMS, &x.beat, &x.recorded)
 	return x, err
+}
+
+// entry is x as an Entry, without Remaining: the caller judges that.
+func (x row) entry() backends.Entry {
+	e := backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: msDuration(x.ttlMS)}
+	// A time an operator set to infinity, or one no store wrote, is none.
+	if x.recorded.Valid && x.recorded.InfinityModifier == pgtype.Finite {
+		e.Recorded = x.recorded.Time
+	}
+	return e
 }
 
 // judge decides whether x, the answer to a write of this store, is live
@@ -498,7 +532,7 @@ func (s *Store) observe(op string, x row, now time.Time, sent int64) (backends.E
 // sighting recorded at generation sent or before (sent < 0: no check).
 func (s *Store) sight(x row, now time.Time, sent int64) (e backends.Entry, live, back bool) {
 	s.saw(max(x.rev, x.createRev))
-	e = backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: msDuration(x.ttlMS)}
+	e = x.entry()
 	if e.Value == nil {
 		e.Value = []byte{}
 	}

@@ -198,8 +198,8 @@ func readTxnBatch(br pgx.BatchResults, ops []backends.Op, res backends.TxnResult
 				return written, err
 			}
 			written = append(written, x)
-			ttl := msDuration(x.ttlMS)
-			res.Entries[i] = backends.Entry{Key: x.key, Value: x.value, Revision: x.rev, CreateRevision: x.createRev, TTL: ttl, Remaining: ttl}
+			res.Entries[i] = x.entry()
+			res.Entries[i].Remaining = res.Entries[i].TTL
 		case res.Entries[i].Revision != 0:
 			if _, err := br.Exec(); err != nil {
 				return written, err
@@ -297,7 +297,7 @@ func (s *Store) lockRows(ctx context.Context, conn *pgx.Conn, keys []string) (ma
 // checkOnly checks conds against one read of keys.
 func (s *Store) checkOnly(ctx context.Context, keys []string, conds []backends.Cond) error {
 	sent := s.generation()
-	rows, err := s.pool.Query(ctx, `SELECT `+cols+` FROM `+s.n.tbl+` WHERE key = ANY($1)`, keys)
+	rows, err := s.pool.Query(ctx, `SELECT `+s.sq.sel+` FROM `+s.n.tbl+` WHERE key = ANY($1)`, keys)
 	if err != nil {
 		return mapError("txn", keys[0], err)
 	}

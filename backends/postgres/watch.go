@@ -72,6 +72,7 @@ type watchSub struct {
 // the store is closed, or its consumer falls watchBuffer events behind.
 // Expiry yields no event (Capabilities.ExpiryEvents is false): it is each
 // store's own judgement, not a write. Keep-alives yield none either.
+// Events carry no Entry.Recorded (it is zero): a read of the key has it.
 func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
 	if err := backends.ValidatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("postgres: watch: %w", err)
