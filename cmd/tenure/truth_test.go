@@ -21,7 +21,7 @@ var observedStores = []struct {
 	recorded bool
 }{
 	{"nats", func(t *testing.T) string { return natstest.Start(t).URL() + "/tenuretest?create=true" }, true},
-	{"postgres", func(t *testing.T) string { return pgtest.Start(t).DSN("postgres") + "&create=true" }, false},
+	{"postgres", func(t *testing.T) string { return pgtest.Start(t).DSN("postgres") + "&create=true" }, true},
 }
 
 // holdersJSON runs tenure holders --json with args and decodes its answer.
