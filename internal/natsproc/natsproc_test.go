@@ -1,7 +1,10 @@
 package natsproc_test
 
 import (
+	"bytes"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -64,6 +67,9 @@ func TestServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Signal(syscall.SIGSTOP)
+	// kill returns before every thread of the server has stopped: one
+	// still running could greet the probe.
+	waitStopped(t, p.Pid())
 	if err := natsproc.WaitReady(c.Client, p, 300*time.Millisecond); err == nil {
 		t.Error("a paused server greeted a connection")
 	}
@@ -75,5 +81,31 @@ func TestServer(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("WaitReady on an exited server took %v", d)
+	}
+}
+
+// waitStopped waits until every thread of pid is in state T (stopped), as
+// /proc reports it.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		stopped := len(stats) > 0
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			i := bytes.LastIndexByte(b, ')')
+			if err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server %d not stopped 30s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
