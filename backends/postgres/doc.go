@@ -108,8 +108,11 @@
 // a standby it does not wait for, and a role that may not read sync_state
 // (grant pg_read_all_stats or pg_monitor). WithAsyncStandbys (URL:
 // async_standbys=accept) opens anyway, for deployments that never promote an
-// asynchronous standby while claims are live. A server in recovery is
-// refused with ErrUnavailable. A primary with synchronous_standby_names
+// asynchronous standby while claims are live. WithReadOnly (a program
+// that only reads, as storeurl's Location.ReadOnly asks) skips these
+// checks and the wait below: such a store refuses its own writes with
+// backends.ErrPermission, so it cannot make a holder. A server in
+// recovery is refused with ErrUnavailable. A primary with synchronous_standby_names
 // set and no synchronous standby streaming (a promoted standby that kept
 // the old primary's setting) makes every commit wait: Open waits for one,
 // and when its ctx ends first fails with ErrUnavailable naming the

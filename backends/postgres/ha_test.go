@@ -295,3 +295,87 @@ func TestOpenWaitsForSyncStandby(t *testing.T) {
 		t.Errorf("Open that waited while a synchronous standby started = %v, want a store", err)
 	}
 }
+
+// TestOpenReadOnlyOnAsyncPrimary checks that a store opened read-only opens
+// on a primary with an asynchronous standby, which a store that writes is
+// refused, reads as usual, and refuses every write before it reaches the
+// server, so that it can never make a holder.
+func TestOpenReadOnlyOnAsyncPrimary(t *testing.T) {
+	primary, _, db := pair(t, false)
+	dsn, tbl := primary.DSN(db), newTable()
+	ctx := within(t, faultLimit)
+	w := open(t, dsn, tbl, postgres.WithAsyncStandbys())
+	held, err := w.CreateIfAbsent(ctx, "held", []byte("v"), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := postgres.Open(ctx, dsn, postgres.WithTable("public", tbl), postgres.WithReadOnly())
+	if err != nil {
+		t.Fatalf("Open read-only on a primary with an asynchronous standby: %v", err)
+	}
+	defer r.Close()
+	if e, err := r.Get(ctx, "held"); err != nil || e.Revision != held.Revision {
+		t.Fatalf("Get on the read-only store = %+v, %v, want revision %d", e, err, held.Revision)
+	}
+	for _, op := range []struct {
+		name string
+		do   func() error
+	}{
+		{"create", func() error { _, err := r.CreateIfAbsent(ctx, "new", []byte("v"), time.Minute); return err }},
+		{"cas", func() error {
+			_, err := r.CompareAndSet(ctx, "held", held.Revision, []byte("w"), time.Minute)
+			return err
+		}},
+		{"delete", func() error { return r.CompareAndDelete(ctx, "held", held.Revision) }},
+		{"keepalive", func() error { _, err := r.KeepAlive(ctx, "held", held.Revision, time.Minute); return err }},
+		{"txn", func() error {
+			_, err := r.Txn(ctx, nil, []backends.Op{{Kind: backends.OpDelete, Key: "held"}})
+			return err
+		}},
+	} {
+		if err := op.do(); !errors.Is(err, backends.ErrPermission) || !strings.Contains(err.Error(), "read-only") {
+			t.Errorf("%s on the read-only store: %v, want ErrPermission saying it is read-only", op.name, err)
+		}
+	}
+	if e, err := w.Get(ctx, "held"); err != nil || e.Revision != held.Revision {
+		t.Errorf("after the refused writes Get = %+v, %v, want revision %d unchanged", e, err, held.Revision)
+	}
+	if _, err := w.Get(ctx, "new"); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("after the refused create Get(new) = %v, want ErrNotFound", err)
+	}
+	// By URL, as tenure holders opens it: read-only is enough, without
+	// async_standbys=accept; a missing table is refused, never made.
+	for _, c := range []struct {
+		table    string
+		readOnly bool
+		want     error
+	}{
+		{tbl, true, nil},
+		{tbl, false, backends.ErrUnsupported},
+		{newTable(), true, backends.ErrMissingResource},
+	} {
+		loc, err := storeurl.Parse(dsn + "&table=public." + c.table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loc.ReadOnly = c.readOnly
+		s, err := loc.Open(ctx)
+		if c.want == nil {
+			if err != nil {
+				t.Errorf("Open(%s, read-only %v) = %v, want success", loc, c.readOnly, err)
+				continue
+			}
+			if _, err := s.Get(ctx, "held"); err != nil {
+				t.Errorf("Get by URL read-only: %v", err)
+			}
+			s.Close()
+			continue
+		}
+		if !errors.Is(err, c.want) {
+			t.Errorf("Open(%s, read-only %v) = %v, want %v", loc, c.readOnly, err, c.want)
+		}
+		if s != nil {
+			s.Close()
+		}
+	}
+}

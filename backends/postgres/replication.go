@@ -47,11 +47,13 @@ SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'), curren
 // streaming (a standby being rebuilt, or a promoted standby that kept the
 // old primary's synchronous_standby_names), on which every write would
 // wait, is asked again every syncPoll until one streams; when ctx ends
-// first, the error wraps ErrUnavailable and names the setting.
-func checkReplication(ctx context.Context, pool *pgxpool.Pool, clk clock.Clock, acceptAsync bool) error {
+// first, the error wraps ErrUnavailable and names the setting. A store
+// opened read-only (readOnly) is refused only a standby: it makes no
+// commits to wait for, nor claims a promoted standby could lose.
+func checkReplication(ctx context.Context, pool *pgxpool.Pool, clk clock.Clock, acceptAsync, readOnly bool) error {
 	var waited error
 	for {
-		wait, err := checkReplicationOnce(ctx, pool, acceptAsync)
+		wait, err := checkReplicationOnce(ctx, pool, acceptAsync, readOnly)
 		if !wait {
 			if waited != nil && ctx.Err() != nil {
 				return waited // ended while asking again
@@ -75,7 +77,7 @@ const syncPoll = 250 * time.Millisecond
 
 // checkReplicationOnce is one check of checkReplication; wait says that
 // err is the condition it waits out.
-func checkReplicationOnce(ctx context.Context, pool *pgxpool.Pool, acceptAsync bool) (wait bool, err error) {
+func checkReplicationOnce(ctx context.Context, pool *pgxpool.Pool, acceptAsync, readOnly bool) (wait bool, err error) {
 	var (
 		inRecovery                   bool
 		standbyNames, commit         string
@@ -88,6 +90,9 @@ func checkReplicationOnce(ctx context.Context, pool *pgxpool.Pool, acceptAsync b
 	}
 	if inRecovery {
 		return false, fmt.Errorf("postgres: open: the server is a standby (in recovery), which cannot be written: connect to the primary (target_session_attrs=read-write): %w", backends.ErrUnavailable)
+	}
+	if readOnly {
+		return false, nil
 	}
 	if standbyNames != "" && commit != "off" && commit != "local" && unseen == 0 && syncCount == 0 {
 		// Every commit would wait for a standby that is not there, and a

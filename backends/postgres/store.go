@@ -45,6 +45,7 @@ type options struct {
 	batched       bool          // WithBatchedKeepAlive
 	batch         time.Duration // 0: each keep-alive is its own statement
 	asyncStandbys bool          // WithAsyncStandbys
+	readOnly      bool          // WithReadOnly
 	pooler        Pooler
 	listenSet     bool   // WithListen
 	listen        string // the watch's connection string, or "": the pool's
@@ -126,6 +127,18 @@ func WithTable(schema, table string) Option {
 // clock, whose readings are monotonic). It must not be nil.
 func WithClock(clk clock.Clock) Option { return func(o *options) { o.clk = clk } }
 
+// WithReadOnly opens the store for a program that only reads it (lists
+// holders, watches): New runs no Setup, as with WithoutSetup, and does not
+// check the server's replication, since a store that writes nothing can
+// give no claim a second holder: it opens on a primary with asynchronous
+// standbys, and on one that waits at every commit for a synchronous
+// standby that is not streaming. It still refuses a standby. The store's
+// reads and watches work as usual; its writes (CreateIfAbsent,
+// CompareAndSet, CompareAndDelete, KeepAlive, a Txn with operations) fail
+// with an error wrapping backends.ErrPermission (fatal) and reach no
+// server.
+func WithReadOnly() Option { return func(o *options) { o.readOnly = true } }
+
 // WithoutSetup makes New skip Setup: the objects must already exist, and
 // New fails with an error wrapping backends.ErrMissingResource if they do
 // not.
@@ -173,6 +186,8 @@ type Store struct {
 	sq statements
 
 	batch time.Duration // 0: no batching
+
+	readOnly bool // WithReadOnly: writes are refused
 
 	// pooler is what stands between the store and the server; listenCfg
 	// is the watch's connection, nil if it cannot have one (behind a
@@ -407,18 +422,18 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 	n := newNames(c.schema, c.table)
 	pctx, cancel := openCtx(ctx)
 	defer cancel()
-	if err := checkReplication(pctx, pool, c.clk, c.asyncStandbys); err != nil {
+	if err := checkReplication(pctx, pool, c.clk, c.asyncStandbys, c.readOnly); err != nil {
 		return nil, err
 	}
 	mode := setupNone
-	if c.setup {
+	if c.setup && !c.readOnly {
 		mode = setupOpen
 	}
 	if n, err = prepare(pctx, pool, n, mode); err != nil {
 		return nil, err
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
-	return &Store{pool: pool, n: n, clk: c.clk, batch: c.batch, pooler: c.pooler, listenCfg: listen, sq: newStatements(n), seen: make(map[string]seen), nonce: rand.Text(), stopCtx: stopCtx, stop: stop}, nil
+	return &Store{pool: pool, n: n, clk: c.clk, batch: c.batch, readOnly: c.readOnly, pooler: c.pooler, listenCfg: listen, sq: newStatements(n), seen: make(map[string]seen), nonce: rand.Text(), stopCtx: stopCtx, stop: stop}, nil
 }
 
 // Table returns the schema and table the store keeps its entries in.
@@ -444,6 +459,18 @@ func (s *Store) Capabilities() backends.Capabilities {
 		ObservedExpiry: true,
 		TTLGranularity: time.Millisecond,
 	}
+}
+
+// writable is isClosed for a write, which a store opened WithReadOnly
+// refuses.
+func (s *Store) writable(op, key string) error {
+	if err := s.isClosed(op, key); err != nil {
+		return err
+	}
+	if s.readOnly {
+		return fmt.Errorf("postgres: %s %q: store opened read-only: %w", op, key, backends.ErrPermission)
+	}
+	return nil
 }
 
 func (s *Store) isClosed(op, key string) error {
@@ -702,7 +729,7 @@ func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, tt
 }
 
 func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
-	if err := s.isClosed(op, key); err != nil {
+	if err := s.writable(op, key); err != nil {
 		return backends.Entry{}, err
 	}
 	if value == nil {
@@ -766,7 +793,7 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 	if rev == 0 {
 		return s.create(ctx, "cas", key, value, ttl)
 	}
-	if err := s.isClosed("cas", key); err != nil {
+	if err := s.writable("cas", key); err != nil {
 		return backends.Entry{}, err
 	}
 	if value == nil {
@@ -803,7 +830,7 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 	if err := check.Revision(rev, true); err != nil {
 		return fmt.Errorf("postgres: delete %q: %w", key, err)
 	}
-	if err := s.isClosed("delete", key); err != nil {
+	if err := s.writable("delete", key); err != nil {
 		return err
 	}
 	x, err := scanRow(s.pool.QueryRow(ctx, s.sq.del, key, rev))
@@ -845,7 +872,7 @@ func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.D
 	if err := check.KeepAliveTTL(ttl); err != nil {
 		return backends.Entry{}, fmt.Errorf("postgres: keepalive %q: %w", key, err)
 	}
-	if err := s.isClosed("keepalive", key); err != nil {
+	if err := s.writable("keepalive", key); err != nil {
 		return backends.Entry{}, err
 	}
 	if s.expiredHere(key, rev) {

@@ -28,6 +28,11 @@ func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.O
 	if err := s.isClosed("txn", ""); err != nil {
 		return backends.TxnResult{}, err
 	}
+	if len(ops) > 0 {
+		if err := s.writable("txn", ""); err != nil {
+			return backends.TxnResult{}, err
+		}
+	}
 	keys := txnKeys(conds, ops)
 	if len(keys) == 0 {
 		return backends.TxnResult{Entries: []backends.Entry{}}, nil

@@ -83,6 +83,11 @@ var sessionAttrs = []string{"read-write", "primary"}
 //     trigger where missing; without it they must exist, and opening fails
 //     with an error wrapping backends.ErrMissingResource if they do not.
 //
+// A program that opens the store read-only (storeurl's Location.ReadOnly,
+// as tenure's holders and watch do) gets a store opened WithReadOnly:
+// it refuses writes, and opens on a primary whose standbys the store
+// would otherwise refuse, with or without async_standbys=accept.
+//
 // What the URL leaves out is taken from libpq's environment variables, as
 // pgx reads them: PGUSER and PGPASSWORD (or the password file, PGPASSFILE,
 // default ~/.pgpass) when the URL names no user or password, PGSSLMODE,
@@ -105,7 +110,7 @@ func init() {
 					return nil, err
 				}
 				return func(ctx context.Context, req storeurl.Request) (backends.Store, error) {
-					return c.open(ctx, req.Create)
+					return c.open(ctx, req.Create, req.ReadOnly)
 				}, nil
 			},
 		})
@@ -329,7 +334,7 @@ func (c urlConfig) where() string {
 	return strings.Join(c.hosts, ",")
 }
 
-func (c urlConfig) open(ctx context.Context, create bool) (*Store, error) {
+func (c urlConfig) open(ctx context.Context, create, readOnly bool) (*Store, error) {
 	opts := []Option{WithTable(c.schema, c.table), WithPooler(c.pooler)}
 	if c.asyncStandbys {
 		opts = append(opts, WithAsyncStandbys())
@@ -339,6 +344,9 @@ func (c urlConfig) open(ctx context.Context, create bool) (*Store, error) {
 	}
 	if !create {
 		opts = append(opts, WithoutSetup())
+	}
+	if readOnly {
+		opts = append(opts, WithReadOnly())
 	}
 	s, err := Open(ctx, c.connString(), opts...)
 	if err != nil {
