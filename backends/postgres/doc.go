@@ -116,7 +116,10 @@
 // set and no synchronous standby streaming (a promoted standby that kept
 // the old primary's setting) makes every commit wait: Open waits for one,
 // and when its ctx ends first fails with ErrUnavailable naming the
-// setting. The check runs at open only.
+// setting. The check runs at open; on a store already open, a write
+// that runs out of time makes the store look again (on a connection of
+// its own, at most every few seconds, without delaying the write), and
+// its timed-out writes then name the setting too, still transient.
 //
 // # Watch
 //

@@ -379,3 +379,40 @@ func TestOpenReadOnlyOnAsyncPrimary(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTimeoutNamesMissingSyncStandby checks that a store already open
+// when its primary begins to wait at every commit for a synchronous standby
+// that is not there (synchronous_standby_names set, no standby: a promoted
+// standby that kept the setting) says so in its timed-out writes, still
+// transient and still the context's error, not only that the deadline
+// passed. The store looks on a connection of its own and at most every few
+// seconds, so the first timeout may come back before the answer.
+func TestWriteTimeoutNamesMissingSyncStandby(t *testing.T) {
+	srv := pgtest.Start(t)
+	db := srv.NewDatabase(t)
+	s := open(t, srv.DSN(db), newTable())
+	ctx := within(t, faultLimit)
+	if _, err := s.CreateIfAbsent(ctx, "before", []byte("v"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetSynchronous(t, true) // '*' with no standby: every commit waits
+	var err error
+	for i := range 20 {
+		wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err = s.CreateIfAbsent(wctx, fmt.Sprintf("k%d", i), []byte("v"), time.Minute)
+		cancel()
+		if err == nil {
+			continue // before the server's backends reloaded the setting
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || backends.Classify(err) != backends.ClassTransient {
+			t.Fatalf("write %d: %v, want a transient error wrapping the deadline", i, err)
+		}
+		if strings.Contains(err.Error(), "synchronous_standby_names") {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), `synchronous_standby_names is "*"`) || !strings.Contains(err.Error(), "no synchronous standby streams") {
+		t.Errorf("timed-out write: %v, want it to name synchronous_standby_names and the missing standby", err)
+	}
+	t.Logf("timed-out write: %v", err)
+}

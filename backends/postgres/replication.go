@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/tenure-go/tenure/backends"
 )
@@ -131,4 +133,78 @@ func isAre(n int64) string {
 		return "is"
 	}
 	return "are"
+}
+
+// syncHintEvery is how seldom a store whose writes time out asks the
+// server whether it waits for a synchronous standby that is not there;
+// syncHintWithin bounds the asking.
+const (
+	syncHintEvery  = 5 * time.Second
+	syncHintWithin = 2 * time.Second
+)
+
+// withSyncHint is err, the error of a write, with the reason a commit
+// may never have returned when the store last found one: the server has
+// synchronous_standby_names set and no synchronous standby streaming (a
+// promoted standby that kept the old primary's setting), which a store
+// already open sees only as writes that time out. A write that timed out
+// (its ctx's deadline) starts a check, at most one every syncHintEvery,
+// on a connection of its own with its own deadline, without waiting for
+// it: the write returns at once, and a later one carries what the check
+// found. The error keeps its class (transient): the standby may return.
+func (s *Store) withSyncHint(err error) error {
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	s.mu.Lock()
+	if !s.closing.Closed() && !s.hintRunning && (s.hintAt.IsZero() || s.clk.Since(s.hintAt) >= syncHintEvery) {
+		s.hintRunning = true
+		s.bg.Add(1)
+		go s.checkSyncStandby()
+	}
+	hint := s.hint
+	s.mu.Unlock()
+	if hint == "" {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, hint)
+}
+
+// checkSyncStandby asks the server, on a new connection, whether every
+// commit waits for a synchronous standby that does not stream, and
+// records the answer for withSyncHint. A check that fails changes
+// nothing.
+func (s *Store) checkSyncStandby() {
+	defer s.bg.Done()
+	hint, ok := s.askSyncStandby()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hintRunning = false
+	s.hintAt = s.clk.Now()
+	if ok {
+		s.hint = hint
+	}
+}
+
+func (s *Store) askSyncStandby() (string, bool) {
+	ctx, cancel := context.WithTimeout(s.stopCtx, syncHintWithin)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return "", false
+	}
+	defer conn.Close(context.Background())
+	var (
+		inRecovery                   bool
+		standbyNames, commit         string
+		standbys, unseen, asyncCount int64
+		syncCount                    int64
+	)
+	if err := conn.QueryRow(ctx, replicationSQL).Scan(&inRecovery, &standbyNames, &commit, &standbys, &unseen, &asyncCount, &syncCount); err != nil {
+		return "", false
+	}
+	if inRecovery || standbyNames == "" || commit == "off" || commit == "local" || unseen > 0 || syncCount > 0 {
+		return "", true
+	}
+	return fmt.Sprintf("synchronous_standby_names is %q and no synchronous standby streams from the server, so every commit waits for one: start the standby, or clear synchronous_standby_names on a primary left without one (after a failover)", standbyNames), true
 }

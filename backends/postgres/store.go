@@ -206,7 +206,13 @@ type Store struct {
 	closing closer.Once     // marked under mu
 	pending []*kaReq        // guarded by mu: keep-alives waiting for the next batch
 	armed   bool            // guarded by mu: a batch is scheduled
-	bg      sync.WaitGroup  // the batch goroutines
+	bg      sync.WaitGroup  // the batch goroutines and the synchronous standby checks
+
+	// What the last check for a missing synchronous standby found (see
+	// withSyncHint).
+	hint        string    // guarded by mu: "" if none is missing
+	hintAt      time.Time // guarded by mu: when the last check ended
+	hintRunning bool      // guarded by mu: a check is under way
 
 	// hub feeds every watch from one listening connection; nonce tells
 	// this store's watch markers from other stores'.
@@ -721,7 +727,8 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 }
 
 // CreateIfAbsent writes key if it is absent, or expired for this store.
-func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+func (s *Store) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (_ backends.Entry, err error) {
+	defer func() { err = s.withSyncHint(err) }()
 	if err := check.Write(key, 0, value, ttl); err != nil {
 		return backends.Entry{}, fmt.Errorf("postgres: create: %w", err)
 	}
@@ -786,7 +793,8 @@ func (s *Store) insert(ctx context.Context, key string, value []byte, ttl time.D
 }
 
 // CompareAndSet writes key if its live revision is rev; rev 0 creates.
-func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
+func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (_ backends.Entry, err error) {
+	defer func() { err = s.withSyncHint(err) }()
 	if err := check.Write(key, rev, value, ttl); err != nil {
 		return backends.Entry{}, fmt.Errorf("postgres: cas: %w", err)
 	}
@@ -823,7 +831,8 @@ func (s *Store) CompareAndSet(ctx context.Context, key string, rev int64, value 
 }
 
 // CompareAndDelete deletes key if its live revision is rev.
-func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) error {
+func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) (err error) {
+	defer func() { err = s.withSyncHint(err) }()
 	if err := backends.ValidateKey(key); err != nil {
 		return fmt.Errorf("postgres: delete: %w", err)
 	}
@@ -862,7 +871,8 @@ func (s *Store) CompareAndDelete(ctx context.Context, key string, rev int64) err
 // bumps the row's beat, which every other store watches for, and leaves
 // the revision and value as they were. One statement, unless this store
 // had already judged the entry expired.
-func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
+func (s *Store) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (_ backends.Entry, err error) {
+	defer func() { err = s.withSyncHint(err) }()
 	if err := backends.ValidateKey(key); err != nil {
 		return backends.Entry{}, fmt.Errorf("postgres: keepalive: %w", err)
 	}

@@ -21,7 +21,8 @@ import (
 //
 // A serialization failure or deadlock reported by the server is transient
 // (ErrUnavailable): nothing was written.
-func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
+func (s *Store) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (_ backends.TxnResult, err error) {
+	defer func() { err = s.withSyncHint(err) }()
 	if err := check.Txn(conds, ops); err != nil {
 		return backends.TxnResult{}, fmt.Errorf("postgres: txn: %w", err)
 	}
