@@ -332,6 +332,11 @@ type setupMode int
 const (
 	// setupNone changes nothing (WithoutSetup).
 	setupNone setupMode = iota
+	// setupRead changes nothing and leaves the sequence be, behind the
+	// table or not (WithReadOnly): a store that writes nothing draws no
+	// revision, and its role may lack the privileges to read or move
+	// the sequence.
+	setupRead
 	// setupOpen runs the DDL if something is missing, as New does; if
 	// the one thing missing is the recorded column and the DDL fails (a
 	// role that may not alter the table, or a table held by writers for
@@ -353,7 +358,7 @@ func prepare(ctx context.Context, pool *pgxpool.Pool, n names, mode setupMode) (
 		return n, err
 	}
 	ps := o.problems(n)
-	if mode != setupNone && !o.complete() && len(ps) == 0 {
+	if mode != setupNone && mode != setupRead && !o.complete() && len(ps) == 0 {
 		err := runDDL(ctx, pool, n)
 		switch {
 		case err == nil:
@@ -395,6 +400,9 @@ func prepare(ctx context.Context, pool *pgxpool.Pool, n names, mode setupMode) (
 	}
 	n.useSeq(schema, name)
 	n.recorded = o.recorded
+	if mode == setupRead {
+		return n, nil
+	}
 	if err := checkSequence(ctx, pool, n, 0); err != nil {
 		return n, err
 	}

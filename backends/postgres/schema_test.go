@@ -361,3 +361,46 @@ func TestMissingObjectNamed(t *testing.T) {
 		t.Errorf("open by URL once the trigger is made = %v, want a store", err)
 	}
 }
+
+// TestReadOnlyLeavesSequence checks that a store opened read-only neither
+// needs nor moves the revision sequence: a role that may only SELECT from
+// the table opens it and reads, with the sequence reset behind the table,
+// which a store that writes would move forward (or, without the privilege,
+// refuse), and the sequence is left where it was.
+func TestReadOnlyLeavesSequence(t *testing.T) {
+	srv := sharedServer(t)
+	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
+	ctx := testCtx(t)
+	s := open(t, dsn, tbl)
+	e, err := s.CreateIfAbsent(ctx, "k", []byte("v"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := seqOf(t, ctx, dsn, tbl)
+	role := "reader_" + tbl
+	rawExec(t, ctx, dsn,
+		`ALTER SEQUENCE `+seq+` RESTART WITH 1`,
+		`CREATE ROLE `+role+` LOGIN`,
+		`GRANT USAGE ON SCHEMA public TO `+role,
+		`GRANT SELECT ON public.`+tbl+` TO `+role)
+	r, err := postgres.Open(ctx, strings.Replace(dsn, "postgres@", role+"@", 1), postgres.WithTable("public", tbl), postgres.WithReadOnly())
+	if err != nil {
+		t.Fatalf("Open read-only by a role that may only SELECT, the sequence behind the table: %v", err)
+	}
+	defer r.Close()
+	if got, err := r.Get(ctx, "k"); err != nil || got.Revision != e.Revision {
+		t.Fatalf("Get(k) read-only = (rev %d, %v), want rev %d", got.Revision, err, e.Revision)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var called bool
+	if err := conn.QueryRow(ctx, `SELECT is_called FROM `+seq).Scan(&called); err != nil {
+		t.Fatal(err)
+	}
+	if called {
+		t.Errorf("after a read-only open, sequence %s was drawn from or moved; want it left as the reset left it", seq)
+	}
+}

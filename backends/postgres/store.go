@@ -128,8 +128,9 @@ func WithTable(schema, table string) Option {
 func WithClock(clk clock.Clock) Option { return func(o *options) { o.clk = clk } }
 
 // WithReadOnly opens the store for a program that only reads it (lists
-// holders, watches): New runs no Setup, as with WithoutSetup, and does not
-// check the server's replication, since a store that writes nothing can
+// holders, watches): New runs no Setup, as with WithoutSetup, neither
+// checks nor moves the revision sequence, so a role that may only SELECT
+// from the table opens it, and does not check the server's replication, since a store that writes nothing can
 // give no claim a second holder: it opens on a primary with asynchronous
 // standbys, and on one that waits at every commit for a synchronous
 // standby that is not streaming. It still refuses a standby. The store's
@@ -432,7 +433,10 @@ func newStore(ctx context.Context, pool *pgxpool.Pool, opts []Option) (*Store, e
 		return nil, err
 	}
 	mode := setupNone
-	if c.setup && !c.readOnly {
+	switch {
+	case c.readOnly:
+		mode = setupRead
+	case c.setup:
 		mode = setupOpen
 	}
 	if n, err = prepare(pctx, pool, n, mode); err != nil {
