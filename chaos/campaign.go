@@ -11,6 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tenure-go/tenure/chaos/check"
+	"github.com/tenure-go/tenure/chaos/journal"
+	"github.com/tenure-go/tenure/chaos/schedule"
+	"github.com/tenure-go/tenure/chaos/servers"
+	"github.com/tenure-go/tenure/chaos/timeline"
 	"github.com/tenure-go/tenure/internal/childproc"
 	"github.com/tenure-go/tenure/internal/pgproc"
 	"github.com/tenure-go/tenure/internal/toxiproc"
@@ -128,9 +133,9 @@ func runCampaign(args []string, out io.Writer) (ok bool, err error) {
 			}
 			t.add(res)
 			total++
-			line := res.line()
+			line := res.Line()
 			if len(res.Violations) > 0 || c.svg {
-				line += " timeline=" + filepath.Join(dir, timelineFile)
+				line += " timeline=" + filepath.Join(dir, timeline.File)
 			}
 			fmt.Fprintf(out, "run %d/%d %s seed=%d %s\n", i+1, c.runs, b, seed, line)
 			printViolations(out, res.Violations)
@@ -151,11 +156,11 @@ func runCampaign(args []string, out io.Writer) (ok bool, err error) {
 		v += t.violations
 		worst = max(worst, t.worst)
 	}
-	fmt.Fprintf(out, "chaos: runs=%d violations=%d worst-recovery=%s\n", total, v, fmtRecovery(worst))
+	fmt.Fprintf(out, "chaos: runs=%d violations=%d worst-recovery=%s\n", total, v, check.FmtRecovery(worst))
 	return v == 0, nil
 }
 
-func (t *tally) add(r result) {
+func (t *tally) add(r check.Result) {
 	t.runs++
 	t.violations += len(r.Violations)
 	t.acts += r.Acts
@@ -168,23 +173,6 @@ func (t *tally) add(r result) {
 		t.faults[k] += n
 	}
 	t.worst = max(t.worst, r.Recovery)
-}
-
-func (r result) line() string {
-	var kinds []string
-	nf := 0
-	for k, n := range r.Faults {
-		kinds = append(kinds, fmt.Sprintf("%s:%d", k, n))
-		nf += n
-	}
-	sort.Strings(kinds)
-	rec := fmtRecovery(r.Recovery)
-	lin := fmt.Sprintf("lin=%d-ops", r.LinOps)
-	if r.LinNote != "" {
-		lin += "(" + r.LinNote + ")"
-	}
-	return fmt.Sprintf("faults=%d[%s] terms=%d acts=%d accepted=%d rejected=%d stale-caught=%d recovery=%s %s violations=%d",
-		nf, strings.Join(kinds, " "), r.Terms, r.Acts, r.Accepted, r.Rejected, r.StaleCaught, rec, lin, len(r.Violations))
 }
 
 func printTable(out io.Writer, order []string, ts map[string]*tally) {
@@ -208,13 +196,13 @@ func printTable(out io.Writer, order []string, ts map[string]*tally) {
 				fs = append(fs, fmt.Sprintf("%s:%d", k, t.faults[k]))
 			}
 		}
-		fmt.Fprintf(out, "%-12s %5d %10d %9d %9d %7d %9d %12s %s\n", b, t.runs, t.violations, t.accepted, t.rejected, t.stale, t.linOps, fmtRecovery(t.worst), strings.Join(fs, " "))
+		fmt.Fprintf(out, "%-12s %5d %10d %9d %9d %7d %9d %12s %s\n", b, t.runs, t.violations, t.accepted, t.rejected, t.stale, t.linOps, check.FmtRecovery(t.worst), strings.Join(fs, " "))
 	}
 }
 
 // runOne runs one run of backend b with seed and checks it. It returns the
 // run's directory, which is removed when the run passed (unless -keep).
-func runOne(c campaignConfig, b string, seed uint64) (res result, dir string, err error) {
+func runOne(c campaignConfig, b string, seed uint64) (res check.Result, dir string, err error) {
 	dir = filepath.Join(c.out, fmt.Sprintf("%s-%d", b, seed))
 	if err := os.RemoveAll(dir); err != nil {
 		return res, dir, err
@@ -222,7 +210,7 @@ func runOne(c campaignConfig, b string, seed uint64) (res result, dir string, er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, dir, err
 	}
-	j, err := openJournal(filepath.Join(dir, "journal.jsonl"))
+	j, err := journal.Open(filepath.Join(dir, "journal.jsonl"))
 	if err != nil {
 		return res, dir, err
 	}
@@ -235,7 +223,7 @@ func runOne(c campaignConfig, b string, seed uint64) (res result, dir string, er
 	// A port picked free can be taken by another process before the
 	// server binds it: try again, on fresh ports. Each try has a toxiproxy
 	// server of its own for the backend's proxies, ended with the run.
-	var be backend
+	var be servers.Backend
 	for try := 1; ; try++ {
 		var api *toxiproc.Server
 		if api, err = toxiproc.Start(c.toxiproxy, dir); err == nil {
@@ -251,21 +239,21 @@ func runOne(c campaignConfig, b string, seed uint64) (res result, dir string, er
 		fmt.Fprintf(os.Stderr, "chaos: %s seed %d: starting the backend: %v; trying again\n", b, seed, err)
 	}
 	r := &runEnv{
-		spec: runSpec{Backend: b, Seed: seed, Duration: c.duration, TTL: c.ttl, Workers: c.workers, Slots: c.slots, Broken: c.broken,
-			Faults: schedule(seed, pickKinds(be.kinds(), c.kinds), c.duration, c.ttl), Settle: settleOf(be)},
+		spec: journal.RunSpec{Backend: b, Seed: seed, Duration: c.duration, TTL: c.ttl, Workers: c.workers, Slots: c.slots, Broken: c.broken,
+			Faults: schedule.Schedule(seed, pickKinds(be.Kinds(), c.kinds), c.duration, c.ttl), Settle: servers.SettleOf(be)},
 		dir: dir, exe: c.exe, j: j, fence: f, be: be,
 		workers: make([]*childproc.Process, c.workers), busy: make([]bool, c.workers),
 	}
 	if err := r.writeSpec(); err != nil {
-		be.close()
+		be.Close()
 		return res, dir, err
 	}
 	start := time.Now()
-	j.write(record{Ev: evBegin})
+	j.Write(journal.Record{Ev: journal.EvBegin})
 	for i := range c.workers {
 		if err := r.startWorker(i); err != nil {
 			r.stopWorkers()
-			be.close()
+			be.Close()
 			return res, dir, err
 		}
 	}
@@ -288,19 +276,19 @@ func runOne(c campaignConfig, b string, seed uint64) (res result, dir string, er
 		tick.Stop()
 	}
 	r.stopWorkers()
-	be.close()
+	be.Close()
 	_ = f.Close()
-	j.write(record{Ev: evEnd})
+	j.Write(journal.Record{Ev: journal.EvEnd})
 
-	recs, err := readJournal(filepath.Join(dir, "journal.jsonl"))
+	recs, err := journal.Read(filepath.Join(dir, "journal.jsonl"))
 	if err != nil {
 		return res, dir, err
 	}
-	res = check(recs, c.ttl, c.slots, r.spec.Settle)
-	checkLinearizable(recs, localExpiry(r.spec.Backend), &res)
+	res = check.Check(recs, c.ttl, c.slots, r.spec.Settle)
+	check.Linearizable(recs, check.LocalExpiry(r.spec.Backend), &res)
 	failed := len(res.Violations) > 0
 	if failed || c.svg {
-		if err := writeTimeline(filepath.Join(dir, timelineFile), recs, r.spec, res); err != nil {
+		if err := timeline.Write(filepath.Join(dir, timeline.File), recs, r.spec, res); err != nil {
 			return res, dir, err
 		}
 	}
@@ -308,7 +296,7 @@ func runOne(c campaignConfig, b string, seed uint64) (res result, dir string, er
 	case failed || c.keep:
 		return res, dir, nil
 	case c.svg:
-		return res, dir, keepOnly(dir, timelineFile)
+		return res, dir, keepOnly(dir, timeline.File)
 	}
 	return res, dir, os.RemoveAll(dir)
 }
@@ -329,32 +317,32 @@ func keepOnly(dir, name string) error {
 	return nil
 }
 
-func startBackend(c campaignConfig, api *toxiproc.Server, b, dir string, seed uint64) (backend, error) {
+func startBackend(c campaignConfig, api *toxiproc.Server, b, dir string, seed uint64) (servers.Backend, error) {
 	name := fmt.Sprintf("%s-%d", b, seed)
 	switch b {
 	case "filestore":
 		d := filepath.Join(dir, "store")
-		return &fileBackend{dir: d}, os.MkdirAll(d, 0o755)
+		return &servers.FileBackend{Dir: d}, os.MkdirAll(d, 0o755)
 	case "etcd":
-		return startEtcd(api, dir, name, 1, c.workers, "")
+		return servers.StartEtcd(api, dir, name, 1, c.workers, "")
 	case "etcd3":
-		return startEtcd(api, dir, name, 3, c.workers, "")
+		return servers.StartEtcd(api, dir, name, 3, c.workers, "")
 	case "kube":
-		return startKube(api, dir, name, c.workers, "")
+		return servers.StartKube(api, dir, name, c.workers, "")
 	case "etcd-shared":
-		return startEtcd(api, dir, name, 1, c.workers, etcdShared)
+		return servers.StartEtcd(api, dir, name, 1, c.workers, servers.EtcdShared)
 	case "etcd3-shared":
-		return startEtcd(api, dir, name, 3, c.workers, etcdShared)
+		return servers.StartEtcd(api, dir, name, 3, c.workers, servers.EtcdShared)
 	case "kube-session":
-		return startKube(api, dir, name, c.workers, kubeSession)
+		return servers.StartKube(api, dir, name, c.workers, servers.KubeSession)
 	case "nats":
-		return startNats(api, dir, name, 1, c.workers)
+		return servers.StartNats(api, dir, name, 1, c.workers)
 	case "nats3":
-		return startNats(api, dir, name, 3, c.workers)
+		return servers.StartNats(api, dir, name, 3, c.workers)
 	case "postgres":
-		return startPostgres(api, name, c.workers)
+		return servers.StartPostgres(api, name, c.workers)
 	case "postgres-ha":
-		return startPostgresHA(api, name, c.workers)
+		return servers.StartPostgresHA(api, name, c.workers)
 	}
 	return nil, fmt.Errorf("unknown backend %q", b)
 }
@@ -378,7 +366,7 @@ func pickKinds(has, want []string) []string {
 
 // printViolations prints the first few violations of each check and how
 // many more there were; the run's history has them all.
-func printViolations(out io.Writer, vs []violation) {
+func printViolations(out io.Writer, vs []check.Violation) {
 	const show = 3
 	seen := map[string]int{}
 	for _, v := range vs {
@@ -392,16 +380,4 @@ func printViolations(out io.Writer, vs []violation) {
 			fmt.Fprintf(out, "    VIOLATION %s: ... and %d more like it\n", check, n-show)
 		}
 	}
-}
-
-// fmtRecovery shows a recovery time: "-" when there was no fault to
-// recover from, "none" when nobody acted after the last one.
-func fmtRecovery(d time.Duration) string {
-	switch {
-	case d == never:
-		return "none"
-	case d < 0:
-		return "-"
-	}
-	return d.Round(time.Millisecond).String()
 }

@@ -6,6 +6,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/tenure-go/tenure/chaos/journal"
+	"github.com/tenure-go/tenure/chaos/schedule"
+	"github.com/tenure-go/tenure/chaos/servers"
+	"github.com/tenure-go/tenure/chaos/timelinetest"
+	"github.com/tenure-go/tenure/chaos/worker"
 )
 
 // campaign runs a short campaign with args and returns whether it passed
@@ -32,12 +38,12 @@ func TestBrokenWorkersAreCaught(t *testing.T) {
 	}{
 		// Keeps acting for a TTL after its term ended: after a pause
 		// longer than the TTL, it acts beside the new holder.
-		{brokenLate, fStopLong, "VIOLATION overlap"},
+		{worker.BrokenLate, schedule.FStopLong, "VIOLATION overlap"},
 		// Writes with a token its term did not give it.
-		{brokenNoToken, fStopFollower, "VIOLATION token"},
+		{worker.BrokenNoToken, schedule.FStopFollower, "VIOLATION token"},
 		// Stops its elector at SIGTERM, which releases the claim, and
 		// drains its work after: the next holder acts beside that work.
-		{brokenRelease, fTerm, "VIOLATION overlap"},
+		{worker.BrokenRelease, schedule.FTerm, "VIOLATION overlap"},
 	} {
 		t.Run(tc.broken, func(t *testing.T) {
 			t.Parallel()
@@ -64,11 +70,11 @@ func TestBrokenWorkersAreCaught(t *testing.T) {
 func TestSmoke(t *testing.T) {
 	for _, b := range smokeBackends {
 		t.Run(b, func(t *testing.T) {
-			if strings.HasPrefix(b, "kube") && os.Getenv(envAPIServer) == "" {
+			if strings.HasPrefix(b, "kube") && os.Getenv(servers.EnvAPIServer) == "" {
 				if os.Getenv("CI") != "" {
-					t.Fatalf("%s is not set", envAPIServer)
+					t.Fatalf("%s is not set", servers.EnvAPIServer)
 				}
-				t.Skipf("%s is not set; make test builds the kube-apiserver", envAPIServer)
+				t.Skipf("%s is not set; make test builds the kube-apiserver", servers.EnvAPIServer)
 			}
 			args := []string{"-runs", "1", "-duration", "12s", "-backends", b, "-svg", "-keep"}
 			if shortSmoke[b] {
@@ -104,14 +110,14 @@ func checkRunTimeline(t *testing.T, out string) {
 		t.Errorf("the timeline the run's line names: %v", err)
 		return
 	}
-	recs, err := readJournal(filepath.Join(filepath.Dir(m[1]), "journal.jsonl"))
+	recs, err := journal.Read(filepath.Join(filepath.Dir(m[1]), "journal.jsonl"))
 	if err != nil {
 		t.Errorf("the journal beside the timeline: %v", err)
 		return
 	}
-	doc := parseTimeline(t, b)
-	checkTimeline(t, doc, recs)
-	if len(doc.terms) == 0 {
+	doc := timelinetest.Parse(t, b)
+	timelinetest.Check(t, doc, recs)
+	if len(doc.Terms) == 0 {
 		t.Errorf("timeline %s draws no term", m[1])
 	}
 }
@@ -128,4 +134,4 @@ var smokeBackends = []string{"filestore", "etcd", "etcd3", "kube", "nats", "nats
 // backends' smoke runs draw them.
 var shortSmoke = map[string]bool{"nats": true, "nats3": true, "postgres": true, "postgres-ha": true}
 
-const smokeServerKinds = fServerPause + "," + fServerKill + "," + fPartition + "," + fLatency + "," + fIsolate
+const smokeServerKinds = schedule.FServerPause + "," + schedule.FServerKill + "," + schedule.FPartition + "," + schedule.FLatency + "," + schedule.FIsolate

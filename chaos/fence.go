@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tenure-go/tenure/chaos/journal"
 )
 
 // fence is the fenced resource the workers write to: an HTTP server that
@@ -17,7 +19,7 @@ import (
 // rejected. It is the resource the elector's documentation asks for: the
 // one that catches a holder whose term ended while it was paused.
 type fence struct {
-	j   *journal
+	j   *journal.Journal
 	srv *http.Server
 	ln  net.Listener
 
@@ -33,7 +35,7 @@ type lastOne struct {
 	pid    int
 }
 
-func startFence(j *journal) (*fence, error) {
+func startFence(j *journal.Journal) (*fence, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("chaos: fence: %w", err)
@@ -84,7 +86,7 @@ func (f *fence) write(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	rec := record{Worker: r.FormValue("w"), PID: pid, Tok: tok, Slot: slot, Act: act}
+	rec := journal.Record{Worker: r.FormValue("w"), PID: pid, Tok: tok, Slot: slot, Act: act}
 	// The decision and its journal record are made under one lock, so the
 	// journal's order of accepts is the order the resource applied them.
 	f.mu.Lock()
@@ -93,16 +95,16 @@ func (f *fence) write(w http.ResponseWriter, r *http.Request) {
 		f.highest[slot] = tok
 		f.last[slot] = lastOne{worker: rec.Worker, pid: pid}
 		f.lastAct = max(f.lastAct, act)
-		rec.Ev = evAccept
+		rec.Ev = journal.EvAccept
 		for _, c := range f.waiters[pid] {
 			close(c)
 		}
 		delete(f.waiters, pid)
 	} else {
-		rec.Ev = evReject
+		rec.Ev = journal.EvReject
 		rec.Reason = fmt.Sprintf("token %d below %d", tok, f.highest[slot])
 	}
-	f.j.write(rec)
+	f.j.Write(rec)
 	f.mu.Unlock()
 	if !ok {
 		http.Error(w, rec.Reason, http.StatusConflict)

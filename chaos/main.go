@@ -94,22 +94,40 @@
 //   - A seed replays a schedule, not an interleaving: which process is "the
 //     holder" when a fault starts depends on the run.
 //   - Every process runs on one host, which is what lets the checker compare
-//     instants journaled by different processes (see check.go).
+//     instants journaled by different processes (see package check).
 //   - The linearizability check leaves out a claim key written by a
 //     transaction (slot groups on etcd), whose history the journal does not
-//     capture completely (see lin.go).
+//     capture completely (see package check).
+//
+// # Its parts
+//
+// This package wires the campaign: its flags, each run's driver, the
+// fenced resource and the output. The parts are packages of their own:
+//
+//	schedule     the faults and the seeded schedule of them
+//	servers      the backends: the server processes, their proxies, and
+//	             how each fault is applied to them
+//	worker       the worker process, and the recorder that journals its
+//	             store operations
+//	journal      the journal every process writes, and a run's spec
+//	check        the checker, and the linearizability model of a store
+//	timeline     the SVG picture of a run, drawn from its journal
+//	journaltest  journals written by hand, for the tests
+//	timelinetest a drawn timeline read back, for the tests
 package main
 
 import (
 	"fmt"
 	"os"
+
+	"github.com/tenure-go/tenure/chaos/worker"
 )
 
 func main() {
 	var err error
 	switch {
 	case len(os.Args) > 1 && os.Args[1] == "worker":
-		err = runWorker(os.Args[2:])
+		err = worker.Run(os.Args[2:])
 	default:
 		var ok bool
 		ok, err = runCampaign(os.Args[1:], os.Stdout)

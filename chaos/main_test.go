@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/tenure-go/tenure/chaos/worker"
 	"go.uber.org/goleak"
 )
 
@@ -12,7 +13,7 @@ import (
 // the campaign runs os.Executable() with "worker" as its first argument.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
-		if err := runWorker(os.Args[2:]); err != nil {
+		if err := worker.Run(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}

@@ -10,23 +10,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tenure-go/tenure/chaos/journal"
+	"github.com/tenure-go/tenure/chaos/schedule"
+	"github.com/tenure-go/tenure/chaos/servers"
 	"github.com/tenure-go/tenure/internal/childproc"
 )
-
-// runSpec is one run of a campaign.
-type runSpec struct {
-	Backend  string        `json:"backend"`
-	Seed     uint64        `json:"seed"`
-	Duration time.Duration `json:"duration"`
-	TTL      time.Duration `json:"ttl"`
-	Workers  int           `json:"workers"`
-	Slots    int           `json:"slots"`            // 0: a single claim
-	Broken   string        `json:"broken,omitempty"` // every worker misbehaves this way
-	Faults   []fault       `json:"faults"`
-	// Settle is how much longer than TTL + 1s the backend may take to
-	// serve again after a fault (see settler).
-	Settle time.Duration `json:"settle,omitempty"`
-}
 
 // workTime is how long a worker works between checking its term and
 // writing to the fenced resource.
@@ -34,12 +22,12 @@ const workTime = 100 * time.Millisecond
 
 // runEnv is a run in progress.
 type runEnv struct {
-	spec  runSpec
+	spec  journal.RunSpec
 	dir   string
 	exe   string
-	j     *journal
+	j     *journal.Journal
 	fence *fence
-	be    backend
+	be    servers.Backend
 
 	mu      sync.Mutex // guards workers and busy
 	workers []*childproc.Process
@@ -48,7 +36,7 @@ type runEnv struct {
 
 func (r *runEnv) startWorker(i int) error {
 	argv := []string{r.exe, "worker",
-		"-store", r.be.url(i),
+		"-store", r.be.URL(i),
 		"-id", "w" + strconv.Itoa(i),
 		"-ttl", r.spec.TTL.String(),
 		"-slots", strconv.Itoa(r.spec.Slots),
@@ -59,7 +47,7 @@ func (r *runEnv) startWorker(i int) error {
 	if r.spec.Broken != "" {
 		argv = append(argv, "-broken", r.spec.Broken)
 	}
-	p, err := spawn(fmt.Sprintf("w%d", i), filepath.Join(r.dir, "procs.log"), argv)
+	p, err := servers.Spawn(fmt.Sprintf("w%d", i), filepath.Join(r.dir, "procs.log"), argv)
 	if err != nil {
 		return err
 	}
@@ -117,9 +105,9 @@ func (r *runEnv) unclaim(i int) {
 }
 
 // apply starts fault f and returns what ends it.
-func (r *runEnv) apply(f fault) (heal func(), target string, ok bool) {
+func (r *runEnv) apply(f schedule.Fault) (heal func(), target string, ok bool) {
 	switch f.Kind {
-	case fKill, fTerm:
+	case schedule.FKill, schedule.FTerm:
 		i, p, ok := r.claim(f.Pick%2 == 0, f.Pick/2)
 		if !ok {
 			i, p, ok = r.claim(false, f.Pick/2)
@@ -128,7 +116,7 @@ func (r *runEnv) apply(f fault) (heal func(), target string, ok bool) {
 			return nil, "", false
 		}
 		sig := syscall.SIGKILL
-		if f.Kind == fTerm {
+		if f.Kind == schedule.FTerm {
 			sig = syscall.SIGTERM
 		}
 		p.Signal(sig)
@@ -144,9 +132,9 @@ func (r *runEnv) apply(f fault) (heal func(), target string, ok bool) {
 			}
 			r.unclaim(i)
 		}, fmt.Sprintf("w%d", i), true
-	case fStopShort, fStopLong, fStopFollower:
-		i, p, ok := r.claim(f.Kind != fStopFollower, f.Pick)
-		if ok && f.Kind == fStopLong {
+	case schedule.FStopShort, schedule.FStopLong, schedule.FStopFollower:
+		i, p, ok := r.claim(f.Kind != schedule.FStopFollower, f.Pick)
+		if ok && f.Kind == schedule.FStopLong {
 			// The pause that fencing exists for: the holder is stopped
 			// in the middle of its work, after it checked its term and
 			// before it writes. Its write is accepted, and it is stopped
@@ -168,7 +156,7 @@ func (r *runEnv) apply(f fault) (heal func(), target string, ok bool) {
 			r.unclaim(i)
 		}, fmt.Sprintf("w%d", i), true
 	}
-	return r.be.apply(f, r.holder())
+	return r.be.Apply(f, r.holder())
 }
 
 // execute runs the schedule against the run, journaling each fault as it
@@ -189,10 +177,10 @@ func (r *runEnv) execute(start time.Time) (time.Time, int64) {
 			time.Sleep(time.Until(start.Add(f.At)))
 			heal, target, ok := r.apply(f)
 			if !ok {
-				r.j.write(record{Ev: evFault, Fault: f.N, Kind: f.Kind, Reason: "skipped: no target"})
+				r.j.Write(journal.Record{Ev: journal.EvFault, Fault: f.N, Kind: f.Kind, Reason: "skipped: no target"})
 				return
 			}
-			r.j.write(record{Ev: evFault, Fault: f.N, Kind: f.Kind, Target: target})
+			r.j.Write(journal.Record{Ev: journal.EvFault, Fault: f.N, Kind: f.Kind, Target: target})
 			time.Sleep(f.Dur)
 			healed := make(chan struct{})
 			go func() {
@@ -202,14 +190,14 @@ func (r *runEnv) execute(start time.Time) (time.Time, int64) {
 			t := time.NewTimer(healWithin)
 			select {
 			case <-healed:
-				r.j.write(record{Ev: evHeal, Fault: f.N, Kind: f.Kind, Target: target})
+				r.j.Write(journal.Record{Ev: journal.EvHeal, Fault: f.N, Kind: f.Kind, Target: target})
 			case <-t.C:
 				// The fault may still be in place; the run goes on without it.
-				r.j.write(record{Ev: evHeal, Fault: f.N, Kind: f.Kind, Target: target, Reason: fmt.Sprintf("abandoned: the heal had not returned after %v", healWithin)})
+				r.j.Write(journal.Record{Ev: journal.EvHeal, Fault: f.N, Kind: f.Kind, Target: target, Reason: fmt.Sprintf("abandoned: the heal had not returned after %v", healWithin)})
 			}
 			t.Stop()
 			mu.Lock()
-			last, lastMono = time.Now(), monoNow()
+			last, lastMono = time.Now(), journal.MonoNow()
 			mu.Unlock()
 		}()
 	}

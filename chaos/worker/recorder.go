@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"context"
@@ -9,29 +9,8 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/chaos/journal"
 )
-
-// opRec is one store operation on a claim key as a worker saw it: the call
-// is journaled before the request goes out and the return after its
-// answer, so an operation cut off by a kill or a pause shows as a call with
-// no return, whose outcome is unknown.
-type opRec struct {
-	Seq   int64  `json:"seq"`
-	Kind  string `json:"kind"` // get, create, cas, delete, keepalive, txn
-	Key   string `json:"key"`
-	Rev   int64  `json:"rev,omitempty"` // the revision compared (cas, delete, keepalive)
-	TTL   int64  `json:"ttl,omitempty"` // ns
-	Value string `json:"val,omitempty"`
-	Ret   bool   `json:"ret,omitempty"` // this is the return record
-
-	// The answer, on the return record.
-	OK        bool   `json:"ok,omitempty"`    // the write happened, the key was found
-	Found     bool   `json:"found,omitempty"` // on a conflict: the key was present
-	Unknown   bool   `json:"unk,omitempty"`   // an error that leaves the outcome unknown
-	OutRev    int64  `json:"orev,omitempty"`
-	OutCreate int64  `json:"ocre,omitempty"`
-	OutValue  string `json:"oval,omitempty"`
-}
 
 // recorder is a Store that journals every operation on the claim's keys
 // and passes it on unchanged. It declares what the store under it
@@ -39,7 +18,7 @@ type opRec struct {
 // over it behaves exactly as over the store itself.
 type recorder struct {
 	backends.Store
-	j      *journal
+	j      *journal.Journal
 	worker string
 	pid    int
 	key    string // the claim key: ops on it and on its slot keys are journaled
@@ -55,13 +34,13 @@ func (r *recorder) watched(key string) bool {
 	return key == r.key || strings.HasPrefix(key, r.key+"/slot-")
 }
 
-func (r *recorder) call(o opRec) opRec {
+func (r *recorder) call(o journal.OpRec) journal.OpRec {
 	o.Seq = r.seq.Add(1)
-	r.j.write(record{Ev: evOp, Worker: r.worker, PID: r.pid, Op: &o})
+	r.j.Write(journal.Record{Ev: journal.EvOp, Worker: r.worker, PID: r.pid, Op: &o})
 	return o
 }
 
-func (r *recorder) ret(o opRec, e backends.Entry, err error) {
+func (r *recorder) ret(o journal.OpRec, e backends.Entry, err error) {
 	o.Ret = true
 	o.Value = ""
 	var ce *backends.ConflictError
@@ -78,14 +57,14 @@ func (r *recorder) ret(o opRec, e backends.Entry, err error) {
 	default:
 		o.Unknown = true
 	}
-	r.j.write(record{Ev: evOp, Worker: r.worker, PID: r.pid, Op: &o})
+	r.j.Write(journal.Record{Ev: journal.EvOp, Worker: r.worker, PID: r.pid, Op: &o})
 }
 
 func (r *recorder) Get(ctx context.Context, key string) (backends.Entry, error) {
 	if !r.watched(key) {
 		return r.Store.Get(ctx, key)
 	}
-	o := r.call(opRec{Kind: "get", Key: key})
+	o := r.call(journal.OpRec{Kind: "get", Key: key})
 	e, err := r.Store.Get(ctx, key)
 	r.ret(o, e, err)
 	return e, err
@@ -95,7 +74,7 @@ func (r *recorder) CreateIfAbsent(ctx context.Context, key string, value []byte,
 	if !r.watched(key) {
 		return r.Store.CreateIfAbsent(ctx, key, value, ttl)
 	}
-	o := r.call(opRec{Kind: "create", Key: key, TTL: int64(ttl), Value: string(value)})
+	o := r.call(journal.OpRec{Kind: "create", Key: key, TTL: int64(ttl), Value: string(value)})
 	e, err := r.Store.CreateIfAbsent(ctx, key, value, ttl)
 	r.ret(o, e, err)
 	return e, err
@@ -105,7 +84,7 @@ func (r *recorder) CompareAndSet(ctx context.Context, key string, rev int64, val
 	if !r.watched(key) {
 		return r.Store.CompareAndSet(ctx, key, rev, value, ttl)
 	}
-	o := r.call(opRec{Kind: "cas", Key: key, Rev: rev, TTL: int64(ttl), Value: string(value)})
+	o := r.call(journal.OpRec{Kind: "cas", Key: key, Rev: rev, TTL: int64(ttl), Value: string(value)})
 	e, err := r.Store.CompareAndSet(ctx, key, rev, value, ttl)
 	r.ret(o, e, err)
 	return e, err
@@ -115,7 +94,7 @@ func (r *recorder) CompareAndDelete(ctx context.Context, key string, rev int64) 
 	if !r.watched(key) {
 		return r.Store.CompareAndDelete(ctx, key, rev)
 	}
-	o := r.call(opRec{Kind: "delete", Key: key, Rev: rev})
+	o := r.call(journal.OpRec{Kind: "delete", Key: key, Rev: rev})
 	err := r.Store.CompareAndDelete(ctx, key, rev)
 	r.ret(o, backends.Entry{}, err)
 	return err
@@ -125,7 +104,7 @@ func (r *recorder) KeepAlive(ctx context.Context, key string, rev int64, ttl tim
 	if !r.watched(key) {
 		return r.Store.KeepAlive(ctx, key, rev, ttl)
 	}
-	o := r.call(opRec{Kind: "keepalive", Key: key, Rev: rev, TTL: int64(ttl)})
+	o := r.call(journal.OpRec{Kind: "keepalive", Key: key, Rev: rev, TTL: int64(ttl)})
 	e, err := r.Store.KeepAlive(ctx, key, rev, ttl)
 	r.ret(o, e, err)
 	return e, err
@@ -145,14 +124,14 @@ func (r *recorder) Watch(ctx context.Context, prefix string) (<-chan backends.Ev
 // that are not journaled, its slot group's size entry) is journaled as the
 // create it is. Any other transaction that writes a claim key is journaled
 // as "txn" only, without its effect: the linearizability check leaves such
-// a key out (see lin.go).
+// a key out (see package check).
 func (r *recorder) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
 	t, ok := r.Store.(backends.Txner)
 	if !ok {
 		return backends.TxnResult{}, fmt.Errorf("chaos: txn: %w", backends.ErrUnsupported)
 	}
 	if key, ok := r.claimCreate(conds, ops); ok {
-		o := r.call(opRec{Kind: "create", Key: key, TTL: int64(ops[0].TTL), Value: string(ops[0].Value)})
+		o := r.call(journal.OpRec{Kind: "create", Key: key, TTL: int64(ops[0].TTL), Value: string(ops[0].Value)})
 		res, err := t.Txn(ctx, conds, ops)
 		var ce *backends.ConflictError
 		switch {
@@ -170,7 +149,7 @@ func (r *recorder) Txn(ctx context.Context, conds []backends.Cond, ops []backend
 	}
 	for _, op := range ops {
 		if r.watched(op.Key) {
-			r.call(opRec{Kind: "txn", Key: op.Key})
+			r.call(journal.OpRec{Kind: "txn", Key: op.Key})
 		}
 	}
 	return t.Txn(ctx, conds, ops)

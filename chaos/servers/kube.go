@@ -1,4 +1,4 @@
-package main
+package servers
 
 import (
 	"context"
@@ -11,22 +11,23 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/tenure-go/tenure/internal/toxiproc"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/tenure-go/tenure/chaos/schedule"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// envAPIServer names the variable that holds the kube-apiserver binary's
+// EnvAPIServer names the variable that holds the kube-apiserver binary's
 // path, as for the kube backend's tests (make kube-apiserver builds it).
-const envAPIServer = "TENURE_KUBE_APISERVER"
+const EnvAPIServer = "TENURE_KUBE_APISERVER"
 
 // kubeNamespace is where the workers' Lease objects live.
 const kubeNamespace = "chaos"
@@ -45,46 +46,46 @@ type kubeBackend struct {
 	api     server // the API server process
 }
 
-// kubeSession is the store URL parameter that makes a worker's store keep
+// KubeSession is the store URL parameter that makes a worker's store keep
 // one session Lease for its claims (kube.WithSession at the default
 // interval, which the store shortens for TTLs under four intervals).
-const kubeSession = "&session=1s"
+const KubeSession = "&session=1s"
 
-func startKube(api *toxiproc.Server, dir, name string, workers int, query string) (backend, error) {
-	bin := os.Getenv(envAPIServer)
+func StartKube(api *toxiproc.Server, dir, name string, workers int, query string) (Backend, error) {
+	bin := os.Getenv(EnvAPIServer)
 	if bin == "" {
-		return nil, fmt.Errorf("kube: %s is not set (make kube-apiserver builds the binary and prints its path)", envAPIServer)
+		return nil, fmt.Errorf("kube: %s is not set (make kube-apiserver builds the binary and prints its path)", EnvAPIServer)
 	}
-	e, err := startEtcd(api, dir, name+"-etcd", 1, 0, "")
+	e, err := StartEtcd(api, dir, name+"-etcd", 1, 0, "")
 	if err != nil {
 		return nil, err
 	}
 	b := &kubeBackend{etcd: e, query: query, bin: bin, dir: filepath.Join(dir, "kube"),
 		api: server{name: "kube-apiserver", logPath: filepath.Join(dir, "kube-apiserver.log")}}
 	if err := b.credentials(); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	if b.addr, err = freeAddr(); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	if err := b.start(); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	if b.clients, err = newProxies(api, name, workers, []string{b.addr}); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	for w := range workers {
 		if err := b.kubeconfig(w); err != nil {
-			b.close()
+			b.Close()
 			return nil, err
 		}
 	}
 	if err := b.namespace(); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	return b, nil
@@ -206,21 +207,21 @@ func (b *kubeBackend) namespace() error {
 	return err
 }
 
-func (b *kubeBackend) kinds() []string {
-	return append(append([]string(nil), workerKinds...), fLatency, fPartition, fServerPause, fServerKill)
+func (b *kubeBackend) Kinds() []string {
+	return append(append([]string(nil), schedule.WorkerKinds...), schedule.FLatency, schedule.FPartition, schedule.FServerPause, schedule.FServerKill)
 }
 
-func (b *kubeBackend) url(w int) string {
+func (b *kubeBackend) URL(w int) string {
 	return "kube://" + kubeNamespace + "?kubeconfig=" + b.kubeconfigPath(w) + b.query
 }
 
-func (b *kubeBackend) apply(f fault, holder int) (func(), string, bool) {
+func (b *kubeBackend) Apply(f schedule.Fault, holder int) (func(), string, bool) {
 	switch f.Kind {
-	case fLatency, fPartition:
+	case schedule.FLatency, schedule.FPartition:
 		return b.clients.fault(f, holder)
-	case fServerPause:
+	case schedule.FServerPause:
 		return b.api.pause()
-	case fServerKill:
+	case schedule.FServerKill:
 		return b.api.kill(func() {
 			if err := b.start(); err != nil {
 				fmt.Fprintf(os.Stderr, "chaos: restart kube-apiserver: %v\n", err)
@@ -230,10 +231,10 @@ func (b *kubeBackend) apply(f fault, holder int) (func(), string, bool) {
 	return nil, "", false
 }
 
-func (b *kubeBackend) close() {
+func (b *kubeBackend) Close() {
 	if b.clients != nil {
 		b.clients.close()
 	}
 	b.api.stop(15 * time.Second)
-	b.etcd.close()
+	b.etcd.Close()
 }

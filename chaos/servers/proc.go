@@ -1,4 +1,4 @@
-package main
+package servers
 
 import (
 	"fmt"
@@ -10,11 +10,11 @@ import (
 	"github.com/tenure-go/tenure/internal/childproc"
 )
 
-// spawn starts a child process of the campaign, a worker or a backend
+// Spawn starts a child process of the campaign, a worker or a backend
 // server, its output appended to logPath. It dies with the campaign
 // (package childproc), so that no child outlives a campaign that was
 // itself killed.
-func spawn(name, logPath string, argv []string) (*childproc.Process, error) {
+func Spawn(name, logPath string, argv []string) (*childproc.Process, error) {
 	p, err := childproc.Start(childproc.Spec{Argv: argv, Log: logPath})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: start %s: %w", name, err)
@@ -39,7 +39,7 @@ func (s *server) start(argv []string) error {
 	if s.ready != "" {
 		_ = os.Remove(s.ready)
 	}
-	p, err := spawn(s.name, s.logPath, argv)
+	p, err := Spawn(s.name, s.logPath, argv)
 	if err != nil {
 		return err
 	}

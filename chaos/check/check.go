@@ -1,10 +1,13 @@
-package main
+package check
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/tenure-go/tenure/chaos/journal"
+	"github.com/tenure-go/tenure/chaos/schedule"
 )
 
 // The checker judges a run from its journal alone: what each worker says
@@ -30,47 +33,48 @@ import (
 // never is the recovery of a run in which nobody acted after the last fault.
 const never = time.Duration(1<<63 - 1)
 
-// violation is one broken property of a run.
-type violation struct {
+// Violation is one broken property of a run.
+type Violation struct {
 	Check  string `json:"check"`
 	Detail string `json:"detail"`
 }
 
-// result is what the checker found in one run.
-type result struct {
+// Result is what the checker found in one run.
+type Result struct {
 	Acts, Accepted, Rejected int
 	Terms                    int
 	StaleCaught              int            // rejections of writes made after a long pause of their writer
 	LongPauses               int            // stop-long faults applied
 	Faults                   map[string]int // applied faults by kind
 	Recovery                 time.Duration  // from the end of the last fault to the first act after it; -1 if no fault
-	Violations               []violation
+	Violations               []Violation
 	LinOps                   int    // store operations checked for linearizability
 	LinNote                  string // why some were not checked
 }
 
-func (res *result) fail(check, format string, args ...any) {
-	res.Violations = append(res.Violations, violation{check, fmt.Sprintf(format, args...)})
+func (res *Result) fail(check, format string, args ...any) {
+	res.Violations = append(res.Violations, Violation{check, fmt.Sprintf(format, args...)})
 }
 
 // term is one worker process's tenure as seen in its acts.
-type termKey struct {
-	worker string
-	pid    int
-	tok    int64
-	slot   int
+type TermKey struct {
+	Worker string
+	PID    int
+	Tok    int64
+	Slot   int
 }
 
 type termSpan struct {
-	termKey
+	TermKey
 	first, last int64
 }
 
-// check judges recs, the journal of a run with the given TTL and slot
+// Check judges recs, the journal of a run with the given TTL and slot
 // count (0 or 1: a single claim). settle is how much longer than TTL + 1s
-// the run's backend may take to serve again after a fault (see settler).
-func check(recs []record, ttl time.Duration, slots int, settle time.Duration) result {
-	res := result{Faults: map[string]int{}, Recovery: -1}
+// the run's backend may take to serve again after a fault (see the
+// settler of package servers).
+func Check(recs []journal.Record, ttl time.Duration, slots int, settle time.Duration) Result {
+	res := Result{Faults: map[string]int{}, Recovery: -1}
 	granted, list := res.checkTerms(recs)
 	res.checkOverlaps(recs, list, max(slots, 1))
 	res.checkTokens(list)
@@ -82,19 +86,19 @@ func check(recs []record, ttl time.Duration, slots int, settle time.Duration) re
 // checkTerms finds the terms granted, by the workers' own record of
 // OnElected, and the spans of the terms that acted, in the order they
 // began acting; a term that acted must have been granted.
-func (res *result) checkTerms(recs []record) (granted map[termKey]bool, list []*termSpan) {
-	granted = map[termKey]bool{}
-	spans := map[termKey]*termSpan{}
+func (res *Result) checkTerms(recs []journal.Record) (granted map[TermKey]bool, list []*termSpan) {
+	granted = map[TermKey]bool{}
+	spans := map[TermKey]*termSpan{}
 	for _, r := range recs {
 		switch r.Ev {
-		case evElected:
-			granted[termKey{r.Worker, r.PID, r.Tok, r.Slot}] = true
-		case evAct:
+		case journal.EvElected:
+			granted[TermKey{r.Worker, r.PID, r.Tok, r.Slot}] = true
+		case journal.EvAct:
 			res.Acts++
-			k := termKey{r.Worker, r.PID, r.Tok, r.Slot}
+			k := TermKey{r.Worker, r.PID, r.Tok, r.Slot}
 			s := spans[k]
 			if s == nil {
-				s = &termSpan{termKey: k, first: r.T, last: r.T}
+				s = &termSpan{TermKey: k, first: r.T, last: r.T}
 				spans[k] = s
 			}
 			s.first, s.last = min(s.first, r.T), max(s.last, r.T)
@@ -103,7 +107,7 @@ func (res *result) checkTerms(recs []record) (granted map[termKey]bool, list []*
 	res.Terms = len(spans)
 	for k := range spans {
 		if !granted[k] {
-			res.fail("token", "%s (pid %d) acted with token %d on slot %d, which it was never granted", k.worker, k.pid, k.tok, k.slot)
+			res.fail("token", "%s (pid %d) acted with token %d on slot %d, which it was never granted", k.Worker, k.PID, k.Tok, k.Slot)
 		}
 	}
 	list = make([]*termSpan, 0, len(spans))
@@ -116,7 +120,7 @@ func (res *result) checkTerms(recs []record) (granted map[termKey]bool, list []*
 
 // checkOverlaps checks that at most n terms of list act at once, and one
 // per slot.
-func (res *result) checkOverlaps(recs []record, list []*termSpan, n int) {
+func (res *Result) checkOverlaps(recs []journal.Record, list []*termSpan, n int) {
 	var open []*termSpan
 	for _, s := range list {
 		kept := open[:0]
@@ -128,9 +132,9 @@ func (res *result) checkOverlaps(recs []record, list []*termSpan, n int) {
 		open = append(kept, s)
 		same := false
 		for _, o := range open[:len(open)-1] {
-			if o.slot == s.slot {
+			if o.Slot == s.Slot {
 				same = true
-				res.fail("overlap", "slot %d: %s acted until %s while %s acted from %s", s.slot,
+				res.fail("overlap", "slot %d: %s acted until %s while %s acted from %s", s.Slot,
 					o.name(), at(recs, o.last), s.name(), at(recs, s.first))
 			}
 		}
@@ -142,14 +146,14 @@ func (res *result) checkOverlaps(recs []record, list []*termSpan, n int) {
 
 // checkTokens checks that tokens strictly increase per slot, in the order
 // terms began acting, and that no token is acted on by two processes.
-func (res *result) checkTokens(list []*termSpan) {
+func (res *Result) checkTokens(list []*termSpan) {
 	lastTok := map[int]*termSpan{}
 	for _, s := range list {
-		if p := lastTok[s.slot]; p != nil && s.tok <= p.tok && (s.worker != p.worker || s.pid != p.pid) {
-			res.fail("tokens", "slot %d: %s began acting after %s with a token not above it", s.slot, s.name(), p.name())
+		if p := lastTok[s.Slot]; p != nil && s.Tok <= p.Tok && (s.Worker != p.Worker || s.PID != p.PID) {
+			res.fail("tokens", "slot %d: %s began acting after %s with a token not above it", s.Slot, s.name(), p.name())
 		}
-		if p := lastTok[s.slot]; p == nil || s.tok > p.tok {
-			lastTok[s.slot] = s
+		if p := lastTok[s.Slot]; p == nil || s.Tok > p.Tok {
+			lastTok[s.Slot] = s
 		}
 	}
 }
@@ -157,21 +161,21 @@ func (res *result) checkTokens(list []*termSpan) {
 // checkFence checks the fenced resource: accepted tokens never go down,
 // and only granted ones are accepted; a write is rejected exactly when a
 // higher token was accepted before it.
-func (res *result) checkFence(recs []record, granted map[termKey]bool) {
+func (res *Result) checkFence(recs []journal.Record, granted map[TermKey]bool) {
 	highest := map[int]int64{}
 	pauses := pausesOf(recs)
 	for _, r := range recs {
 		switch r.Ev {
-		case evAccept:
+		case journal.EvAccept:
 			res.Accepted++
 			if r.Tok < highest[r.Slot] {
 				res.fail("fence", "slot %d: accepted token %d from %s after accepting %d", r.Slot, r.Tok, r.Worker, highest[r.Slot])
 			}
 			highest[r.Slot] = max(highest[r.Slot], r.Tok)
-			if !granted[termKey{r.Worker, r.PID, r.Tok, r.Slot}] {
+			if !granted[TermKey{r.Worker, r.PID, r.Tok, r.Slot}] {
 				res.fail("fence", "slot %d: accepted token %d from %s (pid %d), a token it was never granted", r.Slot, r.Tok, r.Worker, r.PID)
 			}
-		case evReject:
+		case journal.EvReject:
 			res.Rejected++
 			if r.Tok >= highest[r.Slot] {
 				res.fail("fence", "slot %d: rejected token %d from %s, not below the highest accepted %d", r.Slot, r.Tok, r.Worker, highest[r.Slot])
@@ -185,18 +189,18 @@ func (res *result) checkFence(recs []record, granted map[termKey]bool) {
 
 // checkRecovery counts the faults, and checks that someone acted soon
 // enough after the last one ended.
-func (res *result) checkRecovery(recs []record, ttl, settle time.Duration) {
+func (res *Result) checkRecovery(recs []journal.Record, ttl, settle time.Duration) {
 	var lastEnd int64
 	for _, r := range recs {
 		switch r.Ev {
-		case evFault:
+		case journal.EvFault:
 			if r.Target != "" {
 				res.Faults[r.Kind]++
-				if r.Kind == fStopLong {
+				if r.Kind == schedule.FStopLong {
 					res.LongPauses++
 				}
 			}
-		case evHeal:
+		case journal.EvHeal:
 			lastEnd = max(lastEnd, r.T)
 			if strings.HasPrefix(r.Reason, "abandoned") {
 				res.Faults["heal-abandoned"]++ // listed with the faults, so that a run's line shows it
@@ -208,7 +212,7 @@ func (res *result) checkRecovery(recs []record, ttl, settle time.Duration) {
 	}
 	first := int64(-1)
 	for _, r := range recs {
-		if r.Ev == evAct && r.T > lastEnd && (first < 0 || r.T < first) {
+		if r.Ev == journal.EvAct && r.T > lastEnd && (first < 0 || r.T < first) {
 			first = r.T
 		}
 	}
@@ -224,7 +228,7 @@ func (res *result) checkRecovery(recs []record, ttl, settle time.Duration) {
 }
 
 func (s *termSpan) name() string {
-	return fmt.Sprintf("%s (pid %d, token %d)", s.worker, s.pid, s.tok)
+	return fmt.Sprintf("%s (pid %d, token %d)", s.Worker, s.PID, s.Tok)
 }
 
 func describe(ts []*termSpan) string {
@@ -239,7 +243,7 @@ func describe(ts []*termSpan) string {
 }
 
 // at shows an instant relative to the first record of the journal.
-func at(recs []record, t int64) string {
+func at(recs []journal.Record, t int64) string {
 	if len(recs) == 0 {
 		return fmt.Sprint(t)
 	}
@@ -253,14 +257,14 @@ func at(recs []record, t int64) string {
 // pauseSet is where the driver stopped each worker for longer than a TTL.
 type pauseSet map[string][][2]int64 // worker -> [stop, cont] intervals
 
-func pausesOf(recs []record) pauseSet {
+func pausesOf(recs []journal.Record) pauseSet {
 	ps := pauseSet{}
-	began := map[int]record{}
+	began := map[int]journal.Record{}
 	for _, r := range recs {
 		switch {
-		case r.Ev == evFault && r.Kind == fStopLong && r.Target != "":
+		case r.Ev == journal.EvFault && r.Kind == schedule.FStopLong && r.Target != "":
 			began[r.Fault] = r
-		case r.Ev == evHeal && r.Kind == fStopLong:
+		case r.Ev == journal.EvHeal && r.Kind == schedule.FStopLong:
 			if b, ok := began[r.Fault]; ok {
 				ps[b.Target] = append(ps[b.Target], [2]int64{b.T, r.T})
 			}
@@ -278,4 +282,34 @@ func (ps pauseSet) longAfter(worker string, act, t int64) bool {
 		}
 	}
 	return false
+}
+
+// Line is a run's result on one line of the campaign's output.
+func (r Result) Line() string {
+	var kinds []string
+	nf := 0
+	for k, n := range r.Faults {
+		kinds = append(kinds, fmt.Sprintf("%s:%d", k, n))
+		nf += n
+	}
+	sort.Strings(kinds)
+	rec := FmtRecovery(r.Recovery)
+	lin := fmt.Sprintf("lin=%d-ops", r.LinOps)
+	if r.LinNote != "" {
+		lin += "(" + r.LinNote + ")"
+	}
+	return fmt.Sprintf("faults=%d[%s] terms=%d acts=%d accepted=%d rejected=%d stale-caught=%d recovery=%s %s violations=%d",
+		nf, strings.Join(kinds, " "), r.Terms, r.Acts, r.Accepted, r.Rejected, r.StaleCaught, rec, lin, len(r.Violations))
+}
+
+// FmtRecovery shows a recovery time: "-" when there was no fault to
+// recover from, "none" when nobody acted after the last one.
+func FmtRecovery(d time.Duration) string {
+	switch {
+	case d == never:
+		return "none"
+	case d < 0:
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
 }

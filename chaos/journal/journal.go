@@ -1,4 +1,4 @@
-package main
+package journal
 
 import (
 	"bufio"
@@ -19,22 +19,22 @@ import (
 
 // Event kinds.
 const (
-	evStart   = "start"   // a worker process began
-	evElected = "elected" // OnElected was called: Tok, Slot
-	evAct     = "act"     // a worker checked its term and is about to write: Tok, Slot, T
-	evWrite   = "write"   // the fenced resource answered a worker's write: OK
-	evDemoted = "demoted" // OnDemoted was called
-	evAccept  = "accept"  // the fenced resource accepted a write
-	evReject  = "reject"  // the fenced resource rejected a write
-	evFault   = "fault"   // the driver began a fault: Kind, Target
-	evHeal    = "heal"    // the driver ended a fault
-	evOp      = "op"      // a store operation, for the linearizability check
-	evBegin   = "begin"   // the driver began the run, before it started any process
-	evEnd     = "end"     // the driver ended the run, after every process stopped
+	EvStart   = "start"   // a worker process began
+	EvElected = "elected" // OnElected was called: Tok, Slot
+	EvAct     = "act"     // a worker checked its term and is about to write: Tok, Slot, T
+	EvWrite   = "write"   // the fenced resource answered a worker's write: OK
+	EvDemoted = "demoted" // OnDemoted was called
+	EvAccept  = "accept"  // the fenced resource accepted a write
+	EvReject  = "reject"  // the fenced resource rejected a write
+	EvFault   = "fault"   // the driver began a fault: Kind, Target
+	EvHeal    = "heal"    // the driver ended a fault
+	EvOp      = "op"      // a store operation, for the linearizability check
+	EvBegin   = "begin"   // the driver began the run, before it started any process
+	EvEnd     = "end"     // the driver ended the run, after every process stopped
 )
 
-// record is one journal line. Which fields are set depends on Ev.
-type record struct {
+// Record is one journal line. Which fields are set depends on Ev.
+type Record struct {
 	Ev     string `json:"ev"`
 	T      int64  `json:"t"` // CLOCK_MONOTONIC, ns
 	Worker string `json:"w,omitempty"`
@@ -47,11 +47,11 @@ type record struct {
 	Target string `json:"target,omitempty"` // fault target
 	Fault  int    `json:"fault,omitempty"`  // fault number, pairs fault with heal
 	Reason string `json:"reason,omitempty"`
-	Op     *opRec `json:"op,omitempty"`
+	Op     *OpRec `json:"op,omitempty"`
 }
 
-// monoNow reads CLOCK_MONOTONIC in nanoseconds.
-func monoNow() int64 {
+// MonoNow reads CLOCK_MONOTONIC in nanoseconds.
+func MonoNow() int64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
 		panic(fmt.Sprintf("chaos: clock_gettime: %v", err)) // cannot happen on Linux
@@ -59,27 +59,27 @@ func monoNow() int64 {
 	return ts.Nano()
 }
 
-// journal appends records to a file that several processes share. Each
+// Journal appends records to a file that several processes share. Each
 // record is one write(2) on a file opened with O_APPEND, so records of
 // different processes never interleave within a line.
-type journal struct {
+type Journal struct {
 	mu sync.Mutex // guards f
 	f  *os.File
 }
 
-func openJournal(path string) (*journal, error) {
+func Open(path string) (*Journal, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: journal: %w", err)
 	}
-	return &journal{f: f}, nil
+	return &Journal{f: f}, nil
 }
 
-// write stamps r with the clock, unless it carries a time already, and
+// Write stamps r with the clock, unless it carries a time already, and
 // appends it.
-func (j *journal) write(r record) {
+func (j *Journal) Write(r Record) {
 	if r.T == 0 {
-		r.T = monoNow()
+		r.T = MonoNow()
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -90,18 +90,18 @@ func (j *journal) write(r record) {
 	_, _ = j.f.Write(append(b, '\n'))
 }
 
-func (j *journal) Close() error { return j.f.Close() }
+func (j *Journal) Close() error { return j.f.Close() }
 
-// readJournal returns every record of the journal at path. A last line cut
+// Read returns every record of the journal at path. A last line cut
 // short (a process killed inside its write) is dropped; a bad line
 // elsewhere is an error.
-func readJournal(path string) ([]record, error) {
+func Read(path string) ([]Record, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []record
+	var out []Record
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	var bad error
@@ -109,7 +109,7 @@ func readJournal(path string) ([]record, error) {
 		if bad != nil {
 			return nil, bad
 		}
-		var r record
+		var r Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			bad = fmt.Errorf("chaos: %s: line %q: %w", path, sc.Text(), err)
 			continue

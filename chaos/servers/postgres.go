@@ -1,4 +1,4 @@
-package main
+package servers
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tenure-go/tenure/chaos/schedule"
 	"github.com/tenure-go/tenure/internal/pgproc"
 	"github.com/tenure-go/tenure/internal/toxiproc"
 	"github.com/tenure-go/tenure/storeurl"
@@ -30,7 +31,7 @@ type pgBackend struct {
 	down bool       // killed and not restarted
 }
 
-func startPostgres(api *toxiproc.Server, name string, workers int) (*pgBackend, error) {
+func StartPostgres(api *toxiproc.Server, name string, workers int) (*pgBackend, error) {
 	srv, err := pgproc.Start()
 	if err != nil {
 		return nil, err
@@ -41,31 +42,31 @@ func startPostgres(api *toxiproc.Server, name string, workers int) (*pgBackend, 
 	defer cancel()
 	s, err := storeurl.Open(ctx, srv.DSN(pgDatabase)+"&create=true")
 	if err != nil {
-		b.close()
+		b.Close()
 		return nil, fmt.Errorf("chaos: create the PostgreSQL table: %w", err)
 	}
 	if err := s.Close(); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	if b.clients, err = newProxies(api, name, workers, []string{srv.Addr()}); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *pgBackend) kinds() []string {
-	return append(append([]string(nil), workerKinds...), fLatency, fPartition, fServerPause, fServerKill)
+func (b *pgBackend) Kinds() []string {
+	return append(append([]string(nil), schedule.WorkerKinds...), schedule.FLatency, schedule.FPartition, schedule.FServerPause, schedule.FServerKill)
 }
 
-func (b *pgBackend) url(w int) string { return b.srv.DSNVia(b.clients.addrs(w)[0], pgDatabase) }
+func (b *pgBackend) URL(w int) string { return b.srv.DSNVia(b.clients.addrs(w)[0], pgDatabase) }
 
-func (b *pgBackend) apply(f fault, holder int) (func(), string, bool) {
+func (b *pgBackend) Apply(f schedule.Fault, holder int) (func(), string, bool) {
 	switch f.Kind {
-	case fLatency, fPartition:
+	case schedule.FLatency, schedule.FPartition:
 		return b.clients.fault(f, holder)
-	case fServerPause:
+	case schedule.FServerPause:
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if b.down || b.srv.Signal(syscall.SIGSTOP) != nil {
@@ -74,7 +75,7 @@ func (b *pgBackend) apply(f fault, holder int) (func(), string, bool) {
 		// A kill in between continues the server before it kills it;
 		// SIGCONT to the restarted one is harmless.
 		return func() { _ = b.srv.Signal(syscall.SIGCONT) }, "postgres", true
-	case fServerKill:
+	case schedule.FServerKill:
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if b.down {
@@ -97,7 +98,7 @@ func (b *pgBackend) apply(f fault, holder int) (func(), string, bool) {
 	return nil, "", false
 }
 
-func (b *pgBackend) close() {
+func (b *pgBackend) Close() {
 	if b.clients != nil {
 		b.clients.close()
 	}

@@ -1,4 +1,4 @@
-package main
+package servers
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
 	"github.com/tenure-go/tenure/backends"
 	natsstore "github.com/tenure-go/tenure/backends/nats"
+	"github.com/tenure-go/tenure/chaos/schedule"
 	"github.com/tenure-go/tenure/internal/natsproc"
 	"github.com/tenure-go/tenure/internal/toxiproc"
 )
@@ -61,7 +61,7 @@ type natsBackend struct {
 	routes  [][]*toxiproc.Proxy // nil for one server
 }
 
-func startNats(api *toxiproc.Server, dir, name string, n, workers int) (*natsBackend, error) {
+func StartNats(api *toxiproc.Server, dir, name string, n, workers int) (*natsBackend, error) {
 	bin, err := natsproc.Tool.Path()
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
@@ -89,7 +89,7 @@ func startNats(api *toxiproc.Server, dir, name string, n, workers int) (*natsBac
 			}
 		}
 		if err := errors.Join(err1, err2); err != nil {
-			b.close()
+			b.Close()
 			return nil, err
 		}
 		// Fresh: a failed start before this one may have left a server
@@ -113,7 +113,7 @@ func startNats(api *toxiproc.Server, dir, name string, n, workers int) (*natsBac
 				}
 				px, err := api.CreateProxy(fmt.Sprintf("%s-route%d-%d", name, i, j), clusterAddrs[j])
 				if err != nil {
-					b.close()
+					b.Close()
 					return nil, err
 				}
 				b.routes[i][j] = px
@@ -129,13 +129,13 @@ func startNats(api *toxiproc.Server, dir, name string, n, workers int) (*natsBac
 	// every server starts before any is waited for.
 	for _, s := range b.servers {
 		if err := s.start(); err != nil {
-			b.close()
+			b.Close()
 			return nil, err
 		}
 	}
 	for _, s := range b.servers {
 		if err := s.waitReady(60 * time.Second); err != nil {
-			b.close()
+			b.Close()
 			return nil, err
 		}
 	}
@@ -144,11 +144,11 @@ func startNats(api *toxiproc.Server, dir, name string, n, workers int) (*natsBac
 		ups = append(ups, s.cfg.Client)
 	}
 	if err := createBucket(ups, n); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	if b.clients, err = newProxies(api, name, workers, ups); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	return b, nil
@@ -218,25 +218,25 @@ func (b *natsBackend) settle() time.Duration {
 	return d
 }
 
-func (b *natsBackend) kinds() []string {
-	k := append(append([]string(nil), workerKinds...), fLatency, fPartition, fServerPause, fServerKill)
+func (b *natsBackend) Kinds() []string {
+	k := append(append([]string(nil), schedule.WorkerKinds...), schedule.FLatency, schedule.FPartition, schedule.FServerPause, schedule.FServerKill)
 	if len(b.servers) > 1 {
-		k = append(k, fIsolate)
+		k = append(k, schedule.FIsolate)
 	}
 	return k
 }
 
-func (b *natsBackend) url(w int) string {
+func (b *natsBackend) URL(w int) string {
 	return "nats://" + strings.Join(b.clients.addrs(w), ",") + "/" + natsBucket
 }
 
-func (b *natsBackend) apply(f fault, holder int) (func(), string, bool) {
+func (b *natsBackend) Apply(f schedule.Fault, holder int) (func(), string, bool) {
 	switch f.Kind {
-	case fLatency, fPartition:
+	case schedule.FLatency, schedule.FPartition:
 		return b.clients.fault(f, holder)
-	case fServerPause:
+	case schedule.FServerPause:
 		return b.servers[int(f.Pick)%len(b.servers)].pause()
-	case fServerKill:
+	case schedule.FServerKill:
 		s := b.servers[int(f.Pick)%len(b.servers)]
 		return s.kill(func() {
 			err := s.start()
@@ -247,7 +247,7 @@ func (b *natsBackend) apply(f fault, holder int) (func(), string, bool) {
 				fmt.Fprintf(os.Stderr, "chaos: restart %s: %v\n", s.cfg.Name, err)
 			}
 		})
-	case fIsolate:
+	case schedule.FIsolate:
 		i := int(f.Pick) % len(b.servers)
 		var touching []*toxiproc.Proxy
 		for j := range b.servers {
@@ -255,12 +255,12 @@ func (b *natsBackend) apply(f fault, holder int) (func(), string, bool) {
 				touching = append(touching, b.routes[i][j], b.routes[j][i])
 			}
 		}
-		return netFault(touching, fault{N: f.N, Kind: fPartition, Mode: "blackhole"}), b.servers[i].cfg.Name, true
+		return netFault(touching, schedule.Fault{N: f.N, Kind: schedule.FPartition, Mode: "blackhole"}), b.servers[i].cfg.Name, true
 	}
 	return nil, "", false
 }
 
-func (b *natsBackend) close() {
+func (b *natsBackend) Close() {
 	if b.clients != nil {
 		b.clients.close()
 	}

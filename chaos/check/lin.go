@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/tenure-go/tenure/chaos/journal"
 )
 
 // The linearizability check of the backend's own history, from outside:
@@ -141,9 +142,9 @@ func linStepLocal(st, in, out any) []any {
 	return next
 }
 
-// localExpiry reports whether backend's store judges expiry in each
+// LocalExpiry reports whether backend's store judges expiry in each
 // process (see linStepLocal).
-func localExpiry(backend string) bool {
+func LocalExpiry(backend string) bool {
 	for _, p := range []string{"kube", "nats", "postgres"} {
 		if strings.HasPrefix(backend, p) {
 			return true
@@ -321,19 +322,19 @@ func linModelFor(local bool) *porcupine.NondeterministicModel {
 	}
 }
 
-// checkLinearizable checks the store history in recs, key by key, and
+// Linearizable checks the store history in recs, key by key, and
 // adds what it found to res; local says the store judges expiry in each
 // process (see linStepLocal).
-func checkLinearizable(recs []record, local bool, res *result) {
+func Linearizable(recs []journal.Record, local bool, res *Result) {
 	type id struct {
 		pid int
 		seq int64
 	}
-	calls := map[id]record{}
-	rets := map[id]record{}
+	calls := map[id]journal.Record{}
+	rets := map[id]journal.Record{}
 	txnKeys := map[string]bool{}
 	for _, r := range recs {
-		if r.Ev != evOp || r.Op == nil {
+		if r.Ev != journal.EvOp || r.Op == nil {
 			continue
 		}
 		k := id{r.PID, r.Op.Seq}

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/chaos/journal"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/slots"
 	"github.com/tenure-go/tenure/storeurl"
@@ -31,9 +32,9 @@ import (
 // each (see the tests).
 const (
 	brokenNone    = ""
-	brokenLate    = "late"    // keeps acting for a TTL after its term ended
-	brokenNoToken = "notoken" // writes with a token it was not granted
-	brokenRelease = "release" // at shutdown, releases the claim first and drains its work after
+	BrokenLate    = "late"    // keeps acting for a TTL after its term ended
+	BrokenNoToken = "notoken" // writes with a token it was not granted
+	BrokenRelease = "release" // at shutdown, releases the claim first and drains its work after
 )
 
 // workerConfig is what a worker process is told by its flags.
@@ -68,32 +69,32 @@ func workerFlags(args []string) (workerConfig, error) {
 		return c, errors.New("chaos worker: -store, -id, -fence and -journal are required")
 	}
 	switch c.broken {
-	case brokenNone, brokenLate, brokenNoToken, brokenRelease:
+	case brokenNone, BrokenLate, BrokenNoToken, BrokenRelease:
 	default:
 		return c, fmt.Errorf("chaos worker: unknown -broken %q", c.broken)
 	}
 	return c, nil
 }
 
-// runWorker is the worker process: it campaigns through the public API and,
+// Run is the worker process: it campaigns through the public API and,
 // while it leads, acts in a loop, each act a check of its term followed,
 // after some work, by a write to the fenced resource carrying its token.
 // SIGTERM stops it as an operator would (the claim is released).
-func runWorker(args []string) error {
+func Run(args []string) error {
 	c, err := workerFlags(args)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	j, err := openJournal(c.journal)
+	j, err := journal.Open(c.journal)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
 	w := &worker{cfg: c, j: j, pid: os.Getpid(), http: &http.Client{Timeout: 5 * time.Second}, shutdown: ctx.Done()}
 	defer w.work.Wait()
-	j.write(record{Ev: evStart, Worker: c.id, PID: w.pid})
+	j.Write(journal.Record{Ev: journal.EvStart, Worker: c.id, PID: w.pid})
 
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	store, err := storeurl.Open(openCtx, c.store)
@@ -118,7 +119,7 @@ func runWorker(args []string) error {
 		TTL:       c.ttl,
 		OnElected: w.lead,
 		OnDemoted: func(t elector.Term, cause elector.Cause) {
-			j.write(record{Ev: evDemoted, Worker: c.id, PID: w.pid, Tok: t.Token, Slot: t.Slot, Reason: cause.Reason.String()})
+			j.Write(journal.Record{Ev: journal.EvDemoted, Worker: c.id, PID: w.pid, Tok: t.Token, Slot: t.Slot, Reason: cause.Reason.String()})
 		},
 	})
 	if err != nil {
@@ -129,7 +130,7 @@ func runWorker(args []string) error {
 
 type worker struct {
 	cfg      workerConfig
-	j        *journal
+	j        *journal.Journal
 	pid      int
 	http     *http.Client
 	shutdown <-chan struct{} // closed when the process was told to stop
@@ -138,9 +139,9 @@ type worker struct {
 
 // lead is OnElected: the leader's work.
 func (w *worker) lead(ctx context.Context, t elector.Term) {
-	w.j.write(record{Ev: evElected, Worker: w.cfg.id, PID: w.pid, Tok: t.Token, Slot: t.Slot})
+	w.j.Write(journal.Record{Ev: journal.EvElected, Worker: w.cfg.id, PID: w.pid, Tok: t.Token, Slot: t.Slot})
 	switch w.cfg.broken {
-	case brokenRelease:
+	case BrokenRelease:
 		// The work runs beside the callback, which returns as soon as the
 		// term ends; the process drains the work only after the elector
 		// has stopped, so at shutdown the claim is released under it.
@@ -148,7 +149,7 @@ func (w *worker) lead(ctx context.Context, t elector.Term) {
 		go func() {
 			defer w.work.Done()
 			for {
-				now := monoNow()
+				now := journal.MonoNow()
 				select {
 				case <-w.shutdown:
 					w.actUntil(t, w.cfg.ttl)
@@ -162,7 +163,7 @@ func (w *worker) lead(ctx context.Context, t elector.Term) {
 			}
 		}()
 		<-ctx.Done()
-	case brokenLate:
+	case BrokenLate:
 		// It acts on for a TTL after its term has ended.
 		w.actWhile(ctx, t)
 		w.actUntil(t, w.cfg.ttl)
@@ -177,7 +178,7 @@ func (w *worker) lead(ctx context.Context, t elector.Term) {
 // much later (a pause), which is what the fenced resource is for.
 func (w *worker) actWhile(ctx context.Context, t elector.Term) {
 	for {
-		now := monoNow()
+		now := journal.MonoNow()
 		if ctx.Err() != nil {
 			return
 		}
@@ -187,8 +188,8 @@ func (w *worker) actWhile(ctx context.Context, t elector.Term) {
 
 // actUntil acts for d whatever the term says: a broken worker.
 func (w *worker) actUntil(t elector.Term, d time.Duration) {
-	end := monoNow() + int64(d)
-	for now := monoNow(); now < end; now = monoNow() {
+	end := journal.MonoNow() + int64(d)
+	for now := journal.MonoNow(); now < end; now = journal.MonoNow() {
 		w.act(now, t)
 	}
 }
@@ -196,10 +197,10 @@ func (w *worker) actUntil(t elector.Term, d time.Duration) {
 // act journals an act at now, works, and writes to the fenced resource.
 func (w *worker) act(now int64, t elector.Term) {
 	tok := t.Token
-	if w.cfg.broken == brokenNoToken {
+	if w.cfg.broken == BrokenNoToken {
 		tok += 1 << 30
 	}
-	w.j.write(record{Ev: evAct, T: now, Worker: w.cfg.id, PID: w.pid, Tok: tok, Slot: t.Slot})
+	w.j.Write(journal.Record{Ev: journal.EvAct, T: now, Worker: w.cfg.id, PID: w.pid, Tok: tok, Slot: t.Slot})
 	time.Sleep(w.cfg.work) // the work: a pause here is a pause after the check
 	form := url.Values{
 		"w":    {w.cfg.id},
@@ -214,6 +215,6 @@ func (w *worker) act(now int64, t elector.Term) {
 		ok = resp.StatusCode == http.StatusNoContent
 		_ = resp.Body.Close()
 	}
-	w.j.write(record{Ev: evWrite, Worker: w.cfg.id, PID: w.pid, Tok: tok, Slot: t.Slot, Act: now, OK: ok})
+	w.j.Write(journal.Record{Ev: journal.EvWrite, Worker: w.cfg.id, PID: w.pid, Tok: tok, Slot: t.Slot, Act: now, OK: ok})
 	time.Sleep(w.cfg.work / 8)
 }

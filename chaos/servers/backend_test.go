@@ -1,4 +1,4 @@
-package main
+package servers
 
 import (
 	"net/url"
@@ -7,6 +7,10 @@ import (
 
 	"github.com/tenure-go/tenure/internal/toxiproc"
 	"github.com/tenure-go/tenure/storeurl"
+
+	// The stores whose URLs the test parses.
+	_ "github.com/tenure-go/tenure/backends/etcd"
+	_ "github.com/tenure-go/tenure/backends/kube"
 )
 
 // TestBatchedModesReachTheWorkers checks that the store URLs the batched
@@ -17,16 +21,16 @@ func TestBatchedModesReachTheWorkers(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name    string
-		b       backend
+		b       Backend
 		shared  bool
 		session time.Duration
 	}{
 		{"etcd", &etcdBackend{prefix: "chaos", clients: px}, false, 0},
-		{"etcd-shared", &etcdBackend{prefix: "chaos", clients: px, query: etcdShared}, true, 0},
+		{"etcd-shared", &etcdBackend{prefix: "chaos", clients: px, query: EtcdShared}, true, 0},
 		{"kube", &kubeBackend{dir: dir}, false, 0},
-		{"kube-session", &kubeBackend{dir: dir, query: kubeSession}, false, time.Second},
+		{"kube-session", &kubeBackend{dir: dir, query: KubeSession}, false, time.Second},
 	} {
-		raw := tc.b.url(0)
+		raw := tc.b.URL(0)
 		if _, err := storeurl.Parse(raw); err != nil {
 			t.Errorf("%s: worker URL %q: %v", tc.name, raw, err)
 			continue

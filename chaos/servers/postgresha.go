@@ -1,4 +1,4 @@
-package main
+package servers
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tenure-go/tenure/chaos/schedule"
 	"github.com/tenure-go/tenure/internal/pgproc"
 	"github.com/tenure-go/tenure/internal/toxiproc"
 	"github.com/tenure-go/tenure/storeurl"
@@ -42,7 +43,7 @@ type pgHABackend struct {
 	paused  [2]bool // guarded by mu
 }
 
-func startPostgresHA(api *toxiproc.Server, name string, workers int) (*pgHABackend, error) {
+func StartPostgresHA(api *toxiproc.Server, name string, workers int) (*pgHABackend, error) {
 	p, err := pgproc.Start()
 	if err != nil {
 		return nil, err
@@ -50,41 +51,41 @@ func startPostgresHA(api *toxiproc.Server, name string, workers int) (*pgHABacke
 	b := &pgHABackend{}
 	b.srv[0] = p
 	if b.srv[1], err = pgproc.StartStandby(p); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pgFailoverWithin)
 	defer cancel()
 	if err := p.SetSynchronous(ctx, true); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	if err := p.WaitStandbys(ctx, 1, true); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	s, err := storeurl.Open(ctx, p.DSN(pgDatabase)+"&create=true")
 	if err != nil {
-		b.close()
+		b.Close()
 		return nil, fmt.Errorf("chaos: create the PostgreSQL table: %w", err)
 	}
 	if err := s.Close(); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	if b.clients, err = newProxies(api, name, workers, []string{b.srv[0].Addr(), b.srv[1].Addr()}); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	return b, nil
 }
 
-// kinds lists server-kill three times, so that a run draws a failover
+// Kinds lists server-kill three times, so that a run draws a failover
 // three times as often as another fault: a run of 30 s draws one or more
 // but for a few in a hundred (a failover drawn while the killed server is
 // not rebuilt yet is not applied).
-func (b *pgHABackend) kinds() []string {
-	return append(append([]string(nil), workerKinds...), fLatency, fPartition, fServerPause, fServerKill, fServerKill, fServerKill)
+func (b *pgHABackend) Kinds() []string {
+	return append(append([]string(nil), schedule.WorkerKinds...), schedule.FLatency, schedule.FPartition, schedule.FServerPause, schedule.FServerKill, schedule.FServerKill, schedule.FServerKill)
 }
 
 // settle covers the rebuild's last step: the new standby streams, and the
@@ -92,17 +93,17 @@ func (b *pgHABackend) kinds() []string {
 // returns; a worker's pool connects again at its next request.
 func (b *pgHABackend) settle() time.Duration { return time.Second }
 
-func (b *pgHABackend) url(w int) string {
+func (b *pgHABackend) URL(w int) string {
 	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&target_session_attrs=read-write", strings.Join(b.clients.addrs(w), ","), pgDatabase)
 }
 
 func pgName(i int) string { return fmt.Sprintf("postgres%d", i) }
 
-func (b *pgHABackend) apply(f fault, holder int) (func(), string, bool) {
+func (b *pgHABackend) Apply(f schedule.Fault, holder int) (func(), string, bool) {
 	switch f.Kind {
-	case fLatency, fPartition:
+	case schedule.FLatency, schedule.FPartition:
 		return b.clients.fault(f, holder)
-	case fServerPause:
+	case schedule.FServerPause:
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		i := int(f.Pick) % 2
@@ -116,7 +117,7 @@ func (b *pgHABackend) apply(f fault, holder int) (func(), string, bool) {
 			_ = b.srv[i].Signal(syscall.SIGCONT)
 			b.paused[i] = false
 		}, pgName(i), true
-	case fServerKill:
+	case schedule.FServerKill:
 		if !b.op.TryLock() {
 			return nil, "", false
 		}
@@ -183,7 +184,7 @@ func (b *pgHABackend) rebuild(i int) {
 	b.mu.Unlock()
 }
 
-func (b *pgHABackend) close() {
+func (b *pgHABackend) Close() {
 	if b.clients != nil {
 		b.clients.close()
 	}

@@ -1,4 +1,4 @@
-package main
+package timeline
 
 import (
 	"bufio"
@@ -12,6 +12,10 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tenure-go/tenure/chaos/check"
+	"github.com/tenure-go/tenure/chaos/journal"
+	"github.com/tenure-go/tenure/chaos/schedule"
 )
 
 // The timeline is the picture of a run, drawn from its journal alone: one
@@ -32,19 +36,19 @@ import (
 // that a browser shows on hover, so the picture can be checked by a
 // program and read by a person.
 
-// timelineFile is the name of a run's timeline in its directory.
-const timelineFile = "timeline.svg"
+// File is the name of a run's timeline in its directory.
+const File = "timeline.svg"
 
 // tlTerm is one term of one worker process: what the picture draws as a
 // bar.
 type tlTerm struct {
-	termKey
+	check.TermKey
 	from, to          int64
 	end               string // OnDemoted's cause, or why the bar ends without one
 	granted           bool   // false: acts with a token OnElected never gave
 	firstAct, lastAct int64  // 0 when it never acted
 	acts, accepts     []int64
-	rejects           []record
+	rejects           []journal.Record
 	band              int
 }
 
@@ -76,7 +80,7 @@ type tlLane struct {
 	terms   []*tlTerm
 	faults  []*tlFault
 	procs   []*tlProc
-	orphans []record // accepts and rejects of no term the journal shows
+	orphans []journal.Record // accepts and rejects of no term the journal shows
 	bands   int
 }
 
@@ -89,8 +93,8 @@ type tlOverlap struct {
 
 // timeline is a run's journal arranged for drawing.
 type timeline struct {
-	spec     runSpec
-	res      result
+	spec     journal.RunSpec
+	res      check.Result
 	t0, t1   int64 // the run's begin and end
 	lanes    []*tlLane
 	skipped  []*tlFault
@@ -99,7 +103,7 @@ type timeline struct {
 
 // buildTimeline arranges recs, the journal of the run spec describes, for
 // drawing; res is what the checker found in it.
-func buildTimeline(recs []record, spec runSpec, res result) *timeline {
+func buildTimeline(recs []journal.Record, spec journal.RunSpec, res check.Result) *timeline {
 	tl := &timeline{spec: spec, res: res}
 	tl.t0, tl.t1 = runSpan(recs)
 	tb := &tlBuild{tl: tl, lanes: map[string]*tlLane{}, procs: map[tlProcKey]*tlProc{}}
@@ -120,7 +124,7 @@ func buildTimeline(recs []record, spec runSpec, res result) *timeline {
 
 // runSpan is when the run began and ended: the span of its records, or
 // exactly the driver's begin and end records in a journal that has them.
-func runSpan(recs []record) (t0, t1 int64) {
+func runSpan(recs []journal.Record) (t0, t1 int64) {
 	for i, r := range recs {
 		if i == 0 {
 			t0, t1 = r.T, r.T
@@ -129,9 +133,9 @@ func runSpan(recs []record) (t0, t1 int64) {
 	}
 	for _, r := range recs {
 		switch r.Ev {
-		case evBegin:
+		case journal.EvBegin:
 			t0 = r.T
-		case evEnd:
+		case journal.EvEnd:
 			t1 = r.T
 		}
 	}
@@ -167,7 +171,7 @@ func (tb *tlBuild) lane(name string, server bool) *tlLane {
 
 // processes puts each worker's processes on its lane, in the order they
 // started, spanning the records they journaled.
-func (tb *tlBuild) processes(recs []record) {
+func (tb *tlBuild) processes(recs []journal.Record) {
 	for _, r := range recs {
 		if r.Worker == "" || r.PID == 0 {
 			continue
@@ -189,12 +193,12 @@ func (tb *tlBuild) processes(recs []record) {
 // faults puts each fault on its target's lane, from its injection to its
 // heal: a SIGKILL or SIGTERM ends the process it hit; the last process of
 // a worker that neither ended ran until the end of the run.
-func (tb *tlBuild) faults(recs []record) {
+func (tb *tlBuild) faults(recs []journal.Record) {
 	tl := tb.tl
 	faults := map[int]*tlFault{}
 	for _, r := range recs {
 		switch r.Ev {
-		case evFault:
+		case journal.EvFault:
 			f := &tlFault{n: r.Fault, kind: r.Kind, target: r.Target, from: r.T, to: tl.t1}
 			if r.Target == "" {
 				f.skipped = r.Reason
@@ -209,10 +213,10 @@ func (tb *tlBuild) faults(recs []record) {
 			l.faults = append(l.faults, f)
 			// A process hit by SIGKILL or SIGTERM lived until then, though
 			// a follower may have journaled nothing for a while before.
-			if (r.Kind == fKill || r.Kind == fTerm) && !l.server {
+			if (r.Kind == schedule.FKill || r.Kind == schedule.FTerm) && !l.server {
 				l.hit(r.T, r.Kind)
 			}
-		case evHeal:
+		case journal.EvHeal:
 			if f := faults[r.Fault]; f != nil && !f.healed {
 				f.to, f.healed = max(r.T, f.from), true
 			}
@@ -236,7 +240,7 @@ func (l *tlLane) hit(t int64, kind string) {
 	}
 	if hit != nil {
 		hit.to = max(hit.to, t)
-		hit.killed, hit.termed = kind == fKill, kind == fTerm
+		hit.killed, hit.termed = kind == schedule.FKill, kind == schedule.FTerm
 	}
 }
 
@@ -244,36 +248,36 @@ func (l *tlLane) hit(t int64, kind string) {
 // OnElected opens one, OnDemoted closes it, and an act belongs to the
 // latest term of its key, even a closed one. A term still open at the end
 // ends with its process, or with the run.
-func (tb *tlBuild) terms(recs []record) {
-	latest := map[termKey]*tlTerm{}
-	open := map[termKey]*tlTerm{}
+func (tb *tlBuild) terms(recs []journal.Record) {
+	latest := map[check.TermKey]*tlTerm{}
+	open := map[check.TermKey]*tlTerm{}
 	for _, r := range recs {
-		k := termKey{r.Worker, r.PID, r.Tok, r.Slot}
+		k := check.TermKey{Worker: r.Worker, PID: r.PID, Tok: r.Tok, Slot: r.Slot}
 		switch r.Ev {
-		case evElected:
-			t := &tlTerm{termKey: k, from: r.T, to: -1, granted: true}
+		case journal.EvElected:
+			t := &tlTerm{TermKey: k, from: r.T, to: -1, granted: true}
 			latest[k], open[k] = t, t
 			tb.lanes[r.Worker].terms = append(tb.lanes[r.Worker].terms, t)
-		case evDemoted:
+		case journal.EvDemoted:
 			if t := open[k]; t != nil {
 				t.to, t.end = max(r.T, t.from), r.Reason
 				delete(open, k)
 			}
-		case evAct:
+		case journal.EvAct:
 			t := latest[k]
 			if t == nil {
-				t = &tlTerm{termKey: k, from: r.T, to: r.T, end: "never granted"}
+				t = &tlTerm{TermKey: k, from: r.T, to: r.T, end: "never granted"}
 				latest[k] = t
 				tb.lanes[r.Worker].terms = append(tb.lanes[r.Worker].terms, t)
 			}
 			t.act(r.T)
-		case evAccept, evReject:
+		case journal.EvAccept, journal.EvReject:
 			t := latest[k]
 			if t == nil {
 				tb.lanes[r.Worker].orphans = append(tb.lanes[r.Worker].orphans, r)
 				continue
 			}
-			if r.Ev == evAccept {
+			if r.Ev == journal.EvAccept {
 				t.accepts = append(t.accepts, r.T)
 			} else {
 				t.rejects = append(t.rejects, r)
@@ -282,7 +286,7 @@ func (tb *tlBuild) terms(recs []record) {
 	}
 	for k, t := range open {
 		t.to, t.end = tb.tl.t1, "no OnDemoted before the run ended"
-		if p := tb.procs[tlProcKey{k.worker, k.pid}]; p != nil {
+		if p := tb.procs[tlProcKey{k.Worker, k.PID}]; p != nil {
 			t.to = max(p.to, t.from)
 			if p.killed {
 				t.end = "killed"
@@ -356,7 +360,7 @@ func overlaps(lanes []*tlLane, n int) []tlOverlap {
 		}
 	}
 	slices.SortStableFunc(acted, func(a, b *tlTerm) int { return cmp.Compare(a.firstAct, b.firstAct) })
-	name := func(t *tlTerm) string { return fmt.Sprintf("%s (pid %d, token %d)", t.worker, t.pid, t.tok) }
+	name := func(t *tlTerm) string { return fmt.Sprintf("%s (pid %d, token %d)", t.Worker, t.PID, t.Tok) }
 	var out []tlOverlap
 	covered := func(from, to int64) bool {
 		for _, o := range out {
@@ -369,8 +373,8 @@ func overlaps(lanes []*tlLane, n int) []tlOverlap {
 	for i, a := range acted {
 		for _, b := range acted[i+1:] {
 			from, to := max(a.firstAct, b.firstAct), min(a.lastAct, b.lastAct)
-			if a.slot == b.slot && from <= to {
-				out = append(out, tlOverlap{from, to, fmt.Sprintf("slot %d: %s and %s acted at once", a.slot, name(a), name(b))})
+			if a.Slot == b.Slot && from <= to {
+				out = append(out, tlOverlap{from, to, fmt.Sprintf("slot %d: %s and %s acted at once", a.Slot, name(a), name(b))})
 			}
 		}
 	}
@@ -400,8 +404,8 @@ func overlaps(lanes []*tlLane, n int) []tlOverlap {
 	return out
 }
 
-// writeTimeline writes the timeline of a run to path.
-func writeTimeline(path string, recs []record, spec runSpec, res result) error {
+// Write writes the timeline of a run to path.
+func Write(path string, recs []journal.Record, spec journal.RunSpec, res check.Result) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("chaos: timeline: %w", err)
@@ -431,16 +435,16 @@ const (
 // faultStyle is the fill of each fault kind; kinds not listed (a journal
 // from a newer driver) are drawn grey.
 var faultStyle = map[string]string{
-	fKill:         "#e06666",
-	fTerm:         "#f6b26b",
-	fStopShort:    "#b4a7d6",
-	fStopLong:     "#8e7cc3",
-	fStopFollower: "#d5a6bd",
-	fLatency:      "#ffd966",
-	fPartition:    "#6fa8dc",
-	fServerPause:  "#a64d79",
-	fServerKill:   "#cc0000",
-	fIsolate:      "#45818e",
+	schedule.FKill:         "#e06666",
+	schedule.FTerm:         "#f6b26b",
+	schedule.FStopShort:    "#b4a7d6",
+	schedule.FStopLong:     "#8e7cc3",
+	schedule.FStopFollower: "#d5a6bd",
+	schedule.FLatency:      "#ffd966",
+	schedule.FPartition:    "#6fa8dc",
+	schedule.FServerPause:  "#a64d79",
+	schedule.FServerKill:   "#cc0000",
+	schedule.FIsolate:      "#45818e",
 }
 
 // slotColor is the colour of the bars of a slot.
@@ -538,7 +542,7 @@ func (tl *timeline) header() (head, notes []string) {
 	}
 	head = []string{
 		fmt.Sprintf("%s seed=%d: %v, TTL %v, %d workers on %s", sp.Backend, sp.Seed, sp.Duration, sp.TTL, sp.Workers, claim),
-		tl.res.line(),
+		tl.res.Line(),
 	}
 	if sp.Broken != "" {
 		head[0] += ", workers broken on purpose: " + sp.Broken
@@ -680,11 +684,11 @@ func (tl *timeline) drawLane(s *svgw, l *tlLane, top int) {
 		}
 		end := "healed at " + tl.rel(f.to)
 		switch f.kind {
-		case fKill, fTerm:
+		case schedule.FKill, schedule.FTerm:
 			end = "restarted at " + tl.rel(f.to)
-		case fServerKill:
+		case schedule.FServerKill:
 			end = "restarted, and ready, at " + tl.rel(f.to)
-		case fStopShort, fStopLong, fStopFollower, fServerPause:
+		case schedule.FStopShort, schedule.FStopLong, schedule.FStopFollower, schedule.FServerPause:
 			end = "continued at " + tl.rel(f.to)
 		}
 		if !f.healed {
@@ -734,7 +738,7 @@ func (tl *timeline) drawLane(s *svgw, l *tlLane, top int) {
 func (tl *timeline) drawTerm(s *svgw, l *tlLane, t *tlTerm, top int) {
 	barY, barH := top+10, 18
 	x1, x2 := tl.x(t.from), tl.x(t.to)
-	color := slotColor(t.slot)
+	color := slotColor(t.Slot)
 	acted := "never acted"
 	if len(t.acts) > 0 {
 		acted = fmt.Sprintf("acted %d times from %s to %s", len(t.acts), tl.rel(t.firstAct), tl.rel(t.lastAct))
@@ -749,25 +753,25 @@ func (tl *timeline) drawTerm(s *svgw, l *tlLane, t *tlTerm, top int) {
 		how += ", demoted at " + tl.rel(t.to) + " (" + t.end + ")"
 	}
 	s.printf(`<g class="term" data-worker="%s" data-pid="%d" data-token="%d" data-slot="%d" data-granted="%t"><title>%s pid %d, token %d, slot %d: %s; %s; %d writes accepted, %d rejected</title>`+"\n",
-		esc(t.worker), t.pid, t.tok, t.slot, t.granted,
-		esc(t.worker), t.pid, t.tok, t.slot, esc(how), acted, len(t.accepts), len(t.rejects))
+		esc(t.Worker), t.PID, t.Tok, t.Slot, t.granted,
+		esc(t.Worker), t.PID, t.Tok, t.Slot, esc(how), acted, len(t.accepts), len(t.rejects))
 	if t.granted {
 		s.printf(`<rect x="%s" y="%d" width="%s" height="%d" rx="2" fill="%s" fill-opacity=".15" stroke="%s" stroke-opacity=".7"/>`+"\n",
 			px(x1), barY, px(max(x2-x1, 2)), barH, color, color)
 	} else {
 		s.printf(`<rect class="never" x="%s" y="%d" width="%s" height="%d"/>`+"\n", px(x1), barY, px(max(x2-x1, 6)), barH)
-		s.printf(`<text class="v" x="%s" y="%d">token %d never granted</text>`+"\n", px(max(x1, x2)+10), barY+13, t.tok)
+		s.printf(`<text class="v" x="%s" y="%d">token %d never granted</text>`+"\n", px(max(x1, x2)+10), barY+13, t.Tok)
 	}
 	if len(t.acts) > 0 {
 		a1, a2 := tl.x(t.firstAct), tl.x(t.lastAct)
 		s.printf(`<rect x="%s" y="%d" width="%s" height="6" fill="%s"/>`+"\n", px(a1), barY+barH-6, px(max(a2-a1, 1.5)), color)
 	}
-	label := fmt.Sprintf("token %d · slot %d", t.tok, t.slot)
+	label := fmt.Sprintf("token %d · slot %d", t.Tok, t.Slot)
 	if !fits(label, x2-x1) {
-		label = fmt.Sprintf("t%d s%d", t.tok, t.slot)
+		label = fmt.Sprintf("t%d s%d", t.Tok, t.Slot)
 	}
 	if !fits(label, x2-x1) {
-		label = strconv.FormatInt(t.tok, 10)
+		label = strconv.FormatInt(t.Tok, 10)
 	}
 	if t.granted && fits(label, x2-x1) {
 		s.printf(`<text class="bar" x="%s" y="%d">%s</text>`+"\n", px(x1+4), barY+10, label)

@@ -1,29 +1,31 @@
-package main
+package servers
 
 import (
 	"errors"
 	"fmt"
-	"github.com/tenure-go/tenure/internal/toolbuild"
-	"github.com/tenure-go/tenure/internal/toxiproc"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/tenure-go/tenure/chaos/schedule"
+	"github.com/tenure-go/tenure/internal/toolbuild"
+	"github.com/tenure-go/tenure/internal/toxiproc"
 )
 
-// backend is one backend under test for one run: it starts what the store
+// Backend is one backend under test for one run: it starts what the store
 // needs, gives each worker its store URL, and applies the faults that
 // concern the backend itself or the network to it.
-type backend interface {
-	// kinds are the fault kinds a run on this backend draws from.
-	kinds() []string
-	// url is the store URL worker i opens.
-	url(worker int) string
-	// apply starts fault f on the target it picks, and returns what ends
+type Backend interface {
+	// Kinds are the fault kinds a run on this backend draws from.
+	Kinds() []string
+	// URL is the store URL worker i opens.
+	URL(worker int) string
+	// Apply starts fault f on the target it picks, and returns what ends
 	// it and the target's name; ok is false when no target fits now.
-	apply(f fault, holder int) (heal func(), target string, ok bool)
-	close()
+	Apply(f schedule.Fault, holder int) (heal func(), target string, ok bool)
+	Close()
 }
 
 // settler is a backend that may take longer than TTL + 1s to serve again
@@ -35,8 +37,8 @@ type settler interface {
 	settle() time.Duration
 }
 
-// settleOf is b's settle time, 0 unless b is a settler.
-func settleOf(b backend) time.Duration {
+// SettleOf is b's settle time, 0 unless b is a settler.
+func SettleOf(b Backend) time.Duration {
 	if s, ok := b.(settler); ok {
 		return s.settle()
 	}
@@ -66,14 +68,14 @@ func freeAddr() (string, error) {
 	return addr, nil
 }
 
-// fileBackend is a filestore in one directory. It has no server and no
+// FileBackend is a filestore in one directory. It has no server and no
 // network: its faults are the workers' own.
-type fileBackend struct{ dir string }
+type FileBackend struct{ Dir string }
 
-func (b *fileBackend) kinds() []string                         { return workerKinds }
-func (b *fileBackend) url(int) string                          { return "file://" + b.dir }
-func (b *fileBackend) close()                                  {}
-func (b *fileBackend) apply(fault, int) (func(), string, bool) { return nil, "", false }
+func (b *FileBackend) Kinds() []string                                  { return schedule.WorkerKinds }
+func (b *FileBackend) URL(int) string                                   { return "file://" + b.Dir }
+func (b *FileBackend) Close()                                           {}
+func (b *FileBackend) Apply(schedule.Fault, int) (func(), string, bool) { return nil, "", false }
 
 // proxies puts a toxiproxy proxy between each worker and each server
 // address, and applies latency and partitions to one worker's proxies.
@@ -126,9 +128,9 @@ func toxicAll(row []*toxiproc.Proxy, name, typ string, attrs map[string]int) fun
 }
 
 // netFault applies a latency or partition fault to worker w's proxies.
-func netFault(row []*toxiproc.Proxy, f fault) func() {
+func netFault(row []*toxiproc.Proxy, f schedule.Fault) func() {
 	switch {
-	case f.Kind == fLatency:
+	case f.Kind == schedule.FLatency:
 		ms := f.Lat.Milliseconds()
 		return toxicAll(row, fmt.Sprintf("lat%d", f.N), "latency", map[string]int{"latency": int(ms), "jitter": int(ms / 4)})
 	case f.Mode == "reset":
@@ -154,7 +156,7 @@ func netFault(row []*toxiproc.Proxy, f fault) func() {
 // fault applies a latency or partition fault to one worker's proxies:
 // mostly the holder's, where a cut matters, else one the fault picks. It
 // returns the heal and the target's name.
-func (p *proxies) fault(f fault, holder int) (func(), string, bool) {
+func (p *proxies) fault(f schedule.Fault, holder int) (func(), string, bool) {
 	w := holder
 	if w < 0 || f.Pick%3 == 0 {
 		w = int(f.Pick/3) % len(p.by)
@@ -198,11 +200,11 @@ type etcdBackend struct {
 	query   string // appended to the workers' store URLs: "" or etcdShared
 }
 
-// etcdShared is the store URL query that puts a worker's claims on one
+// EtcdShared is the store URL query that puts a worker's claims on one
 // shared etcd lease per process (etcd.WithSharedLease).
-const etcdShared = "?lease=shared"
+const EtcdShared = "?lease=shared"
 
-func startEtcd(api *toxiproc.Server, dir, name string, n, workers int, query string) (*etcdBackend, error) {
+func StartEtcd(api *toxiproc.Server, dir, name string, n, workers int, query string) (*etcdBackend, error) {
 	bin, err := toolbuild.Etcd36.Path()
 	if err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
@@ -227,7 +229,7 @@ func startEtcd(api *toxiproc.Server, dir, name string, n, workers int, query str
 			releases = append(releases, r2)
 		}
 		if err := errors.Join(err1, err2); err != nil {
-			b.close()
+			b.Close()
 			return nil, err
 		}
 		mdir := filepath.Join(dir, fmt.Sprintf("etcd%d", i))
@@ -236,7 +238,7 @@ func startEtcd(api *toxiproc.Server, dir, name string, n, workers int, query str
 		if n > 1 {
 			px, err := api.CreateProxy(fmt.Sprintf("%s-peer%d", name, i), peer)
 			if err != nil {
-				b.close()
+				b.Close()
 				return nil, err
 			}
 			b.peers = append(b.peers, px)
@@ -260,13 +262,13 @@ func startEtcd(api *toxiproc.Server, dir, name string, n, workers int, query str
 	for _, m := range b.members {
 		m.cluster = strings.Join(initial, ",")
 		if err := m.start(); err != nil {
-			b.close()
+			b.Close()
 			return nil, err
 		}
 	}
 	for _, m := range b.members {
 		if err := m.waitReady(60 * time.Second); err != nil {
-			b.close()
+			b.Close()
 			return nil, err
 		}
 	}
@@ -275,45 +277,45 @@ func startEtcd(api *toxiproc.Server, dir, name string, n, workers int, query str
 		ups = append(ups, m.client)
 	}
 	if b.clients, err = newProxies(api, name, workers, ups); err != nil {
-		b.close()
+		b.Close()
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *etcdBackend) kinds() []string {
-	k := append(append([]string(nil), workerKinds...), fLatency, fPartition, fServerPause, fServerKill)
+func (b *etcdBackend) Kinds() []string {
+	k := append(append([]string(nil), schedule.WorkerKinds...), schedule.FLatency, schedule.FPartition, schedule.FServerPause, schedule.FServerKill)
 	if len(b.members) > 1 {
-		k = append(k, fIsolate)
+		k = append(k, schedule.FIsolate)
 	}
 	return k
 }
 
-func (b *etcdBackend) url(w int) string {
+func (b *etcdBackend) URL(w int) string {
 	return "etcd://" + strings.Join(b.clients.addrs(w), ",") + "/" + b.prefix + b.query
 }
 
-func (b *etcdBackend) apply(f fault, holder int) (func(), string, bool) {
+func (b *etcdBackend) Apply(f schedule.Fault, holder int) (func(), string, bool) {
 	switch f.Kind {
-	case fLatency, fPartition:
+	case schedule.FLatency, schedule.FPartition:
 		return b.clients.fault(f, holder)
-	case fServerPause:
+	case schedule.FServerPause:
 		return b.members[int(f.Pick)%len(b.members)].pause()
-	case fServerKill:
+	case schedule.FServerKill:
 		m := b.members[int(f.Pick)%len(b.members)]
 		return m.kill(func() {
 			if err := m.start(); err == nil {
 				_ = m.waitReady(60 * time.Second)
 			}
 		})
-	case fIsolate:
+	case schedule.FIsolate:
 		i := int(f.Pick) % len(b.members)
-		return netFault([]*toxiproc.Proxy{b.peers[i]}, fault{N: f.N, Kind: fPartition, Mode: "blackhole"}), b.members[i].name, true
+		return netFault([]*toxiproc.Proxy{b.peers[i]}, schedule.Fault{N: f.N, Kind: schedule.FPartition, Mode: "blackhole"}), b.members[i].name, true
 	}
 	return nil, "", false
 }
 
-func (b *etcdBackend) close() {
+func (b *etcdBackend) Close() {
 	if b.clients != nil {
 		b.clients.close()
 	}

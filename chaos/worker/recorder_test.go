@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/chaos/journal"
 )
 
 // TestRecorderJournalsAClaimTransactionAsACreate checks that a single claim
@@ -18,7 +19,7 @@ import (
 func TestRecorderJournalsAClaimTransactionAsACreate(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "journal")
-	j, err := openJournal(path)
+	j, err := journal.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,11 +42,11 @@ func TestRecorderJournalsAClaimTransactionAsACreate(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := readJournal(path)
+	recs, err := journal.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []opRec
+	var got []journal.OpRec
 	for _, r := range recs {
 		if r.Op != nil {
 			got = append(got, *r.Op)

@@ -1,0 +1,3 @@
+// Package journaltest builds fault campaign journals by hand, for the
+// tests of the checker and the timeline.
+package journaltest
