@@ -51,7 +51,10 @@
 // of the shards) only when it starts, when its watch had to be reopened, and
 // every ten TTLs, and on a store without expiry events it lists the members
 // alone every TTL/6. On a store that cannot watch, it reads the group whole
-// every TTL/6. Each owned shard costs what its elector costs: on etcd with
+// every TTL/6. During a store outage it backs off: after a failed read the
+// next waits from TTL/6, doubling up to a cap of one TTL, with the elector
+// template's jitter, until a read succeeds (the electors back off as package
+// elector documents). Each owned shard costs what its elector costs: on etcd with
 // etcd.WithSharedLease, a member's renewals are answered in batches of one
 // keep-alive whatever the number of its shards (BenchmarkEtcdSteady in
 // shards/servertest counts the requests of four members holding 256 shards;

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
@@ -416,24 +417,42 @@ func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) 
 	defer cancel()
 	// The next reads are due at fixed times that the watch's events do not
 	// push back: a steady flow of events must not delay the read that
-	// notices an expiry the store's watch does not report.
-	full, fullDue := true, m.clk.Now()
+	// notices an expiry the store's watch does not report. After a failed
+	// read the next one waits out a backoff, which a reopened watch does
+	// not cut short: a store that keeps failing is not read in a loop.
+	fullDue := m.clk.Now()
 	var memberDue time.Time // zero: no reads of the members alone
+	var retry time.Time     // after a failed read: the backoff's end
+	bo := m.newBackoff()
+	failed := func(now time.Time) time.Time {
+		retry = now.Add(bo.NextBackOff())
+		return retry
+	}
 	for {
 		now := m.clk.Now()
 		switch {
-		case full || !now.Before(fullDue):
+		case !now.Before(fullDue):
 			if m.read(ctx, true) {
-				full, fullDue = false, now.Add(m.fullEvery)
+				bo.Reset()
+				retry = time.Time{}
+				fullDue = now.Add(m.fullEvery)
 				if m.memberEvery > 0 {
 					memberDue = now.Add(m.memberEvery)
 				}
 			} else {
-				full, fullDue = true, now.Add(m.ttl/6) // try again soon
+				fullDue = failed(now)
+				if !memberDue.IsZero() {
+					memberDue = fullDue // the full read owed reads the members too
+				}
 			}
 		case !memberDue.IsZero() && !now.Before(memberDue):
-			m.read(ctx, false)
-			memberDue = now.Add(m.memberEvery)
+			if m.read(ctx, false) {
+				bo.Reset()
+				retry = time.Time{}
+				memberDue = now.Add(m.memberEvery)
+			} else {
+				memberDue = later(failed(now), now.Add(m.memberEvery))
+			}
 		}
 		next := fullDue
 		if !memberDue.IsZero() && memberDue.Before(next) {
@@ -446,9 +465,14 @@ func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) 
 		case <-startCtx.Done():
 		case <-m.kick:
 			m.mu.Lock()
-			full = full || m.resync
+			resync := m.resync
 			m.resync = false
 			m.mu.Unlock()
+			if resync { // read the whole group now, or at the backoff's end
+				if due := later(m.clk.Now(), retry); due.Before(fullDue) {
+					fullDue = due
+				}
+			}
 		case <-t.C:
 		}
 		t.Stop()
@@ -464,6 +488,42 @@ func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) 
 	cancelWatch()
 	<-m.watchDone
 }
+
+// newBackoff returns the backoff of the member's reads after a failure: from
+// TTL/6, doubling up to one TTL, jittered as the elector template's waits
+// are, on the member's clock, and never giving up.
+func (m *Member) newBackoff() *backoff.ExponentialBackOff {
+	jitter := m.cfg.Elector.Jitter
+	switch {
+	case m.cfg.Elector.DisableJitter:
+		jitter = 0
+	case jitter == 0:
+		jitter = readJitter
+	}
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     m.ttl / 6,
+		RandomizationFactor: jitter,
+		Multiplier:          2,
+		MaxInterval:         m.ttl,
+		MaxElapsedTime:      0, // never stop reading
+		Stop:                backoff.Stop,
+		Clock:               m.clk,
+	}
+	b.Reset()
+	return b
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// readJitter is the jitter of the read backoff when the elector template
+// leaves Jitter at its default.
+const readJitter = 0.15
 
 // openWatch opens the group watch, or returns nil if it cannot.
 func (m *Member) openWatch(ctx context.Context) <-chan backends.Event {
@@ -483,14 +543,17 @@ func (m *Member) openWatch(ctx context.Context) <-chan backends.Event {
 
 // watch runs the group watch until ctx is done: at every event it updates
 // the view and wakes the loop and the claim watches of the electors, and when the watch ends it
-// opens it again at once, then every TTL/6 until that works.
+// opens it again at once, then after the read backoff's waits (from TTL/6 up
+// to a TTL) until that works.
 func (m *Member) watch(ctx context.Context, events <-chan backends.Event) {
 	defer close(m.watchDone)
 	if !m.hub.can {
 		return
 	}
+	bo := m.newBackoff()
 	for {
 		if events != nil {
+			bo.Reset()
 			for ev := range events {
 				m.mu.Lock()
 				m.view.apply(ev)
@@ -507,7 +570,7 @@ func (m *Member) watch(ctx context.Context, events <-chan backends.Event) {
 				continue
 			}
 		}
-		t := m.clk.Timer(m.ttl / 6)
+		t := m.clk.Timer(bo.NextBackOff())
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -455,3 +455,43 @@ func TestAnswersWhilePlacing(t *testing.T) {
 	c.await("two members settle", func() bool { return c.settled("a", "b") })
 	c.checkBalanced("a", "b")
 }
+
+// TestOutageBacksOff checks that a member whose store fails every call for a
+// minute backs off instead of reading the group again at once: on a store
+// without expiry events it reads on a schedule, and a failed read must push
+// that schedule back (by a capped, growing wait), not leave it in the past.
+// The member's List calls over the outage are bounded by the outage over
+// the first retry wait (TTL/6), which a fixed-rate retry would reach and a
+// backoff stays well under; the test stops counting at a threshold so that a
+// member that spins fails it rather than running for ever.
+func TestOutageBacksOff(t *testing.T) {
+	c := newCluster(t, 8)
+	c.inner = quiet{c.store}
+	a := c.add("a")
+	c.stepUntil("settle", 2*testTTL, func() bool { return c.settled("a") })
+	c.quiesce()
+	const outage = time.Minute
+	limit := int(outage / (testTTL / 6))
+	lists, all := a.Store.Calls(faults.OpList), a.Store.Calls(faults.AllOps)
+	fault := a.Store.Fail(faults.AllOps, 0, backends.ErrUnavailable)
+	for start := c.clk.Now(); c.clk.Now().Sub(start) < outage; {
+		c.quiesce()
+		if got := a.Store.Calls(faults.OpList) - lists; got > limit {
+			t.Fatalf("after %v of outage the member listed the group %d times, want at most %d", c.clk.Now().Sub(start), got, limit)
+		}
+		c.clk.Add(testStep)
+	}
+	c.quiesce()
+	lists, all = a.Store.Calls(faults.OpList)-lists, a.Store.Calls(faults.AllOps)-all
+	t.Logf("over %v of outage: %d List calls, %d calls in all", outage, lists, all)
+	if lists > limit {
+		t.Errorf("the member listed the group %d times over %v of outage, want at most %d", lists, outage, limit)
+	}
+	// Every elector (the membership and one per shard) backs off too.
+	if most := (c.count + 2) * int(outage/timing(c.clk).RetryPeriod); all > most {
+		t.Errorf("the member made %d calls over %v of outage, want at most %d", all, outage, most)
+	}
+	fault.Remove()
+	took := c.stepUntil("recover", 3*testTTL, func() bool { return c.settled("a") })
+	t.Logf("settled again %v after the outage", took)
+}
