@@ -68,6 +68,9 @@
 //     expiry the backend reported, not to a fixed poll; every wait is
 //     jittered, and a backoff after an error is waited out whatever the watch
 //     signals meanwhile.
+//   - During a store outage the Elector backs off: its attempts after errors
+//     wait from RetryPeriod, doubling up to a cap of TTL, jittered, and the
+//     backoff restarts at the first answer.
 //   - All time comes from Config.Clock.
 //
 // docs/safety.md gives the reasons for each rule and how renewals and
