@@ -64,6 +64,10 @@
 //     elector calls that only once its OnElected has returned, so the slot
 //     is free as soon as the holder has stopped. Until then the group has
 //     more holders than the new N, never more than the old one.
+//   - During a store outage nothing spins: a Group retries a call only on a
+//     conflict the store answered, never on an error, so the electors over
+//     it pace the calls with their backoff (from RetryPeriod, doubling up to
+//     a cap of TTL, jittered).
 //
 // # What a reader may see meanwhile
 //
