@@ -3,17 +3,26 @@ package allocator
 import (
 	"context"
 	"errors"
+	mrand "math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
 )
 
-// Retry delays of the watch after the store refused it.
+// Retry delays of the watch after the store refused it: from minRewatch,
+// doubling up to maxRewatch, each spread by up to rewatchJitter either way.
 const (
-	minRewatch = 50 * time.Millisecond
-	maxRewatch = 5 * time.Second
+	minRewatch    = 50 * time.Millisecond
+	maxRewatch    = 5 * time.Second
+	rewatchJitter = 0.15
 )
+
+// jittered spreads d by up to rewatchJitter either way, so that allocators
+// refused at once do not retry in step.
+func jittered(d time.Duration) time.Duration {
+	return d + time.Duration((2*mrand.Float64()-1)*rewatchJitter*float64(d))
+}
 
 func (a *Allocator) cachedIndex(key string) (cached, bool) {
 	a.cmu.RLock()
@@ -61,7 +70,7 @@ func (a *Allocator) watchLoop() {
 				return
 			}
 			a.cfg.Logger.Warn("allocator: watch failed; retrying", "err", err, "delay", delay)
-			t := a.cfg.Clock.Timer(delay)
+			t := a.cfg.Clock.Timer(jittered(delay))
 			select {
 			case <-ctx.Done():
 				t.Stop()

@@ -55,6 +55,10 @@
 //   - A store that lacks create-if-absent, compare-and-set,
 //     compare-and-delete, keep-alive or watch is refused by New (an error
 //     wrapping backends.ErrUnsupported): it never gets advisory IDs.
+//   - During a store outage nothing spins: the watch is retried after waits
+//     from 50 ms doubling up to a cap of 5 s, jittered by 15 %, renewals and
+//     collection passes keep their intervals, and an Allocate returns the
+//     store's error after a bounded number of calls.
 //
 // # What is not guaranteed
 //
