@@ -10,10 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
+
+	"github.com/tenure-go/tenure/backends/nats/natstest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, natstest.LeakOptions()...)
 }
 
 // bucketSeq names each test's bucket uniquely within the process.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/backends/nats/natstest"
 )
 
 // The test binary doubles as the command tenure runs: with envChild set to
@@ -58,7 +59,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	if code == 0 {
-		if err := goleak.Find(etcdtest.LeakOptions()...); err != nil {
+		if err := goleak.Find(append(etcdtest.LeakOptions(), natstest.LeakOptions()...)...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

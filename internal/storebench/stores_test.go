@@ -23,7 +23,9 @@ import (
 	"google.golang.org/grpc"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(pgtest.Main(m), etcdtest.LeakOptions()...) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(pgtest.Main(m), append(etcdtest.LeakOptions(), natstest.LeakOptions()...)...)
+}
 
 // BenchmarkStores measures the etcd, NATS and PostgreSQL stores in one run,
 // on one machine under one load, with storebench.Default's shape: TTL 2 s,
