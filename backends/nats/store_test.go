@@ -579,7 +579,7 @@ func TestKnownIsPruned(t *testing.T) {
 	}
 }
 
-// TestFullBucketSaysWhy: a bucket whose stream has a limit with Discard
+// TestFullBucketSaysWhy checks that a bucket whose stream has a limit with Discard
 // new refuses writes once full. A create refused so is throttled, not
 // merely unavailable, and names the limit to raise, instead of an error an
 // elector retries for ever without saying what is wrong.

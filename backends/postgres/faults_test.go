@@ -187,7 +187,7 @@ func tokensOf(all []electortest.Term) []int64 {
 	return out
 }
 
-// TestConnectErrorsOneLine: with its server killed, a store whose URL
+// TestConnectErrorsOneLine checks that, with its server killed, a store whose URL
 // lists two hosts fails to connect to either; the error it returns is one
 // line (pgx lists each attempt on a line of its own), still unavailable,
 // still telling a connect error by errors.As.

@@ -249,7 +249,7 @@ func TestWatchFollowsNewPrimary(t *testing.T) {
 	}
 }
 
-// TestOpenWaitsForSyncStandby: a primary that waits at every commit for
+// TestOpenWaitsForSyncStandby checks that a primary that waits at every commit for
 // a synchronous standby and has none (a promoted standby that kept the old
 // primary's synchronous_standby_names, or one whose standby is being
 // rebuilt) holds an open until one streams; when the caller's ctx ends

@@ -338,7 +338,7 @@ func TestLegacyTable(t *testing.T) {
 	}
 }
 
-// TestMissingObjectNamed: a table restored into another database without
+// TestMissingObjectNamed checks that a table restored into another database without
 // its trigger (pg_dump -t carries neither the trigger's function nor,
 // then, the trigger) is refused by a store that may not create objects,
 // naming the trigger as what is missing and not the table or sequence

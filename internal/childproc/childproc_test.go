@@ -327,7 +327,7 @@ func TestWaitFile(t *testing.T) {
 	}
 }
 
-// TestCPU: the CPU time of a child that used 300 ms of it by its own
+// TestCPU checks that the CPU time of a child that used 300 ms of it by its own
 // count is that, to the kernel's tick, and 0 once it was reaped.
 func TestCPU(t *testing.T) {
 	s := self(t, "spin")
