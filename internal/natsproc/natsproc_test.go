@@ -1,10 +1,7 @@
 package natsproc_test
 
 import (
-	"bytes"
-	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/tenure-go/tenure/internal/childproc"
 	"github.com/tenure-go/tenure/internal/natsproc"
@@ -84,28 +82,21 @@ func TestServer(t *testing.T) {
 	}
 }
 
-// waitStopped waits until every thread of pid is in state T (stopped), as
-// /proc reports it.
+// waitStopped waits until pid's group stop is complete: the kernel reports
+// a child stopped to its parent (waitid with WSTOPPED) only once every one
+// of its threads has stopped. WNOWAIT leaves the report in place, so the
+// reaper's wait for the exit is not disturbed.
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	var info unix.Siginfo
 	for {
-		stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-		stopped := len(stats) > 0
-		for _, f := range stats {
-			b, err := os.ReadFile(f)
-			i := bytes.LastIndexByte(b, ')')
-			if err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-				stopped = false
-				break
-			}
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
 		}
-		if stopped {
-			return
+		if err != nil {
+			t.Fatalf("waitid for the stop of server %d: %v", pid, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server %d not stopped 30s after SIGSTOP", pid)
-		}
-		time.Sleep(time.Millisecond)
+		return
 	}
 }
