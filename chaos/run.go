@@ -145,7 +145,7 @@ func (r *runEnv) apply(f schedule.Fault) (heal func(), target string, ok bool) {
 			case <-time.After(r.spec.TTL):
 			}
 		}
-		if !ok || !p.Signal(syscall.SIGSTOP) {
+		if !ok || !p.Pause() {
 			if ok {
 				r.unclaim(i)
 			}

@@ -75,7 +75,7 @@ func (s *server) stop(grace time.Duration) {
 // pause is the fault fServerPause on s: SIGSTOP until the heal.
 func (s *server) pause() (heal func(), target string, ok bool) {
 	p := s.proc()
-	if !p.Signal(syscall.SIGSTOP) {
+	if !p.Pause() {
 		return nil, "", false
 	}
 	return func() { p.Signal(syscall.SIGCONT) }, s.name, true

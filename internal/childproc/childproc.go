@@ -27,6 +27,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Spec is a program to start.
@@ -140,6 +142,33 @@ func (p *Process) Signal(sig syscall.Signal) bool {
 		return false
 	}
 	return syscall.Kill(p.pid, sig) == nil
+}
+
+// Pause stops the child with SIGSTOP and returns once every one of its
+// threads has stopped, so that nothing the child was doing when Pause was
+// called is still going on after it returns. A signal is delivered to each
+// thread on its way back to user space, not when kill returns: a server
+// that answered a request in that window would answer while "paused". It
+// reports false if the child was reaped (nothing was sent) or exited
+// before it stopped.
+func (p *Process) Pause() bool {
+	if !p.Signal(syscall.SIGSTOP) {
+		return false
+	}
+	// The kernel reports a child stopped to its parent (waitid with
+	// WSTOPPED) only once the group stop is complete. WNOWAIT leaves the
+	// report in place, so the reaper's wait for the exit is not disturbed;
+	// a continued child no longer reports a stop, so a later Pause waits
+	// for its own.
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WSTOPPED|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		// ECHILD: the child exited and was reaped before it stopped.
+		return err == nil
+	}
 }
 
 // CPU is the CPU time (user and system) the child has used so far, read

@@ -70,6 +70,19 @@ func child(mode string) int {
 		_ = syscall.Kill(os.Getppid(), syscall.SIGUSR1)
 		<-term
 		return 0
+	case "busy": // keeps four threads running, says so, ends on SIGTERM
+		for i := 0; i < 4; i++ {
+			go func() {
+				for n := 0; ; n++ {
+					_ = n
+				}
+			}()
+		}
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		_ = syscall.Kill(os.Getppid(), syscall.SIGUSR1)
+		<-term
+		return 0
 	case "stubborn": // ignores SIGTERM
 		signal.Ignore(syscall.SIGTERM)
 		_ = syscall.Kill(os.Getppid(), syscall.SIGUSR1)
@@ -232,6 +245,51 @@ func TestReapedIsNotSignalled(t *testing.T) {
 		t.Error("Signal after the child was reaped reported it sent the signal; its pid may be another process's by then")
 	}
 	p.Terminate(time.Hour) // returns at once
+}
+
+// threadStates returns the state letter of each thread of pid, from
+// /proc/PID/task/TID/stat.
+func threadStates(t *testing.T, pid int) string {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []byte
+	for _, task := range tasks {
+		raw, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state ...
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+		states = append(states, f[0][0])
+	}
+	return string(states)
+}
+
+// TestPauseWaitsForEveryThread checks that Pause returns only once every
+// thread of a child whose threads are all running has stopped, and that a
+// child paused, continued and paused again is stopped again when the
+// second Pause returns, not taken for stopped by the first one's report.
+func TestPauseWaitsForEveryThread(t *testing.T) {
+	p := startReady(t, self(t, "busy"))
+	for round := 0; round < 20; round++ {
+		if !p.Pause() {
+			t.Fatal("Pause of a running child reported it did not stop it")
+		}
+		if st := threadStates(t, p.Pid()); strings.Trim(st, "tT") != "" {
+			t.Fatalf("round %d: thread states right after Pause = %q, want every thread stopped (T)", round, st)
+		}
+		if !p.Signal(syscall.SIGCONT) {
+			t.Fatal("SIGCONT not sent")
+		}
+	}
+	p.Terminate(30 * time.Second)
+	if p.Pause() {
+		t.Error("Pause of a reaped child reported it stopped it")
+	}
 }
 
 // TestTerminatePausedServer checks that a paused server is continued so that

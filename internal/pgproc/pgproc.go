@@ -460,7 +460,11 @@ func children(ppid int) []int {
 // Signal sends sig to the postmaster and then to every process it forked:
 // SIGSTOP pauses the whole server (connections stay open and nothing is
 // answered), SIGCONT resumes it. The postmaster is signalled first, so a
-// paused one forks no backend that the pause would miss.
+// paused one forks no backend that the pause would miss. After SIGSTOP,
+// Signal returns once every process signalled has stopped: the signal
+// takes effect when a process next returns to user space, not when kill
+// returns, and a backend could otherwise still answer a query after the
+// server was "paused".
 func (s *Server) Signal(sig syscall.Signal) error {
 	s.mu.Lock()
 	cmd := s.cmd
@@ -472,7 +476,38 @@ func (s *Server) Signal(sig syscall.Signal) error {
 	if err := signalPids([]int{pid}, sig); err != nil {
 		return err
 	}
-	return signalPids(children(pid), sig)
+	pids := children(pid)
+	if err := signalPids(pids, sig); err != nil {
+		return err
+	}
+	if sig == syscall.SIGSTOP {
+		return waitStopped(append(pids, pid), 10*time.Second)
+	}
+	return nil
+}
+
+// waitStopped waits until each of pids is stopped or gone, by its state in
+// /proc/PID/stat. The backends are the postmaster's children, not this
+// process's, so waitid cannot report their stops.
+func waitStopped(pids []int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for _, pid := range pids {
+		for {
+			raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				break // exited
+			}
+			f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+			if len(f) == 0 || f[0] == "T" || f[0] == "t" || f[0] == "Z" || f[0] == "X" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pgproc: process %d not stopped %v after SIGSTOP (state %s)", pid, within, f[0])
+			}
+			time.Sleep(time.Millisecond) // polls a state; the deadline bounds it
+		}
+	}
+	return nil
 }
 
 func signalPids(pids []int, sig syscall.Signal) error {

@@ -170,11 +170,12 @@ func (s *Server) Restart() {
 	s.start()
 }
 
-// Pause stops the server with SIGSTOP: its connections stay open and
-// nothing is answered until Resume.
+// Pause stops the server with SIGSTOP and returns once every thread of it
+// has stopped: its connections stay open and nothing is answered until
+// Resume.
 func (s *Server) Pause(t testing.TB) {
 	t.Helper()
-	if p := s.running(); p == nil || !p.Signal(syscall.SIGSTOP) {
+	if p := s.running(); p == nil || !p.Pause() {
 		t.Fatal("natstest: pause: the server process is not running")
 	}
 }

@@ -67,6 +67,31 @@ func TestKillRestart(t *testing.T) {
 	}
 }
 
+// TestPauseStopsEveryProcess checks that when Pause returns, the
+// postmaster and every process it forked (a connected client's backend
+// among them) are stopped, not only signalled.
+func TestPauseStopsEveryProcess(t *testing.T) {
+	srv := pgtest.Start(t)
+	c, err := pgx.Connect(t.Context(), srv.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.WithoutCancel(t.Context()))
+	for round := 0; round < 10; round++ {
+		pids := srv.Pids()
+		srv.Pause(t)
+		for _, pid := range pids {
+			if st := procState(pid); st != "" && st != "T" && st != "t" && st != "Z" {
+				t.Errorf("round %d: process %d of the paused server is in state %s, want stopped (T)", round, pid, st)
+			}
+		}
+		srv.Resume(t)
+		if err := c.Ping(t.Context()); err != nil {
+			t.Fatalf("round %d: ping after Resume: %v", round, err)
+		}
+	}
+}
+
 // procState is the state letter of process pid ("Z": exited, not yet
 // reaped), or "" if there is no such process.
 func procState(pid int) string {
