@@ -18,11 +18,12 @@ import (
 // leave-moved/min) and the 99th percentile (p99-moved/min,
 // p99-leave-moved/min). One iteration measures every set, so -benchtime=1x
 // is enough. Its call sub-benchmarks time one Place, the cost every member
-// pays on each membership change: at S = 256 with eight members, and at
-// MaxCount with 64 and 256.
+// pays on each membership change: at S = 256 with eight members, at
+// S = 4096 with 64 and 256, at S = 10,000 with 100 and at MaxCount with
+// 256.
 func BenchmarkPlace(b *testing.B) {
 	const S = 256
-	for _, c := range []struct{ count, members int }{{S, 8}, {shards.MaxCount, 64}, {shards.MaxCount, 256}} {
+	for _, c := range []struct{ count, members int }{{S, 8}, {4096, 64}, {4096, 256}, {10000, 100}, {shards.MaxCount, 256}} {
 		b.Run(fmt.Sprintf("call/S=%d/M=%d", c.count, c.members), func(b *testing.B) {
 			ms := members("member", c.members)
 			for b.Loop() {

@@ -601,8 +601,8 @@ func (m *Member) read(ctx context.Context, whole bool) bool {
 
 // reconcile campaigns for the shards the view places here and stops the
 // electors of the others. When the members changed it computes the new
-// placement first, without holding m.mu: Place takes tens of milliseconds
-// for thousands of shards over dozens of members, and Owner, Owned, Members
+// placement first, without holding m.mu: Place takes milliseconds for
+// thousands of shards over dozens of members, and Owner, Owned, Members
 // and the watch must not wait for it. Only the loop calls reconcile, so the
 // placement cannot change meanwhile; if the view does, its watch event
 // wakes the loop, which reconciles again.

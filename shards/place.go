@@ -1,9 +1,6 @@
 package shards
 
-import (
-	"cmp"
-	"slices"
-)
+import "slices"
 
 // The hashes below are part of the package's promise: ShardOf and Place give
 // the same answers in every process, on every platform and in every release,
@@ -48,10 +45,8 @@ func ShardOf(key string, count int) int {
 	return int(mix(fnv1a(key)) % uint64(count))
 }
 
-// weight is the rendezvous weight of member (given by its hash) for shard.
-func weight(memberHash uint64, shard int) uint64 {
-	return mix(memberHash ^ mix(uint64(shard)+golden))
-}
+// The rendezvous weight of a member for a shard is
+// mix(FNV-1a-64(member) ^ mix(shard + golden)).
 
 // Place assigns each of count shards to one of members: the result has
 // count entries, entry i being the identity of the member shard i is placed
@@ -76,48 +71,119 @@ func Place(count int, members []string) []string {
 	if len(ms) == 0 {
 		return out
 	}
-	type pair struct {
-		w      uint64
-		shard  int
-		member int
-	}
-	pairs := make([]pair, 0, count*len(ms))
+	// The placement is that of a greedy pass over every (shard, member)
+	// pair from the heaviest down (ties by shard, then member, in sorted
+	// order), placing a pair's shard on its member unless the shard is
+	// placed already or the member is full. That pass is made here without
+	// materialising the count × members pairs: each unplaced shard offers
+	// only its heaviest pair among the members not yet full, and the
+	// heaviest offer is taken next. Any heavier pair was either of a
+	// shard placed already or of a member that filled up before (and a
+	// full member stays full), so the offers are taken in the order the
+	// pass would take them, with the same counts held at each step. It
+	// costs O(count × members) weights and O(count) memory.
+	hs := make([]uint64, len(ms))
 	for j, m := range ms {
-		h := fnv1a(m)
-		for i := range count {
-			pairs = append(pairs, pair{weight(h, i), i, j})
-		}
+		hs[j] = fnv1a(m)
 	}
-	slices.SortFunc(pairs, func(a, b pair) int {
-		if c := cmp.Compare(b.w, a.w); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.shard, b.shard); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.member, b.member)
-	})
+	open := make([]int, len(ms)) // the members not yet full, in order
+	for j := range open {
+		open[j] = j
+	}
+	shardMix := make([]uint64, count)
+	offers := make(offerHeap, count)
+	for i := range count {
+		shardMix[i] = mix(uint64(i) + golden)
+		offers[i] = best(i, shardMix[i], hs, open)
+	}
+	offers.init()
 	floor, extra := count/len(ms), count%len(ms)
 	held := make([]int, len(ms))
-	placed := make([]bool, count)
-	atCeil, left := 0, count
-	for _, p := range pairs {
-		if placed[p.shard] {
+	atCeil := 0
+	full := func(j int) bool {
+		n := held[j]
+		return n > floor || (n == floor && atCeil >= extra)
+	}
+	for len(offers) > 0 {
+		o := offers[0]
+		if full(o.member) {
+			// Members fill up in the pass; drop those that did from the
+			// open ones before offering again.
+			open = slices.DeleteFunc(open, full)
+			offers[0] = best(o.shard, shardMix[o.shard], hs, open)
+			offers.down(0)
 			continue
 		}
-		switch n := held[p.member]; {
-		case n < floor:
-		case n == floor && atCeil < extra:
+		if held[o.member] == floor {
 			atCeil++
-		default:
-			continue
 		}
-		held[p.member]++
-		placed[p.shard] = true
-		out[p.shard] = ms[p.member]
-		if left--; left == 0 {
-			break
-		}
+		held[o.member]++
+		out[o.shard] = ms[o.member]
+		offers.pop()
 	}
 	return out
+}
+
+// offer is a shard's heaviest pair among the open members.
+type offer struct {
+	w      uint64
+	shard  int
+	member int
+}
+
+// before reports whether a comes before b in the pass: the heavier first,
+// then the lower shard (the member cannot tie: one offer per shard).
+func (a offer) before(b offer) bool {
+	if a.w != b.w {
+		return a.w > b.w
+	}
+	return a.shard < b.shard
+}
+
+// best is the offer of shard (whose mix is sm) among the open members: the
+// heaviest, the lowest member on a tie. open is never empty while a shard
+// is unplaced, since the quotas add up to the count.
+func best(shard int, sm uint64, hs []uint64, open []int) offer {
+	o := offer{shard: shard, member: -1}
+	for _, j := range open {
+		if w := mix(hs[j] ^ sm); o.member < 0 || w > o.w {
+			o.w, o.member = w, j
+		}
+	}
+	return o
+}
+
+// offerHeap is a binary heap of offers, the first in the pass at the top.
+type offerHeap []offer
+
+func (h offerHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h offerHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		c := l
+		if r := l + 1; r < len(h) && h[r].before(h[l]) {
+			c = r
+		}
+		if !h[c].before(h[i]) {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+func (h *offerHeap) pop() {
+	old := *h
+	n := len(old) - 1
+	old[0] = old[n]
+	*h = old[:n]
+	h.down(0)
 }
