@@ -19,9 +19,14 @@ import (
 	"github.com/tenure-go/tenure/internal/wire"
 )
 
-// MaxCount bounds a group's shard count: every member lists every shard's
-// claim each time membership or ownership changes.
-const MaxCount = 4096
+// MaxCount bounds a group's shard count. A member keeps a few dozen bytes
+// per shard of the group (its view of each shard's owner, the placement),
+// reads every shard's entry in a full read of the group, and computes a
+// placement in time proportional to the count times the members; each
+// shard it campaigns for costs an elector. At MaxCount a full read returns
+// 65,536 entries and a placement over 256 members takes tens of
+// milliseconds (BenchmarkPlace).
+const MaxCount = 65536
 
 var (
 	// ErrCountMismatch is returned when the group's shard count recorded in
@@ -387,7 +392,7 @@ func (m *Member) checkCount(ctx context.Context) error {
 		e, err := m.store.Get(ctx, key)
 		if err == nil {
 			if string(e.Value) != want {
-				return fmt.Errorf("shards: group %q: stored count %q, configured %d: %w", m.cfg.Group, e.Value, m.cfg.Count, ErrCountMismatch)
+				return fmt.Errorf("shards: group %q: stored count %q, configured %d: %w", m.cfg.Group, storedCount(e.Value), m.cfg.Count, ErrCountMismatch)
 			}
 			return nil
 		}
@@ -403,6 +408,16 @@ func (m *Member) checkCount(ctx context.Context) error {
 		}
 		// Another member recorded it first: read theirs.
 	}
+}
+
+// storedCount is a stored count as an error quotes it: a value that is
+// not a count, written by anything else, is cut short.
+func storedCount(v []byte) string {
+	const most = 24
+	if len(v) > most {
+		return string(v[:most]) + "…"
+	}
+	return string(v)
 }
 
 // loop campaigns for the shards placed here whenever the group changes

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -198,6 +199,52 @@ func TestCountIsFixed(t *testing.T) {
 		t.Fatalf("Start with another count: %v, want ErrCountMismatch", err)
 	}
 	<-m.Done()
+}
+
+// TestStoredCountRefused checks that a member refuses a group whose stored
+// count is not its own, however the value was written (above MaxCount, not
+// in the form a member writes, not a number, huge), and that the error
+// quotes a huge value only in part.
+func TestStoredCountRefused(t *testing.T) {
+	for _, stored := range []string{"65537", "4294967296", "0256", "256 ", "-256", "", "ab", strings.Repeat("9", 4000)} {
+		store := memstore.New()
+		if _, err := store.CreateIfAbsent(context.Background(), "g/count", []byte(stored), 0); err != nil {
+			t.Fatal(err)
+		}
+		m, err := shards.New(store, shards.Config{Group: "g", Identity: "a", Count: 256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = m.Start(context.Background())
+		if !errors.Is(err, shards.ErrCountMismatch) {
+			t.Errorf("stored count %.20q: Start = %v, want ErrCountMismatch", stored, err)
+		} else if len(err.Error()) > 200 {
+			t.Errorf("stored count of %d bytes: the error has %d bytes, want it cut short", len(stored), len(err.Error()))
+		}
+		<-m.Done()
+		store.Close()
+	}
+}
+
+// TestMaxCount checks that a group may have MaxCount shards, at least
+// 65,536, and that a placement of them is whole and balanced.
+func TestMaxCount(t *testing.T) {
+	if shards.MaxCount < 65536 {
+		t.Fatalf("MaxCount = %d, want at least 65536", shards.MaxCount)
+	}
+	if err := (shards.Config{Group: "g", Identity: "a", Count: shards.MaxCount}).Validate(); err != nil {
+		t.Fatalf("a config of MaxCount shards: %v", err)
+	}
+	ms := members("member", 256)
+	place := shards.Place(shards.MaxCount, ms)
+	for s, id := range place {
+		if id == "" {
+			t.Fatalf("shard %d of %d placed nowhere", s, shards.MaxCount)
+		}
+	}
+	if d := spread(place, ms); d > 1 {
+		t.Errorf("Place(%d, 256 members): spread %d, want ≤ 1", shards.MaxCount, d)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
