@@ -69,6 +69,14 @@
 // group's key lists the group's slot holders, and [StoreLocker.WatchClaim]
 // on it signals their changes.
 //
+// # Holders
+//
+// A claim entry names its [Holder]: the identity, the per-instance nonce
+// and the value the holder advertises ([Holder.Advertised], at most
+// [MaxAdvertisedBytes], checked by [ValidateAdvertised]). Every Locker
+// stores the advertised value with the claim and reports it wherever it
+// reports the holder; it needs no write of its own.
+//
 // # Errors
 //
 // Callers branch on sentinel errors with [errors.Is] and on [*ConflictError]

@@ -19,6 +19,42 @@ import (
 type Holder struct {
 	ID    string
 	Nonce string
+
+	// Advertised is what the holder tells every reader of its claim, such
+	// as the address it serves at: empty, or at most MaxAdvertisedBytes as
+	// ValidateAdvertised states. Every Locker stores it with the claim and
+	// reports it with the holder; a claim written without it (by an
+	// earlier version) reads as advertising nothing. It is fixed for the
+	// holder's life: to advertise another value, make another holder.
+	Advertised string
+}
+
+// MaxAdvertisedBytes is the largest value a holder may advertise: 256
+// bytes hold any host and port, and a URL on any DNS name (at most 253
+// bytes), while keeping every claim small and the value fit to print in
+// one column and to carry as a metric label.
+const MaxAdvertisedBytes = wire.MaxAdvertisedBytes
+
+// ValidateAdvertised checks a value a holder would advertise: at most
+// MaxAdvertisedBytes of valid UTF-8 with no control characters (line
+// breaks, tabs, NUL and the like). The empty value advertises nothing.
+// The error wraps ErrInvalid. Every Locker and the elector's
+// configuration check an advertised value by this one rule.
+func ValidateAdvertised(v string) error {
+	if err := wire.ValidateAdvertised(v); err != nil {
+		return fmt.Errorf("backends: %v: %w", err, ErrInvalid)
+	}
+	return nil
+}
+
+// Advertising returns h advertising v, or an error wrapping ErrInvalid if
+// v breaks ValidateAdvertised's rule.
+func (h Holder) Advertising(v string) (Holder, error) {
+	if err := ValidateAdvertised(v); err != nil {
+		return Holder{}, err
+	}
+	h.Advertised = v
+	return h, nil
 }
 
 // NewHolder returns a Holder for id with a fresh random nonce. id may contain
@@ -26,7 +62,7 @@ type Holder struct {
 // most MaxKeyBytes; otherwise the error wraps ErrInvalid. Every Locker and
 // the elector's configuration check an identity by this one rule.
 func NewHolder(id string) (Holder, error) {
-	if err := validateHolder(id); err != nil {
+	if err := validateID(id); err != nil {
 		return Holder{}, err
 	}
 	var b [8]byte
@@ -36,12 +72,20 @@ func NewHolder(id string) (Holder, error) {
 	return Holder{ID: id, Nonce: hex.EncodeToString(b[:])}, nil
 }
 
-// validateHolder applies the identity rule NewHolder states.
-func validateHolder(id string) error {
+// validateID applies the identity rule NewHolder states.
+func validateID(id string) error {
 	if err := wire.ValidateID(id); err != nil {
 		return fmt.Errorf("backends: %v: %w", err, ErrInvalid)
 	}
 	return nil
+}
+
+// validateHolder checks h's identity and advertised value.
+func validateHolder(h Holder) error {
+	if err := validateID(h.ID); err != nil {
+		return err
+	}
+	return ValidateAdvertised(h.Advertised)
 }
 
 // String is the form used in logs and errors: the quoted ID, then the nonce.
@@ -52,14 +96,20 @@ func (h Holder) String() string {
 	return fmt.Sprintf("%q#%s", h.ID, h.Nonce)
 }
 
-// LogValue logs h as its id and nonce, so that a JSON log shows the id as
-// written rather than the quoted form String gives it.
+// LogValue logs h as its id and nonce (and the value it advertises, if
+// any), so that a JSON log shows the id as written rather than the quoted
+// form String gives it.
 func (h Holder) LogValue() slog.Value {
+	if h.Advertised != "" {
+		return slog.GroupValue(slog.String("id", h.ID), slog.String("nonce", h.Nonce), slog.String("advertised", h.Advertised))
+	}
 	return slog.GroupValue(slog.String("id", h.ID), slog.String("nonce", h.Nonce))
 }
 
 // encodeClaim is the value a Locker writes for h.
-func encodeClaim(h Holder) []byte { return wire.EncodeClaim(h.ID, h.Nonce) }
+func encodeClaim(h Holder) []byte {
+	return wire.EncodeClaim(wire.Claim{ID: h.ID, Nonce: h.Nonce, Advertised: h.Advertised})
+}
 
 // Claim is a held claim as a Locker reports it.
 type Claim struct {
@@ -216,7 +266,7 @@ func claimTTL(ttl time.Duration) error {
 // absent and the slot group's size entry is absent too. If key is held,
 // the error is a *HeldError listing its holder.
 func (l *StoreLocker) acquireTxn(ctx context.Context, key string, holder Holder, ttl time.Duration) (Claim, error) {
-	if err := validateHolder(holder.ID); err != nil {
+	if err := validateHolder(holder); err != nil {
 		return Claim{}, err
 	}
 	if err := claimTTL(ttl); err != nil {
@@ -289,7 +339,7 @@ func (l *StoreLocker) Release(ctx context.Context, c Claim) error {
 // acquireKey takes the store key key for holder with create-if-absent. If
 // key is held, the error is a *HeldError listing its holder.
 func acquireKey(ctx context.Context, s Store, key string, holder Holder, ttl time.Duration) (Claim, error) {
-	if err := validateHolder(holder.ID); err != nil {
+	if err := validateHolder(holder); err != nil {
 		return Claim{}, err
 	}
 	if err := claimTTL(ttl); err != nil {
@@ -432,10 +482,10 @@ func (l *StoreLocker) ExpiryEvents() bool {
 // that is not a claim is an error wrapping ErrCorrupt: a claim key holding a
 // foreign value is never read as free.
 func claimOf(key string, slot int, e Entry) (Claim, error) {
-	id, nonce, err := wire.DecodeClaim(e.Value)
+	c, err := wire.DecodeClaim(e.Value)
 	if err != nil {
 		return Claim{}, fmt.Errorf("backends: claim %q (store key %q): %v: %w", key, e.Key, err, ErrCorrupt)
 	}
-	h := Holder{ID: id, Nonce: nonce}
+	h := Holder{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}
 	return Claim{Key: key, Slot: slot, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining, Recorded: e.Recorded}, nil
 }

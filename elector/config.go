@@ -34,6 +34,14 @@ type Config struct {
 	// other one hold the claim is reported as a duplicate identity.
 	Identity string
 
+	// Advertise is the value this Elector advertises with its claim, such
+	// as the address at which it serves while it leads: every reader of
+	// the claim (Leader, OnNewLeader, an Observer, tenure holders) sees it
+	// as the holder's Advertised. Optional; at most
+	// backends.MaxAdvertisedBytes of valid UTF-8 without control
+	// characters (backends.ValidateAdvertised).
+	Advertise string
+
 	// EarlierHolders are the holders of this process's own earlier
 	// Electors for the claim (Elector.Holder), for a program that runs one
 	// Elector after another: a claim of theirs that lingers until it
@@ -181,7 +189,8 @@ func (c Config) withDefaults() Config {
 // with errors.Join under one "elector: config: " prefix; nil if c is
 // usable. The rules:
 //
-//   - Key passes backends.ValidateKey; Identity passes backends.NewHolder.
+//   - Key passes backends.ValidateKey; Identity passes backends.NewHolder;
+//     Advertise passes backends.ValidateAdvertised.
 //   - No duration is negative; 0 <= Jitter < 1, and Jitter is zero when
 //     DisableJitter is set.
 //   - RenewPeriod < TTL, and RenewPeriod + RenewTimeout + SafetyMargin +
@@ -210,6 +219,9 @@ func (c Config) validate() (backends.Holder, error) {
 	h, err := backends.NewHolder(c.Identity)
 	if err != nil {
 		bad("identity: %w", err)
+	}
+	if h, err = h.Advertising(c.Advertise); err != nil {
+		bad("advertise: %w", err)
 	}
 	for _, d := range []struct {
 		name string

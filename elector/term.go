@@ -37,7 +37,8 @@ type Term struct {
 	Deadline time.Time
 }
 
-// Leader is a holder observed holding the claim.
+// Leader is a holder observed holding the claim. Holder.Advertised is the
+// value the holder advertises (Config.Advertise), empty if none.
 type Leader struct {
 	Holder backends.Holder
 	Token  int64

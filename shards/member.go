@@ -671,7 +671,8 @@ func (m *Member) list(ctx context.Context, whole bool) (map[string]int64, []Owne
 	}
 	members := map[string]int64{}
 	for _, e := range entries {
-		id, _, err := wire.DecodeClaim(e.Value)
+		c, err := wire.DecodeClaim(e.Value)
+		id := c.ID
 		if err != nil || memberKey(m.cfg.Group, id) != e.Key {
 			m.log.Warn("shards: ignoring a foreign entry among the members", "key", e.Key)
 			continue
@@ -691,11 +692,11 @@ func (m *Member) list(ctx context.Context, whole bool) (map[string]int64, []Owne
 		if !ok {
 			continue
 		}
-		id, nonce, err := wire.DecodeClaim(e.Value)
+		c, err := wire.DecodeClaim(e.Value)
 		if err != nil {
 			return nil, nil, fmt.Errorf("shards: shard %d of %q: %v: %w", shard, m.cfg.Group, err, backends.ErrCorrupt)
 		}
-		owners[shard] = Owner{Holder: backends.Holder{ID: id, Nonce: nonce}, Token: e.CreateRevision}
+		owners[shard] = Owner{Holder: backends.Holder{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}, Token: e.CreateRevision}
 	}
 	return members, owners, nil
 }

@@ -63,7 +63,7 @@ func (v *view) apply(ev backends.Event) {
 		v.memberSeq[id] = v.seq
 		switch {
 		case ev.Kind == backends.EventPut && e.CreateRevision >= v.members[id]:
-			if got, _, err := wire.DecodeClaim(e.Value); err == nil && got == id {
+			if got, err := wire.DecodeClaim(e.Value); err == nil && got.ID == id {
 				v.members[id] = e.CreateRevision
 			}
 		case ev.Kind == backends.EventDelete && (e.CreateRevision == 0 || e.CreateRevision >= v.members[id]):
@@ -79,8 +79,8 @@ func (v *view) apply(ev backends.Event) {
 	cur := v.owners[shard].Token
 	switch {
 	case ev.Kind == backends.EventPut && e.CreateRevision >= cur:
-		if id, nonce, err := wire.DecodeClaim(e.Value); err == nil {
-			v.owners[shard] = Owner{Holder: backends.Holder{ID: id, Nonce: nonce}, Token: e.CreateRevision}
+		if c, err := wire.DecodeClaim(e.Value); err == nil {
+			v.owners[shard] = Owner{Holder: backends.Holder{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}, Token: e.CreateRevision}
 		}
 	case ev.Kind == backends.EventDelete && (e.CreateRevision == 0 || e.CreateRevision >= cur):
 		v.owners[shard] = Owner{}

@@ -8,7 +8,7 @@ import (
 )
 
 func put(key, id string, token int64) backends.Event {
-	return backends.Event{Kind: backends.EventPut, Entry: backends.Entry{Key: key, Value: wire.EncodeClaim(id, "n"), CreateRevision: token, Revision: token}}
+	return backends.Event{Kind: backends.EventPut, Entry: backends.Entry{Key: key, Value: wire.EncodeClaim(wire.Claim{ID: id, Nonce: "n"}), CreateRevision: token, Revision: token}}
 }
 
 func del(key string, token int64) backends.Event {

@@ -317,8 +317,8 @@ func (g *Group) checkNoClaim(ctx context.Context, group string) error {
 
 func claimErr(group string, e backends.Entry) error {
 	who := "a foreign value"
-	if id, nonce, err := wire.DecodeClaim(e.Value); err == nil {
-		who = fmt.Sprintf("%s (token %d)", backends.Holder{ID: id, Nonce: nonce}, e.CreateRevision)
+	if c, err := wire.DecodeClaim(e.Value); err == nil {
+		who = fmt.Sprintf("%s (token %d)", backends.Holder{ID: c.ID, Nonce: c.Nonce}, e.CreateRevision)
 	}
 	return fmt.Errorf("slots: acquire %q: the key is held as a single claim by %s; a slot group cannot share its key: %w", group, who, backends.ErrInvalid)
 }
@@ -328,7 +328,7 @@ func claimErr(group string, e backends.Entry) error {
 // that changed gives errResized.
 func (g *Group) acquireSlot(ctx context.Context, group string, i int, sizeRev int64, holder backends.Holder, ttl time.Duration) (backends.Claim, error) {
 	key := SlotKey(group, i)
-	value := wire.EncodeClaim(holder.ID, holder.Nonce)
+	value := wire.EncodeClaim(wire.Claim{ID: holder.ID, Nonce: holder.Nonce, Advertised: holder.Advertised})
 	var (
 		e   backends.Entry
 		err error
@@ -479,11 +479,11 @@ func (g *Group) Holders(ctx context.Context, group string) ([]backends.Claim, er
 // is an error wrapping backends.ErrCorrupt: a slot holding a foreign value is
 // never read as free.
 func claimOf(group string, i int, e backends.Entry) (backends.Claim, error) {
-	id, nonce, err := wire.DecodeClaim(e.Value)
+	c, err := wire.DecodeClaim(e.Value)
 	if err != nil {
 		return backends.Claim{}, fmt.Errorf("slots: %q slot %d (store key %q): %v: %w", group, i, e.Key, err, backends.ErrCorrupt)
 	}
-	h := backends.Holder{ID: id, Nonce: nonce}
+	h := backends.Holder{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}
 	return backends.Claim{Key: group, Slot: i, Holder: h, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining, Recorded: e.Recorded}, nil
 }
 

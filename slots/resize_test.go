@@ -28,7 +28,7 @@ func bound(t *testing.T) context.Context {
 func holdSlot(t *testing.T, s backends.Store, group string, i int) {
 	t.Helper()
 	h := holder(t, "other")
-	if _, err := s.CreateIfAbsent(context.Background(), slots.SlotKey(group, i), wire.EncodeClaim(h.ID, h.Nonce), time.Hour); err != nil {
+	if _, err := s.CreateIfAbsent(context.Background(), slots.SlotKey(group, i), wire.EncodeClaim(wire.Claim{ID: h.ID, Nonce: h.Nonce}), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 }

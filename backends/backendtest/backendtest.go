@@ -111,6 +111,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Locker", func(t *testing.T) {
 		t.Run("SameIdentityTwoHolders", s.testLockerSameIdentity)
 		t.Run("TokensIncrease", s.testLockerTokens)
+		t.Run("Advertised", s.testLockerAdvertised)
 		t.Run("WatchClaim", s.testLockerWatch)
 	})
 	t.Run("Linearizable", s.testLinearizable)

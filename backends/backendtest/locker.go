@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tenure-go/tenure/backends"
@@ -198,4 +199,51 @@ func (s *suite) testLockerWatch(t *testing.T) {
 			t.Fatalf("WatchClaim channel not closed within %v of its context's cancel", eventWait)
 		}
 	}
+}
+
+// testLockerAdvertised checks that the value a holder advertises is stored
+// with its claim: another process reads it in Holders and in a HeldError,
+// a renewal keeps it, and a value ValidateAdvertised refuses is refused
+// before anything is written.
+func (s *suite) testLockerAdvertised(t *testing.T) {
+	st := s.store(t)
+	l, lp := locker(t, st), locker(t, s.peer(t, st))
+	ctx := t.Context()
+	const key = "claims/advertised"
+	// The largest value allowed, in several scripts and with spaces.
+	adv := "https://indexer-2.例え.example:8443/ ü"
+	adv += strings.Repeat("x", backends.MaxAdvertisedBytes-len(adv))
+	h, err := holder(t, "advertiser").Advertising(adv)
+	if err != nil {
+		t.Fatalf("Advertising(%d bytes): %v", len(adv), err)
+	}
+	c := s.acquire(t, l, key, h)
+	wantHolders(t, lp, key, c)
+	_, err = lp.TryAcquire(ctx, key, holder(t, "other"), s.ttl)
+	var he *backends.HeldError
+	if !errors.As(err, &he) || len(he.Holders) != 1 || he.Holders[0].Holder != h {
+		t.Errorf("TryAcquire of the held claim = %v, want a *HeldError listing %s advertising %q", err, h, adv)
+	}
+	r, err := l.Renew(ctx, c)
+	if err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if r.Holder.Advertised != adv {
+		t.Errorf("Renew = holder advertising %q, want %q", r.Holder.Advertised, adv)
+	}
+	wantHolders(t, lp, key, r)
+	if err := l.Release(ctx, r); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+
+	bad := holder(t, "advertiser")
+	bad.Advertised = adv + "x"
+	if _, err := l.TryAcquire(ctx, key, bad, s.ttl); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("TryAcquire with an advertised value of %d bytes = %v, want ErrInvalid", len(bad.Advertised), err)
+	}
+	bad.Advertised = "line\nbreak"
+	if _, err := l.TryAcquire(ctx, key, bad, s.ttl); !errors.Is(err, backends.ErrInvalid) {
+		t.Errorf("TryAcquire advertising %q = %v, want ErrInvalid", bad.Advertised, err)
+	}
+	wantHolders(t, lp, key)
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // benchValue is a claim as the Locker writes it.
-var benchValue = wire.EncodeClaim("indexer-7", "0123456789abcdef")
+var benchValue = wire.EncodeClaim(wire.Claim{ID: "indexer-7", Nonce: "0123456789abcdef"})
 
 // rawPublish is the floor of every write: a temp file written, fsynced and
 // renamed over the target, then the directory fsynced.

@@ -135,7 +135,7 @@ func decode(key string, l *coordinationv1.Lease) (state, error) {
 
 	enc, hasValue := ann[annValue]
 	if !hasValue || ann[annHolder] != holder {
-		st.entry.Value = wire.EncodeClaim(holder, "")
+		st.entry.Value = wire.EncodeClaim(wire.Claim{ID: holder})
 		if d := l.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 			st.entry.TTL = time.Duration(*d) * time.Second
 		}
@@ -190,14 +190,14 @@ type write struct {
 // the holder of a claim, as "id#nonce" so that a client-go candidate never
 // mistakes a tenure holder for itself; "tenure" for other values.
 func holderIdentity(value []byte) string {
-	id, nonce, err := wire.DecodeClaim(value)
+	c, err := wire.DecodeClaim(value)
 	switch {
 	case err != nil:
 		return "tenure"
-	case nonce == "":
-		return id
+	case c.Nonce == "":
+		return c.ID
 	}
-	return id + "#" + nonce
+	return c.ID + "#" + c.Nonce
 }
 
 // leaseSeconds is the whole-second leaseDurationSeconds written for a TTL,

@@ -521,7 +521,7 @@ func testDeletedSession(t *testing.T, c *cluster) {
 // it, naming session.
 func claimObject(s *Store, key, session string) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.LeaseName(key), Namespace: s.namespace}}
-	_ = apply(l, key, write{value: wire.EncodeClaim("ghost", "0123456789abcdef"), ttl: ttl, session: session}, time.Now())
+	_ = apply(l, key, write{value: wire.EncodeClaim(wire.Claim{ID: "ghost", Nonce: "0123456789abcdef"}), ttl: ttl, session: session}, time.Now())
 	return l
 }
 

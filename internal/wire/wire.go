@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -34,31 +35,63 @@ func ValidateID(id string) error {
 	return nil
 }
 
-// claim is the value a claim key holds.
-type claim struct {
-	V     int    `json:"v"`
-	ID    string `json:"id"`
-	Nonce string `json:"nonce,omitempty"`
+// MaxAdvertisedBytes bounds the value a holder advertises with its claim;
+// it equals backends.MaxAdvertisedBytes.
+const MaxAdvertisedBytes = 256
+
+// ValidateAdvertised checks the value a holder advertises: at most
+// MaxAdvertisedBytes of valid UTF-8 with no control characters (no line
+// breaks, tabs or NUL), so that it reads safely in a table, a log line or
+// a metric label. The empty value (nothing advertised) is valid.
+func ValidateAdvertised(v string) error {
+	switch {
+	case len(v) > MaxAdvertisedBytes:
+		return fmt.Errorf("advertised value of %d bytes exceeds %d", len(v), MaxAdvertisedBytes)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("advertised value %q is not valid UTF-8", v)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("advertised value %q contains the control character %U", v, r)
+		}
+	}
+	return nil
 }
 
-// EncodeClaim is the value stored for the holder with identity id and nonce.
-func EncodeClaim(id, nonce string) []byte {
-	b, _ := json.Marshal(claim{V: 1, ID: id, Nonce: nonce}) // cannot fail for strings
+// claim is the value a claim key holds. Advertised was added after the
+// first version without changing V: a claim written before it reads as
+// advertising nothing, and a reader that predates it ignores the field.
+type claim struct {
+	V          int    `json:"v"`
+	ID         string `json:"id"`
+	Nonce      string `json:"nonce,omitempty"`
+	Advertised string `json:"adv,omitempty"`
+}
+
+// Claim is a claim value decoded: the holder's identity, its nonce and
+// the value it advertises.
+type Claim struct {
+	ID, Nonce, Advertised string
+}
+
+// EncodeClaim is the value stored for the holder c.
+func EncodeClaim(c Claim) []byte {
+	b, _ := json.Marshal(claim{V: 1, ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}) // cannot fail for strings
 	return b
 }
 
 // DecodeClaim parses a value written by EncodeClaim. Anything else is an
 // error, which the caller reports as corrupt: a claim key holding a foreign
 // value is never read as free.
-func DecodeClaim(value []byte) (id, nonce string, err error) {
+func DecodeClaim(value []byte) (Claim, error) {
 	var c claim
 	if err := json.Unmarshal(value, &c); err != nil {
-		return "", "", fmt.Errorf("decode claim: %v", err)
+		return Claim{}, fmt.Errorf("decode claim: %v", err)
 	}
 	if c.V != 1 || c.ID == "" {
-		return "", "", fmt.Errorf("decode claim: version %d, id %q", c.V, c.ID)
+		return Claim{}, fmt.Errorf("decode claim: version %d, id %q", c.V, c.ID)
 	}
-	return c.ID, c.Nonce, nil
+	return Claim{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}, nil
 }
 
 // A slot group on claim key K lives in the store keys K + "/size" (its N,

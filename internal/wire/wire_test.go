@@ -12,15 +12,49 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestClaimRoundTrip(t *testing.T) {
 	for _, id := range []string{"a", "node 1", "日本/ノード", "x/y/z", strings.Repeat("é", 200), `quote " and \ backslash`} {
 		for _, nonce := range []string{"", "0123456789abcdef"} {
-			gotID, gotNonce, err := DecodeClaim(EncodeClaim(id, nonce))
-			if err != nil || gotID != id || gotNonce != nonce {
-				t.Errorf("DecodeClaim(EncodeClaim(%q, %q)) = %q, %q, %v", id, nonce, gotID, gotNonce, err)
+			for _, adv := range []string{"", "10.0.0.7:8080", "https://indexer-2.example.org:8443/api"} {
+				want := Claim{ID: id, Nonce: nonce, Advertised: adv}
+				got, err := DecodeClaim(EncodeClaim(want))
+				if err != nil || got != want {
+					t.Errorf("DecodeClaim(EncodeClaim(%+v)) = %+v, %v", want, got, err)
+				}
 			}
 		}
 	}
 	for _, bad := range []string{"", "null", "{}", `{"v":2,"id":"a"}`, `{"v":1,"id":""}`, "not json"} {
-		if _, _, err := DecodeClaim([]byte(bad)); err == nil {
+		if _, err := DecodeClaim([]byte(bad)); err == nil {
 			t.Errorf("DecodeClaim(%q) accepted a foreign value", bad)
+		}
+	}
+}
+
+// TestClaimWithoutAdvertised checks that a claim an earlier version wrote,
+// without the advertised field, still reads, advertising nothing, and that
+// a claim with nothing advertised is written as that version wrote it, so
+// the earlier version reads it too.
+func TestClaimWithoutAdvertised(t *testing.T) {
+	old := `{"v":1,"id":"node 1","nonce":"0123456789abcdef"}`
+	got, err := DecodeClaim([]byte(old))
+	if want := (Claim{ID: "node 1", Nonce: "0123456789abcdef"}); err != nil || got != want {
+		t.Errorf("DecodeClaim(%s) = %+v, %v; want %+v", old, got, err, want)
+	}
+	if b := EncodeClaim(Claim{ID: "node 1", Nonce: "0123456789abcdef"}); string(b) != old {
+		t.Errorf("EncodeClaim without a value = %s, want %s", b, old)
+	}
+}
+
+func TestValidateAdvertised(t *testing.T) {
+	for _, tt := range []struct {
+		v  string
+		ok bool
+	}{
+		{"", true}, {"127.0.0.1:9000", true}, {"[::1]:80", true}, {"http://日本.example/x y", true},
+		{strings.Repeat("x", MaxAdvertisedBytes), true},
+		{strings.Repeat("x", MaxAdvertisedBytes+1), false}, {"\xff", false},
+		{"a\nb", false}, {"a\tb", false}, {"a\x00b", false}, {"a\u0085b", false}, {"a\x7fb", false},
+	} {
+		if err := ValidateAdvertised(tt.v); (err == nil) != tt.ok {
+			t.Errorf("ValidateAdvertised(%q) = %v, want ok=%v", tt.v, err, tt.ok)
 		}
 	}
 }
