@@ -19,6 +19,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/endpoint-discovery v1.13.12 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/looplab/fsm v1.0.3 // indirect
 )
 
 replace github.com/tenure-go/tenure => ../..
