@@ -36,9 +36,10 @@ type API interface {
 type Option func(*options)
 
 type options struct {
-	clock  clock.Clock
-	log    *slog.Logger
-	create bool
+	clock      clock.Clock
+	log        *slog.Logger
+	create     bool
+	sdkRetries bool
 }
 
 // WithClock makes c judge expiry: an entry expires once this clock has
@@ -53,6 +54,17 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithCreateTable makes Open create the table if it does not exist (see
 // CreateTable). Default: the table must exist.
 func WithCreateTable() Option { return func(o *options) { o.create = true } }
+
+// WithSDKRetries lets the client's retryer retry the store's reads and
+// writes. Default: each read and write is one attempt, and its caller
+// retries: an elector does, with its own jittered backoff, within its
+// deadline. The SDK's default retryer waits up to seconds between
+// attempts after throttling, which a holder spends from its lease, and it
+// sends a write whose outcome is unknown again on its own.
+func WithSDKRetries() Option { return func(o *options) { o.sdkRetries = true } }
+
+// once makes a call a single attempt.
+func once(o *dynamodb.Options) { o.Retryer = aws.NopRetryer{} }
 
 // Attribute names of an item. They are short, and every expression names
 // them through ExpressionAttributeNames, so that none is taken for one of
@@ -78,6 +90,7 @@ type Store struct {
 	table string
 	clock clock.Clock
 	log   *slog.Logger
+	call  []func(*dynamodb.Options) // per-call options of reads and writes
 
 	mu      sync.Mutex
 	seen    map[string]*sighting // by key; guarded by mu
@@ -145,7 +158,12 @@ func Open(ctx context.Context, api API, table string, opts ...Option) (*Store, e
 	if err := checkTable(ctx, api, table); err != nil {
 		return nil, err
 	}
+	var call []func(*dynamodb.Options)
+	if !o.sdkRetries {
+		call = append(call, once)
+	}
 	return &Store{
+		call:  call,
 		api:   api,
 		table: table,
 		clock: o.clock,
@@ -369,7 +387,7 @@ func (s *Store) read(ctx context.Context, op, key string) (view, error) {
 		TableName:      aws.String(s.table),
 		Key:            map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: key}},
 		ConsistentRead: aws.Bool(true),
-	})
+	}, s.call...)
 	if err != nil {
 		return view{}, mapError(op, key, err)
 	}
@@ -428,7 +446,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, erro
 	}
 	var items []item
 	for {
-		out, err := s.api.Scan(ctx, in)
+		out, err := s.api.Scan(ctx, in, s.call...)
 		if err != nil {
 			return nil, mapError("list", prefix, err)
 		}
@@ -574,7 +592,7 @@ func (s *Store) put(ctx context.Context, op, key string, v view, w write) (e bac
 		in.ConditionExpression = aws.String("attribute_not_exists(#k)")
 	}
 	floor := version{old.rev, old.beat}
-	if _, err := s.api.PutItem(ctx, in); err != nil {
+	if _, err := s.api.PutItem(ctx, in, s.call...); err != nil {
 		if conditionFailed(err) {
 			return backends.Entry{}, true, nil
 		}
