@@ -7,7 +7,10 @@
 // shardcoordinator README, with its backend-specific rows restated for any
 // backend; FM-19 to FM-30 come from the coordination-primitives proposal's
 // test list and the known flaws of client-go's leaderelection and etcd's
-// concurrency package; FM-31 from a review of the file store.
+// concurrency package; FM-31 from a review of the file store. FM-32 and
+// FM-33 are the seed's DynamoDB-specific rows (FM-13 and FM-14) run again
+// against the DynamoDB store over a real server: their tests live in the
+// backends/dynamodb module, since this module links no AWS package.
 //
 // Each mode's test runs the scenario against tenure, asserting what is
 // promised below, and where that makes sense against a deliberately naive
@@ -94,4 +97,15 @@
 //   - FM-31 Host suspend longer than the lease: filestore's judge and its
 //     holders stop together, so the leader keeps its claim
 //     (TestFM31HostSuspend).
+//   - FM-32 Throttling causes a false demotion, on DynamoDB: a leader whose
+//     renewals get ProvisionedThroughputExceededException keeps leading
+//     while its deadline allows, and steps down by it when the throttling
+//     outlasts it (backends/dynamodb: TestFM32ThrottledRenewalOnDynamoDB,
+//     TestFaultThrottledPastDeadline; run against dynalite, behind a proxy
+//     that answers DynamoDB's throttling errors).
+//   - FM-33 Duplicate owner ids, on DynamoDB: two processes with one
+//     identity over one table are two holders; the second neither renews
+//     nor releases the first's claim, reports the duplicate, and leads
+//     with a higher token only after the first stops (backends/dynamodb:
+//     TestFM33DuplicateIdentityOnDynamoDB).
 package failuremodes
