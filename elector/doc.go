@@ -63,6 +63,8 @@
 //     timeouts. Cancelling the context given to Start behaves like Stop. A
 //     claim won, or written with a lost answer, by an attempt in flight
 //     during Stop is released.
+//     A test that needs an Elector to stop without releasing, as a killed
+//     process does, runs it over backends/crashtest's store wrapper.
 //   - Followers watch the claim when the Locker implements
 //     backends.ClaimWatcher, and otherwise time their next attempt to the
 //     expiry the backend reported, not to a fixed poll; every wait is

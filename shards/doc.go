@@ -39,7 +39,8 @@
 // while its work stops and take it as soon as it is released. A
 // member whose process dies or stalls stops renewing its membership and its
 // shard claims; after a TTL both have expired, the others place its shards
-// elsewhere and take them at once. Without expiry events from the store
+// elsewhere and take them at once (a test crashes a member this way by
+// running it over backends/crashtest's store wrapper). Without expiry events from the store
 // (Capabilities.ExpiryEvents), members list the members every TTL/6, so a
 // takeover comes at most TTL/6 later.
 //
