@@ -37,6 +37,9 @@
 //	postgres://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/DATABASE[?table=[SCHEMA.]TABLE&sslmode=MODE&create=true&...]
 //	                                         backends/postgres: a table in DATABASE (distributed); also
 //	                                         postgresql://, and ?host=/SOCKET/DIR for a unix socket
+//	dynamodb://TABLE[?region=REGION&endpoint=URL&create=true]
+//	                                         backends/dynamodb: a DynamoDB table (distributed); credentials
+//	                                         from the AWS SDK's default chain, never from the URL
 //
 // # A store is made only when asked
 //

@@ -97,6 +97,7 @@ var linkable = map[string]string{
 	"nats":       "github.com/tenure-go/tenure/backends/nats",
 	"postgres":   "github.com/tenure-go/tenure/backends/postgres",
 	"postgresql": "github.com/tenure-go/tenure/backends/postgres",
+	"dynamodb":   "github.com/tenure-go/tenure/backends/dynamodb",
 }
 
 func lookup(name string) (*Scheme, string) {

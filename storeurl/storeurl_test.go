@@ -81,6 +81,7 @@ func TestParseRefuses(t *testing.T) {
 		{"mem::", "want SCHEME://..., such as mem://"},
 		{"nats://127.0.0.1:4222/b", `scheme nats is not linked in: import _ "github.com/tenure-go/tenure/backends/nats"`},
 		{"postgres://u:pw@db/tenure", `scheme postgres is not linked in: import _ "github.com/tenure-go/tenure/backends/postgres"`},
+		{"dynamodb://claims?region=eu-west-1", `scheme dynamodb is not linked in: import _ "github.com/tenure-go/tenure/backends/dynamodb"`},
 		{"file:///d?create=yes", `create "yes": want create=true or create=false`},
 		{"file:///d?create=1", `create "1"`},
 		{"file:///d?create=true&create=true", `parameter "create" given 2 times`},
@@ -567,7 +568,7 @@ func TestImportBoundary(t *testing.T) {
 		t.Fatalf("go list -deps listed only %q", deps)
 	}
 	for _, d := range deps {
-		for _, banned := range []string{"go.etcd.io/", "k8s.io/", "google.golang.org/grpc", "github.com/prometheus/", "github.com/tenure-go/tenure/backends/etcd", "github.com/tenure-go/tenure/backends/kube", "github.com/nats-io/", "github.com/tenure-go/tenure/backends/nats", "github.com/jackc/", "github.com/tenure-go/tenure/backends/postgres"} {
+		for _, banned := range []string{"go.etcd.io/", "k8s.io/", "google.golang.org/grpc", "github.com/prometheus/", "github.com/tenure-go/tenure/backends/etcd", "github.com/tenure-go/tenure/backends/kube", "github.com/nats-io/", "github.com/tenure-go/tenure/backends/nats", "github.com/jackc/", "github.com/tenure-go/tenure/backends/postgres", "github.com/aws/", "github.com/tenure-go/tenure/backends/dynamodb"} {
 			if strings.HasPrefix(d, banned) {
 				t.Errorf("%v depend on %s", pkgs, d)
 			}

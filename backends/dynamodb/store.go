@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,7 +41,11 @@ type options struct {
 	log        *slog.Logger
 	create     bool
 	sdkRetries bool
+	transport  *http.Transport // the store's own, made by a URL's open
 }
+
+// withTransport makes the store own tr: Close ends its idle connections.
+func withTransport(tr *http.Transport) Option { return func(o *options) { o.transport = tr } }
 
 // WithClock makes c judge expiry: an entry expires once this clock has
 // seen its item unchanged for the entry's TTL. Default: the real clock,
@@ -91,6 +96,7 @@ type Store struct {
 	clock clock.Clock
 	log   *slog.Logger
 	call  []func(*dynamodb.Options) // per-call options of reads and writes
+	own   *http.Transport           // closed by Close; nil if the client is the caller's
 
 	mu      sync.Mutex
 	seen    map[string]*sighting // by key; guarded by mu
@@ -164,6 +170,7 @@ func Open(ctx context.Context, api API, table string, opts ...Option) (*Store, e
 	}
 	return &Store{
 		call:  call,
+		own:   o.transport,
 		api:   api,
 		table: table,
 		clock: o.clock,
@@ -709,11 +716,18 @@ func expect(v view, op, key string, rev int64) error {
 	return nil
 }
 
-// Close implements backends.Store. The store holds no goroutine and no
-// connection of its own: Close marks it closed, so that every later call
-// fails with backends.ErrClosed. It deletes no item.
+// Close implements backends.Store. Close marks the store closed, so that
+// every later call fails with backends.ErrClosed, and, for a store opened
+// by URL, ends its client's idle connections. It deletes no item. A client
+// given to Open is the caller's: the store holds no goroutine and no
+// connection of its own.
 func (s *Store) Close() error {
-	return s.closing.Close(&s.mu, nil)
+	return s.closing.Close(&s.mu, func() error {
+		if s.own != nil {
+			s.own.CloseIdleConnections()
+		}
+		return nil
+	})
 }
 
 func clone(b []byte) []byte {
