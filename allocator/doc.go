@@ -81,7 +81,11 @@
 // cache believes the range full). Release of the last local use: one
 // delete. Each referenced key costs one keep-alive per RenewInterval per
 // member. A garbage collection pass costs three listings plus one delete per
-// collected entry, and by default every allocator runs one each GCInterval:
+// collected entry (on a store that implements backends.Scanner the
+// listings are scans: on etcd, three range reads and one listing of the
+// leases whatever the number of references, where a List would look up
+// each reference's lease),
+// and by default every allocator runs one each GCInterval:
 // where many processes share a Prefix, let one or a few collect (GCInterval
 // negative elsewhere).
 //
@@ -93,6 +97,5 @@
 //	Release, last local use           1 write
 //	new IDs/s, 8 concurrent allocators  BenchmarkNewIDs; on etcd BenchmarkNewIDsEtcd
 //	GC pass, 10 000 referenced IDs    3 listings (BenchmarkGCPass10000; on etcd
-//	                                  BenchmarkGCPass10000Etcd, whose List looks up
-//	                                  each reference's lease)
+//	                                  BenchmarkGCPass10000Etcd: 4 requests)
 package allocator

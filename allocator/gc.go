@@ -66,15 +66,21 @@ func (a *Allocator) RunGC(ctx context.Context) (GCStats, error) {
 func (a *Allocator) gc(ctx context.Context) (GCStats, error) {
 	var st GCStats
 	pfx := a.cfg.Prefix
-	masters, err := a.store.List(ctx, pfx+idDir)
+	// A pass needs no remaining times, and on a store that can list
+	// without them (etcd: without a lease lookup per reference) it does.
+	list := a.store.List
+	if sc, ok := a.store.(backends.Scanner); ok {
+		list = sc.Scan
+	}
+	masters, err := list(ctx, pfx+idDir)
 	if err != nil {
 		return st, err
 	}
-	index, err := a.store.List(ctx, pfx+keyDir)
+	index, err := list(ctx, pfx+keyDir)
 	if err != nil {
 		return st, err
 	}
-	refs, err := a.store.List(ctx, pfx+valueDir)
+	refs, err := list(ctx, pfx+valueDir)
 	if err != nil {
 		return st, err
 	}

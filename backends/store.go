@@ -130,6 +130,19 @@ type Watcher interface {
 	Watch(ctx context.Context, prefix string) (<-chan Event, error)
 }
 
+// Scanner is implemented by stores that can list entries for a caller that
+// needs no remaining times, such as a garbage collector that asks only what
+// exists, at a cost that does not grow with the number of TTLs among them.
+// It is an optimization, declared by no capability: a caller uses Scan
+// where the store implements it, and List otherwise.
+type Scanner interface {
+	// Scan returns the live entries whose keys start with prefix, in key
+	// order, as List does, except that Remaining is zero and that TTL, for
+	// an entry with a TTL, is positive but may be below the granted one: a
+	// lower bound, where learning it would cost a request.
+	Scan(ctx context.Context, prefix string) ([]Entry, error)
+}
+
 // Cond is one condition of a transaction: the key's current Revision must
 // equal Revision, where 0 means the key must be absent.
 type Cond struct {

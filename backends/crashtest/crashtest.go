@@ -30,6 +30,7 @@ var (
 	_ backends.Store   = (*Store)(nil)
 	_ backends.Watcher = (*Store)(nil)
 	_ backends.Txner   = (*Store)(nil)
+	_ backends.Scanner = (*Store)(nil)
 )
 
 // Wrap returns a Store over inner that has not crashed.
@@ -98,6 +99,17 @@ func (s *Store) Get(ctx context.Context, key string) (backends.Entry, error) {
 // List implements backends.Store.
 func (s *Store) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
 	return run(s, "list", prefix, func() ([]backends.Entry, error) { return s.inner.List(ctx, prefix) })
+}
+
+// Scan implements backends.Scanner: it is the inner store's Scan, or its
+// List where the inner store has no Scan.
+func (s *Store) Scan(ctx context.Context, prefix string) ([]backends.Entry, error) {
+	return run(s, "scan", prefix, func() ([]backends.Entry, error) {
+		if sc, ok := s.inner.(backends.Scanner); ok {
+			return sc.Scan(ctx, prefix)
+		}
+		return s.inner.List(ctx, prefix)
+	})
 }
 
 // CreateIfAbsent implements backends.Store.

@@ -207,13 +207,14 @@ func TestCrashFailsEveryCall(t *testing.T) {
 	before := counted.Calls(faults.AllOps)
 	_, err1 := s.Get(ctx, "k")
 	_, err2 := s.List(ctx, "")
+	_, err9 := s.Scan(ctx, "")
 	_, err3 := s.CreateIfAbsent(ctx, "x", nil, ttl)
 	_, err4 := s.CompareAndSet(ctx, "k", e.Revision, nil, ttl)
 	err5 := s.CompareAndDelete(ctx, "k", e.Revision)
 	_, err6 := s.KeepAlive(ctx, "k", e.Revision, ttl)
 	_, err7 := s.Txn(ctx, []backends.Cond{{Key: "k", Revision: e.Revision}}, []backends.Op{{Kind: backends.OpDelete, Key: "k"}})
 	_, err8 := s.Watch(ctx, "")
-	for i, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8} {
+	for i, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8, err9} {
 		if !errors.Is(err, backends.ErrUnavailable) || backends.Classify(err) != backends.ClassTransient {
 			t.Errorf("call %d after the crash: %v, want a transient error wrapping ErrUnavailable", i+1, err)
 		}
