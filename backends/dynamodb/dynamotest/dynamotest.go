@@ -1,7 +1,7 @@
 // Package dynamotest runs dynalite, a DynamoDB implementation on LevelDB
 // that speaks DynamoDB's wire protocol, as a process of its own for the
-// tests of the DynamoDB backend. It is test support: import it only from
-// _test.go files.
+// tests of the DynamoDB backend and the fault campaign. It is test
+// support: import it only from tests and test tools.
 //
 // Dynalite is the npm package dynalite at Version, run by node (20 or
 // later). TENURE_DYNALITE names a ready copy: its cli.js, or a directory
@@ -203,14 +203,45 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
+// Argv is the command line that runs dynalite's cli (see CLI) with node,
+// listening on addr (127.0.0.1:PORT) and keeping its tables in dir, with
+// tables created and deleted at once (no CREATING state to wait out).
+func Argv(node, cli, addr, dir string) []string {
+	host, port, _ := net.SplitHostPort(addr)
+	return []string{node, cli, "--host", host, "--port", port, "--path", dir,
+		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}
+}
+
+// WaitReady waits until the dynalite p runs answers HTTP at addr, at most
+// d. It fails at once if p exits.
+func WaitReady(addr string, p *childproc.Process, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := client.Get("http://" + addr)
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dynamotest: dynalite at %s not ready within %v: %w", addr, d, err)
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("dynamotest: dynalite at %s exited before serving: %v", addr, p.Wait())
+		case <-tick.C:
+		}
+	}
+}
+
 // launch starts the server's process without waiting for it.
 func (s *Server) launch() error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("dynamotest: %w", err)
 	}
-	argv := []string{s.node, s.cli, "--host", "127.0.0.1", "--port", strconv.Itoa(s.port), "--path", s.dir,
-		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}
-	p, err := childproc.Start(childproc.Spec{Argv: argv, Log: s.log})
+	p, err := childproc.Start(childproc.Spec{Argv: Argv(s.node, s.cli, s.HostPort(), s.dir), Log: s.log})
 	if err != nil {
 		return fmt.Errorf("dynamotest: start dynalite: %w", err)
 	}
@@ -220,29 +251,13 @@ func (s *Server) launch() error {
 	return nil
 }
 
-// waitReady waits until the launched server answers HTTP, at most
-// readyTimeout. It fails at once if the process exits.
+// waitReady waits until the launched server answers, at most
+// readyTimeout.
 func (s *Server) waitReady() error {
-	p := s.running()
-	deadline := time.Now().Add(readyTimeout)
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		resp, err := client.Get(s.Endpoint())
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("dynamotest: dynalite at %s not ready within %v: %w\n%s", s.HostPort(), readyTimeout, err, logTail(s.log))
-		}
-		select {
-		case <-p.Done():
-			return fmt.Errorf("dynamotest: dynalite at %s exited before serving: %v\n%s", s.HostPort(), p.Wait(), logTail(s.log))
-		case <-tick.C:
-		}
+	if err := WaitReady(s.HostPort(), s.running(), readyTimeout); err != nil {
+		return fmt.Errorf("%w\n%s", err, logTail(s.log))
 	}
+	return nil
 }
 
 func (s *Server) running() *childproc.Process {
