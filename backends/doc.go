@@ -50,9 +50,10 @@
 //
 // # Single claims and slot groups share one key space
 //
-// A single claim on key K ([NewLocker]) is the store key K; a slot group on
-// K (package slots) is the store keys K + "/size" (its N) and
-// K + "/slot-<i>" (slots.SizeKey and slots.SlotKey name them). Left alone,
+// A single claim on key K ([NewLocker]) is the store key K, and a transfer
+// of it ([Transferer]) the store key K + "/transfer" while it lasts; a
+// slot group on K (package slots) is the store keys K + "/size" (its N)
+// and K + "/slot-<i>" (slots.SizeKey and slots.SlotKey name them). Left alone,
 // a claim and a group on the same K would each lead with token 1, so each
 // refuses a key the other kind uses, with an error wrapping [ErrInvalid]:
 // [StoreLocker.TryAcquire] refuses K once the group's size entry exists,

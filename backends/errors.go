@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 )
 
 // Sentinel errors. Backends wrap them (with %w) so callers can branch with
@@ -113,6 +114,28 @@ func (e *HeldError) Error() string {
 }
 
 func (e *HeldError) Unwrap() error { return ErrHeld }
+
+// ReservedError is returned by TryAcquire when the claim is free but a
+// transfer reserves it for another candidate (see Transferer). It wraps
+// ErrHeld: the claim is not the caller's to take, now.
+type ReservedError struct {
+	Key string
+	// To is the identity the claim is reserved for.
+	To string
+	// From is the holder that transferred the claim, and Token its token.
+	From  Holder
+	Token int64
+	// Remaining estimates how long the reservation has left, as the store
+	// judged it when it was read; a hint for timing a retry, never a safety
+	// bound (see Entry.Remaining).
+	Remaining time.Duration
+}
+
+func (e *ReservedError) Error() string {
+	return fmt.Sprintf("backends: claim %q reserved for %q by a transfer from %s (token %d)", e.Key, e.To, e.From, e.Token)
+}
+
+func (e *ReservedError) Unwrap() error { return ErrHeld }
 
 // Class is what an error means for a holder.
 type Class int

@@ -217,11 +217,18 @@ func (l *StoreLocker) Store() Store { return l.store }
 // the size entry is never deleted, so no retry can succeed. Of a claim and
 // a group started at once on one key at most one leads, on every store.
 //
-// On a store without CapTxn, a claim refused this way is released at once;
-// until then a reader may see it, and its holder never gets a lease for it.
-// There the check costs one read after each successful acquisition, and if
-// that read fails, the claim is released and the read's error returned.
-// docs/safety.md describes how the check is made on each kind of store.
+// A claim that a transfer reserves for another candidate (see Transfer)
+// is refused with a *ReservedError; the target's acquisition ends the
+// reservation.
+//
+// On a store without CapTxn, a claim refused either way is released at
+// once; until then a reader may see it, and its holder never gets a lease
+// for it. There the checks cost two reads after each successful
+// acquisition (the size entry, the transfer), and if one fails, the claim
+// is released and the read's error returned. On a store with CapTxn they
+// are conditions of the acquiring transaction, and a target's acquisition
+// is a second transaction. docs/safety.md describes how the check is made
+// on each kind of store.
 func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder, ttl time.Duration) (Claim, error) {
 	if err := ValidateKey(wire.SizeKey(key)); err != nil {
 		// Too long to be a group's key: no group can exist.
@@ -237,13 +244,17 @@ func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder,
 	size, err := l.store.Get(ctx, wire.SizeKey(key))
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return lease, nil
+		err = l.checkTransfer(ctx, key, holder)
+		if err == nil {
+			return lease, nil
+		}
 	case err == nil:
 		err = slotGroupKey(key, size)
 	default:
 		err = fmt.Errorf("backends: acquire %q: check for a slot group: %w", key, err)
 	}
-	// Not known to be a single claim's key: give the claim up unused.
+	// Not known to be a single claim's key, or reserved for another
+	// candidate: give the claim up unused.
 	if rerr := releaseKey(ctx, l.store, key, lease); rerr != nil {
 		return Claim{}, fmt.Errorf("%w (and the claim was not released, it will expire: %v)", err, rerr)
 	}
@@ -274,13 +285,28 @@ func (l *StoreLocker) acquireTxn(ctx context.Context, key string, holder Holder,
 	}
 	sizeKey := wire.SizeKey(key)
 	conds := []Cond{{Key: key}, {Key: sizeKey}}
-	res, err := l.txn.Txn(ctx, conds,
-		[]Op{{Kind: OpPut, Key: key, Value: encodeClaim(holder), TTL: ttl}})
+	ops := []Op{{Kind: OpPut, Key: key, Value: encodeClaim(holder), TTL: ttl}}
+	tkey := wire.TransferKey(key)
+	transfers := ValidateKey(tkey) == nil
+	if transfers {
+		conds = append(conds, Cond{Key: tkey})
+	}
+	res, err := l.txn.Txn(ctx, conds, ops)
+	var ce *ConflictError
+	if transfers && errors.As(err, &ce) && ce.Found && ce.Key == tkey {
+		// Free, but a transfer reserves it: only its target takes it,
+		// and its take ends the reservation in the same step.
+		if rerr := reservedFor(key, holder, ce.Current); rerr != nil {
+			return Claim{}, rerr
+		}
+		conds[len(conds)-1].Revision = ce.Current.Revision
+		res, err = l.txn.Txn(ctx, conds, append(ops, Op{Kind: OpDelete, Key: tkey}))
+	}
 	if err != nil {
 		return Claim{}, l.refused(key, err)
 	}
-	if len(res.Entries) != 1 {
-		return Claim{}, fmt.Errorf("backends: acquire %q: the transaction reported %d entries for one write: %w", key, len(res.Entries), ErrCorrupt)
+	if len(res.Entries) == 0 {
+		return Claim{}, fmt.Errorf("backends: acquire %q: the transaction reported no entry for its write: %w", key, ErrCorrupt)
 	}
 	e := res.Entries[0]
 	return Claim{Key: key, Holder: holder, Token: e.CreateRevision, Revision: e.Revision, TTL: e.TTL, Remaining: e.Remaining}, nil
@@ -299,6 +325,10 @@ func (l *StoreLocker) refused(key string, err error) error {
 		return &HeldError{Key: key, Holders: []Claim{cur}}
 	case errors.As(err, &ce) && ce.Found && ce.Key == wire.SizeKey(key):
 		return slotGroupKey(key, ce.Current)
+	case errors.As(err, &ce) && ce.Key == wire.TransferKey(key):
+		// The reservation changed between the two steps (its target took
+		// the claim, or it expired): the next attempt reads it again.
+		return fmt.Errorf("backends: acquire %q: the transfer changed meanwhile: %w", key, &ClassError{Class: ClassTransient, Err: err})
 	}
 	return fmt.Errorf("backends: acquire %q: %w", key, err)
 }
@@ -450,7 +480,7 @@ func (l *StoreLocker) WatchClaim(ctx context.Context, key string) (<-chan struct
 	}
 	match := func(k string) bool {
 		_, slot := wire.Slot(key, k)
-		return slot || k == key || k == wire.SizeKey(key)
+		return slot || k == key || k == wire.SizeKey(key) || k == wire.TransferKey(key)
 	}
 	events, err := l.store.(Watcher).Watch(ctx, key)
 	if err != nil {

@@ -113,6 +113,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("TokensIncrease", s.testLockerTokens)
 		t.Run("Advertised", s.testLockerAdvertised)
 		t.Run("WatchClaim", s.testLockerWatch)
+		t.Run("Transfer", s.testLockerTransfer)
 	})
 	t.Run("Linearizable", s.testLinearizable)
 }

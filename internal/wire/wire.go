@@ -127,3 +127,41 @@ func Slot(key, storeKey string) (int, bool) {
 	}
 	return i, true
 }
+
+// A transfer of claim K to another candidate is the store key K +
+// "/transfer", written by the leader as it gives K up and deleted by the
+// target once it holds K (or left to expire). While it lives, only the
+// candidate it names may take K.
+const transferSuffix = "/transfer"
+
+// TransferKey is the store key holding a transfer of claim key.
+func TransferKey(key string) string { return key + transferSuffix }
+
+// transfer is the value a transfer key holds.
+type transfer struct {
+	V         int    `json:"v"`
+	To        string `json:"to"`
+	From      string `json:"from"`
+	FromNonce string `json:"from_nonce,omitempty"`
+	Token     int64  `json:"token"`
+}
+
+// EncodeTransfer is the value stored for a transfer to the identity to,
+// made by the holder from (id and nonce) of the claim with token.
+func EncodeTransfer(to, from, fromNonce string, token int64) []byte {
+	b, _ := json.Marshal(transfer{V: 1, To: to, From: from, FromNonce: fromNonce, Token: token}) // cannot fail for strings
+	return b
+}
+
+// DecodeTransfer parses a value written by EncodeTransfer. Anything else is
+// an error, which the caller reports as corrupt.
+func DecodeTransfer(value []byte) (to, from, fromNonce string, token int64, err error) {
+	var t transfer
+	if err := json.Unmarshal(value, &t); err != nil {
+		return "", "", "", 0, fmt.Errorf("decode transfer: %v", err)
+	}
+	if t.V != 1 || t.To == "" || t.From == "" {
+		return "", "", "", 0, fmt.Errorf("decode transfer: version %d, to %q, from %q", t.V, t.To, t.From)
+	}
+	return t.To, t.From, t.FromNonce, t.Token, nil
+}

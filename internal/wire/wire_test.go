@@ -96,3 +96,15 @@ func TestSlotKeys(t *testing.T) {
 		t.Errorf("SlotKey(g, 3) = %q is not under SlotPrefix(g) = %q", SlotKey("g", 3), SlotPrefix("g"))
 	}
 }
+
+func TestTransferRoundTrip(t *testing.T) {
+	to, from, nonce, token, err := DecodeTransfer(EncodeTransfer("b 2", "a/1", "00ff", 7))
+	if err != nil || to != "b 2" || from != "a/1" || nonce != "00ff" || token != 7 {
+		t.Errorf("DecodeTransfer(EncodeTransfer(b 2, a/1, 00ff, 7)) = %q, %q, %q, %d, %v", to, from, nonce, token, err)
+	}
+	for _, bad := range []string{"", "{}", `{"v":2,"to":"b","from":"a"}`, `{"v":1,"to":"","from":"a"}`, string(EncodeClaim(Claim{ID: "a", Nonce: "n"}))} {
+		if _, _, _, _, err := DecodeTransfer([]byte(bad)); err == nil {
+			t.Errorf("DecodeTransfer(%q) accepted a foreign value", bad)
+		}
+	}
+}

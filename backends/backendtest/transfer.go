@@ -1,0 +1,61 @@
+package backendtest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/wire"
+)
+
+// testLockerTransfer checks Transferer on the generic Locker: a transfer
+// releases the claim and reserves it for its target, which takes it at a
+// greater token while every other candidate, the giver included, is
+// refused; a stale claim cannot transfer; a reservation whose target never
+// comes expires and leaves the claim open to all.
+func (s *suite) testLockerTransfer(t *testing.T) {
+	st := s.store(t)
+	l, lp := locker(t, st), locker(t, s.peer(t, st))
+	ctx := t.Context()
+	const key = "claims/transfer"
+	one, two, three := holder(t, "one"), holder(t, "two"), holder(t, "three")
+
+	t1 := s.acquire(t, l, key, one)
+	if err := l.Transfer(ctx, t1, two.ID, s.ttl); err != nil {
+		t.Fatalf("Transfer(%s -> %q): %v", one, two.ID, err)
+	}
+	wantHolders(t, lp, key)
+	for _, c := range []struct {
+		l backends.Locker
+		h backends.Holder
+	}{{lp, three}, {l, one}} {
+		_, err := c.l.TryAcquire(ctx, key, c.h, s.ttl)
+		var re *backends.ReservedError
+		if !errors.As(err, &re) || re.To != two.ID || re.From != one || re.Token != t1.Token {
+			t.Fatalf("TryAcquire(%s) of a claim transferred to %q = %v, want a *ReservedError naming it, from %s at token %d", c.h, two.ID, err, one, t1.Token)
+		}
+		if backends.Classify(err) != backends.ClassLost {
+			t.Errorf("Classify(%v) = %v, want lost", err, backends.Classify(err))
+		}
+	}
+	wantHolders(t, lp, key)
+	t2 := s.acquire(t, lp, key, two)
+	wantHolders(t, l, key, t2)
+	if err := l.Transfer(ctx, t1, three.ID, s.ttl); !errors.Is(err, backends.ErrNotHolder) {
+		t.Errorf("Transfer of a claim already transferred = %v, want ErrNotHolder", err)
+	}
+	wantHolders(t, l, key, t2)
+	if err := lp.Release(ctx, t2); err != nil {
+		t.Fatalf("Release by the target: %v", err)
+	}
+	// The target's take ended the reservation: the claim is open to all.
+	t3 := s.acquire(t, l, key, three)
+	if err := l.Transfer(ctx, t3, "absent", s.ttl); err != nil {
+		t.Fatalf("Transfer(%s -> absent): %v", three, err)
+	}
+	s.expire(t, st, backends.Entry{Key: wire.TransferKey(key), TTL: s.ttl})
+	t4 := s.acquire(t, l, key, one)
+	increasing(t,
+		[]string{"acquire", "transfer and take", "release and acquire", "transfer, reservation expired, acquire"},
+		[]int64{t1.Token, t2.Token, t3.Token, t4.Token})
+}
