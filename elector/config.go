@@ -112,6 +112,13 @@ type Config struct {
 	// ReleaseTimeout bounds every Release request. Default RenewTimeout.
 	ReleaseTimeout time.Duration
 
+	// TransferBound is how long a claim handed over by Transfer stays
+	// reserved for its target: until the target takes it or this time has
+	// passed (judged by the store, as a TTL is), no other candidate can.
+	// After it the claim is open to all. Default TTL; at most
+	// backends.MaxTTL.
+	TransferBound time.Duration
+
 	// Clock is the source of all time. Default clock.New(), the real clock.
 	Clock clock.Clock
 
@@ -176,6 +183,9 @@ func (c Config) withDefaults() Config {
 	if c.ReleaseTimeout == 0 {
 		c.ReleaseTimeout = c.RenewTimeout
 	}
+	if c.TransferBound == 0 {
+		c.TransferBound = c.TTL
+	}
 	if c.Clock == nil {
 		c.Clock = clock.New()
 	}
@@ -191,7 +201,8 @@ func (c Config) withDefaults() Config {
 //
 //   - Key passes backends.ValidateKey; Identity passes backends.NewHolder;
 //     Advertise passes backends.ValidateAdvertised.
-//   - No duration is negative; 0 <= Jitter < 1, and Jitter is zero when
+//   - No duration is negative; TransferBound is at most backends.MaxTTL;
+//     0 <= Jitter < 1, and Jitter is zero when
 //     DisableJitter is set.
 //   - RenewPeriod < TTL, and RenewPeriod + RenewTimeout + SafetyMargin +
 //     CancelLead < TTL: a renewal sent at the latest moment its jitter
@@ -230,6 +241,7 @@ func (c Config) validate() (backends.Holder, error) {
 		{"ttl", c.TTL}, {"renew period", c.RenewPeriod}, {"renew timeout", c.RenewTimeout},
 		{"safety margin", c.SafetyMargin}, {"cancel lead", c.CancelLead}, {"retry period", c.RetryPeriod},
 		{"drain timeout", c.DrainTimeout}, {"release timeout", c.ReleaseTimeout},
+		{"transfer bound", c.TransferBound},
 	} {
 		if d.v < 0 {
 			bad("%s %v is negative", d.name, d.v)
@@ -246,6 +258,9 @@ func (c Config) validate() (backends.Holder, error) {
 		// meets no error can still end for want of time.
 		bad("renew period %v + renew timeout %v + safety margin %v + cancel lead %v must be less than ttl %v",
 			c.RenewPeriod, c.RenewTimeout, c.SafetyMargin, c.CancelLead, c.TTL)
+	}
+	if c.TransferBound > backends.MaxTTL {
+		bad("transfer bound %v exceeds the maximum of %v", c.TransferBound, backends.MaxTTL)
 	}
 	switch {
 	case c.Jitter < 0 || c.Jitter >= 1:

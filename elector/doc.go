@@ -78,6 +78,25 @@
 // docs/safety.md gives the reasons for each rule and how renewals and
 // attempts are timed.
 //
+// # Transfer
+//
+// Elector.Transfer hands a led claim to a named candidate. It is a
+// demotion first and keeps every rule above: IsLeader turns false at the
+// call, the leader's context is cancelled, and the claim leaves only once
+// OnElected has returned; if it has not within DrainTimeout, nothing is
+// handed over and the claim is left to expire. Then, in one step, the
+// claim is released and reserved for the target for
+// Config.TransferBound: the target's next attempt takes it at a greater
+// token, every other candidate's is refused (backends.ReservedError), and
+// after the bound the claim is open to all. OnDemoted follows, paired with
+// the term's OnElected as always, with ReasonTransferred (and the error,
+// if the hand-over failed and the claim was released plainly or left to
+// expire). The old leader campaigns again only after the bound. The target
+// leads under its own local deadline, counted from its own request, like
+// any new leader: no deadline or context crosses the transfer.
+// docs/transfer.md gives the store-level steps and why none of their
+// interleavings makes two holders.
+//
 // # What it does not promise
 //
 //   - A leader blocked on the context's Done channel, rather than polling

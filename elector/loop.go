@@ -409,6 +409,22 @@ func (l *loop) rejected(ctx context.Context, err error, latency time.Duration) {
 		return
 	}
 	e.fire(fsm.Rejected)
+	var reserved *backends.ReservedError
+	if errors.As(err, &reserved) {
+		l.fatals = 0
+		if h := e.cfg.Trace.ElectionLost; h != nil {
+			e.hook("ElectionLost", func() { h(backends.ClassLost, latency) })
+		}
+		l.bo.Reset()
+		// Nothing is this Elector's to take until the reservation ends:
+		// its target's take, or its expiry. Waking on the watch
+		// meanwhile would answer every other candidate's attempt with
+		// one of its own; on a store without transactions an attempt is
+		// a create and a release, which wakes the others in turn.
+		l.wait, l.hold = l.expiryWait([]backends.Claim{{Remaining: reserved.Remaining}}), true
+		e.log.Debug("elector: claim reserved for another candidate", "err", err, "retry_in", l.wait.String())
+		return
+	}
 	if errors.As(err, &held) {
 		l.fatals = 0
 		if h := e.cfg.Trace.ElectionLost; h != nil {
@@ -656,19 +672,29 @@ func (l *loop) finishTerm(ctx context.Context, t *term, fallback Cause) {
 	}
 	drained := e.cfg.OnElected == nil || l.drain(t)
 	e.mu.Lock()
-	cause := t.cause
+	cause, req := t.cause, t.transfer
 	e.mu.Unlock()
+	var transferErr error
 	switch {
 	case !drained:
 		e.log.Warn("elector: OnElected did not return within the drain timeout; leaving the claim to expire", "token", t.lease.Token, "drain_timeout", e.cfg.DrainTimeout.String())
 		l.pendingElected = t.electedDone
+		if req != nil {
+			transferErr = fmt.Errorf("elector: transfer %q to %q: %w; the claim is left to expire", e.cfg.Key, req.to, ErrNotDrained)
+		}
 	case cause.Reason == ReasonLost:
 		// someone else holds it: nothing to release
+	case req != nil:
+		transferErr = l.handOver(ctx, t, req)
 	default:
 		e.release(ctx, t.lease)
 	}
 
 	e.mu.Lock()
+	if req != nil {
+		t.cause.Err = transferErr
+		cause = t.cause
+	}
 	e.cur = nil
 	final := t.pub
 	if cb := e.cfg.OnDemoted; cb != nil {
@@ -693,8 +719,24 @@ func (l *loop) finishTerm(ctx context.Context, t *term, fallback Cause) {
 		}
 	case ReasonPanic:
 		l.backOff()
+	case ReasonTransferred:
+		if transferErr == nil {
+			// The claim is the target's for the bound: campaigning
+			// before it ends could only get in the target's way.
+			l.wait, l.hold = e.cfg.TransferBound, true
+		} else {
+			// Asked to hand over, it does not race the followers back
+			// for a claim it may have released: it backs off first.
+			l.backOff()
+		}
 	default:
 		l.wait = 0
+	}
+	if req != nil {
+		select {
+		case req.done <- transferErr:
+		default: // sent already by a finishTerm a panic cut short
+		}
 	}
 }
 

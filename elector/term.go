@@ -66,6 +66,11 @@ const (
 	// ReasonPanic means a callback or the elector's own loop panicked. Err is
 	// a *PanicError.
 	ReasonPanic
+	// ReasonTransferred means Elector.Transfer handed the claim to another
+	// candidate. Err is nil when the claim was released and reserved for
+	// it, and says why otherwise (the claim was then released as at Stop,
+	// or left to expire).
+	ReasonTransferred
 )
 
 func (r Reason) String() string {
@@ -80,6 +85,8 @@ func (r Reason) String() string {
 		return "fatal"
 	case ReasonPanic:
 		return "panic"
+	case ReasonTransferred:
+		return "transferred"
 	}
 	return fmt.Sprintf("reason(%d)", int(r))
 }
@@ -158,6 +165,8 @@ type term struct {
 	// or was skipped because the term had ended before its turn.
 	electedDone chan struct{}
 	electedRan  bool // dispatcher goroutine
+
+	transfer *transferReq // e.mu: set once, by Transfer, as it demotes the term
 }
 
 // leaderCtx is the context handed to OnElected. It is cancelled by the

@@ -11,6 +11,8 @@
 // FM-33 are the seed's DynamoDB-specific rows (FM-13 and FM-14) run again
 // against the DynamoDB store over a real server: their tests live in the
 // backends/dynamodb module, since this module links no AWS package.
+// FM-34 to FM-38 are the ways a planned transfer of leadership can go
+// wrong.
 //
 // Each mode's test runs the scenario against tenure, asserting what is
 // promised below, and where that makes sense against a deliberately naive
@@ -108,4 +110,22 @@
 //     nor releases the first's claim, reports the duplicate, and leads
 //     with a higher token only after the first stops (backends/dynamodb:
 //     TestFM33DuplicateIdentityOnDynamoDB).
+//   - FM-34 Planned handover to a named candidate: the leader stops
+//     acting before the claim goes, the target leads next at a greater
+//     token, no third candidate in between, never two leaders, with and
+//     without a store transaction (TestFM34TransferMovesTheClaim).
+//   - FM-35 Leader dies midway through a transfer: a lost answer leaves
+//     the transfer done; a leader that reserved and then lost the store
+//     leaves its claim to expire, after which only the target may take
+//     it (TestFM35TransferLeaderDiesMidway).
+//   - FM-36 Transfer target never comes: the claim is reserved for it
+//     only for Config.TransferBound, then open to all, and the others wait
+//     the reservation out instead of contending
+//     (TestFM36TransferTargetNeverComes).
+//   - FM-37 Store fails during a transfer: the term stays ended; the claim
+//     is released plainly or left to expire, and the error is reported
+//     (TestFM37TransferStoreFails).
+//   - FM-38 Two transfers at once: one hands the claim over, the other
+//     gets ErrNotLeader; a stale claim cannot reserve for anyone
+//     (TestFM38TwoTransfersAtOnce).
 package failuremodes

@@ -1,0 +1,399 @@
+package failuremodes_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/elector"
+	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/faults"
+)
+
+// transferModes are the two ways a StoreLocker makes a transfer: one
+// transaction (memstore declares CapTxn), or a reservation written before
+// the claim is deleted (the same store with its Txn hidden, as filestore,
+// kube and nats are).
+var transferModes = []struct {
+	name  string
+	store func(w *world) backends.Store
+}{
+	{"txn", func(w *world) backends.Store { return w.store }},
+	{"steps", func(w *world) backends.Store { return faults.Hide(w.store, backends.CapTxn) }},
+}
+
+// transferWorld starts a, b and c, all watching, with a the leader and b
+// and c followers that have seen it hold the claim.
+func transferWorld(t *testing.T, store func(w *world) backends.Store, opts ...nodeOption) (w *world, a, b, c *node) {
+	t.Helper()
+	w = newWorld(t)
+	st := store(w)
+	mk := func(name string) *node {
+		return w.newNode(name, append([]nodeOption{withWatch(), onStore(st)}, opts...)...)
+	}
+	a = mk("a").start()
+	a.await(electortest.Elected, 1)
+	b, c = mk("b").start(), mk("c").start()
+	b.await(electortest.Lost, 1)
+	c.await(electortest.Lost, 1)
+	return w, a, b, c
+}
+
+// overlapWatch records, at every event of the nodes, how many of them
+// report IsLeader, and returns a function giving the largest count seen.
+// It runs until the test ends.
+func overlapWatch(w *world, nodes ...*node) func() int {
+	var mu sync.Mutex
+	most := 0
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	w.t.Cleanup(func() { cancel(); <-done })
+	check := func() {
+		n := 0
+		for _, nd := range nodes {
+			if nd.IsLeader() {
+				n++
+			}
+		}
+		mu.Lock()
+		most = max(most, n)
+		mu.Unlock()
+	}
+	go func() {
+		defer close(done)
+		for {
+			chans := make([]<-chan struct{}, len(nodes))
+			for i, nd := range nodes {
+				chans[i] = nd.rec.Changed()
+			}
+			check()
+			select {
+			case <-ctx.Done():
+				return
+			case <-chans[0]:
+			case <-chans[1]:
+			case <-chans[2]:
+			}
+		}
+	}()
+	return func() int {
+		check()
+		mu.Lock()
+		defer mu.Unlock()
+		return most
+	}
+}
+
+// TestFM34TransferMovesTheClaim checks FM-34, planned handover to a named
+// candidate: the claim moves to it, never to a third one, never with two
+// leaders.
+//
+// Trigger: a deploy replaces the leader's process; the operator (or a
+// preference) names the candidate that should lead next.
+//
+// A naive elector: it can only resign and let every follower race; the
+// claim goes to whoever is fastest (often a process about to be replaced
+// too), and a leader that resigns before its work has stopped overlaps
+// with the winner.
+//
+// Tenure: Transfer ends the term first (IsLeader false, the leader's
+// context cancelled, OnElected awaited), then releases the claim reserved
+// for the target in one step (a transaction, or the reservation written
+// before the claim is deleted); the third candidate is refused, the target
+// leads with a greater token, and the old leader sits the reservation out.
+func TestFM34TransferMovesTheClaim(t *testing.T) {
+	for _, mode := range transferModes {
+		t.Run(mode.name, func(t *testing.T) {
+			w, a, b, c := transferWorld(t, mode.store)
+			most := overlapWatch(w, a, b, c)
+			first := a.rec.Nth(electortest.Elected, 1).Term
+			lostBefore := c.rec.Count(electortest.Lost)
+			stopped := make(chan []backends.Claim, 1)
+			go func() {
+				<-a.rec.Nth(electortest.Elected, 1).Ctx.Done()
+				stopped <- w.holders() // OnElected has not returned yet
+			}()
+			// OnElected (the recorder's default) returns once its
+			// context is done; the drain waits for it.
+			if err := a.e.Transfer(w.ctx, "b"); err != nil {
+				t.Fatalf("Transfer(b): %v", err)
+			}
+			if hs := recv(w, stopped); len(hs) != 1 || hs[0].Holder != a.e.Holder() {
+				t.Errorf("holders when a's context was done = %+v, want a still holding: the claim goes only after the work", hs)
+			}
+			cause := a.await(electortest.OnDemoted, 1).Cause
+			if cause.Reason != elector.ReasonTransferred || cause.Err != nil {
+				t.Errorf("a's OnDemoted cause = %v, want transferred with no error", cause)
+			}
+			got := b.await(electortest.Elected, 1).Term
+			if got.Token <= first.Token {
+				t.Errorf("b leads at token %d, want above a's %d", got.Token, first.Token)
+			}
+			if !got.AcquiredAt.Equal(w.clk.Now()) {
+				t.Errorf("b acquired at %v, want at the transfer (%v), with no time passing", got.AcquiredAt, w.clk.Now())
+			}
+			// c saw the claim change too; its next attempt met the
+			// reservation or b's claim.
+			c.await(electortest.Lost, lostBefore+1)
+			if n := c.rec.Count(electortest.Elected); n != 0 {
+				t.Errorf("c was elected %d times during a transfer to b", n)
+			}
+			if n := a.rec.Count(electortest.Elected); n != 1 {
+				t.Errorf("a was elected %d times, want once: it must not take back what it gave", n)
+			}
+			if n := most(); n > 1 {
+				t.Errorf("%d nodes reported IsLeader at once", n)
+			}
+		})
+	}
+}
+
+// TestFM35TransferLeaderDiesMidway checks FM-35, the leader dies midway
+// through a transfer: the claim goes to the target or, past the bound, to
+// anyone; never to two.
+//
+// Trigger: the leader crashes, or loses the store, between the steps of
+// its transfer, or the answer to its transaction is lost.
+//
+// A naive elector: a handover in two writes (mark, then release) that
+// dies in between leaves either a claim no one may take or one everyone
+// races for.
+//
+// Tenure: where the steps are one transaction, a lost answer leaves the
+// transfer done (the fallback release finds nothing to release). Where
+// they are two writes, the reservation is written first: a leader that
+// dies before deleting its claim leaves the claim to expire, and then only
+// the target may take it until the reservation ends (the claim's create
+// is the only way in, so there is never a second holder).
+func TestFM35TransferLeaderDiesMidway(t *testing.T) {
+	t.Run("txn: the answer is lost", func(t *testing.T) {
+		w, a, b, c := transferWorld(t, transferModes[0].store)
+		most := overlapWatch(w, a, b, c)
+		first := a.rec.Nth(electortest.Elected, 1).Term
+		a.f.DropResponse(faults.OpTxn, 1)
+		if err := a.e.Transfer(w.ctx, "b"); err == nil {
+			t.Errorf("Transfer with its answer lost = nil, want the error")
+		}
+		if got := b.await(electortest.Elected, 1).Term; got.Token <= first.Token {
+			t.Errorf("b leads at token %d, want above %d", got.Token, first.Token)
+		}
+		if n := c.rec.Count(electortest.Elected); n != 0 {
+			t.Errorf("c was elected %d times", n)
+		}
+		if n := most(); n > 1 {
+			t.Errorf("%d nodes reported IsLeader at once", n)
+		}
+	})
+	t.Run("steps: dies after reserving", func(t *testing.T) {
+		w, a, b, c := transferWorld(t, transferModes[1].store)
+		most := overlapWatch(w, a, b, c)
+		first := a.rec.Nth(electortest.Elected, 1).Term
+		w.step(leaderTimers+1+1+1, time.Second) // a leads (renew at 3s); b, c wait on their watch; the store's timer
+		// a reserves, then its store is gone for good: its delete, its
+		// fallback release and its later attempts all fail.
+		a.f.Fail(faults.OpCompareAndDelete|faults.OpKeepAlive|opAcquire, -1, backends.ErrUnavailable)
+		if err := a.e.Transfer(w.ctx, "b"); !errors.Is(err, backends.ErrUnavailable) {
+			t.Errorf("Transfer with the delete failing = %v, want ErrUnavailable", err)
+		}
+		// a's claim stays until it expires at 10s; nobody takes it before.
+		w.stepUntil(1, 100*time.Millisecond, func() bool {
+			return b.rec.Count(electortest.Elected) > 0 || w.elapsed() > ttl+time.Second
+		})
+		got := b.await(electortest.Elected, 1).Term
+		if got.Token <= first.Token {
+			t.Errorf("b leads at token %d, want above %d", got.Token, first.Token)
+		}
+		if at := got.AcquiredAt.Sub(epoch); at < ttl {
+			t.Errorf("b acquired at %v, before a's claim expired at %v", at, ttl)
+		}
+		if n := c.rec.Count(electortest.Elected); n != 0 {
+			t.Errorf("c was elected %d times", n)
+		}
+		if n := most(); n > 1 {
+			t.Errorf("%d nodes reported IsLeader at once", n)
+		}
+	})
+}
+
+// TestFM36TransferTargetNeverComes checks FM-36, the target of a transfer
+// is dead (or never existed): the claim is reserved for it only for the
+// stated bound, then open to all.
+//
+// Trigger: the target crashed after the transfer began, or the name was
+// wrong.
+//
+// A naive elector: a claim marked for a dead target stays unclaimed until
+// an operator clears it.
+//
+// Tenure: the reservation is an entry with the TTL Config.TransferBound;
+// until it ends every other candidate is refused (a *ReservedError,
+// watched, not polled), after it one of them leads at a greater token.
+func TestFM36TransferTargetNeverComes(t *testing.T) {
+	for _, mode := range transferModes {
+		t.Run(mode.name, func(t *testing.T) {
+			w, a, b, c := transferWorld(t, mode.store)
+			most := overlapWatch(w, a, b, c)
+			first := a.rec.Nth(electortest.Elected, 1).Term
+			if err := a.e.Transfer(w.ctx, "ghost"); err != nil {
+				t.Fatalf("Transfer(ghost): %v", err)
+			}
+			start := w.clk.Now()
+			// At rest: a sits the reservation out, b and c wait on their
+			// watch, and the store times the reservation's expiry.
+			w.stepUntil(1+1+1+1, 250*time.Millisecond, func() bool {
+				return b.rec.Count(electortest.Elected)+c.rec.Count(electortest.Elected)+a.rec.Count(electortest.Elected) > 1
+			})
+			var next electortest.Event
+			for _, n := range []*node{a, b, c} {
+				for _, ev := range n.rec.All(electortest.Elected) {
+					if ev.Term.Token != first.Token {
+						next = ev
+					}
+				}
+			}
+			// Each candidate waited out the reservation instead of
+			// answering the others' attempts with its own.
+			for _, n := range []*node{b, c} {
+				if got := n.rec.Count(electortest.Lost); got > 4 {
+					t.Errorf("%s made %d failed attempts during the reservation, want a few: %s", n.name, got, n.rec.EventLog())
+				}
+			}
+			if waited := next.Term.AcquiredAt.Sub(start); waited < ttl {
+				t.Errorf("a candidate led %v after a transfer to a ghost, want no sooner than the bound %v", waited, ttl)
+			}
+			if next.Term.Token <= first.Token {
+				t.Errorf("the next leader's token %d is not above %d", next.Term.Token, first.Token)
+			}
+			if n := most(); n > 1 {
+				t.Errorf("%d nodes reported IsLeader at once", n)
+			}
+		})
+	}
+}
+
+// TestFM37TransferStoreFails checks FM-37, the store fails during a
+// transfer: the leader has stopped acting, and the claim is left as Stop
+// leaves it.
+//
+// Trigger: the store is unreachable when the leader hands over.
+//
+// A naive elector: a handover that errors out keeps leading (work
+// resumed under a claim the store may already have passed on), or retries
+// the handover while still acting.
+//
+// Tenure: the term ended before the store was asked, and it is not
+// revived. If the transfer's write fails, a plain release follows; if that
+// fails too, the claim expires. Either way Transfer and OnDemoted report
+// the error, and whoever leads next has a greater token.
+func TestFM37TransferStoreFails(t *testing.T) {
+	t.Run("the transfer fails, the release works", func(t *testing.T) {
+		w, a, b, c := transferWorld(t, transferModes[0].store)
+		most := overlapWatch(w, a, b, c)
+		first := a.rec.Nth(electortest.Elected, 1).Term
+		a.f.Fail(faults.OpTxn, 1, backends.ErrUnavailable)
+		if err := a.e.Transfer(w.ctx, "b"); !errors.Is(err, backends.ErrUnavailable) {
+			t.Errorf("Transfer with the store failing = %v, want ErrUnavailable", err)
+		}
+		if a.e.IsLeader() {
+			t.Errorf("a leads after a failed transfer")
+		}
+		cause := a.await(electortest.OnDemoted, 1).Cause
+		if cause.Reason != elector.ReasonTransferred || !errors.Is(cause.Err, backends.ErrUnavailable) {
+			t.Errorf("a's OnDemoted cause = %v, want transferred with the store's error", cause)
+		}
+		// Released without a reservation: b or c takes it now.
+		w.stepUntil(1, 100*time.Millisecond, func() bool {
+			return b.rec.Count(electortest.Elected)+c.rec.Count(electortest.Elected) > 0
+		})
+		for _, n := range []*node{b, c} {
+			for _, ev := range n.rec.All(electortest.Elected) {
+				if ev.Term.Token <= first.Token {
+					t.Errorf("%s leads at token %d, want above %d", n.name, ev.Term.Token, first.Token)
+				}
+			}
+		}
+		if n := most(); n > 1 {
+			t.Errorf("%d nodes reported IsLeader at once", n)
+		}
+	})
+	t.Run("the store is down", func(t *testing.T) {
+		w, a, b, c := transferWorld(t, transferModes[0].store)
+		most := overlapWatch(w, a, b, c)
+		first := a.rec.Nth(electortest.Elected, 1).Term
+		a.f.Fail(faults.OpGet|faults.OpTxn|faults.OpCompareAndDelete|faults.OpKeepAlive|opAcquire, -1, backends.ErrUnavailable)
+		if err := a.e.Transfer(w.ctx, "b"); !errors.Is(err, backends.ErrUnavailable) {
+			t.Errorf("Transfer with the store down = %v, want ErrUnavailable", err)
+		}
+		w.stepUntil(1, 250*time.Millisecond, func() bool {
+			return b.rec.Count(electortest.Elected)+c.rec.Count(electortest.Elected) > 0
+		})
+		for _, n := range []*node{b, c} {
+			for _, ev := range n.rec.All(electortest.Elected) {
+				if ev.Term.Token <= first.Token || ev.Term.AcquiredAt.Sub(epoch) < ttl {
+					t.Errorf("%s leads at token %d at %v, want above %d and not before a's claim expired at %v", n.name, ev.Term.Token, ev.Term.AcquiredAt.Sub(epoch), first.Token, ttl)
+				}
+			}
+		}
+		if n := most(); n > 1 {
+			t.Errorf("%d nodes reported IsLeader at once", n)
+		}
+	})
+}
+
+// TestFM38TwoTransfersAtOnce checks FM-38, two transfers at once name two
+// targets: one of them leads, never both.
+//
+// Trigger: an operator's transfer command and a preference (or two
+// operators) hand the same claim over at the same moment.
+//
+// A naive elector: each handover marks the claim for its own target; both
+// targets believe it theirs.
+//
+// Tenure: the first Transfer ends the term and the second finds no term
+// to hand over (ErrNotLeader); at the store, a transfer is conditioned on
+// the claim's revision, so a stale claim cannot reserve for anyone
+// (ErrNotHolder).
+func TestFM38TwoTransfersAtOnce(t *testing.T) {
+	for _, mode := range transferModes {
+		t.Run(mode.name, func(t *testing.T) {
+			w, a, b, c := transferWorld(t, mode.store)
+			most := overlapWatch(w, a, b, c)
+			stale := w.holders()
+			errs := make(chan error, 2)
+			for _, to := range []string{"b", "c"} {
+				go func() { errs <- a.e.Transfer(w.ctx, to) }()
+			}
+			got := []error{recv(w, errs), recv(w, errs)}
+			slices.SortFunc(got, func(x, y error) int {
+				if x == nil {
+					return -1
+				}
+				if y == nil {
+					return 1
+				}
+				return 0
+			})
+			if got[0] != nil || !errors.Is(got[1], elector.ErrNotLeader) {
+				t.Fatalf("two transfers at once = %v, want one nil and one ErrNotLeader", got)
+			}
+			w.stepUntil(1, 100*time.Millisecond, func() bool {
+				return b.rec.Count(electortest.Elected)+c.rec.Count(electortest.Elected) > 0
+			})
+			w.step(1, ttl/2)
+			if nb, nc := b.rec.Count(electortest.Elected), c.rec.Count(electortest.Elected); nb+nc != 1 {
+				t.Errorf("b was elected %d times and c %d times, want one of them once", nb, nc)
+			}
+			// The stale claim a held cannot transfer at the store.
+			if err := a.locker.(backends.Transferer).Transfer(w.ctx, stale[0], "a", ttl); !errors.Is(err, backends.ErrNotHolder) {
+				t.Errorf("a transfer of the stale claim = %v, want ErrNotHolder", err)
+			}
+			if n := most(); n > 1 {
+				t.Errorf("%d nodes reported IsLeader at once", n)
+			}
+		})
+	}
+}
