@@ -4,8 +4,9 @@
 //
 // This is the page to read first. To use tenure: make a Locker (package
 // backends states the contract; backends/memstore, backends/filestore,
-// backends/etcd, backends/kube (Kubernetes), backends/nats (NATS) and
-// backends/postgres (PostgreSQL) implement it), fill a Config (its
+// backends/etcd, backends/kube (Kubernetes), backends/nats (NATS),
+// backends/postgres (PostgreSQL) and backends/dynamodb (DynamoDB)
+// implement it), fill a Config (its
 // OnElected is the leader's work) and call New and Run; the Example shows
 // a whole run. Then read, by need: the safety model below (what a leader
 // may rely on); package lifecycle (the states State reports);

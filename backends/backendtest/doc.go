@@ -1,7 +1,7 @@
 // Package backendtest is the conformance suite every backends.Store runs:
-// memstore, filestore, etcd, kube (Kubernetes), nats (NATS) and postgres
-// (PostgreSQL) all call [Run] from their tests, against a real server where
-// they have one.
+// memstore, filestore, etcd, kube (Kubernetes), nats (NATS), postgres
+// (PostgreSQL) and dynamodb (DynamoDB, against dynalite) all call [Run]
+// from their tests, against a real server where they have one.
 //
 // Run checks the contract of package backends, each property in a subtest
 // named after it: create-if-absent races, compare-and-set conflicts and lost
