@@ -70,7 +70,12 @@
 //     backends.ClaimWatcher, and otherwise time their next attempt to the
 //     expiry the backend reported, not to a fixed poll; every wait is
 //     jittered, and a backoff after an error is waited out whatever the watch
-//     signals meanwhile.
+//     signals meanwhile. Where the Locker's store judges expiry by local
+//     observation (backends.Capabilities.ObservedExpiry, told through a
+//     Store method as backends.StoreLocker and slots.Group have) and no
+//     watch signals expiry, a follower reads the claim at least every
+//     RenewPeriod, so that it takes a crashed holder's claim within TTL +
+//     RenewPeriod of the holder's last renewal, not up to two TTLs after.
 //   - During a store outage the Elector backs off: its attempts after errors
 //     wait from RetryPeriod, doubling up to a cap of TTL, jittered, and the
 //     backoff restarts at the first answer.

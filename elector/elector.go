@@ -51,14 +51,19 @@ type Elector struct {
 	// expiryWatch: the watcher also signals expiry, so a follower whose
 	// watch runs needs no timer for the holder's expiry.
 	expiryWatch bool
-	cfg         Config
-	holder      backends.Holder
-	phase       int64 // where the renewal grid starts, in ns (see renewAt)
-	clock       clock.Clock
-	log         *slog.Logger
-	machine     *fsm.Machine
-	disp        *dispatcher
-	done        chan struct{} // closed when the loop and the dispatcher have exited
+	// observed: the Locker's store judges expiry by local observation
+	// (Capabilities.ObservedExpiry), so a holder's claim expires for this
+	// process only a TTL after this process first saw its last renewal
+	// (see followWait).
+	observed bool
+	cfg      Config
+	holder   backends.Holder
+	phase    int64 // where the renewal grid starts, in ns (see renewAt)
+	clock    clock.Clock
+	log      *slog.Logger
+	machine  *fsm.Machine
+	disp     *dispatcher
+	done     chan struct{} // closed when the loop and the dispatcher have exited
 
 	// traceMu is held while StateChanged hooks run, so that they run one at
 	// a time and in order; taken before mu, never while mu is held.
@@ -104,6 +109,11 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 	if w, ok := locker.(backends.ClaimWatcher); ok {
 		e.watcher = w
 		e.expiryWatch = w.ExpiryEvents()
+	}
+	if so, ok := locker.(storeOf); ok {
+		if s := so.Store(); s != nil {
+			e.observed = s.Capabilities().ObservedExpiry
+		}
 	}
 	return e, nil
 }

@@ -454,7 +454,7 @@ func (l *loop) rejected(ctx context.Context, err error, latency time.Duration) {
 			e.log.Debug("elector: claim held; waiting for the watch", "err", err)
 			return
 		}
-		l.wait = l.expiryWait(held.Holders)
+		l.wait = l.followWait(held.Holders)
 		e.log.Debug("elector: claim held", "err", err, "retry_in", l.wait.String())
 		return
 	}
@@ -524,6 +524,26 @@ func (l *loop) releaseUnknown(ctx context.Context, cause error) {
 // per cent of the holder's own renewals; a watch that misses a signal
 // (a stalled stream, a bug) delays a takeover by that much at most.
 const watchBackstopTTLs = 10
+
+// followWait is the wait of a follower that saw holders and has no watch
+// that signals their expiry: expiryWait, but on a store that judges expiry
+// by local observation at most RenewPeriod (jittered only downward). There
+// a claim expires for this process a TTL after this process first saw the
+// holder's last renewal, and a renewal is seen only by a read: a follower
+// that read once per Remaining, which is a whole TTL after each sighting of
+// a new renewal, could first see the last one up to a TTL after it was
+// made, and take a crashed holder's claim up to two TTLs after its last
+// renewal. Reading at least as often as the holder renews, it sees the last
+// renewal within one renew period of it, and takes the claim within TTL +
+// RenewPeriod. The store still judges the expiry, on its own clock, from
+// its own sightings: reading more often moves no sighting earlier.
+func (l *loop) followWait(holders []backends.Claim) time.Duration {
+	wait := l.expiryWait(holders)
+	if !l.e.observed {
+		return wait
+	}
+	return min(wait, l.e.jitterDown(l.e.cfg.RenewPeriod))
+}
 
 // expiryWait times the next attempt to the earliest observed expiry, plus a
 // little jitter so followers do not arrive together; RetryPeriod when no

@@ -58,11 +58,13 @@
 // DynamoDB Streams are not a linearizable watch, and dynalite has none;
 // the store declares no watch. A follower learns that a claim was released
 // or abandoned only at its next attempt, which the elector times to the
-// claim's observed expiry: about one request per follower per TTL while a
-// leader renews. A graceful handover therefore takes up to a TTL, and a
-// crashed holder's claim is taken up to two TTLs after its last renewal
-// (the follower's attempt that first sees the last beat, and a TTL of
-// watching it unchanged).
+// claim's observed expiry and, on a store like this one that judges expiry
+// by local observation, makes at least once per renew period: about one
+// request per follower per renew period while a leader renews. A graceful
+// handover therefore takes up to a renew period, and a crashed holder's
+// claim is taken within TTL + one renew period of its last renewal (the
+// follower's attempt that first sees the last beat, at most a renew period
+// after it, and a TTL of watching it unchanged).
 //
 // # Multi-key transactions
 //

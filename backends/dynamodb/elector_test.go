@@ -70,8 +70,7 @@ func (w tWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p
 // client of its own, as three processes would), over one table. Each
 // leader in turn stops; the next is elected with a higher token, and no
 // two terms overlap. Without a watch, a follower learns of the release at
-// its next attempt, timed to the claim's observed expiry: within about a
-// TTL.
+// its next attempt, at most a renew period later.
 func TestElectorHandover(t *testing.T) {
 	srv := dynamotest.Start(t)
 	tbl := dynamotest.NewTable()

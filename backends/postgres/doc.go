@@ -127,7 +127,10 @@
 // began, in commit order, over one listening connection per Store. Nothing
 // is replayed across a disconnect, so every stream ends when the connection
 // breaks. Expiry is not a write and yields no event (Capabilities.ExpiryEvents
-// is false): followers time their next attempt to the observed expiry.
+// is false): followers time their next attempt to the observed expiry,
+// and an elector's follower reads the claim at least once per renew period
+// (package elector), so it sees a holder's last keep-alive within one renew
+// period of it and takes a crashed holder's claim within TTL + RenewPeriod.
 //
 // # Poolers
 //
@@ -138,8 +141,9 @@
 // unprepared and relies on no session state, and watches over a direct
 // connection to the server when given one (WithListen; listen=HOST[:PORT]
 // in a URL). Without one it declares no watch (no CapWatch): followers
-// learn of a release only at their next attempt, timed to the claim's
-// observed expiry, so a graceful handover may wait up to about a TTL. A
+// learn of a release only at their next attempt, which an elector's
+// follower makes at most a renew period later, so a graceful handover may
+// wait up to about a renew period. A
 // store not told of a transaction-mode pooler fails rather than misbehaves:
 // a prepared statement found missing or doubled is a fatal error naming
 // pooler=transaction, and a Watch whose LISTEN does not hold fails after
