@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -105,6 +106,44 @@ func TestTransferRoundTrip(t *testing.T) {
 	for _, bad := range []string{"", "{}", `{"v":2,"to":"b","from":"a"}`, `{"v":1,"to":"","from":"a"}`, string(EncodeClaim(Claim{ID: "a", Nonce: "n"}))} {
 		if _, _, _, _, err := DecodeTransfer([]byte(bad)); err == nil {
 			t.Errorf("DecodeTransfer(%q) accepted a foreign value", bad)
+		}
+	}
+}
+
+// TestDecodeClaimAsJSON checks that DecodeClaim, which reads the form
+// EncodeClaim writes without encoding/json, answers as encoding/json does for
+// values of every shape: canonical ones, ones with escapes, other key
+// orders and cases, spaces, invalid UTF-8, broken ends.
+func TestDecodeClaimAsJSON(t *testing.T) {
+	values := []string{
+		`{"v":1,"id":"a"}`, `{"v":1,"id":"a","nonce":"n"}`, `{"v":1,"id":"a","nonce":""}`,
+		`{"v":1,"id":""}`, `{"v":1,"id":"","nonce":"n"}`, `{"v":2,"id":"a"}`, `{"v":1,"id":"a\"b"}`,
+		`{"v":1,"id":"a\u00e9"}`, `{"v":1,"id":"a` + "\xff" + `"}`, `{"v":1,"id":"a` + "\x01" + `"}`,
+		`{"v":1,"id":"a"`, `{"v":1,"id":"a"} `, `{"v":1,"id":"a"}}`, `{"v":1,"id":"a","nonce":"n"`,
+		`{"v":1,"id":"a","nonce":"n",}`, `{"v":1,"id":"a","nonce":"n"}x`, `{"v":1,"id":"a","Nonce":"n"}`,
+		`{"id":"a","v":1}`, `{ "v":1,"id":"a"}`, `{"v":1,"id":"a","id":"b"}`, `{"v":1,"id":"a","nonce":"n","x":1}`,
+		`{"v":1,"id":"日本/ノード","nonce":"0123"}`, `{"v":1,"id":"a","nonce":"n\\"}`, `{"v":1,"id":"a\"`, ``, `null`,
+		`{"v":1,"id":"a","adv":"x"}`, `{"v":1,"id":"a","nonce":"n","adv":"x"}`, `{"v":1,"id":"a","adv":"x","nonce":"n"}`,
+		`{"v":1,"id":"a","nonce":"n","adv":"x","adv":"y"}`, `{"v":1,"id":"a","nonce":"n","nonce":"m"}`, `{"v":1,"id":"a","adv":""}`,
+	}
+	for _, id := range []string{"a", "node 1", "<&>", "\u2028", `q"b\`, "日本"} {
+		for _, nonce := range []string{"", "0123456789abcdef"} {
+			for _, adv := range []string{"", "10.0.0.7:8080", "<x>"} {
+				values = append(values, string(EncodeClaim(Claim{ID: id, Nonce: nonce, Advertised: adv})))
+			}
+		}
+	}
+	for _, v := range values {
+		got, gotErr := DecodeClaim([]byte(v))
+		var c claim
+		jerr := json.Unmarshal([]byte(v), &c)
+		wantOK := jerr == nil && c.V == 1 && c.ID != ""
+		if (gotErr == nil) != wantOK {
+			t.Errorf("DecodeClaim(%q): err %v, want ok %v (json: %v, %+v)", v, gotErr, wantOK, jerr, c)
+			continue
+		}
+		if want := (Claim{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}); wantOK && got != want {
+			t.Errorf("DecodeClaim(%q) = %+v; encoding/json reads %+v", v, got, want)
 		}
 	}
 }
