@@ -3,9 +3,11 @@ package shards_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/shardstest"
 	"github.com/tenure-go/tenure/shards"
 )
@@ -70,4 +72,14 @@ func BenchmarkCrash(b *testing.B) {
 	b.Run("filestore", func(b *testing.B) {
 		shardstest.BenchCrash(b, 256, 4, liveTiming(), filestores(b))
 	})
+}
+
+// BenchmarkScale measures 100 members of a group of 10,000 shards over one
+// memstore in one process, with a TTL of 10 s: how long placement takes to
+// converge after the last member starts, a graceful leave and a crash to
+// be owned again, and the memory it all takes (see shardstest.BenchScale).
+// Run it with -benchtime=1x.
+func BenchmarkScale(b *testing.B) {
+	store := memstore.New()
+	shardstest.BenchScale(b, 10000, 100, elector.Config{TTL: 10 * time.Second}, func(int) backends.Store { return store })
 }

@@ -48,12 +48,17 @@
 //
 // Each member holds one watch of the group (on stores that can watch), which
 // also serves the claim watches of all its electors, and follows the group
-// through its events; it reads the group whole (a List of the members and one
-// of the shards) only when it starts, when its watch had to be reopened, and
-// every ten TTLs, and on a store without expiry events it lists the members
-// alone every TTL/6. On a store that cannot watch, it reads the group whole
-// every TTL/6. During a store outage it backs off: after a failed read the
-// next waits from TTL/6, doubling up to a cap of one TTL, with the elector
+// through its events, received as they come whatever else the member is
+// doing; it reads the group whole (a List of the members and one of the
+// shards) only when it starts, when its watch broke and could not be
+// reopened at once, and every ten TTLs, and on a store without expiry
+// events it lists the members alone every TTL/6. A watch the store ended (one
+// that fell behind, as when many members hand shards over at once) and the
+// member reopened at once costs a list of the members then and a whole
+// read within a TTL, and the electors' claim watches go on, signalled that
+// their claims may have changed meanwhile. On a store that cannot watch, it
+// reads the group whole every TTL/6. During a store outage it backs off:
+// after a failed read the next waits from TTL/6, doubling up to a cap of one TTL, with the elector
 // template's jitter, until a read succeeds (the electors back off as package
 // elector documents). Each owned shard costs what its elector costs: on etcd with
 // etcd.WithSharedLease, a member's renewals are answered in batches of one

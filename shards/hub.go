@@ -22,7 +22,9 @@ var _ backends.ClaimWatcher = (*claims)(nil)
 
 // WatchClaim implements backends.ClaimWatcher: the channel signals each
 // change the member's group watch sees at key, and is closed when ctx is
-// done or that watch ends. While the group watch is down it fails as
+// done or that watch ends and cannot be reopened at once; a break the
+// member mends at once signals it instead, since the claim may have
+// changed during the break. While the group watch is down it fails as
 // unavailable (the elector then times its attempts to the claim's expiry
 // and tries to watch again later); on a store that cannot watch, it fails
 // as unsupported.
@@ -101,6 +103,21 @@ func (h *hub) notify(key string) {
 		select {
 		case s.ch <- struct{}{}:
 		default: // a signal is already pending
+		}
+	}
+}
+
+// notifyAll signals every claim watch: the group watch was mended after a
+// break, during which any claim may have changed.
+func (h *hub) notifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ss := range h.subs {
+		for s := range ss {
+			select {
+			case s.ch <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -160,7 +160,8 @@ type Member struct {
 	mu       sync.Mutex
 	started  bool          // guarded by mu
 	view     *view         // the members and owners known; guarded by mu
-	resync   bool          // the watch reopened: read the whole group; guarded by mu
+	resync   bool          // the watch broke and could not be reopened at once: read the whole group; guarded by mu
+	mended   bool          // the watch broke and was reopened at once; guarded by mu
 	members  []string      // the live members the placement was computed from; guarded by mu
 	runs     map[int]*run  // the elector of each shard campaigned or being stopped; guarded by mu
 	placed   []string      // the last placement computed; guarded by mu
@@ -451,6 +452,7 @@ func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) 
 				bo.Reset()
 				retry = time.Time{}
 				fullDue = now.Add(m.fullEvery)
+				memberDue = time.Time{}
 				if m.memberEvery > 0 {
 					memberDue = now.Add(m.memberEvery)
 				}
@@ -464,7 +466,10 @@ func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) 
 			if m.read(ctx, false) {
 				bo.Reset()
 				retry = time.Time{}
-				memberDue = now.Add(m.memberEvery)
+				memberDue = time.Time{}
+				if m.memberEvery > 0 {
+					memberDue = now.Add(m.memberEvery)
+				}
 			} else {
 				memberDue = later(failed(now), now.Add(m.memberEvery))
 			}
@@ -480,12 +485,27 @@ func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) 
 		case <-startCtx.Done():
 		case <-m.kick:
 			m.mu.Lock()
-			resync := m.resync
-			m.resync = false
+			resync, mended := m.resync, m.mended
+			m.resync, m.mended = false, false
 			m.mu.Unlock()
-			if resync { // read the whole group now, or at the backoff's end
-				if due := later(m.clk.Now(), retry); due.Before(fullDue) {
-					fullDue = due
+			due := later(m.clk.Now(), retry)   // now, or at the backoff's end
+			if resync && due.Before(fullDue) { // read the whole group
+				fullDue = due
+			}
+			if mended {
+				// The watch broke and was reopened at once: read the
+				// members now, which placement depends on, and the owners,
+				// which are hints, within a TTL. Whole reads after every
+				// break would cost a list of every shard each time; in a
+				// large group, where many members hand shards over at
+				// once, a store ends watches that fall behind often, and
+				// those lists slow every member (on memstore they hold the
+				// store's lock).
+				if memberDue.IsZero() || due.Before(memberDue) {
+					memberDue = due
+				}
+				if owners := due.Add(m.ttl); owners.Before(fullDue) {
+					fullDue = owners
 				}
 			}
 		case <-t.C:
@@ -540,48 +560,65 @@ func later(a, b time.Time) time.Time {
 // leaves Jitter at its default.
 const readJitter = 0.15
 
-// openWatch opens the group watch, or returns nil if it cannot.
-func (m *Member) openWatch(ctx context.Context) <-chan backends.Event {
+// stream is one open group watch: its events, and what ends it.
+type stream struct {
+	events <-chan backends.Event
+	cancel context.CancelFunc
+}
+
+// openWatch opens the group watch, or returns a stream without events if it
+// cannot.
+func (m *Member) openWatch(ctx context.Context) stream {
 	if !m.hub.can {
-		return nil
+		return stream{}
 	}
-	events, err := m.store.(backends.Watcher).Watch(ctx, m.cfg.Group+"/")
+	sctx, cancel := context.WithCancel(ctx)
+	events, err := m.store.(backends.Watcher).Watch(sctx, m.cfg.Group+"/")
 	if err != nil {
+		cancel()
 		if ctx.Err() == nil {
 			m.log.Warn("shards: watch", "err", err)
 		}
-		return nil
+		return stream{}
 	}
 	m.hub.setUp(true)
-	return events
+	return stream{events: events, cancel: cancel}
 }
 
-// watch runs the group watch until ctx is done: at every event it updates
-// the view and wakes the loop and the claim watches of the electors, and when the watch ends it
-// opens it again at once, then after the read backoff's waits (from TTL/6 up
-// to a TTL) until that works.
-func (m *Member) watch(ctx context.Context, events <-chan backends.Event) {
+// watch runs the group watch until ctx is done, following each stream (see
+// follow), and when a stream ends it opens another at once, then after the
+// read backoff's waits (from TTL/6 up to a TTL) until that works.
+func (m *Member) watch(ctx context.Context, st stream) {
 	defer close(m.watchDone)
 	if !m.hub.can {
 		return
 	}
 	bo := m.newBackoff()
 	for {
-		if events != nil {
+		if st.events != nil {
 			bo.Reset()
-			for ev := range events {
-				m.mu.Lock()
-				m.view.apply(ev)
-				m.mu.Unlock()
-				m.hub.notify(ev.Entry.Key)
-				m.wake()
-			}
-			m.hub.setUp(false)
+			m.follow(st)
+			// A stream that ends is mended at once if the store lets it be:
+			// the claim watches of the electors then stay open and are each
+			// signalled, once the new stream is open, that their claim may
+			// have changed meanwhile. Ending them would leave every
+			// follower timing its next attempt to its holder's expiry (a
+			// TTL away) until it watches again, and a store ends a watch
+			// that fell behind when many members hand shards over at once.
+			next := m.openWatch(ctx)
 			m.mu.Lock()
-			m.resync = true // changes may have been missed: read the group again
+			if next.events == nil {
+				m.resync = true // changes may have been missed: read the group again
+			} else {
+				m.mended = true
+			}
 			m.mu.Unlock()
+			if next.events == nil {
+				m.hub.setUp(false)
+			}
 			m.wake()
-			if events = m.openWatch(ctx); events != nil {
+			if st = next; st.events != nil {
+				m.hub.notifyAll()
 				continue
 			}
 		}
@@ -592,7 +629,89 @@ func (m *Member) watch(ctx context.Context, events <-chan backends.Event) {
 			return
 		case <-t.C:
 		}
-		events = m.openWatch(ctx)
+		if st = m.openWatch(ctx); st.events != nil {
+			// What changed while the watch was down shows in a read made
+			// now that it runs again, not in one made before.
+			m.mu.Lock()
+			m.resync = true
+			m.mu.Unlock()
+			m.wake()
+		}
+	}
+}
+
+// maxBacklog bounds the events a member holds received but not yet
+// applied; past it the member ends the stream and reads the group again,
+// as when the store ends a watch that fell behind.
+const maxBacklog = 1 << 16
+
+// follow applies the events of st until it ends: each batch of events
+// received meanwhile updates the view under one lock, then signals the
+// claim watches of their keys and wakes the loop. A goroutine of its own
+// receives them, so that the store's channel is emptied as events come,
+// whatever holds the member's lock or the CPU meanwhile: a store ends a
+// watch whose consumer falls its buffer behind (256 events on memstore
+// and PostgreSQL), and in a group of many members and shards a single
+// join moves that many, and each end costs a read of the whole group.
+func (m *Member) follow(st stream) {
+	defer st.cancel()
+	var (
+		mu       sync.Mutex
+		backlog  []backends.Event // guarded by mu
+		overflow bool             // guarded by mu
+	)
+	ready := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
+	}
+	received := make(chan struct{}) // closed once the stream has ended and nothing more is added
+	go func() {
+		for ev := range st.events {
+			mu.Lock()
+			switch {
+			case len(backlog) < maxBacklog && !overflow:
+				backlog = append(backlog, ev)
+			case !overflow:
+				overflow = true // what follows is skipped: end the stream
+				st.cancel()
+				m.log.Warn("shards: the group watch fell behind; reading the group again", "events", len(backlog))
+			}
+			mu.Unlock()
+			signal()
+		}
+		close(received)
+		signal()
+	}()
+	var batch []backends.Event
+	for {
+		<-ready
+		done := false
+		select {
+		case <-received:
+			done = true // so the batch taken below is the last
+		default:
+		}
+		mu.Lock()
+		batch, backlog = backlog, batch[:0]
+		mu.Unlock()
+		if len(batch) > 0 {
+			m.mu.Lock()
+			for _, ev := range batch {
+				m.view.apply(ev)
+			}
+			m.mu.Unlock()
+			for _, ev := range batch {
+				m.hub.notify(ev.Entry.Key)
+			}
+			m.wake()
+		}
+		clear(batch)
+		if done {
+			return
+		}
 	}
 }
 
@@ -634,11 +753,6 @@ func (m *Member) reconcile() {
 		placed = Place(m.cfg.Count, members)
 	}
 	m.mu.Lock()
-	defer func() {
-		close(m.listened)
-		m.listened = make(chan struct{})
-		m.mu.Unlock()
-	}()
 	if replace {
 		m.members, m.placed = members, placed
 		m.mine = m.mine[:0]
@@ -649,9 +763,10 @@ func (m *Member) reconcile() {
 		}
 		m.log.Debug("shards: members", "members", members)
 	}
+	var start []int
 	for _, shard := range m.mine {
 		if m.runs[shard] == nil {
-			m.campaign(shard)
+			start = append(start, shard)
 		}
 	}
 	for shard, r := range m.runs {
@@ -660,6 +775,17 @@ func (m *Member) reconcile() {
 			go func() { _ = r.el.Stop(context.Background()) }()
 		}
 	}
+	m.mu.Unlock()
+	// The electors are made and started without m.mu held: a change of
+	// membership in a large group starts hundreds, and the group watch
+	// applies its events under m.mu.
+	for _, shard := range start {
+		m.campaign(shard)
+	}
+	m.mu.Lock()
+	close(m.listened)
+	m.listened = make(chan struct{})
+	m.mu.Unlock()
 }
 
 // list lists the group's live members (with their entries' tokens) and, if
@@ -701,7 +827,9 @@ func (m *Member) list(ctx context.Context, whole bool) (map[string]int64, []Owne
 	return members, owners, nil
 }
 
-// campaign starts the elector of shard. m.mu is held.
+// campaign starts the elector of shard, registered in m.runs before it
+// starts, so that Term and Owner see it from its first term on. Only the
+// loop calls it, so no other run of shard can be registered meanwhile.
 func (m *Member) campaign(shard int) {
 	cfg := m.cfg.Elector
 	cfg.Key, cfg.Identity = shardKey(m.cfg.Group, shard), m.cfg.Identity
@@ -713,15 +841,21 @@ func (m *Member) campaign(shard int) {
 		cfg.OnDemoted = func(term elector.Term, cause elector.Cause) { f(shard, term, cause) }
 	}
 	el, err := elector.New(m.locker, cfg)
-	if err == nil {
-		err = el.Start(context.Background())
-	}
 	if err != nil { // the config was validated: not expected
 		m.log.Error("shards: start shard elector", "shard", shard, "err", err)
 		return
 	}
 	r := &run{el: el, done: make(chan struct{})}
+	m.mu.Lock()
 	m.runs[shard] = r
+	m.mu.Unlock()
+	if err := el.Start(context.Background()); err != nil { // not expected either
+		m.log.Error("shards: start shard elector", "shard", shard, "err", err)
+		m.mu.Lock()
+		delete(m.runs, shard)
+		m.mu.Unlock()
+		return
+	}
 	go func() {
 		<-el.Done()
 		if err := el.Err(); err != nil {

@@ -27,6 +27,7 @@ type view struct {
 
 	seq       uint64            // events applied so far
 	members   map[string]int64  // live member identity -> its entry's token
+	list      []string          // the identities of members, sorted; nil once they changed
 	memberSeq map[string]uint64 // identity -> seq of the last event on its key
 	owners    []Owner           // by shard
 	ownerSeq  []uint64          // by shard, seq of the last event on its key
@@ -64,10 +65,10 @@ func (v *view) apply(ev backends.Event) {
 		switch {
 		case ev.Kind == backends.EventPut && e.CreateRevision >= v.members[id]:
 			if got, err := wire.DecodeClaim(e.Value); err == nil && got.ID == id {
-				v.members[id] = e.CreateRevision
+				v.setMember(id, e.CreateRevision)
 			}
 		case ev.Kind == backends.EventDelete && (e.CreateRevision == 0 || e.CreateRevision >= v.members[id]):
-			delete(v.members, id)
+			v.deleteMember(id)
 		}
 		return
 	}
@@ -92,12 +93,12 @@ func (v *view) apply(ev backends.Event) {
 func (v *view) applyRead(start uint64, members map[string]int64, owners []Owner) {
 	for id := range v.members {
 		if _, ok := members[id]; !ok && v.memberSeq[id] <= start {
-			delete(v.members, id)
+			v.deleteMember(id)
 		}
 	}
 	for id, tok := range members {
 		if v.memberSeq[id] <= start {
-			v.members[id] = tok
+			v.setMember(id, tok)
 		}
 	}
 	if owners == nil {
@@ -110,12 +111,33 @@ func (v *view) applyRead(start uint64, members map[string]int64, owners []Owner)
 	}
 }
 
-// memberList is the live identities, sorted.
+func (v *view) setMember(id string, token int64) {
+	if _, ok := v.members[id]; !ok {
+		v.list = nil
+	}
+	v.members[id] = token
+}
+
+func (v *view) deleteMember(id string) {
+	if _, ok := v.members[id]; ok {
+		v.list = nil
+		delete(v.members, id)
+	}
+}
+
+// memberList is the live identities, sorted. The slice is shared until the
+// members change, and never written once returned: the loop compares it
+// with the list it placed at each of its turns, which in a large group come
+// at every batch of watch events.
 func (v *view) memberList() []string {
+	if v.list != nil {
+		return v.list
+	}
 	out := make([]string, 0, len(v.members))
 	for id := range v.members {
 		out = append(out, id)
 	}
 	slices.Sort(out)
+	v.list = out
 	return out
 }

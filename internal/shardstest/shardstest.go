@@ -41,6 +41,7 @@ type Group struct {
 	newStore func(member int) backends.Store
 	sig      electortest.Signal
 	tracer   tracer // the members' claim writes and deletions seen, while on
+	untraced bool   // the members' stores are not traced (their watches then have no hop of the tracer's)
 
 	mu      sync.Mutex
 	members map[string]*Member // by identity, the latest instance; guarded by mu
@@ -48,6 +49,7 @@ type Group struct {
 	terms   []*span            // every term, in acquisition order; guarded by mu
 	acting  map[acting]*span   // the terms whose OnAcquired runs; guarded by mu
 	stores  int                // stores made so far; guarded by mu
+	tally   tally              // the acting terms counted by shard and member; guarded by mu
 }
 
 // Member is one member instance of a Group.
@@ -91,7 +93,7 @@ type span struct {
 // of the i-th member started (its store is closed at cleanup); timing is the
 // elector template (its Clock must be left nil: the real clock).
 func New(t testing.TB, count int, timing elector.Config, newStore func(i int) backends.Store) *Group {
-	g := &Group{t: t, count: count, timing: timing, newStore: newStore, members: map[string]*Member{}, high: map[int]int64{}, acting: map[acting]*span{}}
+	g := &Group{t: t, count: count, timing: timing, newStore: newStore, members: map[string]*Member{}, high: map[int]int64{}, acting: map[acting]*span{}, tally: newTally(count)}
 	t.Cleanup(g.checkSpans)
 	return g
 }
@@ -106,7 +108,11 @@ func (g *Group) Add(id string) *Member {
 	g.mu.Unlock()
 	inner := g.newStore(i)
 	g.t.Cleanup(func() { _ = inner.Close() })
-	m := &Member{ID: id, Link: NewLink(g.tracer.traced(inner, id), nil)}
+	store := inner
+	if !g.untraced {
+		store = g.tracer.traced(inner, id)
+	}
+	m := &Member{ID: id, Link: NewLink(store, nil)}
 	cfg := shards.Config{
 		Group:    "g",
 		Identity: id,
@@ -153,6 +159,7 @@ func (g *Group) acquired(ctx context.Context, m *Member, shard int, term elector
 	}
 	g.acting[key] = sp
 	g.terms = append(g.terms, sp)
+	g.tally.add(m.ID, shard, 1)
 	g.mu.Unlock()
 	if t, ok := m.Term(shard); ok && t.Token == term.Token {
 		g.mu.Lock()
@@ -178,7 +185,9 @@ func (g *Group) acquired(ctx context.Context, m *Member, shard int, term elector
 	if g.acting[key] == sp {
 		delete(g.acting, key)
 	}
+	g.tally.add(m.ID, shard, -1)
 	g.mu.Unlock()
+	g.sig.Notify()
 }
 
 // checkSpans fails the test if two terms of one shard acted at once.
