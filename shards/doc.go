@@ -42,7 +42,11 @@
 // elsewhere and take them at once (a test crashes a member this way by
 // running it over backends/crashtest's store wrapper). Without expiry events from the store
 // (Capabilities.ExpiryEvents), members list the members every TTL/6, so a
-// takeover comes at most TTL/6 later.
+// takeover comes at most TTL/6 later; where expiry is also judged by local
+// observation (Capabilities.ObservedExpiry: PostgreSQL), they list the
+// shards with them, so that their stores have seen every shard claim's
+// last keep-alive within TTL/6 and a crashed member's claims expire for
+// them with its membership, not a TTL after they first look at them.
 //
 // # What it costs
 //
@@ -52,7 +56,8 @@
 // doing; it reads the group whole (a List of the members and one of the
 // shards) only when it starts, when its watch broke and could not be
 // reopened at once, and every ten TTLs, and on a store without expiry
-// events it lists the members alone every TTL/6. A watch the store ended (one
+// events it lists the members every TTL/6 (and the shards with them where
+// expiry is judged by local observation). A watch the store ended (one
 // that fell behind, as when many members hand shards over at once) and the
 // member reopened at once costs a list of the members then and a whole
 // read within a TTL, and the electors' claim watches go on, signalled that

@@ -65,8 +65,9 @@ type cluster struct {
 	t      *testing.T
 	clk    *clocktest.Clock
 	store  *memstore.Store
-	inner  backends.Store // what the members' stores wrap: store unless a test says otherwise
-	onStep func()         // called before each step of the clock, if set
+	inner  backends.Store                      // what the members' stores wrap: store unless a test says otherwise
+	wrap   func(backends.Store) backends.Store // if set, each member instance's store is wrap(inner)
+	onStep func()                              // called before each step of the clock, if set
 	count  int
 	fence  fence
 	sig    electortest.Signal
@@ -108,6 +109,9 @@ func (c *cluster) add(id string) *node {
 	inner := c.inner
 	if inner == nil {
 		inner = c.store
+	}
+	if c.wrap != nil {
+		inner = c.wrap(inner)
 	}
 	// Each instance writes through its own store, as a process does.
 	n := &node{id: id, Link: shardstest.NewLink(newOwnWrites(c.t, inner), c.clk), in: map[int]bool{}}

@@ -149,6 +149,8 @@ type Member struct {
 	// The longest waits between two reads of the whole group, and between
 	// two reads of its members alone (0: none but the whole group's).
 	fullEvery, memberEvery time.Duration
+	// memberWhole: the reads every memberEvery read the shards too.
+	memberWhole bool
 
 	kick      chan struct{} // wakes the loop: the group changed, a run ended
 	watchDone chan struct{} // closed when the group watch's goroutine has exited
@@ -225,6 +227,15 @@ func New(store backends.Store, cfg Config) (*Member, error) {
 		m.fullEvery = ttl / 6
 	case !h.expiry:
 		m.fullEvery, m.memberEvery = 10*ttl, ttl/6
+		// Where expiry is judged by local observation, a claim expires
+		// for this member's store a TTL after the store first saw its
+		// last keep-alive, which a watch without expiry events does not
+		// show either (PostgreSQL). Reading the shards with the members
+		// keeps those sightings within TTL/6 of every keep-alive, so
+		// that a crashed member's shard claims expire here with its
+		// membership, and the new owners take them then rather than a
+		// TTL after their first look.
+		m.memberWhole = store.Capabilities().ObservedExpiry
 	default:
 		m.fullEvery = 10 * ttl
 	}
@@ -463,7 +474,7 @@ func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) 
 				}
 			}
 		case !memberDue.IsZero() && !now.Before(memberDue):
-			if m.read(ctx, false) {
+			if m.read(ctx, m.memberWhole) {
 				bo.Reset()
 				retry = time.Time{}
 				memberDue = time.Time{}
