@@ -28,14 +28,24 @@ var transferModes = []struct {
 
 // transferWorld starts a, b and c, all watching, with a the leader and b
 // and c followers that have seen it hold the claim.
-func transferWorld(t *testing.T, store func(w *world) backends.Store, opts ...nodeOption) (w *world, a, b, c *node) {
+func transferWorld(t *testing.T, store func(w *world) backends.Store) (w *world, a, b, c *node) {
+	t.Helper()
+	return transferWorldWith(t, store, nil)
+}
+
+// transferWorldWith is transferWorld with setup run on a before it starts.
+func transferWorldWith(t *testing.T, store func(w *world) backends.Store, setup func(w *world, a *node)) (w *world, a, b, c *node) {
 	t.Helper()
 	w = newWorld(t)
 	st := store(w)
 	mk := func(name string) *node {
-		return w.newNode(name, append([]nodeOption{withWatch(), onStore(st)}, opts...)...)
+		return w.newNode(name, withWatch(), onStore(st))
 	}
-	a = mk("a").start()
+	a = mk("a")
+	if setup != nil {
+		setup(w, a)
+	}
+	a.start()
 	a.await(electortest.Elected, 1)
 	b, c = mk("b").start(), mk("c").start()
 	b.await(electortest.Lost, 1)
@@ -108,17 +118,18 @@ func overlapWatch(w *world, nodes ...*node) func() int {
 func TestFM34TransferMovesTheClaim(t *testing.T) {
 	for _, mode := range transferModes {
 		t.Run(mode.name, func(t *testing.T) {
-			w, a, b, c := transferWorld(t, mode.store)
+			// a's work reads the claim once its context is done, before
+			// it returns: the claim must still be a's then.
+			stopped := make(chan []backends.Claim, 1)
+			w, a, b, c := transferWorldWith(t, mode.store, func(w *world, a *node) {
+				a.rec.SetWork(func(ctx context.Context, _ elector.Term) {
+					<-ctx.Done()
+					stopped <- w.holders()
+				})
+			})
 			most := overlapWatch(w, a, b, c)
 			first := a.rec.Nth(electortest.Elected, 1).Term
 			lostBefore := c.rec.Count(electortest.Lost)
-			stopped := make(chan []backends.Claim, 1)
-			go func() {
-				<-a.rec.Nth(electortest.Elected, 1).Ctx.Done()
-				stopped <- w.holders() // OnElected has not returned yet
-			}()
-			// OnElected (the recorder's default) returns once its
-			// context is done; the drain waits for it.
 			if err := a.e.Transfer(w.ctx, "b"); err != nil {
 				t.Fatalf("Transfer(b): %v", err)
 			}
