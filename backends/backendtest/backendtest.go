@@ -114,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("Advertised", s.testLockerAdvertised)
 		t.Run("WatchClaim", s.testLockerWatch)
 		t.Run("Transfer", s.testLockerTransfer)
+		t.Run("Candidacies", s.testLockerCandidacies)
 	})
 	t.Run("Linearizable", s.testLinearizable)
 }

@@ -59,3 +59,66 @@ func (s *suite) testLockerTransfer(t *testing.T) {
 		[]string{"acquire", "transfer and take", "release and acquire", "transfer, reservation expired, acquire"},
 		[]int64{t1.Token, t2.Token, t3.Token, t4.Token})
 }
+
+// testLockerCandidacies checks Candidacies on the generic Locker: entries
+// are listed by priority, renewed without changing, replaced by a new
+// declaration of the same holder, withdrawn, and gone once expired.
+func (s *suite) testLockerCandidacies(t *testing.T) {
+	st := s.store(t)
+	l, lp := locker(t, st), locker(t, s.peer(t, st))
+	ctx := t.Context()
+	const key = "claims/candidates"
+	low, high := holder(t, "low"), holder(t, "high")
+	high, err := high.Advertising("10.0.0.2:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := l.DeclareCandidacy(ctx, key, low, 1, s.ttl)
+	if err != nil {
+		t.Fatalf("DeclareCandidacy(low): %v", err)
+	}
+	ch, err := lp.DeclareCandidacy(ctx, key, high, 2, s.ttl)
+	if err != nil {
+		t.Fatalf("DeclareCandidacy(high): %v", err)
+	}
+	want := func(what string, hs ...backends.Holder) []backends.Candidate {
+		t.Helper()
+		got, err := lp.Candidates(ctx, key)
+		if err != nil {
+			t.Fatalf("Candidates (%s): %v", what, err)
+		}
+		if len(got) != len(hs) {
+			t.Fatalf("Candidates (%s) = %+v, want %d", what, got, len(hs))
+		}
+		for i := range got {
+			if got[i].Holder != hs[i] {
+				t.Errorf("Candidates (%s)[%d] = %s, want %s", what, i, got[i].Holder, hs[i])
+			}
+		}
+		return got
+	}
+	if got := want("two declared", high, low); got[0].Priority != 2 || got[1].Priority != 1 || got[0].Holder.Advertised != "10.0.0.2:8080" {
+		t.Errorf("Candidates = %+v, want priorities 2, 1 and high's advertised value", got)
+	}
+	if _, err := l.RenewCandidacy(ctx, cl); err != nil {
+		t.Errorf("RenewCandidacy(low): %v", err)
+	}
+	// A new declaration of the same holder replaces its entry.
+	cl2, err := l.DeclareCandidacy(ctx, key, low, 3, s.ttl)
+	if err != nil {
+		t.Fatalf("DeclareCandidacy(low) again: %v", err)
+	}
+	want("low raised", low, high)
+	if _, err := l.RenewCandidacy(ctx, cl); backends.Classify(err) != backends.ClassLost {
+		t.Errorf("RenewCandidacy of a replaced entry = %v, want class lost", err)
+	}
+	if err := l.WithdrawCandidacy(ctx, cl2); err != nil {
+		t.Errorf("WithdrawCandidacy(low): %v", err)
+	}
+	want("low withdrawn", high)
+	s.expire(t, st, backends.Entry{Key: wire.CandidateKey(key, high.Nonce), TTL: ch.TTL})
+	want("high expired")
+	if err := lp.WithdrawCandidacy(ctx, ch); err != nil {
+		t.Errorf("WithdrawCandidacy of an expired entry = %v, want nil", err)
+	}
+}

@@ -222,3 +222,43 @@ func DecodeTransfer(value []byte) (to, from, fromNonce string, token int64, err 
 	}
 	return t.To, t.From, t.FromNonce, t.Token, nil
 }
+
+// A candidacy for claim K is the store key K + "/candidate-" + the
+// candidate's nonce: one per candidate instance, renewed like a claim.
+const candidateInfix = "/candidate-"
+
+// CandidateKey is the store key of the candidacy of the instance with
+// nonce for claim key.
+func CandidateKey(key, nonce string) string { return key + candidateInfix + nonce }
+
+// CandidatePrefix is the prefix under which every candidacy of claim key
+// lies.
+func CandidatePrefix(key string) string { return key + candidateInfix }
+
+// candidacy is the value a candidacy key holds.
+type candidacy struct {
+	V          int    `json:"v"`
+	ID         string `json:"id"`
+	Nonce      string `json:"nonce"`
+	Advertised string `json:"adv,omitempty"`
+	Priority   int64  `json:"prio"`
+}
+
+// EncodeCandidacy is the value stored for the candidate c with priority.
+func EncodeCandidacy(c Claim, priority int64) []byte {
+	b, _ := json.Marshal(candidacy{V: 1, ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised, Priority: priority}) // cannot fail for strings
+	return b
+}
+
+// DecodeCandidacy parses a value written by EncodeCandidacy. Anything else
+// is an error, which the caller reports as corrupt.
+func DecodeCandidacy(value []byte) (Claim, int64, error) {
+	var c candidacy
+	if err := json.Unmarshal(value, &c); err != nil {
+		return Claim{}, 0, fmt.Errorf("decode candidacy: %v", err)
+	}
+	if c.V != 1 || c.ID == "" || c.Nonce == "" {
+		return Claim{}, 0, fmt.Errorf("decode candidacy: version %d, id %q, nonce %q", c.V, c.ID, c.Nonce)
+	}
+	return Claim{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}, c.Priority, nil
+}

@@ -147,3 +147,19 @@ func TestDecodeClaimAsJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestCandidacyRoundTrip(t *testing.T) {
+	in := Claim{ID: "b 2", Nonce: "00ff", Advertised: "10.0.0.2:80"}
+	got, prio, err := DecodeCandidacy(EncodeCandidacy(in, -7))
+	if err != nil || got != in || prio != -7 {
+		t.Errorf("DecodeCandidacy(EncodeCandidacy(%+v, -7)) = %+v, %d, %v", in, got, prio, err)
+	}
+	for _, bad := range []string{"", "{}", `{"v":1,"id":"a"}`, `{"v":2,"id":"a","nonce":"n"}`} {
+		if _, _, err := DecodeCandidacy([]byte(bad)); err == nil {
+			t.Errorf("DecodeCandidacy(%q) accepted a foreign value", bad)
+		}
+	}
+	if k := CandidateKey("g", "ab"); !strings.HasPrefix(k, CandidatePrefix("g")) {
+		t.Errorf("CandidateKey(g, ab) = %q is not under CandidatePrefix(g) = %q", k, CandidatePrefix("g"))
+	}
+}
