@@ -119,6 +119,28 @@ type Config struct {
 	// backends.MaxTTL.
 	TransferBound time.Duration
 
+	// Candidacy opts this Elector in to preferred candidates. While it
+	// runs it keeps a candidacy entry for the claim, with Priority and
+	// its advertised value, renewed like a claim (on the renewal grid,
+	// so a store that batches renewals renews it with them); and while
+	// it leads, it reads the candidacies at each renewal and hands the
+	// claim over (as Transfer does) to the candidate of highest
+	// Priority above its own, once that candidate has stayed present,
+	// at that Priority, for SettleTime. New fails with an error wrapping
+	// backends.ErrUnsupported unless the Locker implements
+	// backends.Candidacies and backends.Transferer.
+	Candidacy bool
+
+	// Priority is this Elector's preference: of two candidates, the
+	// higher Priority should lead. Equal priorities never move the
+	// claim. Used only with Candidacy.
+	Priority int64
+
+	// SettleTime is how long a candidate preferred to the leader must
+	// stay present before the leader transfers to it, so that flapping
+	// preferences cannot bounce the claim. Default TTL.
+	SettleTime time.Duration
+
 	// Clock is the source of all time. Default clock.New(), the real clock.
 	Clock clock.Clock
 
@@ -186,6 +208,9 @@ func (c Config) withDefaults() Config {
 	if c.TransferBound == 0 {
 		c.TransferBound = c.TTL
 	}
+	if c.SettleTime == 0 {
+		c.SettleTime = c.TTL
+	}
 	if c.Clock == nil {
 		c.Clock = clock.New()
 	}
@@ -241,7 +266,7 @@ func (c Config) validate() (backends.Holder, error) {
 		{"ttl", c.TTL}, {"renew period", c.RenewPeriod}, {"renew timeout", c.RenewTimeout},
 		{"safety margin", c.SafetyMargin}, {"cancel lead", c.CancelLead}, {"retry period", c.RetryPeriod},
 		{"drain timeout", c.DrainTimeout}, {"release timeout", c.ReleaseTimeout},
-		{"transfer bound", c.TransferBound},
+		{"transfer bound", c.TransferBound}, {"settle time", c.SettleTime},
 	} {
 		if d.v < 0 {
 			bad("%s %v is negative", d.name, d.v)

@@ -103,6 +103,20 @@
 // docs/transfer.md gives the store-level steps and why none of their
 // interleavings makes two holders.
 //
+// # Preferred candidates
+//
+// With Config.Candidacy, an Elector keeps a candidacy entry for the claim
+// (its Priority and advertised value) while it runs, renewed like a
+// claim and withdrawn at the end; a leader with Candidacy reads the
+// candidacies at each renewal and, once a candidate whose Priority is
+// above its own has stayed present at that Priority for
+// Config.SettleTime, transfers the claim to it exactly as Transfer does
+// (same demotion, drain and callbacks, ReasonTransferred). Only a
+// strictly higher Priority moves the claim, so candidates of equal
+// priority never do, and a candidate that comes and goes restarts its
+// settle time each time it comes back. Preference never overrides
+// safety: a transfer it starts that fails leaves the claim as Stop would.
+//
 // # What it does not promise
 //
 //   - A leader blocked on the context's Done channel, rather than polling

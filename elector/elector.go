@@ -46,8 +46,13 @@ var (
 // Elector. The query methods (IsLeader, Term, Leader, State, Done, Err) are
 // safe to call from any goroutine at any time, including from callbacks.
 type Elector struct {
-	locker  backends.Locker
-	watcher backends.ClaimWatcher // nil when the locker cannot watch
+	locker backends.Locker
+	cands  backends.Candidacies // nil unless Config.Candidacy
+	// candDone is closed when the candidacy goroutine has exited; nil
+	// without Candidacy.
+	candDone chan struct{}
+	candKick chan struct{}         // buffered; see kickCandidacy
+	watcher  backends.ClaimWatcher // nil when the locker cannot watch
 	// expiryWatch: the watcher also signals expiry, so a follower whose
 	// watch runs needs no timer for the holder's expiry.
 	expiryWatch bool
@@ -106,6 +111,15 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 	if g := e.gridStep(); g > 0 {
 		e.phase = int64(gridPhase(locker) % uint64(g))
 	}
+	if cfg.Candidacy {
+		cands, ok := locker.(backends.Candidacies)
+		if _, tok := locker.(backends.Transferer); !ok || !tok {
+			return nil, fmt.Errorf("elector: candidacy %q: the locker keeps no candidacies or cannot transfer: %w", cfg.Key, backends.ErrUnsupported)
+		}
+		e.cands = cands
+		e.candDone = make(chan struct{})
+		e.candKick = make(chan struct{}, 1)
+	}
 	if w, ok := locker.(backends.ClaimWatcher); ok {
 		e.watcher = w
 		e.expiryWatch = w.ExpiryEvents()
@@ -140,6 +154,9 @@ func (e *Elector) Start(ctx context.Context) error {
 
 	e.log.Info("elector: started", "state", e.machine.State())
 	go e.disp.run()
+	if e.cands != nil {
+		go e.candidacy(runCtx)
+	}
 	go e.run(runCtx)
 	return nil
 }

@@ -56,6 +56,11 @@ type loop struct {
 	// panicked is the panic recovered in the last step, for settle.
 	panicked *PanicError
 
+	// prefTerm is the term whose candidates seen holds, with when each
+	// was first seen at its priority (see prefer).
+	prefTerm *term
+	seen     map[string]sighting
+
 	watch        <-chan struct{} // nil while not watching
 	watchCancel  context.CancelFunc
 	watchOff     bool      // the locker cannot watch
@@ -76,6 +81,9 @@ func (e *Elector) run(ctx context.Context) {
 		l.safely(ctx, l.shutdown)
 	}
 	l.stopWatch()
+	if e.candDone != nil {
+		<-e.candDone // withdrawn, bounded by ReleaseTimeout
+	}
 	e.disp.close()
 	<-e.disp.done
 	// Only now is it stopped: every callback queued, a stuck OnElected
@@ -577,7 +585,11 @@ func (l *loop) lead(ctx context.Context, t *term) {
 			return
 		case <-timer.C:
 		}
+		l.e.kickCandidacy()
 		if !l.renew(ctx, t) {
+			return
+		}
+		if e := l.e; e.cands != nil && !l.prefer(t) {
 			return
 		}
 	}

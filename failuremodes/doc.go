@@ -12,7 +12,7 @@
 // against the DynamoDB store over a real server: their tests live in the
 // backends/dynamodb module, since this module links no AWS package.
 // FM-34 to FM-38 are the ways a planned transfer of leadership can go
-// wrong.
+// wrong, and FM-39 and FM-40 those of preferred candidates.
 //
 // Each mode's test runs the scenario against tenure, asserting what is
 // promised below, and where that makes sense against a deliberately naive
@@ -128,4 +128,11 @@
 //   - FM-38 Two transfers at once: one hands the claim over, the other
 //     gets ErrNotLeader; a stale claim cannot reserve for anyone
 //     (TestFM38TwoTransfersAtOnce).
+//   - FM-39 Rolling update bounces the leadership: with preferred
+//     candidates, replacing three candidates by preferred new processes
+//     moves the claim once, to the first of them
+//     (TestFM39RollingUpdateMovesLeadershipOnce).
+//   - FM-40 Flapping preferences bounce the claim: a preferred candidate
+//     must stay present for SettleTime, and equal priorities never move
+//     the claim (TestFM40FlappingPreferenceCannotBounce).
 package failuremodes

@@ -3,6 +3,8 @@ package failuremodes_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -76,17 +78,13 @@ func overlapWatch(w *world, nodes ...*node) func() int {
 	go func() {
 		defer close(done)
 		for {
-			chans := make([]<-chan struct{}, len(nodes))
-			for i, nd := range nodes {
-				chans[i] = nd.rec.Changed()
+			cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}}
+			for _, nd := range nodes {
+				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(nd.rec.Changed())})
 			}
 			check()
-			select {
-			case <-ctx.Done():
+			if i, _, _ := reflect.Select(cases); i == 0 {
 				return
-			case <-chans[0]:
-			case <-chans[1]:
-			case <-chans[2]:
 			}
 		}
 	}()
@@ -406,5 +404,127 @@ func TestFM38TwoTransfersAtOnce(t *testing.T) {
 				t.Errorf("%d nodes reported IsLeader at once", n)
 			}
 		})
+	}
+}
+
+// TestFM39RollingUpdateMovesLeadershipOnce checks FM-39, a rolling update
+// bounces the leadership: replacing each of three candidates by a new
+// process moves the claim once, to the first new process, not once per
+// replaced process.
+//
+// Trigger: a deploy replaces p1, p2 and p3, one at a time, each by a new
+// process started before the old one stops.
+//
+// A naive elector: the leader's replacement is a resign and a race; the
+// winner is as likely an old process, replaced in turn, so the claim can
+// move up to three times, each a drain and a race.
+//
+// Tenure: with Config.Candidacy, every candidate keeps a candidacy entry
+// with its Priority; the new processes declare a higher one. The leader
+// sees the first new process, waits SettleTime, and transfers to it; the
+// later new processes have the same priority as the new leader, so
+// nothing moves again, and stopping the old followers moves nothing.
+func TestFM39RollingUpdateMovesLeadershipOnce(t *testing.T) {
+	w := newWorld(t)
+	const settle = 5 * time.Second
+	cand := func(prio int64) nodeOption {
+		return withConfig(func(c *elector.Config) {
+			c.Candidacy, c.Priority, c.SettleTime = true, prio, settle
+		})
+	}
+	old := []*node{
+		w.newNode("p1", withWatch(), cand(1)).start(),
+	}
+	old[0].await(electortest.Elected, 1)
+	old = append(old, w.newNode("p2", withWatch(), cand(1)).start(), w.newNode("p3", withWatch(), cand(1)).start())
+	old[1].await(electortest.Lost, 1)
+	old[2].await(electortest.Lost, 1)
+	all := slices.Clone(old)
+	// At rest: the leader's renewal and deadline timers and its
+	// candidacy's, a follower's watch backstop and candidacy timer, the
+	// store's expiry timer (a watch is open); a leader that has just
+	// transferred holds off on one timer instead of two.
+	rest := func(nodes int) int { return 3 + 2*(nodes-1) + 1 }
+	for i, o := range old {
+		n := w.newNode(fmt.Sprintf("p%d'", i+1), withWatch(), cand(2)).start()
+		all = append(all, n)
+		n.await(electortest.Lost, 1)
+		// Long enough for the leader to see n, settle and transfer.
+		for range 4 {
+			w.step(rest(len(all)-i), renewPeriod)
+		}
+		stopped := make(chan error, 1)
+		go func() { stopped <- o.e.Stop(w.ctx) }()
+		if err := recv(w, stopped); err != nil {
+			t.Fatalf("stopping %s: %v", o.name, err)
+		}
+	}
+	var elected []string
+	for _, n := range all {
+		for range n.rec.Count(electortest.Elected) {
+			elected = append(elected, n.name)
+		}
+	}
+	slices.Sort(elected)
+	if want := []string{"p1", "p1'"}; !slices.Equal(elected, want) {
+		t.Errorf("terms over the rolling update: %v, want %v (one change, to the first new process)", elected, want)
+	}
+	cause := old[0].rec.Nth(electortest.OnDemoted, 1).Cause
+	if cause.Reason != elector.ReasonTransferred {
+		t.Errorf("p1's term ended %v, want transferred", cause)
+	}
+}
+
+// TestFM40FlappingPreferenceCannotBounce checks FM-40, flapping
+// preferences bounce the claim: a preferred candidate that keeps coming
+// and going, and candidates of equal priority, never move the claim.
+//
+// Trigger: a candidate that crash-loops, or a preference that changes
+// faster than a handover is worth.
+//
+// A naive elector: a leader that hands over whenever it sees a better
+// candidate moves the claim at each appearance, and two candidates that
+// each prefer the other bounce it back and forth.
+//
+// Tenure: a candidate must stay present, at one priority, for SettleTime
+// before the leader transfers to it; an absence or a new priority starts
+// its time again. Only a strictly higher Priority moves the claim, so
+// equals never do and no two candidates each outrank the other.
+func TestFM40FlappingPreferenceCannotBounce(t *testing.T) {
+	w := newWorld(t)
+	const settle = 10 * time.Second
+	cand := func(prio int64) nodeOption {
+		return withConfig(func(c *elector.Config) {
+			c.Candidacy, c.Priority, c.SettleTime = true, prio, settle
+		})
+	}
+	a := w.newNode("a", withWatch(), cand(1)).start()
+	a.await(electortest.Elected, 1)
+	peer := w.newNode("peer", withWatch(), cand(1)).start() // equal: never preferred
+	peer.await(electortest.Lost, 1)
+	rest := func(nodes int) int { return 3 + 2*(nodes-1) + 1 }
+	// A better candidate present for 6s of every 7 (its crash loop):
+	// never the 10s it needs.
+	for i := range 4 {
+		b := w.newNode(fmt.Sprintf("b%d", i), withWatch(), cand(5)).start()
+		b.await(electortest.Lost, 1)
+		w.step(rest(3), 3*time.Second)
+		w.step(rest(3), 3*time.Second)
+		stopped := make(chan error, 1)
+		go func() { stopped <- b.e.Stop(w.ctx) }()
+		if err := recv(w, stopped); err != nil {
+			t.Fatal(err)
+		}
+		w.step(rest(2), time.Second)
+	}
+	// Long after, with only the equal peer present, nothing has moved.
+	for range 10 {
+		w.step(rest(2), renewPeriod)
+	}
+	if n := a.rec.Count(electortest.OnDemoted); n != 0 {
+		t.Errorf("a's term ended %d times (%v); want it leading still", n, a.rec.Nth(electortest.OnDemoted, 1).Cause)
+	}
+	if !a.e.IsLeader() {
+		t.Errorf("a does not lead after flapping preferences")
 	}
 }

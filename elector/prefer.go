@@ -1,0 +1,167 @@
+package elector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+)
+
+// sighting is when a leader first saw a candidate at a priority.
+type sighting struct {
+	priority int64
+	since    time.Time
+}
+
+// prefer runs after each renewal of t when Config.Candidacy is set: it
+// reads the candidacies and, once a candidate of higher Priority than
+// this Elector's has stayed present at that priority for SettleTime,
+// hands the claim over to it as Transfer does. It reports whether t still
+// leads. A failed read changes nothing: the term goes on, and the
+// candidates seen so far keep their time.
+func (l *loop) prefer(t *term) bool {
+	e := l.e
+	if l.prefTerm != t {
+		l.prefTerm, l.seen = t, map[string]sighting{}
+	}
+	var cands []backends.Candidate
+	err := e.bounded(t.ctx, e.cfg.RenewTimeout, func(ctx context.Context) (err error) {
+		cands, err = e.cands.Candidates(ctx, e.cfg.Key)
+		return err
+	})
+	if err != nil {
+		if t.ctx.Err() == nil {
+			e.log.Debug("elector: reading the candidacies failed", "err", err)
+		}
+		return t.ctx.Err() == nil
+	}
+	now := e.clock.Now()
+	present := make(map[string]sighting, len(cands))
+	var best *backends.Candidate
+	for i, c := range cands {
+		if c.Holder.Nonce == e.holder.Nonce || c.Priority <= e.cfg.Priority {
+			continue
+		}
+		s, ok := l.seen[c.Holder.Nonce]
+		if !ok || s.priority != c.Priority {
+			s = sighting{priority: c.Priority, since: now}
+		}
+		present[c.Holder.Nonce] = s
+		// Candidates come by descending priority: the first settled one
+		// is the best settled one.
+		if best == nil && now.Sub(s.since) >= e.cfg.SettleTime {
+			best = &cands[i]
+		}
+	}
+	l.seen = present
+	if best == nil {
+		return true
+	}
+	e.log.Info("elector: a preferred candidate is present; transferring", "to", best.Holder, "priority", best.Priority, "own_priority", e.cfg.Priority)
+	e.mu.Lock()
+	if e.stopping || !e.leadingLocked(now) {
+		e.mu.Unlock()
+		return false
+	}
+	t.transfer = &transferReq{to: best.Holder.ID, done: make(chan error, 1)}
+	tr, _ := e.demoteLocked(t, Cause{Reason: ReasonTransferred})
+	e.mu.Unlock()
+	e.afterDemote(t, tr)
+	return false
+}
+
+// candidacy is the candidacy goroutine, run while the Elector runs when
+// Config.Candidacy is set: it declares the candidacy, renews it on the
+// renewal grid, declares it again when it was lost, and withdraws it at
+// the end (bounded by ReleaseTimeout). Errors are retried with the
+// follower's backoff; a candidacy that lapses meanwhile only makes this
+// Elector invisible to the leader's preference until it is back.
+func (e *Elector) candidacy(ctx context.Context) {
+	defer close(e.candDone)
+	bo := e.newBackoff(e.cfg.RetryPeriod, e.cfg.TTL)
+	var (
+		cur  backends.Candidate
+		have bool
+		wait time.Duration
+	)
+	for {
+		if wait > 0 {
+			timer := e.clock.Timer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				e.withdraw(ctx, cur, have)
+				return
+			case <-timer.C:
+			case <-e.candKick:
+				timer.Stop()
+			}
+		} else if ctx.Err() != nil {
+			e.withdraw(ctx, cur, have)
+			return
+		}
+		sent := e.clock.Now()
+		err := e.bounded(ctx, e.cfg.RenewTimeout, func(ctx context.Context) (err error) {
+			if have {
+				cur, err = e.cands.RenewCandidacy(ctx, cur)
+				return err
+			}
+			cur, err = e.cands.DeclareCandidacy(ctx, e.cfg.Key, e.holder, e.cfg.Priority, e.cfg.TTL)
+			return err
+		})
+		switch {
+		case err == nil:
+			have = true
+			bo.Reset()
+			wait = e.renewAt(sent).Sub(e.clock.Now())
+			if e.IsLeader() {
+				// The leader's renewals kick this one (kickCandidacy),
+				// so that both go out together: its own timer is only
+				// the backstop, late enough not to come first.
+				wait += e.cfg.RenewPeriod / 4
+			}
+		case ctx.Err() != nil:
+			e.withdraw(ctx, cur, have)
+			return
+		case backends.Classify(err) == backends.ClassLost:
+			e.log.Warn("elector: candidacy lost; declaring it again", "err", err)
+			have, wait = false, 0
+		default:
+			wait = bo.NextBackOff()
+			e.log.Warn("elector: candidacy write failed", "err", err, "retry_in", wait.String())
+			if errors.Is(err, backends.ErrUsage) || backends.Classify(err) == backends.ClassFatal {
+				have = false
+			}
+		}
+	}
+}
+
+// withdraw deletes the candidacy c (if have), bounded by ReleaseTimeout
+// even though ctx is done.
+func (e *Elector) withdraw(ctx context.Context, c backends.Candidate, have bool) {
+	if !have {
+		return
+	}
+	err := e.bounded(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout, func(ctx context.Context) error {
+		return e.cands.WithdrawCandidacy(ctx, c)
+	})
+	if err != nil {
+		e.log.Warn("elector: candidacy not withdrawn; it will expire", "err", fmt.Errorf("elector: candidacy %q: %w", e.cfg.Key, err))
+	}
+}
+
+// kickCandidacy makes the candidacy goroutine renew now, beside the
+// leader's renewal going out at the same instant, so that a store that
+// batches keep-alives (etcd's shared lease, kube's session) answers both
+// with one request.
+func (e *Elector) kickCandidacy() {
+	if e.candKick == nil {
+		return
+	}
+	select {
+	case e.candKick <- struct{}{}:
+	default:
+	}
+}
