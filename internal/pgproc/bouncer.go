@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/tenure-go/tenure/internal/childproc"
 )
 
@@ -112,13 +111,9 @@ func (b *Bouncer) run(bin string, srv *Server, poolSize int) error {
 	defer cancel()
 	for {
 		// Ready once a query goes through it to the server.
-		c, err := pgx.Connect(ctx, b.DSN("postgres")+"&default_query_exec_mode=simple_protocol")
+		_, err := Query(ctx, b.DSN("postgres"), "SELECT 1")
 		if err == nil {
-			_, err = c.Exec(ctx, "SELECT 1")
-			_ = c.Close(ctx)
-			if err == nil {
-				return nil
-			}
+			return nil
 		}
 		select {
 		case <-p.Done():

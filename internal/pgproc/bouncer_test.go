@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // TestBouncer checks that the bouncer serves the server's databases in
@@ -46,13 +44,8 @@ func TestBouncer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, b.DSN("postgres")+"&default_query_exec_mode=simple_protocol")
-	if err != nil {
-		t.Fatalf("connect through the bouncer: %v\n%s", err, b.Log())
-	}
-	defer c.Close(context.Background())
-	if _, err := c.Exec(ctx, "SELECT 1"); err != nil {
-		t.Fatalf("query through the bouncer: %v", err)
+	if out, err := Query(ctx, b.DSN("postgres"), "SELECT 1"); err != nil || out != "1" {
+		t.Fatalf("query through the bouncer: %q, %v\n%s", out, err, b.Log())
 	}
 	ini, err := os.ReadFile(b.root + "/pgbouncer.ini")
 	if err != nil {

@@ -30,7 +30,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
 )
 
@@ -274,9 +273,8 @@ func (s *Server) run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyWithin)
 	defer cancel()
 	for {
-		c, err := pgx.Connect(ctx, s.DSN("postgres"))
+		_, err := Query(ctx, s.DSN("postgres"), "SELECT 1")
 		if err == nil {
-			_ = c.Close(ctx)
 			return nil
 		}
 		select {
@@ -591,16 +589,11 @@ func (s *Server) baseBackup(primary *Server) error {
 // Promote makes a standby a primary (pg_promote) and waits until it
 // accepts writes.
 func (s *Server) Promote(ctx context.Context) error {
-	c, err := pgx.Connect(ctx, s.DSN("postgres"))
+	out, err := Query(ctx, s.DSN("postgres"), `SELECT pg_promote(true, 60)`)
 	if err != nil {
 		return fmt.Errorf("pgproc: promote %s: %w", s.Addr(), err)
 	}
-	defer c.Close(context.WithoutCancel(ctx))
-	var ok bool
-	if err := c.QueryRow(ctx, `SELECT pg_promote(true, 60)`).Scan(&ok); err != nil {
-		return fmt.Errorf("pgproc: promote %s: %w", s.Addr(), err)
-	}
-	if !ok {
+	if out != "t" {
 		return fmt.Errorf("pgproc: promote %s: not promoted within 60s", s.Addr())
 	}
 	return nil
@@ -609,15 +602,29 @@ func (s *Server) Promote(ctx context.Context) error {
 // Exec runs one statement on database postgres, as the superuser: for a
 // setting (ALTER SYSTEM ...; then SELECT pg_reload_conf()).
 func (s *Server) Exec(ctx context.Context, sql string) error {
-	c, err := pgx.Connect(ctx, s.DSN("postgres"))
-	if err != nil {
+	if _, err := Query(ctx, s.DSN("postgres"), sql); err != nil {
 		return fmt.Errorf("pgproc: %s: %w", s.Addr(), err)
 	}
-	defer c.Close(context.WithoutCancel(ctx))
-	if _, err := c.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("pgproc: %s: %q: %w", s.Addr(), sql, err)
-	}
 	return nil
+}
+
+// Query runs one statement through psql on the server dsn names and
+// returns what it printed (unaligned, tuples only, one row per line),
+// trimmed. The rig speaks to its servers through their own client
+// program, so that it links no database driver. An error carries what
+// psql said.
+func Query(ctx context.Context, dsn, sql string) (string, error) {
+	psql, err := toolPath("psql")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, psql, "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-c", sql)
+	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=10")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("psql %q: %v: %s", sql, err, bytes.TrimSpace(out))
+	}
+	return string(bytes.TrimSpace(out)), nil
 }
 
 // SetSynchronous makes s replicate synchronously to any standby
@@ -644,14 +651,11 @@ func (s *Server) WaitStandbys(ctx context.Context, n int, sync bool) error {
 	}
 	for {
 		got, err := func() (int, error) {
-			c, err := pgx.Connect(ctx, s.DSN("postgres"))
+			out, err := Query(ctx, s.DSN("postgres"), q)
 			if err != nil {
 				return 0, err
 			}
-			defer c.Close(context.WithoutCancel(ctx))
-			var k int
-			err = c.QueryRow(ctx, q).Scan(&k)
-			return k, err
+			return strconv.Atoi(out)
 		}()
 		if err == nil && got >= n {
 			return nil
