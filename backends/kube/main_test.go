@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,7 +25,7 @@ func TestMain(m *testing.M) {
 	// client-go's leaderelection and reflectors log through klog; the
 	// benchmarks would print a line per election.
 	klog.SetLogger(logr.Discard())
-	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
+	goleak.VerifyTestMain(m)
 }
 
 // cluster is one real API server shared by the subtests of a test, with an

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tenure-go/tenure/internal/childproc"
+	"github.com/tenure-go/tenure/internal/etcdproc"
 )
 
 // startTries bounds the attempts to start a cluster: its ports are picked
@@ -104,11 +105,11 @@ func startCluster(t testing.TB, bin string, n int) (*Cluster, error) {
 	for i := 0; i < n; i++ {
 		dir := t.TempDir()
 		m := &member{name: fmt.Sprintf("m%d", i), dir: filepath.Join(dir, "data"), bin: bin, log: filepath.Join(dir, "etcd.log")}
-		clientPort, err := freePort()
+		clientPort, err := etcdproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		peerPort, err := freePort()
+		peerPort, err := etcdproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -153,15 +154,6 @@ func startCluster(t testing.TB, bin string, n int) (*Cluster, error) {
 	return c, nil
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("pick a port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // start starts the member and waits until it serves (which needs a quorum:
 // the first start of a cluster starts every member at once).
 func (m *member) start(restart bool) error {
@@ -170,7 +162,7 @@ func (m *member) start(restart bool) error {
 		state = "existing"
 	}
 	client := m.client.String()
-	proc, err := run(m.bin, m.log, []string{
+	proc, err := etcdproc.Run(m.bin, m.log, []string{
 		"--name", m.name,
 		"--data-dir", m.dir,
 		"--listen-client-urls", client, "--advertise-client-urls", client,
@@ -186,9 +178,9 @@ func (m *member) start(restart bool) error {
 	m.mu.Lock()
 	m.proc = proc
 	m.mu.Unlock()
-	if err := waitReady(m.bin, []string{client}, proc); err != nil {
+	if err := etcdproc.WaitReady(m.bin, client, proc); err != nil {
 		m.stop()
-		return fmt.Errorf("member %s: %w\n%s", m.name, err, logTail(m.log))
+		return fmt.Errorf("member %s: %w\n%s", m.name, err, etcdproc.LogTail(m.log))
 	}
 	return nil
 }
@@ -202,7 +194,7 @@ func (m *member) stop() {
 	m.proc = nil
 	m.mu.Unlock()
 	if p != nil {
-		kill(p)
+		etcdproc.Kill(p)
 	}
 }
 

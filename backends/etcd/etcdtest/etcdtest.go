@@ -29,13 +29,13 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tenure-go/tenure/internal/toolbuild"
+	"github.com/tenure-go/tenure/internal/etcdproc"
 )
 
 const (
 	// readyTimeout bounds a start: a cold start under -race on two busy cores
 	// takes far less, but a stuck server must fail the test, not hang it.
-	readyTimeout = 60 * time.Second
+	readyTimeout = etcdproc.ReadyTimeout
 	dialTimeout  = 5 * time.Second
 )
 
@@ -50,12 +50,16 @@ func LeakOptions() []goleak.Option { return nil }
 type Server = Process
 
 // Option configures a Server.
-type Option func(*Process)
+type Option func(*options)
+
+type options struct {
+	defaults bool // etcd's default timings and fsync
+}
 
 // DefaultTimings makes the server run etcd's default raft timings (100 ms
 // ticks, a 1 s election timeout, so a 2 s minimum lease) with fsync on,
 // instead of the fast test configuration.
-func DefaultTimings() Option { return func(p *Process) { p.defaults = true } }
+func DefaultTimings() Option { return func(o *options) { o.defaults = true } }
 
 // Start starts an etcd v3.6 server for the test, waits until it serves,
 // and kills it at cleanup.
@@ -67,7 +71,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 // binary36 is the etcd v3.6 binary, built if need be.
 func binary36(t testing.TB) string {
 	t.Helper()
-	bin, err := toolbuild.Etcd36.Path()
+	bin, err := etcdproc.Binary36()
 	if err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}

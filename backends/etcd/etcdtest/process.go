@@ -1,23 +1,14 @@
 package etcdtest
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/benbjohnson/clock"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tenure-go/tenure/internal/childproc"
+	"github.com/tenure-go/tenure/internal/etcdproc"
 )
 
 // ServerEnv names the environment variable that gives the path of an etcd
@@ -50,43 +41,24 @@ func ServerBinary(t testing.TB) string {
 // is killed at cleanup, and, should the test process die first, by the
 // kernel (package childproc).
 type Process struct {
-	bin, dir, log string
-	client, peer  string // host:port
-	defaults      bool   // etcd's default timings and fsync
-
-	mu   sync.Mutex
-	proc *childproc.Process // nil while stopped
+	*etcdproc.Process
 }
 
 // StartProcess starts the etcd binary bin for the test, waits until it
 // serves, and kills it at cleanup.
 func StartProcess(t testing.TB, bin string, opts ...Option) *Process {
 	t.Helper()
-	dir := t.TempDir()
-	var err error
-	for try := 0; try < startTries; try++ {
-		p := &Process{bin: bin, dir: filepath.Join(dir, fmt.Sprintf("data%d", try)), log: filepath.Join(dir, fmt.Sprintf("etcd%d.log", try))}
-		for _, o := range opts {
-			o(p)
-		}
-		if p.client, err = freePort(); err != nil {
-			continue
-		}
-		if p.peer, err = freePort(); err != nil {
-			continue
-		}
-		if err = p.start(); err == nil {
-			t.Cleanup(p.Stop)
-			return p
-		}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
-	t.Fatalf("etcdtest: %v", err)
-	return nil
+	p, err := etcdproc.Start(bin, t.TempDir(), o.defaults)
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	t.Cleanup(p.Stop)
+	return &Process{p}
 }
-
-// Endpoints are the client URLs of the process. They do not change across
-// Restart.
-func (p *Process) Endpoints() []string { return []string{"http://" + p.client} }
 
 // Client returns a new client of the process, closed at cleanup.
 func (p *Process) Client(t testing.TB) *clientv3.Client {
@@ -111,125 +83,11 @@ func (p *Process) Version(t testing.TB) string {
 	return resp.Version
 }
 
-// Stop kills the process (SIGKILL: a crash) and waits until it has exited.
-// The data directory is kept for Restart. Stopping a stopped process does
-// nothing.
-func (p *Process) Stop() {
-	p.mu.Lock()
-	proc := p.proc
-	p.proc = nil
-	p.mu.Unlock()
-	if proc != nil {
-		kill(proc)
-	}
-}
-
-// CPU is the CPU time (user and system) the current process has used; 0
-// while stopped.
-func (p *Process) CPU() time.Duration {
-	p.mu.Lock()
-	proc := p.proc
-	p.mu.Unlock()
-	if proc == nil {
-		return 0
-	}
-	return proc.CPU()
-}
-
 // Restart stops the process if it runs and starts it again on the same
 // ports and data directory, then waits until it serves.
 func (p *Process) Restart(t testing.TB) {
 	t.Helper()
-	p.Stop()
-	if err := p.start(); err != nil {
+	if err := p.Process.Restart(); err != nil {
 		t.Fatalf("etcdtest: restart: %v", err)
 	}
-}
-
-func (p *Process) start() error {
-	client, peer := "http://"+p.client, "http://"+p.peer
-	proc, err := run(p.bin, p.log, []string{
-		"--name", "etcdtest",
-		"--data-dir", p.dir,
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "etcdtest=" + peer,
-	}, !p.defaults)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.proc = proc
-	p.mu.Unlock()
-	if err := waitReady(p.bin, p.Endpoints(), proc); err != nil {
-		p.Stop()
-		return fmt.Errorf("%w\n%s", err, logTail(p.log))
-	}
-	return nil
-}
-
-// run starts the etcd binary bin with args, and the fast test timings if
-// fast, logging to the file logPath. The process dies with the test
-// process (package childproc).
-func run(bin, logPath string, args []string, fast bool) (*childproc.Process, error) {
-	argv := append([]string{bin}, args...)
-	if fast {
-		argv = append(argv, "--heartbeat-interval", "10", "--election-timeout", "100", "--unsafe-no-fsync")
-	}
-	argv = append(argv, "--log-level", "warn")
-	p, err := childproc.Start(childproc.Spec{Argv: argv, Log: logPath})
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	return p, nil
-}
-
-// kill kills an etcd process (SIGKILL: a crash) and returns once it was
-// reaped.
-func kill(p *childproc.Process) {
-	p.Signal(syscall.SIGKILL)
-	<-p.Done()
-}
-
-// waitReady waits until the etcd process bin at endpoints answers a
-// linearizable read, at most readyTimeout; it fails at once if the process
-// exits.
-func waitReady(bin string, endpoints []string, proc *childproc.Process) error {
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: dialTimeout, Logger: zap.NewNop()})
-	if err != nil {
-		return fmt.Errorf("etcd %s: client: %w", bin, err)
-	}
-	defer cli.Close()
-	tk := clock.New().Ticker(pollInterval)
-	defer tk.Stop()
-	for {
-		rctx, rcancel := context.WithTimeout(ctx, time.Second)
-		_, err := cli.Get(rctx, "health")
-		rcancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-proc.Done():
-			return fmt.Errorf("etcd %s exited before serving: %v", bin, proc.Wait())
-		case <-ctx.Done():
-			return fmt.Errorf("etcd %s not ready after %v: %w", bin, readyTimeout, errors.Join(err, ctx.Err()))
-		case <-tk.C:
-		}
-	}
-}
-
-// logTail is the end of an etcd process's log, for a failure message.
-func logTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return "etcd log:\n" + strings.TrimSpace(string(bytes.Join(lines, []byte("\n"))))
 }

@@ -1,5 +1,5 @@
-// Package kubetest runs a real kube-apiserver, over an etcd server process
-// (etcdtest.Start), for tests of the kube backend. It is test support: import it
+// Package kubetest runs a real kube-apiserver, over an etcd v3.6 server
+// process of its own, for tests of the kube backend. It is test support: import it
 // only from _test.go files.
 //
 // The kube-apiserver binary is not built by the tests. `make kube-apiserver`
@@ -42,8 +42,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/connrotation"
 
-	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"github.com/tenure-go/tenure/internal/childproc"
+	"github.com/tenure-go/tenure/internal/etcdproc"
 )
 
 // wall is the real clock: the API server is a real process on real time.
@@ -76,7 +76,7 @@ type Server struct {
 
 	adminToken, userToken string
 
-	etcd  *etcdtest.Server
+	etcd  *etcdproc.Process
 	conns *connrotation.ConnectionTracker
 
 	proc *childproc.Process // nil while stopped
@@ -116,7 +116,14 @@ func Start(t testing.TB) *Server {
 	t.Cleanup(s.conns.CloseAll)
 
 	s.writeCredentials(t)
-	s.etcd = etcdtest.Start(t)
+	etcdBin, err := etcdproc.Binary36()
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	if s.etcd, err = etcdproc.Start(etcdBin, filepath.Join(s.dir, "etcd"), false); err != nil {
+		t.Fatalf("kubetest: etcd: %v", err)
+	}
+	t.Cleanup(s.etcd.Stop)
 	t.Cleanup(func() { s.stop(t) })
 	s.launch(t, true)
 	t.Logf("kubetest: kube-apiserver ready at %s", s.Host())

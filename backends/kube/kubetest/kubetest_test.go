@@ -2,7 +2,6 @@ package kubetest_test
 
 import (
 	"context"
-	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.LeakOptions()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestServer checks what the kube backend's tests rely on: the server
 // enforces resourceVersion preconditions, refuses the unprivileged user,
