@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 )
 
 func TestConfigValidate(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/clocktest"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 )
 
 // BenchmarkAllocateLocal measures Allocate of a key this process already

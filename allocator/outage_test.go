@@ -7,7 +7,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/clocktest"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 )
 
 // TestOutageBacksOff checks that an allocator started while its store fails

@@ -8,7 +8,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/clocktest"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 )
 
 // gcRace sets up the race at the heart of the allocator: a collector g

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/clocktest"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 )
 
 // pair moves two fake clocks together: the embedded one first.

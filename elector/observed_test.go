@@ -7,8 +7,8 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
-	"github.com/tenure-go/tenure/internal/electortest"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 )
 
 // noExpiryEvents is a store whose watch does not signal expiry and which,

@@ -8,8 +8,8 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/electortest"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 	"github.com/tenure-go/tenure/lifecycle"
 )
 

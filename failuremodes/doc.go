@@ -21,7 +21,7 @@
 // then cancels, no nonce, no timeouts), asserting that it fails. The test's
 // comment gives the trigger, what the naive elector does and how tenure
 // avoids it. Every test runs on the fake clock (package clocktest) and the
-// fault-injecting store wrapper (package internal/faults), over memstore
+// fault-injecting store wrapper (package internal/testrig/faults), over memstore
 // unless it says otherwise; none sleeps. Run them with
 //
 //	go test -race ./failuremodes/

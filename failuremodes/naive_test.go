@@ -12,8 +12,8 @@ import (
 	"github.com/benbjohnson/clock"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/internal/electortest"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 )
 
 // naive is the elector this package measures tenure against: the loop of

@@ -12,7 +12,7 @@ import (
 	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
 )
 
 // TestFM31HostSuspend checks FM-31, a host suspended for longer than the

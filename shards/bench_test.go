@@ -8,7 +8,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/shardstest"
+	"github.com/tenure-go/tenure/internal/testrig/shardstest"
 	"github.com/tenure-go/tenure/shards"
 )
 

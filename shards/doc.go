@@ -68,7 +68,7 @@
 // elector documents). Each owned shard costs what its elector costs: on etcd with
 // etcd.WithSharedLease, a member's renewals are answered in batches of one
 // keep-alive whatever the number of its shards (BenchmarkEtcdSteady in
-// shards/servertest counts the requests of four members holding 256 shards;
+// tests/shards counts the requests of four members holding 256 shards;
 // its figures are in docs/performance.md, "Shards on etcd").
 //
 // # Guarantees

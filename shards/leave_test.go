@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 )
 
 // leaveHeld stops n's member with every release it sends held at a gate,

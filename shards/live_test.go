@@ -8,7 +8,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/shardstest"
+	"github.com/tenure-go/tenure/internal/testrig/shardstest"
 )
 
 // liveTiming is the elector template of the real-clock tests.

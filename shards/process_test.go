@@ -19,7 +19,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends/filestore"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/shardstest"
+	"github.com/tenure-go/tenure/internal/testrig/shardstest"
 	"github.com/tenure-go/tenure/shards"
 )
 

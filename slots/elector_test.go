@@ -9,8 +9,8 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/electortest"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 	"github.com/tenure-go/tenure/slots"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/clocktest"
-	"github.com/tenure-go/tenure/internal/faults"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 	"github.com/tenure-go/tenure/internal/wire"
 	"github.com/tenure-go/tenure/slots"
 )

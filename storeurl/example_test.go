@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	_ "github.com/tenure-go/tenure/backends/filestore" // file://
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/storeurl"
 )
@@ -64,7 +65,7 @@ func Example() {
 func ExampleParse() {
 	for _, raw := range []string{
 		"file://var/lib/claims",
-		"etcd://user:secret@10.0.0.1:2379/app?lease=every",
+		"file://user:secret@/var/lib/claims",
 		"nats://127.0.0.1:4222/claims",
 	} {
 		_, err := storeurl.Parse(raw)
@@ -72,7 +73,7 @@ func ExampleParse() {
 	}
 	// Output:
 	// true storeurl: "file://var/lib/claims": host "var": want file:///ABSOLUTE/DIR (a relative directory is not accepted)
-	// true storeurl: "etcd://user:xxxxx@10.0.0.1:2379/app?lease=every": lease "every": want lease=shared or lease=per-claim
+	// true storeurl: "file://user:xxxxx@/var/lib/claims": file:// takes no user or password
 	// true storeurl: "nats://127.0.0.1:4222/claims": scheme nats is not linked in: import _ "github.com/tenure-go/tenure/backends/nats"
 }
 

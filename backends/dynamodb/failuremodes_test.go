@@ -9,7 +9,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/dynamodb/dynamotest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
 )
 
 // The DynamoDB twins of the failure-mode catalogue's rows from the seed's

@@ -29,6 +29,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/looplab/fsm v1.0.3 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
 
 replace github.com/tenure-go/tenure => ../..

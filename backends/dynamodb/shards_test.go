@@ -8,7 +8,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends/dynamodb/dynamotest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
 	"github.com/tenure-go/tenure/shards"
 )
 

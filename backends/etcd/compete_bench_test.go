@@ -11,7 +11,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
-	"github.com/tenure-go/tenure/internal/storebench"
+	"github.com/tenure-go/tenure/internal/testrig/storebench"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -36,7 +36,7 @@ import (
 // second; terms, the elections won during the window (0 for a steady
 // leader); req/renewal, for tenure, the requests per renewal its electors
 // made in the window. The window (6 s, after one TTL) and tenure's fleet
-// are internal/storebench's, which measures the etcd store beside the
+// are tests/storebench's, which measures the etcd store beside the
 // other stores the same way. Run with -benchtime=1x.
 //
 // Then, on the same server, graceful handover (as BenchmarkHandover
@@ -121,7 +121,7 @@ func (c *competeCounts) renewals() int64 {
 }
 
 // competeTenure runs, in each process (client), a store and one elector per
-// claim (the shared fleet of internal/storebench), and waits until every
+// claim (the shared fleet of tests/storebench), and waits until every
 // claim has a leader. With namePerClaim each claim's elector has an
 // Identity of its own; otherwise every elector of a process has the
 // process's.

@@ -12,7 +12,7 @@ import (
 	"github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
 )
 
 // Elector-level fault tests: electors over this store, each on its own

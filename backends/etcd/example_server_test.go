@@ -13,13 +13,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tenure-go/tenure/internal/childproc"
-	"github.com/tenure-go/tenure/internal/toolbuild"
+	"github.com/tenure-go/tenure/internal/tools/toolbuild"
 )
 
 // etcdServer is the etcd v3.7 server the tests run as a process: the
 // binary TENURE_ETCD_SERVER names, or the one its build script builds and
 // caches on first use.
-var etcdServer = toolbuild.Tool{Env: "TENURE_ETCD_SERVER", Script: "backends/etcd/etcdtest/etcdserver/build.sh"}
+var etcdServer = toolbuild.Etcd37
 
 // startServer starts a single-member etcd as a process of its own on
 // free ports of 127.0.0.1, with the fast timings the tests use (etcdtest,

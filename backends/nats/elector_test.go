@@ -9,7 +9,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/nats/natstest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
 	"github.com/tenure-go/tenure/slots"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/childproc"
-	"github.com/tenure-go/tenure/internal/natsproc"
+	"github.com/tenure-go/tenure/internal/testrig/natsproc"
 )
 
 // startServer starts a nats-server with JetStream as a process of its

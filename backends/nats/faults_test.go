@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/nats/natstest"
-	"github.com/tenure-go/tenure/internal/electortest"
-	"github.com/tenure-go/tenure/internal/toxiproc"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/toxiproc"
 )
 
 // Fault tests on real servers: a server killed and restarted on its state,

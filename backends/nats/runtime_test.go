@@ -11,7 +11,7 @@ import (
 	"github.com/tenure-go/tenure/backends/nats/natstest"
 	"github.com/tenure-go/tenure/clocktest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/shardstest"
+	"github.com/tenure-go/tenure/internal/testrig/shardstest"
 )
 
 // TestAllocator checks that the ID allocator runs on the store unchanged, two

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/postgres"
-	"github.com/tenure-go/tenure/internal/pgproc"
+	"github.com/tenure-go/tenure/internal/testrig/pgproc"
 )
 
 // A claim kept in a PostgreSQL table: two processes' stores on one

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/postgres/pgtest"
-	"github.com/tenure-go/tenure/internal/electortest"
-	"github.com/tenure-go/tenure/internal/toxiproc"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/toxiproc"
 )
 
 // Fault tests: electors over a private server that is killed, paused, or

@@ -14,7 +14,7 @@ import (
 	"github.com/tenure-go/tenure/backends/backendtest"
 	"github.com/tenure-go/tenure/backends/postgres"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
 	"github.com/tenure-go/tenure/storeurl"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/postgres/pgtest"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/shardstest"
+	"github.com/tenure-go/tenure/internal/testrig/shardstest"
 )
 
 // BenchmarkShardsCrash measures how long the shards of a member cut off

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/electortest"
 	"github.com/tenure-go/tenure/shards"
 )
 

@@ -104,7 +104,7 @@ const DefaultBatchWindow = 50 * time.Millisecond
 // renews them all. A process holding many claims then renews them with
 // at most one statement per window, however many there are: with
 // renewals every 500 ms and the default window, about ten statements a
-// period for 100 claims instead of 100 (internal/storebench). Each
+// period for 100 claims instead of 100 (tests/storebench). Each
 // renewal is answered up to window later; the holder's deadline counts
 // from before it asked, so the wait shortens its lease and never extends
 // it: keep window well under the renew period and the TTL's safety

@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tenure-go/tenure/internal/childproc"
-	"github.com/tenure-go/tenure/internal/etcdproc"
+	"github.com/tenure-go/tenure/internal/testrig/etcdproc"
 )
 
 // startTries bounds the attempts to start a cluster: its ports are picked

@@ -29,7 +29,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tenure-go/tenure/internal/etcdproc"
+	"github.com/tenure-go/tenure/internal/testrig/etcdproc"
 )
 
 const (

@@ -2,35 +2,30 @@ package etcdtest
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/tenure-go/tenure/internal/etcdproc"
+	"github.com/tenure-go/tenure/internal/testrig/etcdproc"
+	"github.com/tenure-go/tenure/internal/tools/toolbuild"
 )
 
 // ServerEnv names the environment variable that gives the path of an etcd
-// server binary for StartProcess: `make test` builds etcd v3.7 with
-// backends/etcd/etcdtest/etcdserver/build.sh and sets it.
+// v3.7 server binary for StartProcess; without it, ServerBinary builds one
+// (backends/etcd/etcdtest/etcdserver/build.sh) and caches it.
 const ServerEnv = "TENURE_ETCD_SERVER"
 
-// ServerBinary returns the etcd binary named by ServerEnv. Without one it
-// fails the test when it runs in CI (CI set, as CI systems do), where `make test` must have
-// set it, and skips it otherwise, saying how to run it.
+// ServerBinary returns the etcd v3.7 binary: the one ServerEnv names, or
+// the one its tools module builds and caches on first use. It fails the
+// test if the build fails.
 func ServerBinary(t testing.TB) string {
 	t.Helper()
-	bin := os.Getenv(ServerEnv)
-	switch {
-	case bin != "":
-		return bin
-	case os.Getenv("CI") != "":
-		t.Fatalf("etcdtest: %s is not set: in CI the tests run against a real etcd v3.7 server; run them with `make test`, which builds it (backends/etcd/etcdtest/etcdserver/build.sh)", ServerEnv)
-	default:
-		t.Skipf("etcdtest: %s is not set: skipping the run against a real etcd server process; `make test` builds one and sets it", ServerEnv)
+	bin, err := toolbuild.Etcd37.Path()
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
 	}
-	return ""
+	return bin
 }
 
 // Process is a single-member etcd running as a separate process from a

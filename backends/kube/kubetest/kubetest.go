@@ -2,11 +2,11 @@
 // process of its own, for tests of the kube backend. It is test support: import it
 // only from _test.go files.
 //
-// The kube-apiserver binary is not built by the tests. `make kube-apiserver`
-// builds it from the Go module proxy (see apiserver/build.sh) and caches it
-// outside the repository; tests find it through the TENURE_KUBE_APISERVER
-// environment variable. Without it, Start skips the test, or fails it when CI
-// is set, so that CI never passes by skipping.
+// The kube-apiserver binary is the one TENURE_KUBE_APISERVER names, or else
+// the one apiserver/build.sh builds from the Go module proxy and caches
+// outside the repository, on first use (a cold build takes several
+// minutes; parallel test binaries wait for one build). `make test` starts
+// that build beside the tests that do not need it.
 //
 // Each Server is private to the test that started it: its own etcd (in a
 // temporary directory), its own etcd prefix, port, certificates, service
@@ -43,7 +43,8 @@ import (
 	"k8s.io/client-go/util/connrotation"
 
 	"github.com/tenure-go/tenure/internal/childproc"
-	"github.com/tenure-go/tenure/internal/etcdproc"
+	"github.com/tenure-go/tenure/internal/testrig/etcdproc"
+	"github.com/tenure-go/tenure/internal/tools/toolbuild"
 )
 
 // wall is the real clock: the API server is a real process on real time.
@@ -87,17 +88,12 @@ type Server struct {
 // user of RESTConfig is in system:masters and may do anything; the user of
 // UnprivilegedRESTConfig is authenticated but has no rights at all.
 //
-// Start skips the test when TENURE_KUBE_APISERVER is unset, unless CI is
-// set, in which case it fails the test.
+// Start fails the test if the kube-apiserver binary cannot be had.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin := os.Getenv(EnvBinary)
-	if bin == "" {
-		msg := "kubetest: " + EnvBinary + " is not set; run `make kube-apiserver` (or `make test`), or set it to the path build.sh prints"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+	bin, err := toolbuild.KubeAPIServer.Path()
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
 	}
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("kubetest: %s=%q: %v", EnvBinary, bin, err)

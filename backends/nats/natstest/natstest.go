@@ -10,7 +10,7 @@
 // servers. A Server keeps its ports and store directory across Restart,
 // so clients reconnect and see the same streams; Pause and Resume stop
 // and continue its process. Everything started is ended by t.Cleanup.
-// The servers' configuration is internal/natsproc's, as the fault
+// The servers' configuration is internal/testrig/natsproc's, as the fault
 // campaign's servers' is.
 package natstest
 
@@ -33,8 +33,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/internal/childproc"
-	"github.com/tenure-go/tenure/internal/natsproc"
-	"github.com/tenure-go/tenure/internal/toxiproc"
+	"github.com/tenure-go/tenure/internal/testrig/natsproc"
+	"github.com/tenure-go/tenure/internal/testrig/toxiproc"
 )
 
 // readyTimeout bounds a start under -race on busy cores.

@@ -10,7 +10,7 @@
 // made with os.MkdirTemp and given to nobody (t.TempDir's parent is not
 // reachable by nobody). The server gets SIGKILL when the test process dies
 // (Pdeathsig), so no server outlives its tests. The process handling is
-// internal/pgproc's, which the fault campaign uses too.
+// internal/testrig/pgproc's, which the fault campaign uses too.
 //
 // StartBouncer puts a PgBouncer in transaction mode in front of a server.
 //
@@ -32,7 +32,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/tenure-go/tenure/internal/pgproc"
+	"github.com/tenure-go/tenure/internal/testrig/pgproc"
 )
 
 // readyWithin bounds how long a server may take to accept connections.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the kube-apiserver pinned by this tools module and caches it outside
 # the repository, under a name that carries the Kubernetes version and a hash
-# of go.mod and go.sum (internal/toolbuild/build.sh does the work). The
+# of go.mod and go.sum (internal/tools/toolbuild/build.sh does the work). The
 # binary path is printed on stdout as the last line; progress goes to stderr.
 #
 # Cache directory: $TENURE_CACHE, else $XDG_CACHE_HOME/tenure, else
@@ -15,5 +15,5 @@ minor=37
 pkg=k8s.io/component-base/version
 
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
-exec "$here/../../../../internal/toolbuild/build.sh" kube-apiserver "$version" "$here" k8s.io/kubernetes/cmd/kube-apiserver \
+exec "$here/../../../../internal/tools/toolbuild/build.sh" kube-apiserver "$version" "$here" k8s.io/kubernetes/cmd/kube-apiserver \
 	"-X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"

@@ -1,0 +1,170 @@
+package main
+
+// A Section is one group of benchmarks the docs quote, run by one go test
+// command and shown under one heading of docs/performance.md. Docs link to
+// a section by the anchor of its Title (see Slug).
+type Section struct {
+	Title string // heading; its slug is the anchor docs link to
+	About string // what the figures measure, in a sentence or two
+	Pkg   string // package pattern, relative to the module root
+	Bench string // the -bench regular expression
+
+	// Benchtime is the -benchtime of a full run, Short that of a -short
+	// run ("" for go test's default). Trials that measure one event per
+	// iteration take a count ("20x").
+	Benchtime, Short string
+
+	// Args go after -args: the benchmarks' own flags, for a full and a
+	// short run.
+	Args, ShortArgs []string
+
+	// Hide lists units not shown: ns/op of a benchmark whose iteration is
+	// a whole trial says nothing the other metrics do not. Show, when set,
+	// lists the only units shown, in that order.
+	Hide, Show []string
+
+	// Columns, when above 0, lays the figures out side by side: the
+	// element of each benchmark's name at that depth (1: the first
+	// sub-benchmark's) names a column, and a row is the rest of the name
+	// and a unit. For benchmarks that measure the same things on several
+	// subjects (BenchmarkStores/etcd/…, BenchmarkStores/nats/…).
+	Columns int
+
+	// Kube marks benchmarks that need the real kube-apiserver, which is
+	// built (or found in its cache) only when such a section runs.
+	Kube bool
+}
+
+// Sections is the set `make bench-report` runs. On 2 cores a full run takes
+// about twenty minutes (estimated from short runs on a loaded machine; the
+// first build of the kube-apiserver aside), most of it in trials that last
+// a TTL each and in windows that count requests.
+var Sections = []Section{
+	{
+		Title:     "Elector handover and crash failover",
+		About:     "Three candidates on a memstore in real time, TTL 2 s, renewals every 500 ms. Handover: the leader stops and the next one leads; crash: the leader stops renewing and its claim expires. overlaps counts two leaders at once (must be 0).",
+		Pkg:       "./elector",
+		Bench:     "^(BenchmarkHandover|BenchmarkCrashFailover)$",
+		Benchtime: "20x", Short: "5x",
+		Hide: []string{"ns/op"},
+	},
+	{
+		Title:     "memstore operations",
+		About:     "One store operation on the in-memory store, single-threaded.",
+		Pkg:       "./backends/memstore",
+		Bench:     ".",
+		Short:     "200ms",
+		Benchtime: "",
+	},
+	{
+		Title: "filestore operations",
+		About: "One store operation on a directory of the test's temp dir (a write is a temp file written and fsynced, a rename, a directory fsync). VersusRaw reports a write's cost as a multiple of a bare publish on the same disk (x-raw); Burst, 64 writes at once from one Store (ack-p50-ms, ack-max-ms); Decode, parsing one key file.",
+		Pkg:   "./backends/filestore",
+		Bench: "^(BenchmarkGet|BenchmarkKeepAlive|BenchmarkCreateIfAbsent|BenchmarkCompareAndSet|BenchmarkRawPublish|BenchmarkVersusRaw|BenchmarkBurst|BenchmarkDecode)$",
+		Short: "200ms",
+	},
+	{
+		Title:     "Competing claims on etcd",
+		About:     "One etcd server process with default timings and fsync; n claims with three candidates each, one client per candidate process; TTL 2 s, renew and retry every 500 ms. tenure with a lease per claim and with one shared lease per process, beside etcd's concurrency.Election with a session per candidate and one session per process. req/s counts every gRPC request (unary calls and stream messages); cpu-ms/s is the CPU of the whole test process and of the etcd server's; terms is the elections won in the 6 s window (0 for a steady leader). names=per-process gives every elector of a process one Identity, names=per-claim each claim's elector its own (the cost must not depend on it). handover/…: graceful handover on the same server, p50-ms and max-ms from the leader stopping to the next one leading; shared-lease/holding candidates each lead a claim of their own, so their lease is kept alive between terms.",
+		Pkg:       "./backends/etcd",
+		Bench:     "^BenchmarkCompetingClaims$",
+		Benchtime: "1x", Short: "1x",
+		Hide: []string{"ns/op"},
+	},
+	{
+		Title:     "Handover and failover on etcd",
+		About:     "Three candidates on the fast etcd server process the tests use. Handover: from the moment the old leader stopped acting to the moment the next one learns it leads, 40 rounds; failover: from closing the leader's client (it never releases) to the next leader, 12 rounds. overlaps counts new leaders elected before the old one stopped acting. A tenure candidate that stepped down rejoins the race in its own process, as a resigned Election campaigns again on its session.",
+		Pkg:       "./backends/etcd",
+		Bench:     "^(BenchmarkHandover|BenchmarkFailover)$",
+		Benchtime: "1x", Short: "1x",
+		Hide: []string{"ns/op"},
+	},
+	{
+		Title:     "etcd, NATS and PostgreSQL side by side",
+		About:     "The three stores in one run, each on its own server: an etcd server process with default timings and fsync, a nats-server syncing every write, a PostgreSQL server started by the test (fsync off); postgres-batched is PostgreSQL with WithBatchedKeepAlive; postgres-pgbouncer is PostgreSQL through a PgBouncer 1.18 in transaction mode (pooler=transaction, no direct connection to listen on: no watch, so followers time their attempts to the claim's observed expiry, and a handover waits for it). TTL 2 s, renew and retry every 500 ms, three candidates per claim, each its own connection and Store. claims=n: n claims held for a 6 s window after one TTL of settling; req/s counts what the candidates' connections send (etcd: gRPC unary calls and stream messages; NATS: published messages; PostgreSQL: statements, batched ones included), req/renewal those per renewal, terms the terms begun in the window (0: no term changes hands without a fault); cpu-ms/s is the CPU of the whole test process and, for etcd and NATS, of their server's process, server-cpu-ms/s that of the PostgreSQL server's processes. handover: from the leader stopping gracefully to the next one leading (15 rounds); failover: from the leader's connection cut under it (no release) to the next one leading (5 rounds); overlaps counts new leaders elected while the old one still reported that it led (must be 0).",
+		Pkg:       "./tests/storebench",
+		Bench:     "^BenchmarkStores$",
+		Benchtime: "1x", Short: "1x",
+		Hide:    []string{"ns/op"},
+		Columns: 1,
+	},
+	{
+		Title:     "Session mode on Kubernetes",
+		About:     "One real kube-apiserver over an etcd server process; per-claim mode (the default) beside session mode (WithSession). claims=1000: one process renews 1000 claims every 2 s (TTL 6 s); req/s is what it sends, failed/s the renewals that timed out. elections=100: 100 elections of three candidates, one per process, TTL 2 s, renewal and retry every 500 ms, beside client-go's leaderelection; req/s of all three processes, and moves, the times leadership changed hands in the steady state (0 unless renewals were answered too late: an overloaded machine). handover: the leader stops gracefully; crash: its connection to the API server is cut; both until another candidate leads.",
+		Pkg:       "./backends/kube",
+		Bench:     "^BenchmarkSession$",
+		Benchtime: "1x", Short: "1x",
+		Hide: []string{"ns/op"},
+		Kube: true,
+	},
+	{
+		Title:     "Shard placement",
+		About:     "shards.Place at S = 256 shards and M = 1…8 members over 2000 random sets of member names (the same sets every run): imbalance (max − min shards per member), and the shards moved by one join (moved/min) and by one leave (leave-moved/min) over the minimum such a change must move, the worst and the 99th percentile.",
+		Pkg:       "./shards",
+		Bench:     "^BenchmarkPlace$/^M=",
+		Benchtime: "1x", Short: "1x",
+		Hide: []string{"ns/op"},
+	},
+	{
+		Title: "Shard placement cost",
+		About: "The time of one shards.Place call, which every member pays at each membership change: at S = 256 with 8 members, and at the largest count with 64 and 256 members.",
+		Pkg:   "./shards",
+		Bench: "^BenchmarkPlace$/^call",
+		Short: "200ms",
+	},
+	{
+		Title:     "Shard handover",
+		About:     "Four members, 256 shards: a member owning 64 leaves gracefully (Leave, one leave per iteration) or is cut off from the store (Crash). handover-ms and handover-max-ms are the median and maximum over every shard of every leave, from the leave to the shard's new owner acting; all-owned-ms until all of the leaver's shards are owned elsewhere. LeaveProcesses runs each member in its own process on one filestore. The filestore is in the test's temp dir: set TMPDIR to measure another disk.",
+		Pkg:       "./shards",
+		Bench:     "^(BenchmarkLeave|BenchmarkLeaveProcesses)$",
+		Benchtime: "20x", Short: "4x",
+		Show: []string{"handover-ms", "handover-max-ms", "all-owned-ms", "all-owned-max-ms", "shards/leave", "cpu-ms/leave"},
+	},
+	{
+		Title:     "Shard crash",
+		About:     "Four members, 256 shards; one owning 64 is cut off from the store, as a crashed process is: the time until all its shards are owned elsewhere (at least a TTL of 2 s).",
+		Pkg:       "./shards",
+		Bench:     "^BenchmarkCrash$",
+		Benchtime: "5x", Short: "2x",
+		Hide: []string{"ns/op"},
+	},
+	{
+		Title:     "Shards on etcd",
+		About:     "The same leaves and crashes on a real etcd server process, with a lease per claim and with one shared lease per member.",
+		Pkg:       "./tests/shards",
+		Bench:     "^(BenchmarkEtcdLeave|BenchmarkEtcdCrash)$",
+		Benchtime: "5x", Short: "2x",
+		Show: []string{"handover-ms", "handover-max-ms", "all-owned-ms", "all-owned-max-ms", "shards/leave", "cpu-ms/leave", "takeover-ms", "takeover-max-ms", "ttl-ms"},
+	},
+	{
+		Title:     "Steady shards on etcd",
+		About:     "Every etcd request of four settled members holding S shards (S/4 each), at the elector's default timings (TTL 15 s, renewals every 5 s) with a shared lease per member batched every interval: req/s for the four together, which should not grow with S.",
+		Pkg:       "./tests/shards",
+		Bench:     "^BenchmarkEtcdSteady$",
+		Benchtime: "1x", Short: "1x",
+		Args:      []string{"-shards.steady=20s"},
+		ShortArgs: []string{"-shards.steady=5s"},
+		Hide:      []string{"ns/op"},
+	},
+	{
+		Title: "ID allocator",
+		About: "Allocate of a key this process already uses (from memory), of a key the watched cache knows (requests per call), new IDs per second with 8 allocators at once, and one garbage-collection pass over 10 000 referenced IDs (memstore, filestore in the test's temp dir).",
+		Pkg:   "./allocator",
+		Bench: ".",
+		Short: "200ms",
+	},
+	{
+		Title:     "ID allocator on etcd",
+		About:     "New IDs per second with 8 allocators, each with its own client, and one garbage-collection pass over 10 000 referenced IDs, on a real etcd server process.",
+		Pkg:       "./tests/allocator",
+		Bench:     ".",
+		Benchtime: "", Short: "1x",
+	},
+	{
+		Title: "Fake clock",
+		About: "clocktest's Add: the benbjohnson mock it wraps sleeps 1 ms of real time at every move and after every timer or tick it fires, which is most of these figures.",
+		Pkg:   "./clocktest",
+		Bench: ".",
+		Short: "200ms",
+	},
+}

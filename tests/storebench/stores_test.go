@@ -1,0 +1,288 @@
+package storebench_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	etcdstore "github.com/tenure-go/tenure/backends/etcd"
+	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	natsstore "github.com/tenure-go/tenure/backends/nats"
+	"github.com/tenure-go/tenure/backends/nats/natstest"
+	"github.com/tenure-go/tenure/backends/postgres"
+	"github.com/tenure-go/tenure/backends/postgres/pgtest"
+	"github.com/tenure-go/tenure/internal/testrig/storebench"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(pgtest.Main(m), append(etcdtest.LeakOptions(), natstest.LeakOptions()...)...)
+}
+
+// BenchmarkStores measures the etcd, NATS and PostgreSQL stores in one run,
+// on one machine under one load, with storebench.Default's shape: TTL 2 s,
+// renew and retry every 500 ms, three candidates per claim, each candidate
+// a process of its own as far as the server can tell (its own connection
+// and Store). The servers: an embedded etcd with etcd's default timings
+// and fsync; a nats-server with JetStream syncing every write (sync
+// always); the package's shared PostgreSQL server (a child process,
+// fsync off) with a database of this run's own.
+//
+// For each store (etcd, nats, postgres, postgres-batched: PostgreSQL with
+// WithBatchedKeepAlive, and postgres-pgbouncer: PostgreSQL through a
+// PgBouncer in transaction mode, with no direct connection and so no
+// watch, its followers timing their attempts to the claim's expiry):
+//
+//   - claims=1 and claims=100 (storebench.Steady): req/s, req/renewal,
+//     terms (terms begun in the 6 s window: 0 when nothing was done to a
+//     leader), cpu-ms/s, the CPU time of this whole process (its clients)
+//     and, for etcd and NATS, of their server's process (read from /proc)
+//     per second, and for PostgreSQL server-cpu-ms/s, that of the
+//     server's processes, which cpu-ms/s does not include.
+//   - handover and failover (storebench.Takeover): p50-ms, max-ms and
+//     overlaps, graceful (15 rounds) and by a crash (5 rounds).
+//
+// A request is what a candidate's connection sends, counted the same way
+// for every store, at the client: etcd, a gRPC client interceptor counting
+// one per unary call and one per message sent on a stream (a keep-alive on
+// the lease stream, a watch creation); NATS, the messages the connection
+// published (nats.Conn's OutMsgs: a publish, a request, a JetStream API
+// call each count one); PostgreSQL, a pgx tracer counting one per
+// statement, each statement of a batch (pipeline) included.
+//
+// Run with -benchtime=1x; each iteration is a whole measurement.
+func BenchmarkStores(b *testing.B) {
+	cfg := storebench.Default()
+	for _, st := range startStores(b, false) {
+		for _, m := range measurements(cfg, st) {
+			b.Run(st.name+"/"+m.name, func(b *testing.B) {
+				for range b.N {
+					m.run(b, b.ReportMetric)
+				}
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
+// TestStoresBriefly runs every measurement of BenchmarkStores once, with
+// short windows and few rounds, so that the benchmark cannot rot unseen.
+// Its figures are logged, never judged: what it checks is that each
+// measurement completes and that no two leaders overlapped.
+func TestStoresBriefly(t *testing.T) {
+	cfg := storebench.Default()
+	cfg.TTL, cfg.Renew = time.Second, 250*time.Millisecond // the smallest TTL NATS takes
+	cfg.Settle, cfg.Window = 0, 300*time.Millisecond
+	cfg.Handovers, cfg.Failovers = 2, 1
+	for _, st := range startStores(t, true) {
+		for _, m := range measurements(cfg, st) {
+			t.Run(st.name+"/"+m.name, func(t *testing.T) {
+				m.run(t, func(v float64, unit string) {
+					t.Logf("%s: %g %s", m.name, v, unit)
+					if unit == "overlaps" && v != 0 {
+						t.Errorf("%s: %g overlaps, want 0", m.name, v)
+					}
+				})
+			})
+		}
+	}
+}
+
+// store is one store under measurement: how to open the candidates of one
+// measurement, and what to meter.
+type store struct {
+	name string
+	// open returns the opener of one measurement's processes (all on one
+	// bucket, prefix or table of their own) and their meters.
+	open func(tb testing.TB) (storebench.Open, storebench.Meters)
+	// steadyOnly: the store's takeovers are another store's (the same
+	// statements, batched or not), so they are not measured again.
+	steadyOnly bool
+}
+
+type measurement struct {
+	name string
+	run  func(tb testing.TB, report storebench.Report)
+}
+
+func measurements(cfg storebench.Config, st store) []measurement {
+	var out []measurement
+	for _, n := range []int{1, 100} {
+		out = append(out, measurement{fmt.Sprintf("claims=%d", n), func(tb testing.TB, report storebench.Report) {
+			open, m := st.open(tb)
+			storebench.Steady(tb, cfg, open, n, m, report)
+		}})
+	}
+	if st.steadyOnly {
+		return out
+	}
+	for _, crash := range []bool{false, true} {
+		name := "handover"
+		if crash {
+			name = "failover"
+		}
+		out = append(out, measurement{name, func(tb testing.TB, report storebench.Report) {
+			open, _ := st.open(tb)
+			storebench.Takeover(tb, cfg, open, crash, report)
+		}})
+	}
+	return out
+}
+
+// startStores starts the three servers for tb, the etcd with its default
+// timings unless fast (a brief run's TTL is under etcd's default minimum).
+func startStores(tb testing.TB, fast bool) []store {
+	var etcdOpts []etcdtest.Option
+	if !fast {
+		etcdOpts = append(etcdOpts, etcdtest.DefaultTimings())
+	}
+	etcdSrv := etcdtest.Start(tb, etcdOpts...)
+	natsSrv := natstest.Start(tb)
+	pg := pgtest.Shared(tb)
+	db := pg.NewDatabase(tb)
+	dsn := pg.DSN(db)
+	pgCPU := storebench.CPUMeter{Unit: "server-cpu-ms/s", Used: pg.CPU}
+	// Through a PgBouncer in transaction mode, statements are not
+	// prepared, and there is no direct connection to listen on: no watch.
+	pooled := pg.StartBouncer(tb, 0).DSN(db) + "&default_query_exec_mode=exec"
+	return []store{
+		{name: "etcd", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openEtcd(tb, etcdSrv) }},
+		{name: "nats", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openNATS(tb, natsSrv) }},
+		{name: "postgres", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openPostgres(tb, dsn, pgCPU) }},
+		{name: "postgres-batched", steadyOnly: true, open: func(tb testing.TB) (storebench.Open, storebench.Meters) {
+			return openPostgres(tb, dsn, pgCPU, postgres.WithBatchedKeepAlive(0))
+		}},
+		{name: "postgres-pgbouncer", open: func(tb testing.TB) (storebench.Open, storebench.Meters) {
+			return openPostgres(tb, pooled, pgCPU, postgres.WithPooler(postgres.PoolerTransaction))
+		}},
+	}
+}
+
+var namespaces atomic.Int64
+
+// namespace names a measurement's prefix, bucket or table.
+func namespace() string { return fmt.Sprintf("m%d", namespaces.Add(1)) }
+
+var processCPU = storebench.CPUMeter{Unit: "cpu-ms/s", Used: storebench.ProcessCPU}
+
+// withServer is cpu-ms/s for a store whose server is one process: this
+// process's CPU time and the server's, as when the server ran inside it.
+func withServer(server func() time.Duration) storebench.CPUMeter {
+	return storebench.CPUMeter{Unit: "cpu-ms/s", Used: func() time.Duration { return storebench.ProcessCPU() + server() }}
+}
+
+func openEtcd(tb testing.TB, srv *etcdtest.Server) (storebench.Open, storebench.Meters) {
+	var reqs atomic.Int64
+	prefix := namespace() + "/"
+	count := []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			reqs.Add(1)
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			cs, err := streamer(ctx, desc, cc, method, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return sentCounter{cs, &reqs}, nil
+		}),
+	}
+	open := func(tb testing.TB) storebench.Process {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: count})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { cli.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := etcdstore.New(ctx, cli, prefix)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		return storebench.Process{Store: s, Crash: func() { cli.Close() }}
+	}
+	return open, storebench.Meters{Requests: reqs.Load, CPU: []storebench.CPUMeter{withServer(srv.CPU)}}
+}
+
+// sentCounter counts the messages sent on a gRPC stream.
+type sentCounter struct {
+	grpc.ClientStream
+	n *atomic.Int64
+}
+
+func (s sentCounter) SendMsg(m any) error {
+	s.n.Add(1)
+	return s.ClientStream.SendMsg(m)
+}
+
+func openNATS(tb testing.TB, srv *natstest.Server) (storebench.Open, storebench.Meters) {
+	bucket := namespace()
+	var mu sync.Mutex
+	var conns []*nats.Conn // guarded by mu
+	open := func(tb testing.TB) storebench.Process {
+		nc, err := nats.Connect(srv.URL())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(nc.Close)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := natsstore.New(ctx, nc, bucket, natsstore.WithCreate(1))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		mu.Lock()
+		conns = append(conns, nc)
+		mu.Unlock()
+		return storebench.Process{Store: s, Crash: nc.Close}
+	}
+	sent := func() (n int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, nc := range conns {
+			n += int64(nc.Stats().OutMsgs)
+		}
+		return n
+	}
+	return open, storebench.Meters{Requests: sent, CPU: []storebench.CPUMeter{withServer(srv.CPU)}}
+}
+
+func openPostgres(tb testing.TB, dsn string, serverCPU storebench.CPUMeter, opts ...postgres.Option) (storebench.Open, storebench.Meters) {
+	var stmts pgtest.Statements
+	opts = append([]postgres.Option{postgres.WithTable("public", namespace())}, opts...)
+	open := func(tb testing.TB) storebench.Process {
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfg.ConnConfig.Tracer = &stmts
+		cfg.MaxConns = 32
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(pool.Close)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := postgres.New(ctx, pool, opts...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		// A closed store fails every later call: no renewal, no release.
+		// (Closing the pool instead would wait for the store's listening
+		// connection.)
+		return storebench.Process{Store: s, Crash: func() { s.Close() }}
+	}
+	return open, storebench.Meters{Requests: stmts.Load, CPU: []storebench.CPUMeter{processCPU, serverCPU}}
+}
