@@ -143,3 +143,46 @@ func TestWatchBreakKeepsClaimWatches(t *testing.T) {
 		t.Fatalf("%v: b owns %v, a owns %v", err, b.Owned(), a.Owned())
 	}
 }
+
+// endingWatches is a store whose every watch ends as soon as it opens.
+type endingWatches struct {
+	backends.Store
+	opened atomic.Int32
+}
+
+func (s *endingWatches) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch, err := s.Store.(backends.Watcher).Watch(ctx, prefix)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.opened.Add(1)
+	cancel() // the inner watch closes its channel
+	return ch, nil
+}
+
+func (s *endingWatches) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
+	return s.Store.(backends.Txner).Txn(ctx, conds, ops)
+}
+
+// TestEndingWatchesNoSpin checks that a member whose store ends every watch
+// at once reopens it at most every TTL/6 (the mends) or at the read
+// backoff's pace, not in a loop: over four TTLs it opens at most 4×6
+// and a few (the first open, the step the last one falls in).
+func TestEndingWatchesNoSpin(t *testing.T) {
+	c := newCluster(t, 4)
+	var ws []*endingWatches
+	c.wrap = func(inner backends.Store) backends.Store {
+		w := &endingWatches{Store: inner}
+		ws = append(ws, w)
+		return w
+	}
+	c.add("a")
+	start := c.clk.Now()
+	c.stepUntil("four TTLs", 5*testTTL, func() bool { return c.clk.Now().Sub(start) >= 4*testTTL })
+	t.Logf("%d watches opened in four TTLs", ws[0].opened.Load())
+	if got, most := ws[0].opened.Load(), int32(4*6+4); got > most {
+		t.Errorf("a member whose watches end at once opened %d watches in four TTLs, want at most %d", got, most)
+	}
+}

@@ -605,6 +605,7 @@ func (m *Member) watch(ctx context.Context, st stream) {
 		return
 	}
 	bo := m.newBackoff()
+	var mended time.Time // when a stream was last mended
 	for {
 		if st.events != nil {
 			bo.Reset()
@@ -616,6 +617,22 @@ func (m *Member) watch(ctx context.Context, st stream) {
 			// follower timing its next attempt to its holder's expiry (a
 			// TTL away) until it watches again, and a store ends a watch
 			// that fell behind when many members hand shards over at once.
+			// Streams are mended at most every TTL/6, so that a store
+			// whose streams keep ending is not watched, and its claims
+			// tried, in a loop.
+			if !mended.IsZero() {
+				if wait := mended.Add(m.ttl / 6).Sub(m.clk.Now()); wait > 0 {
+					t := m.clk.Timer(wait)
+					select {
+					case <-ctx.Done():
+						t.Stop()
+						m.hub.setUp(false)
+						return
+					case <-t.C:
+					}
+				}
+			}
+			mended = m.clk.Now()
 			next := m.openWatch(ctx)
 			m.mu.Lock()
 			if next.events == nil {
