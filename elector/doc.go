@@ -117,6 +117,21 @@
 // settle time each time it comes back. Preference never overrides
 // safety: a transfer it starts that fails leaves the claim as Stop would.
 //
+// # Observing a claim
+//
+// Observe follows a claim for a process that does not campaign (a client
+// routing requests to the leader's advertised address, a dashboard). It
+// delivers the claim's state on a channel: held (by whom, at which token
+// and slot, advertising what), free (released or expired), or unknown
+// (the store could not be read), first as the first read finds it and
+// then at every change. It never reports a holder the store has not
+// reported, nor one past the expiry the store last reported without
+// reading the claim again; it is watch-driven where the Locker watches,
+// and paced like a follower elsewhere. A slow consumer gets the latest
+// state, not a backlog. An observation is a hint: only a holder's own
+// Elector knows it leads, and fencing tokens protect what it writes.
+// docs/observer.md says how reads are timed on each kind of store.
+//
 // # What it does not promise
 //
 //   - A leader blocked on the context's Done channel, rather than polling

@@ -12,7 +12,9 @@
 // against the DynamoDB store over a real server: their tests live in the
 // backends/dynamodb module, since this module links no AWS package.
 // FM-34 to FM-38 are the ways a planned transfer of leadership can go
-// wrong, and FM-39 and FM-40 those of preferred candidates.
+// wrong, FM-39 and FM-40 those of preferred candidates, and FM-41 to
+// FM-43 the ways an observer of a claim (elector.Observe) can mislead the
+// clients that route by it.
 //
 // Each mode's test runs the scenario against tenure, asserting what is
 // promised below, and where that makes sense against a deliberately naive
@@ -135,4 +137,13 @@
 //   - FM-40 Flapping preferences bounce the claim: a preferred candidate
 //     must stay present for SettleTime, and equal priorities never move
 //     the claim (TestFM40FlappingPreferenceCannotBounce).
+//   - FM-41 An observer that never reports a leader gone: the observer
+//     reports a release and an expiry as no leader, and the next leader at
+//     its greater token (TestFM41ObserverSeesReleaseAndExpiry).
+//   - FM-42 An observer cut off from the store: it reports unknown, not
+//     the last leader, once a read fails, at the latest at the expiry the
+//     store last reported (TestFM42ObserverCutOffFromTheStore).
+//   - FM-43 An observer over a silent watch: a watch that stays open and
+//     delivers nothing does not keep a leader reported past the expiry the
+//     store reported (TestFM43ObserverOverASilentWatch).
 package failuremodes
