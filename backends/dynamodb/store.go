@@ -353,9 +353,10 @@ func (s *Store) cached(key string) (sighting, bool) {
 // view is one item as the store judges it now.
 type view struct {
 	sighting
-	found bool // an item exists, live or a tombstone
-	live  bool // present and not expired by local observation
-	entry backends.Entry
+	cached bool // judged on the store's last sighting, not a read just made
+	found  bool // an item exists, live or a tombstone
+	live   bool // present and not expired by local observation
+	entry  backends.Entry
 }
 
 // judge decides whether a sighting is live: present, and either without a
@@ -504,6 +505,9 @@ func (s *Store) floors() map[string]version {
 	return m
 }
 
+// errStale makes mutate read again before it decides.
+var errStale = errors.New("decided on an old sighting")
+
 // maxAttempts bounds the read-modify-write loop of one operation. Each
 // retry follows a conditional write that another writer's write made fail;
 // the next read normally settles the outcome.
@@ -547,6 +551,7 @@ func (s *Store) mutate(ctx context.Context, op, key string, decide mutation) (ba
 		cached := false
 		if g, ok := s.cached(key); ok && attempt == 0 {
 			v, cached = s.judge(g), true
+			v.cached = true
 		} else {
 			var err error
 			if v, err = s.read(ctx, op, key); err != nil {
@@ -628,6 +633,14 @@ func (s *Store) create(ctx context.Context, op, key string, value []byte, ttl ti
 	return s.mutate(ctx, op, key, func(v view) (write, error) {
 		if v.live {
 			return write{}, &backends.ConflictError{Op: op, Key: key, Current: v.entry, Found: true}
+		}
+		if v.cached && v.it.live {
+			// Expired on an old sighting: a follower's next attempt comes
+			// a TTL after its last read, and the holder has most likely
+			// renewed since. Read first rather than send a write whose
+			// condition fails (on AWS a refused conditional write still
+			// costs a write).
+			return write{}, errStale
 		}
 		return write{kind: writeCreate, value: value, ttl: ttl}, nil
 	})

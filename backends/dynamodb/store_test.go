@@ -20,6 +20,7 @@ import (
 type counting struct {
 	*awsdynamodb.Client
 	gets, puts, scans atomic.Int64
+	beforePut         atomic.Pointer[func()] // run once, before the next PutItem is sent
 }
 
 func (c *counting) GetItem(ctx context.Context, in *awsdynamodb.GetItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.GetItemOutput, error) {
@@ -29,6 +30,9 @@ func (c *counting) GetItem(ctx context.Context, in *awsdynamodb.GetItemInput, op
 
 func (c *counting) PutItem(ctx context.Context, in *awsdynamodb.PutItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.PutItemOutput, error) {
 	c.puts.Add(1)
+	if f := c.beforePut.Swap(nil); f != nil {
+		(*f)()
+	}
 	return c.Client.PutItem(ctx, in, opts...)
 }
 
@@ -101,16 +105,18 @@ func TestExpiryByLocalObservation(t *testing.T) {
 }
 
 // TestTakeoverNamesTheBeat checks that a takeover is conditioned on the
-// beat it saw unchanged, not only on the revision: the contender judges
-// the claim expired on what it saw, the holder then keeps it alive (the
-// revision stays, the beat changes), and the contender's create must fail
-// with the claim found live, the holder's keep-alive still good.
+// beat it saw unchanged, not only on the revision: the contender has seen
+// the claim unchanged for its TTL, and the holder keeps it alive (the
+// revision stays, the beat changes) after the contender's last read and
+// before its takeover is sent. The takeover must fail, the contender find
+// the claim live, and the holder's keep-alive hold.
 func TestTakeoverNamesTheBeat(t *testing.T) {
 	srv := dynamotest.Start(t)
 	tbl := dynamotest.NewTable()
 	contenderClock := clock.NewMock()
 	holder := open(t, srv.Endpoint(), tbl)
-	contender := open(t, srv.Endpoint(), tbl, dynamodb.WithClock(contenderClock))
+	api := &counting{Client: srv.Client(t)}
+	contender := openWith(t, api, tbl, dynamodb.WithClock(contenderClock))
 	ctx := within(t, 30*time.Second)
 	const ttl = 10 * time.Second
 	e, err := holder.CreateIfAbsent(ctx, "claim", []byte("holder"), ttl)
@@ -120,14 +126,17 @@ func TestTakeoverNamesTheBeat(t *testing.T) {
 	if _, err := contender.Get(ctx, "claim"); err != nil {
 		t.Fatal(err)
 	}
-	contenderClock.Add(ttl) // expired for the contender, on what it saw
-	if _, err := holder.KeepAlive(ctx, "claim", e.Revision, ttl); err != nil {
-		t.Fatal(err)
-	}
+	contenderClock.Add(ttl)
+	var renewErr error
+	renew := func() { _, renewErr = holder.KeepAlive(ctx, "claim", e.Revision, ttl) }
+	api.beforePut.Store(&renew)
 	_, err = contender.CreateIfAbsent(ctx, "claim", []byte("contender"), ttl)
+	if renewErr != nil || api.beforePut.Load() != nil {
+		t.Fatalf("the holder's keep-alive before the takeover: %v (ran: %v)", renewErr, api.beforePut.Load() == nil)
+	}
 	var ce *backends.ConflictError
 	if !errors.As(err, &ce) || !ce.Found || string(ce.Current.Value) != "holder" {
-		t.Fatalf("contender's CreateIfAbsent after a keep-alive it had not seen = %v, want a conflict with the holder's live claim", err)
+		t.Fatalf("contender's takeover sent after a keep-alive it had not seen = %v, want a conflict with the holder's live claim", err)
 	}
 	if _, err := holder.KeepAlive(ctx, "claim", e.Revision, ttl); err != nil {
 		t.Fatalf("holder's KeepAlive after the refused takeover: %v", err)
@@ -244,5 +253,40 @@ func TestMissingTable(t *testing.T) {
 	}
 	if !errors.Is(err, backends.ErrMissingResource) || backends.Classify(err) != backends.ClassFatal {
 		t.Errorf("Get on a deleted table = %v, want ErrMissingResource, fatal", err)
+	}
+}
+
+// TestFollowerReadsBeforeTakeover checks what a follower's attempt costs
+// when it comes a TTL after its last read, as the elector times it, and
+// the holder has renewed meanwhile: one GetItem, and no write. Decided on
+// its old sighting, the attempt sent a takeover whose condition failed (a
+// write DynamoDB charges) before it read; with 100 claims that load lost
+// leaders their claims.
+func TestFollowerReadsBeforeTakeover(t *testing.T) {
+	srv := dynamotest.Start(t)
+	tbl := dynamotest.NewTable()
+	clk := clock.NewMock()
+	holder := open(t, srv.Endpoint(), tbl)
+	api := &counting{Client: srv.Client(t)}
+	follower := openWith(t, api, tbl, dynamodb.WithClock(clk))
+	ctx := within(t, 30*time.Second)
+	const ttl = 10 * time.Second
+	e, err := holder.CreateIfAbsent(ctx, "claim", []byte("holder"), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := follower.CreateIfAbsent(ctx, "claim", []byte("follower"), ttl); !errors.Is(err, backends.ErrExists) {
+		t.Fatalf("follower's first attempt = %v, want ErrExists", err)
+	}
+	if _, err := holder.KeepAlive(ctx, "claim", e.Revision, ttl); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(ttl)
+	gets, puts := api.gets.Load(), api.puts.Load()
+	if _, err := follower.CreateIfAbsent(ctx, "claim", []byte("follower"), ttl); !errors.Is(err, backends.ErrExists) {
+		t.Fatalf("follower's attempt a TTL later = %v, want ErrExists (the holder renewed)", err)
+	}
+	if g, p := api.gets.Load()-gets, api.puts.Load()-puts; g != 1 || p != 0 {
+		t.Errorf("follower's attempt sent %d GetItem and %d PutItem, want 1 and 0", g, p)
 	}
 }
