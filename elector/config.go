@@ -120,10 +120,13 @@ type Config struct {
 	TransferBound time.Duration
 
 	// Candidacy opts this Elector in to preferred candidates. While it
-	// runs it keeps a candidacy entry for the claim, with Priority and
+	// follows it keeps a candidacy entry for the claim, with Priority and
 	// its advertised value, renewed like a claim (on the renewal grid,
-	// so a store that batches renewals renews it with them); and while
-	// it leads, it reads the candidacies at each renewal and hands the
+	// so a store that batches renewals renews it with the process's
+	// other entries); while it leads it leaves the entry unrenewed (a
+	// leader never transfers to itself) and declares it again when the
+	// term ends. While it leads, it reads the candidacies at each
+	// renewal and hands the
 	// claim over (as Transfer does) to the candidate of highest
 	// Priority above its own, once that candidate has stayed present,
 	// at that Priority, for SettleTime. New fails with an error wrapping

@@ -106,7 +106,7 @@
 // # Preferred candidates
 //
 // With Config.Candidacy, an Elector keeps a candidacy entry for the claim
-// (its Priority and advertised value) while it runs, renewed like a
+// (its Priority and advertised value) while it follows, renewed like a
 // claim and withdrawn at the end; a leader with Candidacy reads the
 // candidacies at each renewal and, once a candidate whose Priority is
 // above its own has stayed present at that Priority for

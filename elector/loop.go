@@ -585,7 +585,6 @@ func (l *loop) lead(ctx context.Context, t *term) {
 			return
 		case <-timer.C:
 		}
-		l.e.kickCandidacy()
 		if !l.renew(ctx, t) {
 			return
 		}
@@ -728,6 +727,7 @@ func (l *loop) finishTerm(ctx context.Context, t *term, fallback Cause) {
 		cause = t.cause
 	}
 	e.cur = nil
+	e.kickCandidacy()
 	final := t.pub
 	if cb := e.cfg.OnDemoted; cb != nil {
 		e.disp.push(func() {

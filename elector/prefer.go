@@ -117,10 +117,12 @@ func (e *Elector) candidacy(ctx context.Context) {
 			bo.Reset()
 			wait = e.renewAt(sent).Sub(e.clock.Now())
 			if e.IsLeader() {
-				// The leader's renewals kick this one (kickCandidacy),
-				// so that both go out together: its own timer is only
-				// the backstop, late enough not to come first.
-				wait += e.cfg.RenewPeriod / 4
+				// A leader's candidacy serves no one (a leader never
+				// transfers to itself), so it is left unrenewed until
+				// the term ends (kickCandidacy): a leader pays nothing
+				// per period for it. It may lapse meanwhile, and is
+				// then declared again.
+				wait = candidacyIdle
 			}
 		case ctx.Err() != nil:
 			e.withdraw(ctx, cur, have)
@@ -152,10 +154,13 @@ func (e *Elector) withdraw(ctx context.Context, c backends.Candidate, have bool)
 	}
 }
 
-// kickCandidacy makes the candidacy goroutine renew now, beside the
-// leader's renewal going out at the same instant, so that a store that
-// batches keep-alives (etcd's shared lease, kube's session) answers both
-// with one request.
+// candidacyIdle is how long a leader's candidacy goroutine waits for
+// the term to end before it looks again: a backstop, in case a kick was
+// missed.
+const candidacyIdle = 24 * time.Hour
+
+// kickCandidacy makes the candidacy goroutine renew (or declare again)
+// now: the term it waited on has ended.
 func (e *Elector) kickCandidacy() {
 	if e.candKick == nil {
 		return
