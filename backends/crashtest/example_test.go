@@ -55,6 +55,9 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for len(elected) == 0 {
+		if clk.Since(crashedAt) > time.Minute {
+			panic("no takeover within a minute of the crash")
+		}
 		// Step the fake clock once both electors wait on a timer.
 		if err := clk.BlockUntil(ctx, 2); err != nil {
 			panic(err)
