@@ -434,10 +434,13 @@ func storedCount(v []byte) string {
 
 // loop campaigns for the shards placed here whenever the group changes
 // (the watch wakes it) until the member is stopped; then it shuts down. It
-// reads the whole group at start, after the watch reopened, and every
-// fullEvery; on a store without expiry events it also reads the members
-// every memberEvery, to notice a member whose membership expired. In
-// between, the watch's events keep the view current.
+// reads the whole group at start, after the watch broke and could not be
+// reopened at once, and every fullEvery; on a store without expiry events
+// it also reads the members every memberEvery (the whole group where
+// memberWhole), to notice a member whose membership expired; after a
+// break the watch mended at once, it reads the members at once and the
+// whole group within a TTL. In between, the watch's events keep the view
+// current.
 func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) {
 	defer close(m.done)
 	ctx, cancel := context.WithCancel(context.Background())
