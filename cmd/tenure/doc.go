@@ -14,8 +14,10 @@
 //
 // Stores are named by URL, as package storeurl reads them: file:///DIR
 // (processes of one host), etcd://HOST:PORT[,HOST:PORT]/PREFIX,
-// kube://NAMESPACE[?kubeconfig=PATH&context=NAME], nats://HOST:PORT[,HOST:PORT]/BUCKET
-// or postgres://USER[:PASSWORD]@HOST:PORT/DATABASE; --store's help lists
+// kube://NAMESPACE[?kubeconfig=PATH&context=NAME], nats://HOST:PORT[,HOST:PORT]/BUCKET,
+// postgres://USER[:PASSWORD]@HOST:PORT/DATABASE or
+// dynamodb://TABLE?region=REGION (credentials from the AWS SDK's default
+// chain); --store's help lists
 // every form with its parameters. Only run makes a store, and only when
 // its URL says create=true; the other subcommands take the same URL and
 // create nothing. etcd:// takes ?lease=shared (the

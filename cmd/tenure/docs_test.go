@@ -14,9 +14,9 @@ import (
 // package's.
 const repoRoot = "../.."
 
-// sixStores are the stores every list of them names, each with the words
+// storesNamed are the stores every list of them names, each with the words
 // that may name it.
-var sixStores = []struct {
+var storesNamed = []struct {
 	name  string
 	words []string
 }{
@@ -26,6 +26,7 @@ var sixStores = []struct {
 	{"Kubernetes", []string{"Kubernetes"}},
 	{"NATS", []string{"NATS"}},
 	{"PostgreSQL", []string{"PostgreSQL"}},
+	{"DynamoDB", []string{"DynamoDB"}},
 }
 
 // packageDoc returns the package comment of the Go file at path.
@@ -51,7 +52,7 @@ func readDoc(t *testing.T, path string) string {
 }
 
 // TestDocsNameEveryStore checks that every place that lists the stores names
-// all six of them: the README's introduction, the elector's and the
+// all seven of them: the README's introduction, the elector's and the
 // conformance suite's package docs, and the allocator's page.
 func TestDocsNameEveryStore(t *testing.T) {
 	readme := readDoc(t, "README.md")
@@ -65,7 +66,7 @@ func TestDocsNameEveryStore(t *testing.T) {
 		{"docs/allocator.md's introduction", allocIntro},
 	} {
 		text := strings.Join(strings.Fields(d.text), " ")
-		for _, s := range sixStores {
+		for _, s := range storesNamed {
 			found := false
 			for _, w := range s.words {
 				found = found || strings.Contains(text, w)

@@ -8,6 +8,7 @@ import (
 
 	// The stores tenure opens by URL: each makes its scheme known to
 	// storeurl when linked in.
+	_ "github.com/tenure-go/tenure/backends/dynamodb"
 	_ "github.com/tenure-go/tenure/backends/etcd"
 	_ "github.com/tenure-go/tenure/backends/filestore"
 	_ "github.com/tenure-go/tenure/backends/kube"
