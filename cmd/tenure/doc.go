@@ -2,7 +2,7 @@
 // a claim. It is the elector and slot packages for programs that were not
 // written against them, in the manner of consul lock and etcdctl elect.
 //
-//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--kill-grace D] [--once] [--try D] [--forward-hup] [--metrics ADDR] [--timeout D] -- COMMAND [ARG...]
+//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--advertise V] [--kill-grace D] [--once] [--try D] [--forward-hup] [--metrics ADDR] [--timeout D] -- COMMAND [ARG...]
 //	tenure holders --store URL (--key KEY | --prefix P) [--json] [--wait] [--timeout D]
 //	tenure watch --store URL --key KEY [--json] [--interval D] [--timeout D]
 //	tenure resize --store URL --key KEY --slots N [--timeout D]
@@ -183,7 +183,9 @@
 // Holders prints the live holders of KEY, one line each: identity, slot,
 // token, the time left as the store judged it (a hint, never a safety
 // bound) and the time of the claim's last write or keep-alive as the store
-// recorded it ("-" where it records none; for reading only). On a store
+// recorded it ("-" where it records none; for reading only), then the
+// value the holder advertises (tenure run --advertise; "-" if none, quoted
+// if it has spaces). On a store
 // that judges expiry by local observation (Kubernetes, NATS, PostgreSQL) a
 // fresh process cannot know the time left: a holder that stopped renewing
 // reads as live until the process has watched its claim unchanged for a
@@ -196,7 +198,7 @@
 // claims and slots, with the key first. --json prints a JSON array of
 // objects with key, holder, nonce, slot, token, verified, and
 // remaining_seconds only where verified (recorded where the store records
-// a time). Exit
+// a time, advertised where the holder advertises a value). Exit
 // status 0 (also with no holder), 2 for bad usage, 69 if the store cannot
 // be read.
 //

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/benbjohnson/clock"
 	"github.com/spf13/cobra"
@@ -30,7 +32,8 @@ Holders prints the live holders of KEY, one line each: identity, slot,
 fencing token, the time left to the claim as the store judged it when it
 was read (a hint, never a safety bound), and the time of its last write or
 keep-alive as the store recorded it, where it records one (for reading
-only: it comes from another host's clock). For a slot group (tenure run
+only: it comes from another host's clock), and the value the holder
+advertises (tenure run --advertise), such as its address. For a slot group (tenure run
 --slots N) it prints the holder of every live slot. With --prefix P in
 place of --key, it lists every live claim whose key begins with P, with its
 key first (a file store's file names do not show their keys). --json
@@ -258,24 +261,40 @@ func (c shownClaim) recorded() string {
 	return c.Recorded.UTC().Format(time.RFC3339Nano)
 }
 
+// advertised is the ADVERTISED column of c: the value its holder
+// advertises, "-" where it advertises none. Its rule (no control
+// characters, no line breaks) keeps the table whole; a value with spaces
+// is quoted, so that the column stays one field.
+func (c shownClaim) advertised() string {
+	v := c.Holder.Advertised
+	switch {
+	case v == "":
+		return "-"
+	case strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '"' }):
+		return strconv.Quote(v)
+	}
+	return v
+}
+
 func printTable(o *options, claims []shownClaim, withKey bool) error {
 	w := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 	if withKey {
 		fmt.Fprint(w, "KEY\t")
 	}
-	fmt.Fprintln(w, "HOLDER\tSLOT\tTOKEN\tREMAINING\tRECORDED")
+	fmt.Fprintln(w, "HOLDER\tSLOT\tTOKEN\tREMAINING\tRECORDED\tADVERTISED")
 	for _, c := range claims {
 		if withKey {
 			fmt.Fprintf(w, "%s\t", c.Key)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", c.Holder.ID, c.Slot, c.Token, c.remaining(), c.recorded())
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\n", c.Holder.ID, c.Slot, c.Token, c.remaining(), c.recorded(), c.advertised())
 	}
 	return w.Flush()
 }
 
 // holderJSON is one line of holders --json. RemainingSeconds is absent
 // where the store did not judge the time left (Verified false); Recorded
-// is absent where the store records no time.
+// is absent where the store records no time, Advertised where the holder
+// advertises nothing.
 type holderJSON struct {
 	Key              string     `json:"key"`
 	Holder           string     `json:"holder"`
@@ -285,6 +304,7 @@ type holderJSON struct {
 	Verified         bool       `json:"verified"`
 	RemainingSeconds *float64   `json:"remaining_seconds,omitempty"`
 	Recorded         *time.Time `json:"recorded,omitempty"`
+	Advertised       string     `json:"advertised,omitempty"`
 }
 
 func printJSON(o *options, claims []shownClaim) error {
@@ -292,6 +312,7 @@ func printJSON(o *options, claims []shownClaim) error {
 	for _, c := range claims {
 		h := holderJSON{
 			Key: c.Key, Holder: c.Holder.ID, Nonce: c.Holder.Nonce, Slot: c.Slot, Token: c.Token, Verified: c.verified,
+			Advertised: c.Holder.Advertised,
 		}
 		if c.verified {
 			secs := c.Remaining.Seconds()

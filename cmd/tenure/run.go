@@ -34,6 +34,7 @@ type runConfig struct {
 	store      *storeurl.Location
 	key        string
 	id         string
+	advertise  string
 	slots      int
 	ttl        time.Duration
 	killGrace  time.Duration
@@ -175,6 +176,7 @@ func newRunCmd(o *options) *cobra.Command {
 	f.StringVar(&store, "store", "", storeFlagHelp())
 	f.StringVar(&rc.key, "key", "", "claim key (required)")
 	f.StringVar(&rc.id, "id", "", "identity in the claim (default HOSTNAME:PID)")
+	f.StringVar(&rc.advertise, "advertise", "", fmt.Sprintf("value advertised with the claim, such as the address the command serves at; tenure holders and watchers of the claim see it (at most %d bytes, no control characters)", backends.MaxAdvertisedBytes))
 	f.IntVar(&rc.slots, "slots", 1, "number of holders allowed at once (a slot group when above 1)")
 	f.DurationVar(&rc.ttl, "ttl", elector.DefaultTTL, fmt.Sprintf("lease asked of the store, from %v to %v; a lost tenure's claim frees this long after its last renewal", minTTL, maxTTL))
 	f.DurationVar(&rc.killGrace, "kill-grace", 0, "time between SIGTERM and SIGKILL to the command, above 0 and at most ttl/3 (default ttl/5)")
@@ -221,6 +223,9 @@ func (rc *runConfig) validate() error {
 	}
 	if _, err := backends.NewHolder(rc.id); err != nil {
 		return usagef("--id %q: %v", rc.id, err)
+	}
+	if err := backends.ValidateAdvertised(rc.advertise); err != nil {
+		return usagef("--advertise %q: %v", rc.advertise, err)
 	}
 	// The elector checks the timings against each other (a TTL too short
 	// for its renewals, for one).
@@ -767,6 +772,7 @@ func (r *runner) electorConfig(h *termHooks) elector.Config {
 	return elector.Config{
 		Key:        r.rc.key,
 		Identity:   r.rc.id,
+		Advertise:  r.rc.advertise,
 		TTL:        r.rc.ttl,
 		CancelLead: r.cancelLead(),
 		// The command is SIGKILLed at the local deadline at the latest,

@@ -425,7 +425,8 @@ func holders(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// TestHolders checks holders' table and JSON for a claim and a slot group.
+// TestHolders checks holders' table and JSON for a claim and a slot group,
+// with the value each holder advertises (--advertise) where it has one.
 func TestHolders(t *testing.T) {
 	url := stores[0].url(t)
 	j := filepath.Join(t.TempDir(), "journal")
@@ -434,12 +435,12 @@ func TestHolders(t *testing.T) {
 	token := starts(readJournal(t, j))[0].token
 	out := holders(t, "--store", url, "--key", "single")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "HOLDER SLOT TOKEN REMAINING RECORDED" {
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "HOLDER SLOT TOKEN REMAINING RECORDED ADVERTISED" {
 		t.Fatalf("holders:\n%s\nwant a header and one line", out)
 	}
 	f := strings.Fields(lines[1])
-	if len(f) != 5 || f[0] != "alpha" || f[1] != "0" || f[2] != fmt.Sprint(token) || f[4] != "-" {
-		t.Errorf("holders line %q, want alpha 0 %d REMAINING - (the file store records no time)", lines[1], token)
+	if len(f) != 6 || f[0] != "alpha" || f[1] != "0" || f[2] != fmt.Sprint(token) || f[4] != "-" || f[5] != "-" {
+		t.Errorf("holders line %q, want alpha 0 %d REMAINING - - (the file store records no time; nothing advertised)", lines[1], token)
 	}
 	if d, err := time.ParseDuration(f[3]); err != nil || d <= 0 || d > testTTL {
 		t.Errorf("holders remaining %q, want within (0, %v]", f[3], testTTL)
@@ -447,8 +448,8 @@ func TestHolders(t *testing.T) {
 
 	// A slot group of two: two holders, slots 0 and 1.
 	j2 := filepath.Join(t.TempDir(), "journal")
-	startTenure(t, "b", j2, nil, runArgs(url, "group", "beta", "--slots", "2")...)
-	startTenure(t, "c", j2, nil, runArgs(url, "group", "gamma", "--slots", "2")...)
+	startTenure(t, "b", j2, nil, runArgs(url, "group", "beta", "--slots", "2", "--advertise", "10.0.0.2:8080")...)
+	startTenure(t, "c", j2, nil, runArgs(url, "group", "gamma", "--slots", "2", "--advertise", "http://gamma.example:8080/x y")...)
 	waitUntil(t, 20*time.Second, "both children started", func() bool { return count(readJournal(t, j2), "start") == 2 })
 	var got []holderJSON
 	if err := json.Unmarshal([]byte(holders(t, "--store", url, "--key", "group", "--json")), &got); err != nil {
@@ -463,6 +464,18 @@ func TestHolders(t *testing.T) {
 	}
 	if len(got) != 2 || seen[0] == "" || seen[1] == "" || seen[0] == seen[1] {
 		t.Errorf("holders --json of the group: %+v, want beta and gamma in slots 0 and 1", got)
+	}
+	want := map[string]string{"beta": "10.0.0.2:8080", "gamma": "http://gamma.example:8080/x y"}
+	for _, h := range got {
+		if h.Advertised != want[h.Holder] {
+			t.Errorf("holders --json: %s advertises %q, want %q", h.Holder, h.Advertised, want[h.Holder])
+		}
+	}
+	table := holders(t, "--store", url, "--key", "group")
+	for _, v := range []string{" 10.0.0.2:8080\n", ` "http://gamma.example:8080/x y"` + "\n"} {
+		if !strings.Contains(table, v) {
+			t.Errorf("holders table of the group:\n%s\nwant a line ending in %q", table, v)
+		}
 	}
 }
 

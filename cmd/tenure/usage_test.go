@@ -33,6 +33,8 @@ func TestUsage(t *testing.T) {
 		{"zero grace", append(append([]string{}, run...), "--kill-grace", "0", "--once", "--", "true"), "--kill-grace 0s: want a positive duration"},
 		{"metrics port", append(append([]string{}, run...), "--metrics", "127.0.0.1:99999", "--once", "--", "true"), "--metrics \"127.0.0.1:99999\""},
 		{"zero try", append(append([]string{}, run...), "--try", "0s", "--", "true"), "--try 0s"},
+		{"advertise line break", append(append([]string{}, run...), "--advertise", "a\nb", "--", "true"), `--advertise "a\nb"`},
+		{"advertise too long", append(append([]string{}, run...), "--advertise", strings.Repeat("a", 257), "--", "true"), "exceeds 256"},
 		{"no slots", append(append([]string{}, run...), "--slots", "0", "--", "true"), "--slots 0"},
 		{"log level", append(append([]string{}, run...), "--log-level", "loud", "--", "true"), "--log-level"},
 		{"holders args", []string{"holders", "--store", "file:///tmp/x", "--key", "k", "extra"}, "unknown command"},
