@@ -13,7 +13,9 @@
 // # Series
 //
 // Every series is labelled by key, never by token, holder or nonce, so
-// their number does not grow with terms or restarts.
+// their number does not grow with terms or restarts; tenure_leader_info
+// adds the value the leader advertises, which is fixed for an Elector's
+// life, so it too gives one series per key and Elector.
 //
 //	tenure_leader{key}                               gauge: electors of this process leading key (0 or 1 per Elector)
 //	tenure_state_transitions_total{key,from,to}     counter: lifecycle transitions
@@ -25,15 +27,22 @@
 //	tenure_demotions_total{key,reason}               counter: ended terms by reason (stopped, lost, expired, fatal, panic)
 //	tenure_duplicate_identities_total{key}           counter: other holders seen with this Elector's identity
 //	tenure_panics_total{key,where}                   counter: panics the elector recovered
+//	tenure_leader_info{key,advertised}               gauge: electors of this process leading key, by the value they advertise
 //
-// Every series but tenure_deadline_remaining_seconds is present as soon as
+// Every series but tenure_deadline_remaining_seconds and
+// tenure_leader_info is present as soon as
 // Trace is called for a key: the counters of every known label value (each
 // error class, demotion reason, lifecycle transition, and place the elector
 // recovers panics in) start at zero, so rate() and absent-series alerts
 // work from the first scrape. tenure_deadline_remaining_seconds is computed at each
 // scrape from the deadline the last renewal set, so it falls between
 // renewals and goes negative if a leader's own view is stuck past its
-// deadline; it is absent while the key is not led.
+// deadline; it is absent while the key is not led, and so is
+// tenure_leader_info, which carries the value the leader advertises
+// (elector.Config.Advertise, empty if none) as a label. The value is safe
+// as one: at most backends.MaxAdvertisedBytes of UTF-8 without control
+// characters, fixed for the Elector's life. Joined on key and instance,
+// it tells a dashboard where the leader serves.
 //
 // # Guarantees
 //

@@ -28,6 +28,7 @@ type Metrics struct {
 	duplicates  *prometheus.CounterVec
 	panics      *prometheus.CounterVec
 	remaining   *prometheus.Desc
+	info        *prometheus.Desc
 
 	mu    sync.Mutex
 	terms map[string][]*leading // guarded by mu: per key, one per Trace call
@@ -35,8 +36,9 @@ type Metrics struct {
 
 // leading is what one traced Elector last reported about its term.
 type leading struct {
-	leader   bool      // Metrics.mu: the state is leader
-	deadline time.Time // Metrics.mu: the last deadline reported; zero if none yet in this state
+	leader     bool      // Metrics.mu: the state is leader
+	deadline   time.Time // Metrics.mu: the last deadline reported; zero if none yet in this state
+	advertised string    // Metrics.mu: the value the holder advertises, from its last term
 }
 
 // Option configures New.
@@ -98,6 +100,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		remaining: prometheus.NewDesc("tenure_deadline_remaining_seconds",
 			"Time from the scrape to the local deadline of the term this process leads; negative once past it.",
 			[]string{"key"}, nil),
+		info: prometheus.NewDesc("tenure_leader_info",
+			"Electors of this process leading the key, by the value their holder advertises (elector.Config.Advertise; empty if none).",
+			[]string{"key", "advertised"}, nil),
 	}
 	for _, o := range opts {
 		o(m)
@@ -120,6 +125,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		c.Describe(ch)
 	}
 	ch <- m.remaining
+	ch <- m.info
 }
 
 // Collect implements prometheus.Collector.
@@ -132,10 +138,17 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	var out []prometheus.Metric
 	for key, ls := range m.terms {
 		var first time.Time
+		leading := map[string]int{} // by advertised value
 		for _, l := range ls {
 			if l.leader && !l.deadline.IsZero() && (first.IsZero() || l.deadline.Before(first)) {
 				first = l.deadline
 			}
+			if l.leader && !l.deadline.IsZero() {
+				leading[l.advertised]++
+			}
+		}
+		for adv, n := range leading {
+			out = append(out, prometheus.MustNewConstMetric(m.info, prometheus.GaugeValue, float64(n), key, adv))
 		}
 		if !first.IsZero() {
 			out = append(out, prometheus.MustNewConstMetric(m.remaining, prometheus.GaugeValue, first.Sub(now).Seconds(), key))
@@ -208,6 +221,9 @@ func (m *Metrics) Trace(key string) elector.Trace {
 		},
 		ElectionWon: func(term elector.Term, _ time.Duration) {
 			won.Inc()
+			m.mu.Lock()
+			l.advertised = term.Holder.Advertised
+			m.mu.Unlock()
 			setDeadline(term.Deadline)
 		},
 		ElectionLost: func(class backends.Class, _ time.Duration) {

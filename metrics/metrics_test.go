@@ -406,3 +406,43 @@ func TestSeriesFromStart(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderInfo checks that tenure_leader_info carries the value the
+// leader advertises as a label while it leads, with nothing advertised as
+// an empty label, and is absent once it no longer leads.
+func TestLeaderInfo(t *testing.T) {
+	ctx := barrier(t)
+	clk := clocktest.New(time.Time{})
+	locker := newLocker(t, clk)
+	m, err := metrics.New(prometheus.NewPedanticRegistry(), metrics.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	won := make(chan struct{}, 4)
+	cfg := config(clk, "a", metrics.Join(m.Trace("jobs"), elector.Trace{
+		ElectionWon: func(elector.Term, time.Duration) { won <- struct{}{} },
+	}))
+	cfg.Advertise = "10.0.0.1:8080"
+	a := start(t, locker, cfg)
+	recv(t, ctx, won, "a elected")
+	compare(t, m, `
+# HELP tenure_leader_info Electors of this process leading the key, by the value their holder advertises (elector.Config.Advertise; empty if none).
+# TYPE tenure_leader_info gauge
+tenure_leader_info{advertised="10.0.0.1:8080",key="jobs"} 1
+`, "tenure_leader_info")
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, m, "", "tenure_leader_info")
+
+	b := start(t, locker, config(clk, "b", metrics.Join(m.Trace("jobs"), elector.Trace{
+		ElectionWon: func(elector.Term, time.Duration) { won <- struct{}{} },
+	})))
+	recv(t, ctx, won, "b elected")
+	if got := value(t, m, "tenure_leader_info", "advertised=,key=jobs"); got != 1 {
+		t.Errorf("tenure_leader_info with nothing advertised = %v, want 1", got)
+	}
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
