@@ -44,7 +44,7 @@ type campaignConfig struct {
 // allBackends are the backends a campaign can run, in the order it runs them.
 // The -shared and -session ones are etcd and kube with the workers' stores
 // in the backend's batched mode (storeurl's lease=shared and session=).
-var allBackends = []string{"filestore", "etcd", "etcd3", "kube", "etcd-shared", "etcd3-shared", "kube-session", "nats", "nats3", "postgres", "postgres-ha"}
+var allBackends = []string{"filestore", "etcd", "etcd3", "kube", "etcd-shared", "etcd3-shared", "kube-session", "nats", "nats3", "postgres", "postgres-ha", "dynamodb"}
 
 func campaignFlags(args []string) (campaignConfig, error) {
 	c := campaignConfig{}
@@ -343,6 +343,8 @@ func startBackend(c campaignConfig, api *toxiproc.Server, b, dir string, seed ui
 		return servers.StartPostgres(api, name, c.workers)
 	case "postgres-ha":
 		return servers.StartPostgresHA(api, name, c.workers)
+	case "dynamodb":
+		return servers.StartDynamo(api, dir, name, c.workers)
 	}
 	return nil, fmt.Errorf("unknown backend %q", b)
 }

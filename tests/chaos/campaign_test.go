@@ -117,13 +117,13 @@ func checkRunTimeline(t *testing.T, out string) {
 // smokeBackends are the backends TestSmoke runs: not the batched modes
 // (etcd-shared, etcd3-shared, kube-session), which make chaos runs, to keep
 // the smoke's wall time as it was.
-var smokeBackends = []string{"filestore", "etcd", "etcd3", "kube", "nats", "nats3", "postgres", "postgres-ha"}
+var smokeBackends = []string{"filestore", "etcd", "etcd3", "kube", "nats", "nats3", "postgres", "postgres-ha", "dynamodb"}
 
 // shortSmoke are the backends whose smoke run is shorter, at a 1 s TTL,
 // so that adding them costs the smoke little time. Their runs draw only
 // the faults of the backend and the network (smokeServerKinds): the
 // workers' own faults are the same on every backend, and the other
 // backends' smoke runs draw them.
-var shortSmoke = map[string]bool{"nats": true, "nats3": true, "postgres": true, "postgres-ha": true}
+var shortSmoke = map[string]bool{"nats": true, "nats3": true, "postgres": true, "postgres-ha": true, "dynamodb": true}
 
 const smokeServerKinds = schedule.FServerPause + "," + schedule.FServerKill + "," + schedule.FPartition + "," + schedule.FLatency + "," + schedule.FIsolate

@@ -8,7 +8,7 @@
 //
 // Usage:
 //
-//	go run ./chaos [-runs N] [-duration D] [-backends filestore,etcd,etcd3,kube,nats,nats3,postgres,postgres-ha,...] [-seed S] [-svg] ...
+//	go run ./chaos [-runs N] [-duration D] [-backends filestore,etcd,etcd3,kube,nats,nats3,postgres,postgres-ha,dynamodb,...] [-seed S] [-svg] ...
 //
 // Each run prints one line; the campaign ends with a table per backend and
 // the line "chaos: runs=R violations=V worst-recovery=D", and exits with
@@ -50,7 +50,9 @@
 // postgres: one PostgreSQL server process, run as nobody when the
 // campaign is root; postgres-ha: a primary and a synchronous streaming
 // standby of it, each worker's URL listing both with
-// target_session_attrs=read-write), a fenced
+// target_session_attrs=read-write; dynamodb: one dynalite process, a
+// DynamoDB implementation on LevelDB run by node, keeping its tables on
+// disk, the workers' credentials static ones from the environment), a fenced
 // resource (an HTTP server in the driver that accepts a write for a slot
 // only if its token is at least the highest it accepted there), and
 // -workers worker processes. Each worker opens its store from a URL
@@ -70,9 +72,9 @@
 //	partition        a worker cut off the backend: traffic dropped, or connections
 //	                 reset and refused
 //	server-pause     SIGSTOP of an etcd member, the kube-apiserver, a nats-server,
-//	                 or the PostgreSQL postmaster and every process it forked
-//	server-kill      SIGKILL of an etcd member, the kube-apiserver, a nats-server
-//	                 or the postmaster, restarted on the same port and data;
+//	                 the PostgreSQL postmaster and every process it forked, or dynalite
+//	server-kill      SIGKILL of an etcd member, the kube-apiserver, a nats-server,
+//	                 the postmaster or dynalite, restarted on the same port and data;
 //	                 (postgres-ha) a failover: the primary killed, the standby
 //	                 promoted, the old primary rebuilt as its standby at the heal
 //	isolate          (etcd3) the peer traffic sent to one member is dropped: it

@@ -145,7 +145,7 @@ func linStepLocal(st, in, out any) []any {
 // LocalExpiry reports whether backend's store judges expiry in each
 // process (see linStepLocal).
 func LocalExpiry(backend string) bool {
-	for _, p := range []string{"kube", "nats", "postgres"} {
+	for _, p := range []string{"kube", "nats", "postgres", "dynamodb"} {
 		if strings.HasPrefix(backend, p) {
 			return true
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/tenure-go/tenure/tests/chaos/journal"
 
 	// The stores a worker opens by URL.
+	_ "github.com/tenure-go/tenure/backends/dynamodb"
 	_ "github.com/tenure-go/tenure/backends/etcd"
 	_ "github.com/tenure-go/tenure/backends/filestore"
 	_ "github.com/tenure-go/tenure/backends/kube"
