@@ -71,6 +71,7 @@ func TestKube(t *testing.T) {
 			t.Run("StalledWatchStillReportsExpiry", func(t *testing.T) { testStalledWatchExpiry(t, c) })
 			t.Run("StalledWatchReportsExpiryOfARenewal", func(t *testing.T) { testStalledWatchRenewalExpiry(t, c) })
 			t.Run("StalledWatchEndsWithinItsLifetime", func(t *testing.T) { testStalledWatchLifetime(t, c) })
+			t.Run("Observer", func(t *testing.T) { testObserver(t, c) })
 		})
 	}
 	// Last: it restarts the API server under every other store.
