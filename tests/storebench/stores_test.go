@@ -49,6 +49,10 @@ func TestMain(m *testing.M) {
 //     server's processes, which cpu-ms/s does not include.
 //   - handover and failover (storebench.Takeover): p50-ms, max-ms and
 //     overlaps, graceful (15 rounds) and by a crash (5 rounds).
+//   - observe (storebench.Observer): p50-ms and max-ms from a new
+//     leader sending the request that took the claim to an observer in a process of its own
+//     reporting it, over 15 graceful handovers, and stale (observations
+//     of an older leader after a newer one: must be 0).
 //
 // A request is what a candidate's connection sends, counted the same way
 // for every store, at the client: etcd, a gRPC client interceptor counting
@@ -134,6 +138,10 @@ func measurements(cfg storebench.Config, st store) []measurement {
 			storebench.Takeover(tb, cfg, open, crash, report)
 		}})
 	}
+	out = append(out, measurement{"observe", func(tb testing.TB, report storebench.Report) {
+		open, _ := st.open(tb)
+		storebench.Observer(tb, cfg, open, report)
+	}})
 	return out
 }
 

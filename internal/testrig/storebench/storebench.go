@@ -325,3 +325,139 @@ func stopAll(els []*elector.Elector) {
 	}
 	wg.Wait()
 }
+
+// Observer measures, over cfg.Handovers graceful handovers of one claim
+// among cfg.Candidates processes, how long an observer (elector.Observe,
+// in a process of its own) takes to report each new leader: from the
+// moment the new leader sent the request that took the claim
+// (Term.AcquiredAt) to the observer delivering it, held at that token. The
+// claim changes at the store somewhere within that request, whose answer
+// the store's watch event often overtakes, so the figure includes the
+// write's own round trip and is never negative. Each stopped leader is
+// replaced by a fresh process. It reports
+// p50-ms and max-ms, and stale: observations of a leader at a token below
+// one the observer had already delivered (must be 0).
+func Observer(tb testing.TB, cfg Config, open Open, report Report) {
+	tb.Helper()
+	wall := clock.New()
+	var won sync.Map                    // token → when its acquiring request was sent
+	wonSignal := make(chan struct{}, 1) // a token was stored in won
+	var all []*elector.Elector
+	defer func() { stopAll(all) }()
+	start := func() {
+		locker, err := backends.NewLocker(open(tb).Store)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		el, err := elector.New(locker, elector.Config{
+			Key: "observed", Identity: fmt.Sprintf("candidate-%d", len(all)), TTL: cfg.TTL,
+			RenewPeriod: cfg.Renew, RetryPeriod: cfg.Renew,
+			Trace: elector.Trace{ElectionWon: func(t elector.Term, _ time.Duration) {
+				won.Store(t.Token, t.AcquiredAt)
+				select {
+				case wonSignal <- struct{}{}:
+				default:
+				}
+			}},
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := el.Start(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+		all = append(all, el)
+	}
+	for range cfg.Candidates {
+		start()
+	}
+	locker, err := backends.NewLocker(open(tb).Store)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := elector.Observe(ctx, locker, elector.ObserverConfig{Key: "observed", RetryPeriod: cfg.Renew, Clock: wall})
+	if err != nil {
+		cancel()
+		tb.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		for range ch {
+		}
+	}()
+	var last int64 // the highest token delivered
+	stale := 0
+	// nextLeader waits for the observer to deliver a leader above token
+	// after, and returns it with the time of its delivery.
+	nextLeader := func(after int64) (elector.Leader, time.Time) {
+		timer := wall.Timer(cfg.Limit)
+		defer timer.Stop()
+		for {
+			select {
+			case obs := <-ch:
+				at := wall.Now()
+				ld, ok := obs.Leader()
+				if !ok {
+					continue
+				}
+				if ld.Token < last {
+					stale++
+				}
+				last = max(last, ld.Token)
+				if ld.Token > after {
+					return ld, at
+				}
+			case <-timer.C:
+				tb.Fatalf("storebench: the observer reported no leader above token %d within %v", after, cfg.Limit)
+				return elector.Leader{}, time.Time{}
+			}
+		}
+	}
+	// wonAt is when the request that took token was sent, waiting (within
+	// cfg.Limit) for the winner's hook if the observer was quicker.
+	wonAt := func(token int64) time.Time {
+		timer := wall.Timer(cfg.Limit)
+		defer timer.Stop()
+		for {
+			if v, ok := won.Load(token); ok {
+				return v.(time.Time)
+			}
+			select {
+			case <-wonSignal:
+			case <-timer.C:
+				tb.Fatalf("storebench: token %d was observed but never won", token)
+			}
+		}
+	}
+	ld, _ := nextLeader(0)
+	var delays []time.Duration
+	for range cfg.Handovers {
+		var cur *elector.Elector
+		for _, el := range all {
+			if el.Holder() == ld.Holder {
+				cur = el
+			}
+		}
+		if cur == nil {
+			tb.Fatalf("storebench: the observed leader %s is no candidate", ld.Holder)
+		}
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), cfg.Limit)
+		err := cur.Stop(stopCtx)
+		stopCancel()
+		if err != nil {
+			tb.Fatalf("storebench: stop the leader: %v", err)
+		}
+		nxt, at := nextLeader(ld.Token)
+		delays = append(delays, at.Sub(wonAt(nxt.Token)))
+		start()
+		ld = nxt
+	}
+	slices.Sort(delays)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	p50, top := delays[(len(delays)-1)/2], delays[len(delays)-1]
+	report(ms(p50), "p50-ms")
+	report(ms(top), "max-ms")
+	report(float64(stale), "stale")
+	tb.Logf("observer: p50 %v, max %v over %d handovers, %d stale", p50, top, len(delays), stale)
+}
