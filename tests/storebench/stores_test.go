@@ -3,13 +3,17 @@ package storebench_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
+	"github.com/tenure-go/tenure/backends/dynamodb"
+	"github.com/tenure-go/tenure/backends/dynamodb/dynamotest"
 	etcdstore "github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
 	natsstore "github.com/tenure-go/tenure/backends/nats"
@@ -27,24 +31,26 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(pgtest.Main(m), append(etcdtest.LeakOptions(), natstest.LeakOptions()...)...)
 }
 
-// BenchmarkStores measures the etcd, NATS and PostgreSQL stores in one run,
+// BenchmarkStores measures the etcd, NATS, PostgreSQL and DynamoDB stores in one run,
 // on one machine under one load, with storebench.Default's shape: TTL 2 s,
 // renew and retry every 500 ms, three candidates per claim, each candidate
 // a process of its own as far as the server can tell (its own connection
 // and Store). The servers: an embedded etcd with etcd's default timings
 // and fsync; a nats-server with JetStream syncing every write (sync
 // always); the package's shared PostgreSQL server (a child process,
-// fsync off) with a database of this run's own.
+// fsync off) with a database of this run's own; a dynalite process (the
+// DynamoDB store is measured against it, not against AWS).
 //
 // For each store (etcd, nats, postgres, postgres-batched: PostgreSQL with
 // WithBatchedKeepAlive, and postgres-pgbouncer: PostgreSQL through a
 // PgBouncer in transaction mode, with no direct connection and so no
-// watch, its followers timing their attempts to the claim's expiry):
+// watch, its followers timing their attempts to the claim's expiry, and
+// dynamodb, without a watch too):
 //
 //   - claims=1 and claims=100 (storebench.Steady): req/s, req/renewal,
 //     terms (terms begun in the 6 s window: 0 when nothing was done to a
 //     leader), cpu-ms/s, the CPU time of this whole process (its clients)
-//     and, for etcd and NATS, of their server's process (read from /proc)
+//     and, for etcd, NATS and DynamoDB, of their server's process (read from /proc)
 //     per second, and for PostgreSQL server-cpu-ms/s, that of the
 //     server's processes, which cpu-ms/s does not include.
 //   - handover and failover (storebench.Takeover): p50-ms, max-ms and
@@ -59,7 +65,8 @@ func TestMain(m *testing.M) {
 // one per unary call and one per message sent on a stream (a keep-alive on
 // the lease stream, a watch creation); NATS, the messages the connection
 // published (nats.Conn's OutMsgs: a publish, a request, a JetStream API
-// call each count one); PostgreSQL, a pgx tracer counting one per
+// call each count one); DynamoDB, one per HTTP request (an API call);
+// PostgreSQL, a pgx tracer counting one per
 // statement, each statement of a batch (pipeline) included.
 //
 // Run with -benchtime=1x; each iteration is a whole measurement.
@@ -153,6 +160,7 @@ func startStores(tb testing.TB, fast bool) []store {
 		etcdOpts = append(etcdOpts, etcdtest.DefaultTimings())
 	}
 	etcdSrv := etcdtest.Start(tb, etcdOpts...)
+	dynSrv := dynamotest.Start(tb)
 	natsSrv := natstest.Start(tb)
 	pg := pgtest.Shared(tb)
 	db := pg.NewDatabase(tb)
@@ -171,6 +179,7 @@ func startStores(tb testing.TB, fast bool) []store {
 		{name: "postgres-pgbouncer", open: func(tb testing.TB) (storebench.Open, storebench.Meters) {
 			return openPostgres(tb, pooled, pgCPU, postgres.WithPooler(postgres.PoolerTransaction))
 		}},
+		{name: "dynamodb", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openDynamo(tb, dynSrv) }},
 	}
 }
 
@@ -293,4 +302,41 @@ func openPostgres(tb testing.TB, dsn string, serverCPU storebench.CPUMeter, opts
 		return storebench.Process{Store: s, Crash: func() { s.Close() }}
 	}
 	return open, storebench.Meters{Requests: stmts.Load, CPU: []storebench.CPUMeter{processCPU, serverCPU}}
+}
+
+// roundTrips counts the HTTP requests a DynamoDB client sends: one per
+// API call (the store makes each call one attempt).
+type roundTrips struct {
+	next http.RoundTripper
+	n    *atomic.Int64
+}
+
+func (r roundTrips) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.n.Add(1)
+	return r.next.RoundTrip(req)
+}
+
+// openDynamo measures the DynamoDB store over dynalite, a process of its
+// own: each candidate a client with its own connections, all on one table
+// of the measurement's own.
+func openDynamo(tb testing.TB, srv *dynamotest.Server) (storebench.Open, storebench.Meters) {
+	var reqs atomic.Int64
+	table := "bench-" + namespace()
+	open := func(tb testing.TB) storebench.Process {
+		tr := &http.Transport{MaxIdleConnsPerHost: 256}
+		tb.Cleanup(tr.CloseIdleConnections)
+		c := dynamotest.ClientAt(tb, srv.Endpoint(), func(o *awsdynamodb.Options) {
+			o.HTTPClient = &http.Client{Transport: roundTrips{tr, &reqs}}
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := dynamodb.Open(ctx, c, table, dynamodb.WithCreateTable())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		// A closed store fails every later call: no renewal, no release.
+		return storebench.Process{Store: s, Crash: func() { s.Close() }}
+	}
+	return open, storebench.Meters{Requests: reqs.Load, CPU: []storebench.CPUMeter{withServer(srv.CPU)}}
 }
