@@ -49,16 +49,38 @@ type Candidacies interface {
 	WithdrawCandidacy(ctx context.Context, c Candidate) error
 
 	// Candidates lists the live candidacies for claim key, by descending
-	// priority, then by identity and nonce.
-	Candidates(ctx context.Context, key string) ([]Candidate, error)
+	// priority, then by identity and nonce, and the pending transfer
+	// request, if any (nil otherwise), read in the same listing.
+	Candidates(ctx context.Context, key string) ([]Candidate, *TransferRequest, error)
+
+	// RequestTransfer asks the leader of claim key, whoever it is, to
+	// transfer the claim to the candidate with identity to, or to its
+	// best candidate if to is empty. The request lives for within; a
+	// leader that keeps candidacies (elector.Config.Candidacy) acts on it
+	// at its next renewal and deletes it.
+	RequestTransfer(ctx context.Context, key, to string, within time.Duration) (TransferRequest, error)
+
+	// ClearTransferRequest deletes r if it is unchanged. A request
+	// already gone is not an error.
+	ClearTransferRequest(ctx context.Context, r TransferRequest) error
+}
+
+// TransferRequest is a pending request that a claim's leader transfer it.
+type TransferRequest struct {
+	Key string
+	// To is the identity to transfer to; empty means the candidate of
+	// highest priority.
+	To        string
+	Revision  int64
+	Remaining time.Duration
 }
 
 var _ Candidacies = (*StoreLocker)(nil)
 
 // candidateKey is the store key of holder's candidacy for key, checked.
 func candidateKey(key string, holder Holder) (string, error) {
-	if holder.Nonce == "" {
-		return "", fmt.Errorf("backends: candidacy %q: holder %s has no nonce: %w", key, holder, ErrInvalid)
+	if holder.Nonce == "" || wire.CandidateKey(key, holder.Nonce) == wire.TransferRequestKey(key) {
+		return "", fmt.Errorf("backends: candidacy %q: holder %s has no nonce a candidacy can be kept under: %w", key, holder, ErrInvalid)
 	}
 	k := wire.CandidateKey(key, holder.Nonce)
 	if err := ValidateKey(k); err != nil {
@@ -129,26 +151,35 @@ func (l *StoreLocker) WithdrawCandidacy(ctx context.Context, c Candidate) error 
 
 // Candidates implements Candidacies. An entry that is not a candidacy is
 // an error wrapping ErrCorrupt.
-func (l *StoreLocker) Candidates(ctx context.Context, key string) ([]Candidate, error) {
+func (l *StoreLocker) Candidates(ctx context.Context, key string) ([]Candidate, *TransferRequest, error) {
 	prefix := wire.CandidatePrefix(key)
 	if err := ValidatePrefix(prefix); err != nil {
-		return nil, fmt.Errorf("backends: candidates %q: %w", key, err)
+		return nil, nil, fmt.Errorf("backends: candidates %q: %w", key, err)
 	}
 	entries, err := l.store.List(ctx, prefix)
 	if err != nil {
-		return nil, fmt.Errorf("backends: candidates %q: %w", key, err)
+		return nil, nil, fmt.Errorf("backends: candidates %q: %w", key, err)
 	}
 	out := make([]Candidate, 0, len(entries))
+	var req *TransferRequest
 	for _, e := range entries {
 		if strings.Contains(e.Key[len(prefix):], "/") {
 			continue // a key of a claim nested under key
 		}
+		if e.Key == wire.TransferRequestKey(key) {
+			to, err := wire.DecodeTransferRequest(e.Value)
+			if err != nil {
+				return nil, nil, fmt.Errorf("backends: candidates %q (store key %q): %v: %w", key, e.Key, err, ErrCorrupt)
+			}
+			req = &TransferRequest{Key: key, To: to, Revision: e.Revision, Remaining: e.Remaining}
+			continue
+		}
 		c, prio, err := wire.DecodeCandidacy(e.Value)
 		if err != nil {
-			return nil, fmt.Errorf("backends: candidates %q (store key %q): %v: %w", key, e.Key, err, ErrCorrupt)
+			return nil, nil, fmt.Errorf("backends: candidates %q (store key %q): %v: %w", key, e.Key, err, ErrCorrupt)
 		}
 		if e.Key != wire.CandidateKey(key, c.Nonce) {
-			return nil, fmt.Errorf("backends: candidates %q: store key %q holds the candidacy of nonce %q: %w", key, e.Key, c.Nonce, ErrCorrupt)
+			return nil, nil, fmt.Errorf("backends: candidates %q: store key %q holds the candidacy of nonce %q: %w", key, e.Key, c.Nonce, ErrCorrupt)
 		}
 		out = append(out, Candidate{
 			Key: key, Holder: Holder{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised},
@@ -165,5 +196,44 @@ func (l *StoreLocker) Candidates(ctx context.Context, key string) ([]Candidate, 
 		}
 		return a.Holder.Nonce < b.Holder.Nonce
 	})
-	return out, nil
+	return out, req, nil
+}
+
+// RequestTransfer implements Candidacies. A pending request is replaced.
+func (l *StoreLocker) RequestTransfer(ctx context.Context, key, to string, within time.Duration) (TransferRequest, error) {
+	if to != "" {
+		if err := validateID(to); err != nil {
+			return TransferRequest{}, fmt.Errorf("backends: transfer request %q: target: %w", key, err)
+		}
+	}
+	if err := claimTTL(within); err != nil {
+		return TransferRequest{}, fmt.Errorf("backends: transfer request %q: %w", key, err)
+	}
+	rk := wire.TransferRequestKey(key)
+	if err := ValidateKey(rk); err != nil {
+		return TransferRequest{}, fmt.Errorf("backends: transfer request %q: the key is too long to hold a request beside it: %w", key, err)
+	}
+	value := wire.EncodeTransferRequest(to)
+	e, err := l.store.CreateIfAbsent(ctx, rk, value, within)
+	var ce *ConflictError
+	if errors.As(err, &ce) && ce.Found {
+		e, err = l.store.CompareAndSet(ctx, rk, ce.Current.Revision, value, within)
+	}
+	if err != nil {
+		return TransferRequest{}, fmt.Errorf("backends: transfer request %q: %w", key, err)
+	}
+	return TransferRequest{Key: key, To: to, Revision: e.Revision, Remaining: e.Remaining}, nil
+}
+
+// ClearTransferRequest implements Candidacies.
+func (l *StoreLocker) ClearTransferRequest(ctx context.Context, r TransferRequest) error {
+	err := l.store.CompareAndDelete(ctx, wire.TransferRequestKey(r.Key), r.Revision)
+	var ce *ConflictError
+	switch {
+	case err == nil, errors.As(err, &ce) && !ce.Found:
+		return nil
+	case errors.As(err, &ce):
+		return fmt.Errorf("backends: transfer request %q: clear: replaced (now at revision %d): %w", r.Key, ce.Current.Revision, ErrConflict)
+	}
+	return fmt.Errorf("backends: transfer request %q: clear: %w", r.Key, err)
 }

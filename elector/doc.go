@@ -114,8 +114,11 @@
 // (same demotion, drain and callbacks, ReasonTransferred). Only a
 // strictly higher Priority moves the claim, so candidates of equal
 // priority never do, and a candidate that comes and goes restarts its
-// settle time each time it comes back. Preference never overrides
-// safety: a transfer it starts that fails leaves the claim as Stop would.
+// settle time each time it comes back. Such a leader also acts on a
+// transfer request left beside the candidacies by a process that does
+// not lead (backends.Candidacies.RequestTransfer, the tenure transfer
+// command), at its next renewal. Preference never overrides safety: a
+// transfer it starts that fails leaves the claim as Stop would.
 //
 // # Observing a claim
 //

@@ -27,8 +27,9 @@ func (l *loop) prefer(t *term) bool {
 		l.prefTerm, l.seen = t, map[string]sighting{}
 	}
 	var cands []backends.Candidate
+	var req *backends.TransferRequest
 	err := e.bounded(t.ctx, e.cfg.RenewTimeout, func(ctx context.Context) (err error) {
-		cands, err = e.cands.Candidates(ctx, e.cfg.Key)
+		cands, req, err = e.cands.Candidates(ctx, e.cfg.Key)
 		return err
 	})
 	if err != nil {
@@ -36,6 +37,11 @@ func (l *loop) prefer(t *term) bool {
 			e.log.Debug("elector: reading the candidacies failed", "err", err)
 		}
 		return t.ctx.Err() == nil
+	}
+	if req != nil {
+		if to, ok := l.requested(t, *req, cands); ok {
+			return l.handOverTo(t, to)
+		}
 	}
 	now := e.clock.Now()
 	present := make(map[string]sighting, len(cands))
@@ -60,12 +66,52 @@ func (l *loop) prefer(t *term) bool {
 		return true
 	}
 	e.log.Info("elector: a preferred candidate is present; transferring", "to", best.Holder, "priority", best.Priority, "own_priority", e.cfg.Priority)
+	return l.handOverTo(t, best.Holder.ID)
+}
+
+// requested acts on a transfer request read beside the candidacies: it
+// names the target (the request's, or the best candidate other than this
+// Elector) and deletes the request, so that the next leader does not act
+// on it again. It reports false, leaving the term as it is, when there is
+// no one to hand over to yet (the request waits, until it expires, for a
+// candidate to appear) or the request could not be deleted (it is tried
+// again at the next renewal).
+func (l *loop) requested(t *term, req backends.TransferRequest, cands []backends.Candidate) (string, bool) {
+	e := l.e
+	to := req.To
+	if to == "" {
+		for _, c := range cands { // by descending priority
+			if c.Holder.Nonce != e.holder.Nonce {
+				to = c.Holder.ID
+				break
+			}
+		}
+		if to == "" {
+			return "", false
+		}
+	}
+	err := e.bounded(t.ctx, e.cfg.RenewTimeout, func(ctx context.Context) error {
+		return e.cands.ClearTransferRequest(ctx, req)
+	})
+	if err != nil {
+		e.log.Warn("elector: a transfer request could not be cleared; trying again at the next renewal", "to", to, "err", err)
+		return "", false
+	}
+	e.log.Info("elector: a transfer was requested; transferring", "to", to)
+	return to, true
+}
+
+// handOverTo ends t to hand the claim over to the identity to, as
+// Transfer does, without waiting for the outcome. It reports false: t
+// leads no more.
+func (l *loop) handOverTo(t *term, to string) bool {
+	e := l.e
 	e.mu.Lock()
-	if e.stopping || !e.leadingLocked(now) {
+	if e.stopping || !e.leadingLocked(e.clock.Now()) {
 		e.mu.Unlock()
 		return false
 	}
-	t.transfer = &transferReq{to: best.Holder.ID, done: make(chan error, 1)}
+	t.transfer = &transferReq{to: to, done: make(chan error, 1)}
 	tr, _ := e.demoteLocked(t, Cause{Reason: ReasonTransferred})
 	e.mu.Unlock()
 	e.afterDemote(t, tr)

@@ -98,7 +98,7 @@ func TestLeaderCandidacyCostsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	electortest.Await(t, ctx, "the candidacy declared again", func() bool {
-		cs, err := sl.Candidates(ctx, key)
+		cs, _, err := sl.Candidates(ctx, key)
 		return err == nil && len(cs) == 1 && cs[0].Holder == a.Holder()
 	}, log)
 }

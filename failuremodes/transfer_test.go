@@ -528,3 +528,46 @@ func TestFM40FlappingPreferenceCannotBounce(t *testing.T) {
 		t.Errorf("a does not lead after flapping preferences")
 	}
 }
+
+// TestTransferRequestedFromOutside checks the request a process that does
+// not lead (the tenure command) leaves for the leader: at its next
+// renewal the leader clears it and transfers to the named candidate, or,
+// when none is named, to the candidate of highest priority; the next
+// leader does not act on it again.
+func TestTransferRequestedFromOutside(t *testing.T) {
+	for _, tc := range []struct {
+		name, to, want string
+		prioB, prioC   int64 // both below a's, so no preference moves the claim
+	}{{"named", "b", "b", 0, 0}, {"best", "", "c", -1, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			cand := func(prio int64) nodeOption {
+				return withConfig(func(c *elector.Config) { c.Candidacy, c.Priority = true, prio })
+			}
+			a := w.newNode("a", withWatch(), cand(1)).start()
+			first := a.await(electortest.Elected, 1).Term
+			b := w.newNode("b", withWatch(), cand(tc.prioB)).start()
+			c := w.newNode("c", withWatch(), cand(tc.prioC)).start()
+			b.await(electortest.Lost, 1)
+			c.await(electortest.Lost, 1)
+			l, err := backends.NewLocker(w.store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.RequestTransfer(w.ctx, key, tc.to, ttl); err != nil {
+				t.Fatal(err)
+			}
+			next := map[string]*node{"b": b, "c": c}[tc.want]
+			w.stepUntil(1, 250*time.Millisecond, func() bool { return next.rec.Count(electortest.Elected) > 0 })
+			if got := next.await(electortest.Elected, 1).Term; got.Token <= first.Token {
+				t.Errorf("%s leads at token %d, want above a's %d", tc.want, got.Token, first.Token)
+			}
+			if _, req, err := l.Candidates(w.ctx, key); err != nil || req != nil {
+				t.Errorf("after the transfer, the request is %+v (%v), want cleared", req, err)
+			}
+			if cause := a.rec.Nth(electortest.OnDemoted, 1).Cause; cause.Reason != elector.ReasonTransferred {
+				t.Errorf("a's term ended %v, want transferred", cause)
+			}
+		})
+	}
+}

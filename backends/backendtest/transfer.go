@@ -83,9 +83,9 @@ func (s *suite) testLockerCandidacies(t *testing.T) {
 	}
 	want := func(what string, hs ...backends.Holder) []backends.Candidate {
 		t.Helper()
-		got, err := lp.Candidates(ctx, key)
-		if err != nil {
-			t.Fatalf("Candidates (%s): %v", what, err)
+		got, req, err := lp.Candidates(ctx, key)
+		if err != nil || req != nil {
+			t.Fatalf("Candidates (%s): %v, request %+v (want none)", what, err, req)
 		}
 		if len(got) != len(hs) {
 			t.Fatalf("Candidates (%s) = %+v, want %d", what, got, len(hs))
@@ -121,4 +121,21 @@ func (s *suite) testLockerCandidacies(t *testing.T) {
 	if err := lp.WithdrawCandidacy(ctx, ch); err != nil {
 		t.Errorf("WithdrawCandidacy of an expired entry = %v, want nil", err)
 	}
+	// A transfer request is read in the same listing, replaced by a
+	// later one, and cleared by its revision.
+	if _, err := l.RequestTransfer(ctx, key, "", s.ttl); err != nil {
+		t.Fatalf("RequestTransfer: %v", err)
+	}
+	r, err := l.RequestTransfer(ctx, key, "high", s.ttl)
+	if err != nil {
+		t.Fatalf("RequestTransfer again: %v", err)
+	}
+	got, req, err := lp.Candidates(ctx, key)
+	if err != nil || len(got) != 0 || req == nil || req.To != "high" || req.Revision != r.Revision {
+		t.Fatalf("Candidates with a request = %+v, %+v, %v; want no candidate and the request to %q at revision %d", got, req, err, "high", r.Revision)
+	}
+	if err := lp.ClearTransferRequest(ctx, *req); err != nil {
+		t.Errorf("ClearTransferRequest: %v", err)
+	}
+	want("request cleared")
 }

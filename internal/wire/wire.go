@@ -262,3 +262,37 @@ func DecodeCandidacy(value []byte) (Claim, int64, error) {
 	}
 	return Claim{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}, c.Priority, nil
 }
+
+// requestName is the last part of the store key of a transfer request for
+// claim K, K + "/candidate-request": it lies under the candidacies, so
+// that the leader's one listing of them finds it, and no nonce is it.
+const requestName = "request"
+
+// TransferRequestKey is the store key of a request that the leader of
+// claim key transfer it.
+func TransferRequestKey(key string) string { return CandidatePrefix(key) + requestName }
+
+// transferRequest is the value a transfer request key holds.
+type transferRequest struct {
+	V  int    `json:"v"`
+	To string `json:"to,omitempty"`
+}
+
+// EncodeTransferRequest is the value stored for a request to transfer to
+// the identity to (empty: to the best candidate).
+func EncodeTransferRequest(to string) []byte {
+	b, _ := json.Marshal(transferRequest{V: 1, To: to}) // cannot fail for strings
+	return b
+}
+
+// DecodeTransferRequest parses a value written by EncodeTransferRequest.
+func DecodeTransferRequest(value []byte) (to string, err error) {
+	var r transferRequest
+	if err := json.Unmarshal(value, &r); err != nil {
+		return "", fmt.Errorf("decode transfer request: %v", err)
+	}
+	if r.V != 1 {
+		return "", fmt.Errorf("decode transfer request: version %d", r.V)
+	}
+	return r.To, nil
+}
