@@ -2,11 +2,12 @@
 // a claim. It is the elector and slot packages for programs that were not
 // written against them, in the manner of consul lock and etcdctl elect.
 //
-//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--advertise V] [--kill-grace D] [--once] [--try D] [--forward-hup] [--metrics ADDR] [--timeout D] -- COMMAND [ARG...]
+//	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--advertise V] [--kill-grace D] [--once] [--try D] [--forward-hup] [--priority N] [--metrics ADDR] [--timeout D] -- COMMAND [ARG...]
 //	tenure holders --store URL (--key KEY | --prefix P) [--json] [--wait] [--timeout D]
 //	tenure watch --store URL --key KEY [--json] [--interval D] [--timeout D]
 //	tenure resize --store URL --key KEY --slots N [--timeout D]
 //	tenure release --store URL --key KEY --holder ID --force [--slot N] [--timeout D]
+//	tenure transfer --store URL --key KEY [--to ID] [--within D] [--timeout D]
 //
 // By default tenure run is a service: it runs COMMAND again each time it
 // exits. With --once it runs COMMAND one time and exits with its status,

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/internal/wire"
 	"github.com/tenure-go/tenure/slots"
 	"github.com/tenure-go/tenure/storeurl"
 )
@@ -214,7 +215,7 @@ func readPrefix(ctx context.Context, s backends.Store, l backends.Locker, loc *s
 	// the group, by its key.
 	keys := map[string]bool{}
 	for _, e := range entries {
-		keys[claimKeyOf(e.Key)] = true
+		keys[claimKeyOf(e)] = true
 	}
 	var claims []backends.Claim
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
@@ -227,9 +228,26 @@ func readPrefix(ctx context.Context, s backends.Store, l backends.Locker, loc *s
 	return claims, nil
 }
 
-// claimKeyOf is the claim key a store key belongs to: the group's key for
-// a slot group's size and slot keys, the key itself otherwise.
-func claimKeyOf(storeKey string) string {
+// claimKeyOf is the claim key the entry e belongs to: the group's key for
+// a slot group's size and slot keys, the claim's key for its transfer
+// reservation, candidacies and transfer request, the key itself
+// otherwise.
+func claimKeyOf(e backends.Entry) string {
+	storeKey := e.Key
+	if g, ok := strings.CutSuffix(storeKey, "/transfer"); ok && wire.TransferKey(g) == storeKey {
+		if _, _, _, _, err := wire.DecodeTransfer(e.Value); err == nil {
+			return g
+		}
+	}
+	if i := strings.LastIndex(storeKey, "/candidate-"); i > 0 {
+		g := storeKey[:i]
+		if _, err := wire.DecodeTransferRequest(e.Value); err == nil && wire.TransferRequestKey(g) == storeKey {
+			return g
+		}
+		if c, _, err := wire.DecodeCandidacy(e.Value); err == nil && wire.CandidateKey(g, c.Nonce) == storeKey {
+			return g
+		}
+	}
 	if g, ok := strings.CutSuffix(storeKey, "/size"); ok && slots.SizeKey(g) == storeKey {
 		return g
 	}

@@ -150,7 +150,7 @@ the store and the error, and exits with status 69.`),
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRunCmd(o), newHoldersCmd(o), newWatchCmd(o), newResizeCmd(o), newReleaseCmd(o))
+	root.AddCommand(newRunCmd(o), newHoldersCmd(o), newWatchCmd(o), newResizeCmd(o), newReleaseCmd(o), newTransferCmd(o))
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

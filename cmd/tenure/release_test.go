@@ -81,3 +81,48 @@ func TestHoldersPrefix(t *testing.T) {
 		p.wait(10 * time.Second)
 	}
 }
+
+// TestTransfer asks a running tenure, by the transfer command, to hand its
+// claim to another: the leader's child is stopped before the named
+// candidate's starts, at a higher token, and the command prints the new
+// holder. A key nobody holds, and a leader that keeps no candidacy (and
+// so never reads requests), give status 1.
+func TestTransfer(t *testing.T) {
+	url := stores[0].url(t)
+	j := filepath.Join(t.TempDir(), "journal")
+	a := startTenure(t, "a", j, nil, runArgs(url, "job", "a", "--priority", "0")...)
+	waitUntil(t, 20*time.Second, "a's child started", func() bool { return count(readJournal(t, j), "start") == 1 })
+	b := startTenure(t, "b", j, nil, runArgs(url, "job", "b", "--priority", "0")...)
+	waitUntil(t, 20*time.Second, "b saw a lead", func() bool { return b.logged(`msg="elector: new leader"`) })
+
+	out, code, stderr := tenure(t, "transfer", "--store", url, "--key", "job", "--to", "b")
+	if code != 0 || !strings.Contains(out, `transferred "job": from "a"`) || !strings.Contains(out, `to "b"`) {
+		t.Fatalf("transfer --to b: status %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	waitUntil(t, 10*time.Second, "b's child started", func() bool { return count(readJournal(t, j), "start") == 2 })
+	recs := readJournal(t, j)
+	checkJournal(t, recs)
+	if !a.logged(`msg="elector: transferred"`) {
+		t.Errorf("a did not log its transfer")
+	}
+	// The candidacies beside the claim are not claims of their own.
+	out, code, stderr = tenure(t, "holders", "--store", url, "--prefix", "/", "--json")
+	if code != 0 || strings.Count(out, `"holder"`) != 1 || !strings.Contains(out, `"b"`) {
+		t.Errorf("holders --prefix / beside candidacies: status %d, stdout %q, stderr %q; want b's claim alone", code, out, stderr)
+	}
+
+	_, code, stderr = tenure(t, "transfer", "--store", url, "--key", "nobody-holds-this")
+	if code != exitInternal || !strings.Contains(stderr, "no holder") {
+		t.Errorf("transfer of a key nobody holds: status %d, stderr %q; want %d", code, stderr, exitInternal)
+	}
+	c := startTenure(t, "c", j, nil, runArgs(url, "plain", "c")...)
+	waitUntil(t, 20*time.Second, "c's child started", func() bool { return count(readJournal(t, j), "start") == 3 })
+	_, code, stderr = tenure(t, "transfer", "--store", url, "--key", "plain", "--to", "b", "--within", "2s")
+	if code != exitInternal || !strings.Contains(stderr, "did not hand the claim over") {
+		t.Errorf("transfer from a leader without a candidacy: status %d, stderr %q; want %d", code, stderr, exitInternal)
+	}
+	for _, p := range []*proc{a, b, c} {
+		p.signal(syscall.SIGTERM)
+		p.wait(10 * time.Second)
+	}
+}

@@ -42,9 +42,12 @@ type runConfig struct {
 	try        time.Duration // 0: campaign without a bound
 	once       bool
 	forwardHUP bool
-	metrics    string
-	timeout    time.Duration // bounds opening the store
-	argv       []string
+	// priority, with prioritySet, keeps a candidacy (elector.Config.Candidacy).
+	priority    int64
+	prioritySet bool
+	metrics     string
+	timeout     time.Duration // bounds opening the store
+	argv        []string
 }
 
 // runLong is run's help.
@@ -140,6 +143,10 @@ func newRunCmd(o *options) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rc.argv = args
 			rc.graceSet = cmd.Flags().Changed("kill-grace")
+			rc.prioritySet = cmd.Flags().Changed("priority")
+			if rc.prioritySet && rc.slots > 1 {
+				return usagef("--priority keeps a candidacy for a single claim; it cannot be given with --slots %d", rc.slots)
+			}
 			trySet := cmd.Flags().Changed("try")
 			if trySet && rc.try <= 0 {
 				return usagef("--try %v: want a positive duration", rc.try)
@@ -183,6 +190,7 @@ func newRunCmd(o *options) *cobra.Command {
 	f.DurationVar(&rc.try, "try", 0, fmt.Sprintf("give up, with exit status %d, if the claim is not acquired within this long of campaigning (default: wait for it)", exitTry))
 	f.BoolVar(&rc.once, "once", false, "exit after the first term instead of campaigning again")
 	f.BoolVar(&rc.forwardHUP, "forward-hup", false, "pass SIGHUP on to the command (for a reload) instead of ending the term")
+	f.Int64Var(&rc.priority, "priority", 0, "keep a candidacy with this priority: a leader hands the claim to a candidate of higher priority once it has been present for a TTL, and acts on tenure transfer (single claims only)")
 	f.StringVar(&rc.metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, liveness at /healthz, readiness (a healthy leader or follower) at /readyz and leadership (leading, or holding a slot) at /leaderz (e.g. 127.0.0.1:9090)")
 	return cmd
 }
@@ -785,6 +793,8 @@ func (r *runner) electorConfig(h *termHooks) elector.Config {
 		Logger:         r.log,
 		Trace:          r.metrics.trace(r.rc.key),
 		EarlierHolders: slices.Clone(r.earlier),
+		Candidacy:      r.rc.prioritySet,
+		Priority:       r.rc.priority,
 		OnDemoted: func(elector.Term, elector.Cause) {
 			if h == nil {
 				return
