@@ -15,6 +15,15 @@
 //
 //	indexer demo
 //	indexer serve --store file:///DIR[?create=true] --group G --id ID --http 127.0.0.1:PORT [--slots N] [--ttl D]
+//	indexer client --store URL --group G [--slots N] [--requests N] [--every D]
+//
+// serve advertises its HTTP address with its claim (elector.Config.Advertise).
+// client routes requests to the indexer that serves now: it follows the
+// group's claim with elector.Observe, and sends each request to the
+// address the serving indexer advertises, with that term's token; an
+// indexer answers GET /query only while it serves at the token the request
+// carries, so a request routed by an observation gone stale is refused,
+// never answered by an indexer whose term has ended.
 //
 // serve opens file:// and mem:// stores: the example links only those
 // stores, so that it builds without the etcd and Kubernetes clients (its
@@ -53,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
+	case "client":
+		return runClient(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return 0
@@ -72,6 +83,10 @@ func usage(w io.Writer) {
       one indexer. URL is file:///DIR (DIR must exist; file:///DIR?create=true
       makes it) or mem://; the etcd and Kubernetes stores are left out of
       this example's build (see serve.go to link them in). GET /status
-      answers JSON.
+      answers JSON; GET /query?token=T answers only while serving at T.
+  indexer client --store URL --group G [--slots N] [--requests N] [--every D]
+      sends requests to the indexer that serves now: it follows the group's
+      claim with elector.Observe and sends each request, with the serving
+      term's token, to the address that indexer advertises with its claim.
 `)
 }

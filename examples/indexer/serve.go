@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,6 +179,7 @@ func (ix *indexer) newElector() (*elector.Elector, error) {
 	el, err := elector.New(ix.group, elector.Config{
 		Key:       ix.cfg.group,
 		Identity:  ix.cfg.id,
+		Advertise: ix.addr, // where clients send their requests (see client)
 		TTL:       ix.cfg.ttl,
 		Clock:     ix.clk,
 		Logger:    ix.log,
@@ -376,5 +378,39 @@ func (ix *indexer) routes() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(ix.status())
 	})
+	mux.HandleFunc("GET /query", ix.query)
 	return mux
+}
+
+// query answers a client's request, which carries the token of the term
+// the client was told serves (GET /query?token=T): only while this
+// indexer serves in that very term. A request routed by an observation
+// that has gone stale (another term serves now, or none) is refused with
+// 409 Conflict, so that no request is answered by an indexer whose term
+// has ended.
+func (ix *indexer) query(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	token, err := strconv.ParseInt(r.URL.Query().Get("token"), 10, 64)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(queryAnswer{ID: ix.cfg.id, Refused: "the request carries no token"})
+		return
+	}
+	ix.mu.Lock()
+	el := ix.el
+	ix.mu.Unlock()
+	serving, cur := ix.serving.Load() && el.IsLeader(), ix.token.Load()
+	a := queryAnswer{ID: ix.cfg.id, Token: cur, Slot: int(ix.slot.Load())}
+	switch {
+	case !serving:
+		a.Refused = fmt.Sprintf("not serving (the request carries token %d)", token)
+	case cur != token:
+		a.Refused = fmt.Sprintf("serving at token %d, not %d", cur, token)
+	}
+	if a.Refused != "" {
+		w.WriteHeader(http.StatusConflict)
+	} else {
+		a.Answer = "ok"
+	}
+	_ = json.NewEncoder(w).Encode(a)
 }
