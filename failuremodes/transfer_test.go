@@ -265,9 +265,12 @@ func TestFM36TransferTargetNeverComes(t *testing.T) {
 				}
 			}
 			// Each candidate waited out the reservation instead of
-			// answering the others' attempts with its own.
+			// answering the others' attempts with its own: a few
+			// attempts each (meeting the other's brief create on a store
+			// without transactions, then the reservation), where
+			// answering every signal made hundreds.
 			for _, n := range []*node{b, c} {
-				if got := n.rec.Count(electortest.Lost); got > 4 {
+				if got := n.rec.Count(electortest.Lost); got > 10 {
 					t.Errorf("%s made %d failed attempts during the reservation, want a few: %s", n.name, got, n.rec.EventLog())
 				}
 			}
