@@ -111,7 +111,9 @@
 // candidacies at each renewal and, once a candidate whose Priority is
 // above its own has stayed present at that Priority for
 // Config.SettleTime, transfers the claim to it exactly as Transfer does
-// (same demotion, drain and callbacks, ReasonTransferred). Only a
+// (same demotion, drain and callbacks, ReasonTransferred); a leader
+// stopped before that hands the claim to such a candidate at once rather
+// than releasing it to a race (OnDemoted still says ReasonStopped). Only a
 // strictly higher Priority moves the claim, so candidates of equal
 // priority never do, and a candidate that comes and goes restarts its
 // settle time each time it comes back. Such a leader also acts on a

@@ -717,6 +717,8 @@ func (l *loop) finishTerm(ctx context.Context, t *term, fallback Cause) {
 		// someone else holds it: nothing to release
 	case req != nil:
 		transferErr = l.handOver(ctx, t, req)
+	case cause.Reason == ReasonStopped && e.cands != nil:
+		l.releaseToPreferred(ctx, t)
 	default:
 		e.release(ctx, t.lease)
 	}

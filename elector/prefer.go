@@ -216,3 +216,41 @@ func (e *Elector) kickCandidacy() {
 	default:
 	}
 }
+
+// releaseToPreferred gives up a stopped leader's claim: to the candidate
+// of highest priority above this Elector's, if one is listed, as Transfer
+// hands it over (a leader that is leaving need not wait for the settle
+// time), and otherwise, or if that fails, as Stop releases it. The
+// listing and the transfer share one ReleaseTimeout, the release's part
+// of Stop's bound.
+func (l *loop) releaseToPreferred(ctx context.Context, t *term) {
+	e := l.e
+	var to string
+	err := e.bounded(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout, func(ctx context.Context) error {
+		cands, _, err := e.cands.Candidates(ctx, e.cfg.Key)
+		if err != nil {
+			return err
+		}
+		for _, c := range cands { // by descending priority
+			if c.Holder.Nonce != e.holder.Nonce && c.Priority > e.cfg.Priority {
+				to = c.Holder.ID
+				break
+			}
+		}
+		if to == "" {
+			return nil
+		}
+		return e.transferCall(ctx, t.lease, to)
+	})
+	switch {
+	case err == nil && to != "":
+		e.log.Info("elector: stopped; the claim went to a preferred candidate", "token", t.lease.Token, "to", to)
+		return
+	case err != nil:
+		e.log.Warn("elector: stopped; handing the claim to a preferred candidate failed, releasing it", "to", to, "err", err)
+		if backends.Classify(err) == backends.ClassLost {
+			return
+		}
+	}
+	e.release(ctx, t.lease)
+}
