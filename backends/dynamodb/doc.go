@@ -82,8 +82,12 @@
 // 5xx answers, timeouts and connection failures are
 // backends.ErrUnavailable (both transient: a write's outcome is unknown);
 // a missing table is backends.ErrMissingResource and refused credentials
-// backends.ErrPermission (fatal). The SDK's own retries (its default
-// retryer) run inside the caller's ctx.
+// backends.ErrPermission (fatal). Each read and write is one attempt:
+// the store turns the client's retryer off for its calls (WithSDKRetries
+// keeps it), and its callers retry, an elector with its own backoff
+// within its deadline, so that a throttled leader keeps leading while its
+// deadline allows. The SDK's default retryer waits up to seconds between
+// attempts after throttling, which a holder would spend from its lease.
 //
 // # Not guaranteed
 //
