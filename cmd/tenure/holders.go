@@ -280,15 +280,17 @@ func (c shownClaim) recorded() string {
 }
 
 // advertised is the ADVERTISED column of c: the value its holder
-// advertises, "-" where it advertises none. Its rule (no control
-// characters, no line breaks) keeps the table whole; a value with spaces
-// is quoted, so that the column stays one field.
+// advertises, "-" where it advertises none. A value with spaces is
+// quoted, so that the column stays one field, and so is one that breaks
+// backends.ValidateAdvertised's rule (written by something other than
+// tenure), so that a control character cannot break the table.
 func (c shownClaim) advertised() string {
 	v := c.Holder.Advertised
 	switch {
 	case v == "":
 		return "-"
-	case strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '"' }):
+	case backends.ValidateAdvertised(v) != nil,
+		strings.ContainsFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '"' }):
 		return strconv.Quote(v)
 	}
 	return v
