@@ -196,7 +196,7 @@ func withServer(server func() time.Duration) storebench.CPUMeter {
 	return storebench.CPUMeter{Unit: "cpu-ms/s", Used: func() time.Duration { return storebench.ProcessCPU() + server() }}
 }
 
-func openEtcd(tb testing.TB, srv *etcdtest.Server) (storebench.Open, storebench.Meters) {
+func openEtcd(tb testing.TB, srv *etcdtest.Server, opts ...etcdstore.Option) (storebench.Open, storebench.Meters) {
 	var reqs atomic.Int64
 	prefix := namespace() + "/"
 	count := []grpc.DialOption{
@@ -220,7 +220,7 @@ func openEtcd(tb testing.TB, srv *etcdtest.Server) (storebench.Open, storebench.
 		tb.Cleanup(func() { cli.Close() })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s, err := etcdstore.New(ctx, cli, prefix)
+		s, err := etcdstore.New(ctx, cli, prefix, opts...)
 		if err != nil {
 			tb.Fatal(err)
 		}
