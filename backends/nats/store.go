@@ -62,6 +62,9 @@ type Store struct {
 	mu      sync.Mutex
 	closing closer.Once         // marked under mu
 	seen    map[string]sighting // guarded by mu; by key
+	// expiries queues the sightings in seen by when they expire, for the
+	// hub's expiry timer; guarded by mu.
+	expiries deadlines
 	// known holds, by key, the last message this store saw committed
 	// (written, watched or read: an entry with or without TTL, a delete),
 	// for as long as a deposed stream leader could answer with an older
@@ -73,6 +76,11 @@ type Store struct {
 	// sighted wakes the hub's expiry timer when a key gets a sighting
 	// whose expiry may come before the one it waits for.
 	sighted chan struct{}
+
+	// examined, set only by tests, runs under mu for each watcher a
+	// delivery looks at (watcher true) and each queued sighting the
+	// expiry timer looks at: what either costs grows with it.
+	examined func(watcher bool)
 
 	// expiryCollected, set only by tests, runs after the hub's expiry
 	// timer has collected the entries it judges expired and before it
@@ -743,7 +751,7 @@ func (s *Store) judge(r record) (backends.Entry, bool) {
 			s.sight() // an expiry the timer may not wait for
 		}
 		sg = sighting{seq: r.seq, at: now, last: lastOf(e), owed: ok && (sg.reported || sg.owed)}
-		s.seen[key] = sg
+		s.setSightingLocked(key, sg)
 	}
 	s.mu.Unlock()
 	if sg.seq > r.seq {
@@ -787,7 +795,7 @@ func (s *Store) sawMessage(key string, seq uint64, last backends.Entry, own *bac
 			s.sight() // an expiry the timer may not wait for
 		}
 		owed := ok && (sg.reported || sg.owed)
-		s.seen[key] = sighting{seq: seq, at: now, own: own, last: lastOf(last), owed: owed && !watch}
+		s.setSightingLocked(key, sighting{seq: seq, at: now, own: own, last: lastOf(last), owed: owed && !watch})
 		return owed && watch
 	}
 	if sg.seq == seq && sg.own == nil && own != nil {

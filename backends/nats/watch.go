@@ -47,7 +47,7 @@ type hub struct {
 	ctx context.Context
 
 	// guarded by Store.mu
-	watchers map[*watcher]struct{}
+	watchers watcherSet
 	ended    bool
 }
 
@@ -92,7 +92,7 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 		close(w.ch)
 		return w.ch, nil
 	}
-	h.watchers[w] = struct{}{}
+	h.watchers.add(w)
 	// Added under mu while the store is open, so Close's Wait, which
 	// comes after it marks the store closed, counts it.
 	s.watches.Add(1)
@@ -111,8 +111,7 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 // drop ends w: it leaves the hub and its channel is closed, once.
 func (s *Store) drop(h *hub, w *watcher) {
 	s.mu.Lock()
-	_, ok := h.watchers[w]
-	delete(h.watchers, w)
+	ok := h.watchers.remove(w)
 	s.mu.Unlock()
 	if ok {
 		close(w.ch)
@@ -168,7 +167,7 @@ func (s *Store) hub(ctx context.Context, last uint64) (*hub, error) {
 // it returns that one.
 func (s *Store) startHub(it messages, start uint64) (*hub, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &hub{it: it, start: start, ctx: ctx, done: make(chan struct{}), watchers: map[*watcher]struct{}{}}
+	h := &hub{it: it, start: start, ctx: ctx, done: make(chan struct{}), watchers: newWatcherSet()}
 	s.mu.Lock()
 	if cur := s.watch; cur != nil && !cur.ended {
 		// Another Watch started one meanwhile: use it.
@@ -299,9 +298,12 @@ func (s *Store) deliver(h *hub, subj string, seq uint64, ev backends.Event) {
 // sendLocked is deliver with s.mu held; it returns the watchers whose
 // buffer was full, for the caller to drop once it has let go of s.mu.
 func (s *Store) sendLocked(h *hub, subj string, seq uint64, ev backends.Event) (full []*watcher) {
-	for w := range h.watchers {
-		if seq <= w.after || !strings.HasPrefix(subj, w.prefix) || w.ctx.Err() != nil {
-			continue
+	h.watchers.matching(subj, func(w *watcher) {
+		if s.examined != nil {
+			s.examined(true)
+		}
+		if seq <= w.after || w.ctx.Err() != nil {
+			return
 		}
 		e := ev
 		e.Entry.Value = clone(ev.Entry.Value)
@@ -310,7 +312,7 @@ func (s *Store) sendLocked(h *hub, subj string, seq uint64, ev backends.Event) (
 		default:
 			full = append(full, w)
 		}
-	}
+	})
 	return full
 }
 
@@ -336,22 +338,8 @@ type expiry struct {
 func (s *Store) expire(h *hub, stop <-chan struct{}) {
 	for {
 		now := s.clk.Now()
-		var due []expiry
-		var next time.Time
 		s.mu.Lock()
-		for key, sg := range s.seen {
-			if sg.last.TTL <= 0 || sg.reported {
-				continue
-			}
-			at := sg.at.Add(sg.last.TTL)
-			if now.Before(at) {
-				if next.IsZero() || at.Before(next) {
-					next = at
-				}
-				continue
-			}
-			due = append(due, expiry{key: key, seq: sg.seq, at: sg.at})
-		}
+		due, next := s.dueLocked(now)
 		s.mu.Unlock()
 		if len(due) > 0 && s.expiryCollected != nil {
 			s.expiryCollected()

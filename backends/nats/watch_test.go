@@ -72,7 +72,7 @@ func TestWatchEndsOnGap(t *testing.T) {
 		{subj: "$KV.b.w/a", seq: 9, hdr: put},
 	}}
 	w := &watcher{ctx: context.Background(), prefix: "$KV.b.w", ch: make(chan backends.Event, 8)}
-	h := &hub{it: it, start: 5, ctx: context.Background(), watchers: map[*watcher]struct{}{w: {}}}
+	h := &hub{it: it, start: 5, ctx: context.Background(), watchers: newWatcherSet(w)}
 	s.follow(h)
 	var got []int64
 	for len(w.ch) > 0 {
@@ -346,7 +346,7 @@ func fakeWatch(t *testing.T, s *Store, start uint64) (w *watcher, feed chan<- fa
 	t.Helper()
 	it := &chanIter{msgs: make(chan fakeMsg)}
 	w = &watcher{ctx: context.Background(), prefix: s.subj, after: start - 1, ch: make(chan backends.Event, 16)}
-	h := &hub{it: it, start: start, ctx: context.Background(), done: make(chan struct{}), watchers: map[*watcher]struct{}{w: {}}}
+	h := &hub{it: it, start: start, ctx: context.Background(), done: make(chan struct{}), watchers: newWatcherSet(w)}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() { s.follow(h) })
