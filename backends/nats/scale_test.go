@@ -3,11 +3,13 @@ package nats
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/nats/natstest"
 	"github.com/tenure-go/tenure/clocktest"
 )
 
@@ -98,5 +100,42 @@ func TestWatchCostDoesNotGrowWithKeys(t *testing.T) {
 		if len(ws[i].ch) > 0 {
 			t.Fatalf("key %d: event %v before its expiry", i, <-ws[i].ch)
 		}
+	}
+}
+
+// TestWatchesNeedNoGoroutineEach checks that a Watch costs the process no
+// goroutine of its own while it runs (the shared consumer has its few,
+// whatever the number of watches): with an elector per claim, a goroutine
+// per watch was a goroutine per claim. Before, each Watch started one to
+// wait for its ctx, and 500 watches were 500 goroutines more.
+func TestWatchesNeedNoGoroutineEach(t *testing.T) {
+	const watches = 500
+	srv := natstest.Start(t)
+	s := open(t, srv.URL(), newBucketName(), 1)
+	ctx := within(t, 60*time.Second)
+	first, err := s.Watch(ctx, "first") // starts the shared consumer
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	wctx, cancel := context.WithCancel(ctx)
+	chans := make([]<-chan backends.Event, watches)
+	for i := range chans {
+		if chans[i], err = s.Watch(wctx, fmt.Sprintf("claims/%05d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := runtime.NumGoroutine() - before; n > watches/10 {
+		t.Errorf("%d watches added %d goroutines, want at most %d", watches, n, watches/10)
+	}
+	cancel()
+	for _, ch := range chans {
+		for range ch {
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range first {
 	}
 }

@@ -34,6 +34,9 @@ type watcher struct {
 	prefix string // encoded, with the subject prefix
 	after  uint64
 	ch     chan backends.Event
+	// stop unregisters the func that ends the watcher when ctx ends (nil
+	// for a watcher Watch did not start); set under Store.mu.
+	stop func() bool
 }
 
 // hub is the store's one ordered consumer over the bucket, shared by every
@@ -96,16 +99,23 @@ func (s *Store) Watch(ctx context.Context, prefix string) (<-chan backends.Event
 	// Added under mu while the store is open, so Close's Wait, which
 	// comes after it marks the store closed, counts it.
 	s.watches.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.watches.Done()
-		select {
-		case <-ctx.Done():
-		case <-h.done:
-		}
+	// No goroutine waits for ctx: with a watch per claim, that would be
+	// a goroutine per claim. The hub's end stops this and ends w itself.
+	w.stop = context.AfterFunc(ctx, func() {
 		s.drop(h, w)
-	}()
+		s.watches.Done()
+	})
+	s.mu.Unlock()
 	return w.ch, nil
+}
+
+// end ends w, a watcher Watch started, before its ctx has: it leaves the
+// hub, its channel is closed, and the store no longer waits for it.
+func (s *Store) end(h *hub, w *watcher) {
+	if w.stop != nil && w.stop() {
+		s.watches.Done() // its ctx's func will not run: count it here
+	}
+	s.drop(h, w)
 }
 
 // drop ends w: it leaves the hub and its channel is closed, once.
@@ -207,8 +217,12 @@ func (s *Store) startHub(it messages, start uint64) (*hub, error) {
 		close(stop)
 		s.mu.Lock()
 		h.ended = true
+		ws := h.watchers.all()
 		s.mu.Unlock()
 		close(h.done)
+		for _, w := range ws {
+			s.end(h, w)
+		}
 	}()
 	return h, nil
 }
@@ -291,7 +305,7 @@ func (s *Store) deliver(h *hub, subj string, seq uint64, ev backends.Event) {
 	full := s.sendLocked(h, subj, seq, ev)
 	s.mu.Unlock()
 	for _, w := range full {
-		s.drop(h, w)
+		s.end(h, w)
 	}
 }
 
@@ -402,7 +416,7 @@ func (s *Store) report(h *hub, d expiry) bool {
 	full := s.sendLocked(h, s.subj+encodeKey(d.key), math.MaxUint64, backends.Event{Kind: backends.EventDelete, Entry: e})
 	s.mu.Unlock()
 	for _, w := range full {
-		s.drop(h, w)
+		s.end(h, w)
 	}
 	return true
 }

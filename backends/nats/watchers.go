@@ -54,3 +54,14 @@ func (set watcherSet) matching(subj string, f func(*watcher)) {
 		}
 	}
 }
+
+// all returns every watcher in the set.
+func (set watcherSet) all() []*watcher {
+	var out []*watcher
+	for _, m := range set.byPrefix {
+		for w := range m {
+			out = append(out, w)
+		}
+	}
+	return out
+}
