@@ -3,6 +3,7 @@ package elector_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/testrig/electortest"
 	"github.com/tenure-go/tenure/internal/testrig/faults"
+	"github.com/tenure-go/tenure/slots"
 )
 
 // observed is an observer's channel as the tests read it.
@@ -427,4 +429,41 @@ func TestObserveObservedExpiryReadsEveryThirdTTL(t *testing.T) {
 			o.none("a led throughout")
 		})
 	}
+}
+
+// TestObserveSlotGroup checks that an observer of a slot group's key
+// reports every live slot's holder, by slot, and each change of one.
+func TestObserveSlotGroup(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	store := memstore.New(memstore.WithClock(clk))
+	t.Cleanup(func() { store.Close() })
+	g, err := slots.New(store, slots.Config{Size: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := observe(t, g, observerConfig(clk))
+	o.want("start", elector.ClaimFree, nil)
+	x, y := newHolder(t, "x"), newHolder(t, "y")
+	cx, err := g.TryAcquire(ctx, key, x, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.want("x holds a slot", elector.ClaimHeld, &x)
+	cy, err := g.TryAcquire(ctx, key, y, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := o.next("y holds the other")
+	want := []elector.Leader{{Holder: x, Token: cx.Token, Slot: cx.Slot}, {Holder: y, Token: cy.Token, Slot: cy.Slot}}
+	if want[0].Slot > want[1].Slot {
+		want[0], want[1] = want[1], want[0]
+	}
+	if obs.State != elector.ClaimHeld || !slices.Equal(obs.Leaders, want) {
+		t.Fatalf("observed %v %+v, want %+v (by slot)", obs.State, obs.Leaders, want)
+	}
+	if err := g.Release(ctx, cx); err != nil {
+		t.Fatal(err)
+	}
+	o.want("x released its slot", elector.ClaimHeld, &y)
 }
