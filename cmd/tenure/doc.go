@@ -242,8 +242,10 @@
 // an expiry on a store whose watch does not report one, and what carries
 // it over a broken watch until a new one is set up. It shows what each
 // read of the store shows: a holding that came and went between two reads
-// is not shown. --json prints one object per line (time, event, key,
-// holder, nonce, slot, token, and error for unknown). A read that fails,
+// is not shown. A holder that advertises a value (tenure run --advertise)
+// has it in its lines. --json prints one object per line (time, event,
+// key, holder, nonce, slot, token, advertised where there is one, and
+// error for unknown). A read that fails,
 // or gets no answer within --timeout, prints one "unknown" line with the
 // store's error; the first read that succeeds after it prints the whole
 // state again. A store that fails fatally (removed, a permission

@@ -119,6 +119,9 @@ type changeJSON struct {
 	Nonce  string    `json:"nonce"`
 	Slot   int       `json:"slot"`
 	Token  int64     `json:"token"`
+	// Advertised is the value the holder advertises (tenure run
+	// --advertise); absent if none.
+	Advertised string `json:"advertised,omitempty"`
 	// Unverified marks a holder of the state watch starts from (or
 	// returns to after unknown) on a store that judges expiry by local
 	// observation: it may have stopped renewing long ago, which shows as
@@ -263,7 +266,7 @@ func (w *watcher) print(now time.Time, event string, s seat) {
 		event, unverified = e, true
 	}
 	if w.json {
-		b, _ := json.Marshal(changeJSON{Time: now.UTC(), Event: event, Key: w.key, Holder: s.holder.ID, Nonce: s.holder.Nonce, Slot: s.slot, Token: s.token, Unverified: unverified})
+		b, _ := json.Marshal(changeJSON{Time: now.UTC(), Event: event, Key: w.key, Holder: s.holder.ID, Nonce: s.holder.Nonce, Slot: s.slot, Token: s.token, Advertised: s.holder.Advertised, Unverified: unverified})
 		fmt.Fprintf(w.o.stdout, "%s\n", b)
 		return
 	}
@@ -272,8 +275,11 @@ func (w *watcher) print(now time.Time, event string, s seat) {
 		return
 	}
 	mark := ""
+	if v := s.holder.Advertised; v != "" {
+		mark = fmt.Sprintf(" advertised=%q", v)
+	}
 	if unverified {
-		mark = " unverified"
+		mark += " unverified"
 	}
 	fmt.Fprintf(w.o.stdout, "%s %s holder=%q slot=%d token=%d%s\n", now.UTC().Format(time.RFC3339Nano), event, s.holder.ID, s.slot, s.token, mark)
 }
