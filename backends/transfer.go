@@ -29,9 +29,9 @@ type Transferer interface {
 
 var _ Transferer = (*StoreLocker)(nil)
 
-// transferAttempts bounds how often Transfer reads the reservation again
-// when it changed between its read and its write (a target deleting an
-// older reservation it had taken).
+// transferAttempts bounds how often Transfer tries again when it met a
+// reservation other than the one it expected (one left by an earlier
+// transfer, or changed meanwhile).
 const transferAttempts = 3
 
 // Transfer implements Transferer. The reservation is the store key
@@ -64,12 +64,10 @@ func (l *StoreLocker) Transfer(ctx context.Context, c Claim, to string, within t
 	}
 	value := wire.EncodeTransfer(to, c.Holder.ID, c.Holder.Nonce, c.Token)
 	var err error
+	// Most often no reservation is left: try with none, and on a
+	// conflict with one, again at the revision the conflict reports.
+	var rev int64
 	for range transferAttempts {
-		var rev int64
-		rev, err = l.reservationRev(ctx, tkey)
-		if err != nil {
-			return fmt.Errorf("backends: transfer %q: %w", c.Key, err)
-		}
 		if l.txn != nil {
 			err = l.transferTxn(ctx, c, tkey, rev, value, within)
 		} else {
@@ -79,20 +77,11 @@ func (l *StoreLocker) Transfer(ctx context.Context, c Claim, to string, within t
 		if !errors.As(err, &ce) || ce.Key != tkey {
 			return err
 		}
+		if rev = 0; ce.Found {
+			rev = ce.Current.Revision
+		}
 	}
 	return fmt.Errorf("backends: transfer %q: the reservation kept changing: %w", c.Key, &ClassError{Class: ClassTransient, Err: err})
-}
-
-// reservationRev is the revision of the reservation at tkey, 0 if none.
-func (l *StoreLocker) reservationRev(ctx context.Context, tkey string) (int64, error) {
-	e, err := l.store.Get(ctx, tkey)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return 0, nil
-	case err != nil:
-		return 0, fmt.Errorf("read the reservation: %w", err)
-	}
-	return e.Revision, nil
 }
 
 // transferTxn reserves and releases in one transaction.
