@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -463,7 +464,8 @@ func TestFM39RollingUpdateMovesLeadershipOnce(t *testing.T) {
 				n := w.newNode(fmt.Sprintf("p%d'", i+1), withWatch(), cand(2)).start()
 				all = append(all, n)
 				n.await(electortest.Lost, 1)
-				w.settle(rest(len(all) - i)) // n's candidacy is declared
+				w.awaitDeclared(n)
+				w.settle(rest(len(all) - i))
 				for range tc.wait {
 					w.step(rest(len(all)-i), renewPeriod)
 				}
@@ -474,6 +476,7 @@ func TestFM39RollingUpdateMovesLeadershipOnce(t *testing.T) {
 				}
 				w.settle(rest(len(all) - i - 1))
 			}
+			all[3].await(electortest.Elected, 1) // p1'
 			var elected []string
 			for _, n := range all {
 				for range n.rec.Count(electortest.Elected) {
@@ -583,4 +586,28 @@ func TestTransferRequestedFromOutside(t *testing.T) {
 			}
 		})
 	}
+}
+
+// awaitDeclared returns once n's candidacy is listed in the store. The
+// candidacy is written by a goroutine of n's Elector that reports nothing
+// the recorders see, so this polls the store, yielding in between.
+func (w *world) awaitDeclared(n *node) {
+	w.t.Helper()
+	l, err := backends.NewLocker(w.store)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for w.ctx.Err() == nil {
+		cs, _, err := l.Candidates(w.ctx, key)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for _, c := range cs {
+			if c.Holder.Nonce == n.e.Holder().Nonce {
+				return
+			}
+		}
+		runtime.Gosched()
+	}
+	w.t.Fatalf("%s's candidacy: not listed: %v", n.name, w.ctx.Err())
 }
