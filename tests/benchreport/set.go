@@ -89,6 +89,15 @@ var Sections = []Section{
 		Columns: 1,
 	},
 	{
+		Title:     "Many claims in one process",
+		About:     "One process holds C claims (1,000 and 10,000; 1,000 only in a short run), each claim its own elector, every elector over the process's one Store and with one identity, TTL 10 s, renewals at the elector's default (TTL/3); the servers as in the side-by-side section; etcd-shared is etcd with WithSharedLease, postgres-batched PostgreSQL with WithBatchedKeepAlive. lead-s: from starting the electors until every claim has a leader (led instead: how many had one after two minutes, when not all did). Then, after one TTL of settling, over one TTL: req/s (counted as in the side-by-side section), req/renewal, terms (terms begun in the window: 0 unless a leader lost its claim), cpu-ms/s as there; at the window's end rss-mb, the resident memory of the test process (the clients only: every server is a process of its own), and goroutines/claim, those the electors and the store added, per claim (a leader's own OnElected included).",
+		Pkg:       "./tests/storebench",
+		Bench:     "^BenchmarkScale$",
+		Benchtime: "1x", Short: "1x",
+		Hide:    []string{"ns/op"},
+		Columns: 1,
+	},
+	{
 		Title:     "Session mode on Kubernetes",
 		About:     "One real kube-apiserver over an etcd server process; per-claim mode (the default) beside session mode (WithSession). claims=1000: one process renews 1000 claims every 2 s (TTL 6 s); req/s is what it sends, failed/s the renewals that timed out. elections=100: 100 elections of three candidates, one per process, TTL 2 s, renewal and retry every 500 ms, beside client-go's leaderelection; req/s of all three processes, and moves, the times leadership changed hands in the steady state (0 unless renewals were answered too late: an overloaded machine). handover: the leader stops gracefully; crash: its connection to the API server is cut; both until another candidate leads.",
 		Pkg:       "./backends/kube",
