@@ -240,7 +240,7 @@ func runOne(c campaignConfig, b string, seed uint64) (res check.Result, dir stri
 	}
 	r := &runEnv{
 		spec: journal.RunSpec{Backend: b, Seed: seed, Duration: c.duration, TTL: c.ttl, Workers: c.workers, Slots: c.slots, Broken: c.broken,
-			Faults: schedule.Schedule(seed, pickKinds(be.Kinds(), c.kinds), c.duration, c.ttl), Settle: servers.SettleOf(be)},
+			Faults: schedule.Schedule(seed, pickKinds(be.Kinds(), c.kinds), c.duration, c.ttl), Settle: servers.SettleOf(be, c.ttl)},
 		dir: dir, exe: c.exe, j: j, fence: f, be: be,
 		workers: make([]*childproc.Process, c.workers), busy: make([]bool, c.workers),
 	}

@@ -30,17 +30,19 @@ type Backend interface {
 
 // settler is a backend that may take longer than TTL + 1s to serve again
 // after a fault ends, for a reason of its own that the campaign accepts
-// (a client's reconnect interval, a consensus election timeout). The run
-// goes on up to that much longer after the last fault, until somebody
-// acts, and the checker allows that much more for the first act after it.
+// (a client's reconnect interval, a consensus election timeout, a
+// follower's backoff). The run goes on up to that much longer after the
+// last fault, until somebody acts, and the checker allows that much more
+// for the first act after it. ttl is the run's claim TTL.
 type settler interface {
-	settle() time.Duration
+	settle(ttl time.Duration) time.Duration
 }
 
-// SettleOf is b's settle time, 0 unless b is a settler.
-func SettleOf(b Backend) time.Duration {
+// SettleOf is b's settle time in a run whose claims have TTL ttl, 0 unless
+// b is a settler.
+func SettleOf(b Backend, ttl time.Duration) time.Duration {
 	if s, ok := b.(settler); ok {
-		return s.settle()
+		return s.settle(ttl)
 	}
 	return 0
 }

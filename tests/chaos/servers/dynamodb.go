@@ -106,6 +106,14 @@ func (b *dynamoBackend) url(addr string) string {
 	return "dynamodb://" + dynamoTable + "?region=" + dynamoRegion + "&endpoint=http://" + addr
 }
 
+// settle: the store judges expiry by local observation, so a follower
+// counts a claim's TTL from its own first read after the server answers
+// again; while the server was away the follower's elector backed off
+// between attempts, up to a TTL, and its first read after a restart may
+// come that late. A claim whose last write had an unknown outcome (the
+// server killed under it) is then taken up to two TTLs after the heal.
+func (b *dynamoBackend) settle(ttl time.Duration) time.Duration { return ttl }
+
 func (b *dynamoBackend) Kinds() []string {
 	return append(append([]string(nil), schedule.WorkerKinds...), schedule.FLatency, schedule.FPartition, schedule.FServerPause, schedule.FServerKill)
 }

@@ -210,7 +210,7 @@ const natsElection = 9 * time.Second
 // settle: a worker's client, once refused by a killed server or a proxy
 // that resets, tries that server again only after its reconnect wait; in
 // a cluster, a new leader may also take a raft election timeout to come.
-func (b *natsBackend) settle() time.Duration {
+func (b *natsBackend) settle(time.Duration) time.Duration {
 	d := nats.DefaultReconnectWait + nats.DefaultReconnectJitter
 	if len(b.servers) > 1 {
 		d += natsElection

@@ -91,7 +91,7 @@ func (b *pgHABackend) Kinds() []string {
 // settle covers the rebuild's last step: the new standby streams, and the
 // primary's commits, held while it had none, go through, when the heal
 // returns; a worker's pool connects again at its next request.
-func (b *pgHABackend) settle() time.Duration { return time.Second }
+func (b *pgHABackend) settle(time.Duration) time.Duration { return time.Second }
 
 func (b *pgHABackend) URL(w int) string {
 	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable&target_session_attrs=read-write", strings.Join(b.clients.addrs(w), ","), pgDatabase)
