@@ -79,7 +79,10 @@ func newWorldOn(t *testing.T, open func(*clocktest.Clock) backends.Store) *world
 	t.Helper()
 	clk := clocktest.New(time.Time{})
 	store := open(clk)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// The bound only ends a failing run. A thousand electors under -race
+	// on a machine at load 20 took 31 s to campaign twice (FM-21), so it
+	// is generous.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	w := &world{t: t, ctx: ctx, clk: clk, store: store}
 	t.Cleanup(func() {
 		w.shutdown()
