@@ -39,6 +39,9 @@ const (
 	// JSClusterNotAvailErr, "JetStream system temporarily unavailable":
 	// the cluster has had no meta leader for a while.
 	clusterNotAvailable = 10008
+	// JSClusterNoPeersErrF, "no suitable peers for placement": no set of
+	// servers can take a stream of the replicas asked for.
+	noPeers = 10005
 )
 
 // encodeKey maps a tenure key (any UTF-8 but NUL) onto one subject token:

@@ -266,15 +266,23 @@ func newStore(ctx context.Context, nc *nats.Conn, own bool, bucket string, opts 
 // again, opening a store waited out its whole ctx. A cluster that has been
 // without a meta leader for a while answers instead that JetStream is
 // temporarily unavailable: without asking again, a store could not be
-// opened on a cluster still electing one. Those answers are asked again
-// paced; when ctx ends, the error is the last of them.
+// opened on a cluster still electing one. A meta leader just elected may
+// not know its peers yet and answers that no servers can take the
+// stream: that answer is asked again for placementGrace after the first
+// one, and is the error after that (asking for more replicas than the
+// cluster has servers never passes). Those answers are asked again paced;
+// when ctx ends, the error is the last of them.
 func (s *Store) askAgain(ctx context.Context, req func(context.Context) error) error {
 	var p pacer
-	var answer error // the last "not now" answer
+	var answer error       // the last "not now" answer
+	var unplaced time.Time // when the first "no suitable peers" answer came
 	for {
 		actx, cancel := context.WithTimeout(ctx, s.timeout)
 		err := req(actx)
 		cancel()
+		if noSuitablePeers(err) && unplaced.IsZero() {
+			unplaced = time.Now()
+		}
 		switch {
 		case err == nil:
 			return nil
@@ -283,7 +291,7 @@ func (s *Store) askAgain(ctx context.Context, req func(context.Context) error) e
 				return fmt.Errorf("%w (asked again until %v)", answer, ctx.Err())
 			}
 			return err
-		case notNow(err):
+		case notNow(err) || noSuitablePeers(err) && time.Since(unplaced) < placementGrace:
 			answer = err
 			if p.wait(ctx) != nil {
 				return fmt.Errorf("%w (asked again until %v)", answer, ctx.Err())
@@ -301,6 +309,18 @@ func (s *Store) askAgain(ctx context.Context, req func(context.Context) error) e
 func notNow(err error) bool {
 	var ae *jetstream.APIError
 	return errors.As(err, &ae) && ae.ErrorCode == clusterNotAvailable
+}
+
+// placementGrace is how long askAgain asks again after a "no suitable
+// peers for placement" answer: long enough for a meta leader elected a
+// moment ago to hear from its peers.
+var placementGrace = 10 * time.Second
+
+// noSuitablePeers reports whether err is the server's answer that no set
+// of servers can take the stream asked for.
+func noSuitablePeers(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && ae.ErrorCode == noPeers
 }
 
 // validBucket checks a bucket name as nats.go's KV layer does.

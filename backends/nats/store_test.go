@@ -610,3 +610,32 @@ func TestFullBucketSaysWhy(t *testing.T) {
 		t.Errorf("CreateIfAbsent in a full bucket = %v, want ErrThrottled naming MaxMsgs", err)
 	}
 }
+
+// TestAskAgainWhileUnplaced checks that a request answered "no suitable
+// peers for placement", as a meta leader elected a moment ago answers
+// before it has heard from its peers, is asked again, and that the answer
+// is the error once it has lasted placementGrace (more replicas than
+// servers never passes).
+func TestAskAgainWhileUnplaced(t *testing.T) {
+	unplaced := &jetstream.APIError{ErrorCode: noPeers, Description: "no suitable peers for placement"}
+	s := &Store{timeout: time.Second}
+	calls := 0
+	err := s.askAgain(within(t, 30*time.Second), func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return unplaced
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("askAgain = %v after %d calls, want nil after 3: the answer passes once the leader knows its peers", err, calls)
+	}
+
+	defer func(g time.Duration) { placementGrace = g }(placementGrace)
+	placementGrace = 50 * time.Millisecond
+	calls = 0
+	err = s.askAgain(within(t, 30*time.Second), func(context.Context) error { calls++; return unplaced })
+	if !errors.Is(err, unplaced) || calls < 2 {
+		t.Fatalf("askAgain of an answer that never passes = %v after %d calls, want the answer after the grace", err, calls)
+	}
+}
