@@ -54,9 +54,9 @@ ETCD36_BUILD := backends/etcd/etcdtest/etcdserver36/build.sh
 # beside whatever comes next; a test that needs one before its build is
 # done waits for it (build.sh holds a lock on the cache), and one whose
 # build failed reports the error when it builds it again. The
-# kube-apiserver, the longest build by far, goes first.
-TOOLS_BESIDE = { $(APISERVER_BUILD); $(ETCD_BUILD); } >/dev/null 2>&1 & \
-	{ $(ETCD36_BUILD); $(NATS_BUILD); $(TOXIPROXY_BUILD); } >/dev/null 2>&1 &
+# kube-apiserver, the longest build by far, builds beside the others.
+TOOLS_BESIDE = { $(APISERVER_BUILD); } >/dev/null 2>&1 & \
+	{ $(ETCD36_BUILD); $(NATS_BUILD); $(TOXIPROXY_BUILD); $(ETCD_BUILD); } >/dev/null 2>&1 &
 
 # The packages whose tests need the kube-apiserver or etcd v3.7 go last,
 # so that on a machine with cold caches the others test while those two
