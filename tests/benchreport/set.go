@@ -90,12 +90,13 @@ var Sections = []Section{
 	},
 	{
 		Title:     "Many claims in one process",
-		About:     "One process holds C claims (1,000 and 10,000; 1,000 only in a short run), each claim its own elector, every elector over the process's one Store and with one identity, TTL 10 s, renewals at the elector's default (TTL/3); the servers as in the side-by-side section; etcd-shared is etcd with WithSharedLease, postgres-batched PostgreSQL with WithBatchedKeepAlive. lead-s: from starting the electors until every claim has a leader (led instead: how many had one after two minutes, when not all did). Then, after one TTL of settling, over one TTL: req/s (counted as in the side-by-side section), req/renewal, terms (terms begun in the window: 0 unless a leader lost its claim), cpu-ms/s as there; at the window's end rss-mb, the resident memory of the test process (the clients only: every server is a process of its own), and goroutines/claim, those the electors and the store added, per claim (a leader's own OnElected included).",
+		About:     "One process holds C claims (1,000 and 10,000; 1,000 only in a short run), each claim its own elector, every elector over the process's one Store and with one identity, TTL 10 s, renewals at the elector's default (TTL/3); the servers as in the side-by-side section; etcd-shared is etcd with WithSharedLease, postgres-batched PostgreSQL with WithBatchedKeepAlive, kube-session Kubernetes in session mode (WithSession) on a kube-apiserver over an etcd server process (its requests are HTTP requests, its cpu-ms/s the test process's alone). lead-s: from starting the electors until every claim has a leader (led instead: how many had one after two minutes, when not all did). Then, after one TTL of settling, over one TTL: req/s (counted as in the side-by-side section), req/renewal, terms (terms begun in the window: 0 unless a leader lost its claim), cpu-ms/s as there; at the window's end rss-mb, the resident memory of the test process (the clients only: every server is a process of its own), and goroutines/claim, those the electors and the store added, per claim (a leader's own OnElected included).",
 		Pkg:       "./tests/storebench",
 		Bench:     "^BenchmarkScale$",
 		Benchtime: "1x", Short: "1x",
 		Hide:    []string{"ns/op"},
 		Columns: 1,
+		Kube:    true,
 	},
 	{
 		Title:     "Session mode on Kubernetes",

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -17,11 +18,17 @@ import (
 	"github.com/tenure-go/tenure/backends"
 	etcdstore "github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/backends/kube"
+	"github.com/tenure-go/tenure/backends/kube/kubetest"
 	"github.com/tenure-go/tenure/backends/nats/natstest"
 	"github.com/tenure-go/tenure/backends/postgres"
 	"github.com/tenure-go/tenure/backends/postgres/pgtest"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/testrig/storebench"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // scaleTTL is the lease every elector of BenchmarkScale asks for; each
@@ -38,7 +45,10 @@ const scaleLimit = 120 * time.Second
 // identity, TTL 10 s and the elector's default renew period (TTL/3). The
 // stores: etcd with a lease per claim and with WithSharedLease, NATS, and
 // PostgreSQL with and without WithBatchedKeepAlive, each on the server
-// BenchmarkStores starts.
+// BenchmarkStores starts, and Kubernetes in session mode (WithSession) on
+// a kube-apiserver over an etcd server process, whose requests are the
+// HTTP requests its client sends and whose cpu-ms/s is this process's
+// alone.
 //
 // It reports lead-s, the seconds from starting the electors until every
 // claim has a leader (led, how many had one, when that did not happen
@@ -91,6 +101,7 @@ func TestScaleBriefly(t *testing.T) {
 func scaleStores(tb testing.TB) []store {
 	etcdSrv := etcdtest.Start(tb, etcdtest.DefaultTimings())
 	natsSrv := natstest.Start(tb)
+	kubeSrv := kubetest.Start(tb)
 	pg := pgtest.Shared(tb)
 	dsn := pg.DSN(pg.NewDatabase(tb))
 	pgCPU := storebench.CPUMeter{Unit: "server-cpu-ms/s", Used: pg.CPU}
@@ -99,6 +110,7 @@ func scaleStores(tb testing.TB) []store {
 		{name: "etcd-shared", open: func(tb testing.TB) (storebench.Open, storebench.Meters) {
 			return openEtcd(tb, etcdSrv, etcdstore.WithSharedLease(0))
 		}},
+		{name: "kube-session", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openKube(tb, kubeSrv) }},
 		{name: "nats", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openNATS(tb, natsSrv) }},
 		{name: "postgres", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openPostgres(tb, dsn, pgCPU) }},
 		{name: "postgres-batched", open: func(tb testing.TB) (storebench.Open, storebench.Meters) {
@@ -106,6 +118,40 @@ func scaleStores(tb testing.TB) []store {
 		}},
 	}
 }
+
+// openKube opens Kubernetes stores in session mode (WithSession with
+// DefaultSessionBatch), each with a client of its own, in a namespace of
+// the measurement's own; a request is an HTTP request a store's client
+// sends.
+func openKube(tb testing.TB, srv *kubetest.Server) (storebench.Open, storebench.Meters) {
+	var reqs atomic.Int64
+	ns := namespace()
+	admin := kubernetes.NewForConfigOrDie(srv.RESTConfig())
+	if _, err := admin.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		tb.Fatalf("create namespace %s: %v", ns, err)
+	}
+	open := func(tb testing.TB) storebench.Process {
+		cfg := rest.CopyConfig(srv.RESTConfig())
+		cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit: the server decides
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTrip(func(r *http.Request) (*http.Response, error) {
+				reqs.Add(1)
+				return rt.RoundTrip(r)
+			})
+		}
+		s, err := kube.New(kubernetes.NewForConfigOrDie(cfg), kube.WithNamespace(ns), kube.WithSession(kube.DefaultSessionBatch))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		return storebench.Process{Store: s, Crash: func() { s.Close() }}
+	}
+	return open, storebench.Meters{Requests: reqs.Load, CPU: []storebench.CPUMeter{processCPU}}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // scale runs claims electors over one process's store, and reports as
 // BenchmarkScale says.
