@@ -149,7 +149,7 @@ func TestArgs(t *testing.T) {
 		t.Errorf("full args = %q, want %q", full, want)
 	}
 	short := strings.Join(args(s, 1, true, 0), " ")
-	if want := "test -run ^$ -bench ^BenchmarkEtcdSteady$ -benchtime 2x -count 1 ./tests/shards -args -shards.steady=5s"; short != want {
+	if want := "test -run ^$ -bench ^BenchmarkEtcdSteady$ -benchtime 2x -short -count 1 ./tests/shards -args -shards.steady=5s"; short != want {
 		t.Errorf("short args = %q, want %q", short, want)
 	}
 	if got, want := command(s, 1, false), "go test -run '^$' -bench '^BenchmarkEtcdSteady$' -benchtime 5x -count 1 ./tests/shards -args -shards.steady=20s"; got != want {

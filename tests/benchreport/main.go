@@ -39,7 +39,7 @@ import (
 func main() {
 	out := flag.String("o", "docs/performance.md", "the page to write")
 	count := flag.Int("count", 1, "go test -count: repetitions of each benchmark")
-	short := flag.Bool("short", false, "a short run: each section's Short benchtime and arguments")
+	short := flag.Bool("short", false, "a short run: go test -short, with each section's Short benchtime and arguments")
 	only := flag.String("only", "", "run only the sections whose title matches this regular expression")
 	raw := flag.String("raw", filepath.Join(os.TempDir(), "tenure-bench-report"), "directory for each section's raw output")
 	from := flag.String("from", "", "render from the raw output kept in this directory; run nothing")
@@ -242,7 +242,9 @@ func rawPath(dir string, s Section) string {
 	return filepath.Join(dir, Slug(s.Title)+".txt")
 }
 
-// args returns the go test arguments of a section.
+// args returns the go test arguments of a section. A short run passes
+// -short, so that a benchmark that has a small variant for testing.Short
+// runs that one.
 func args(s Section, count int, short bool, timeout time.Duration) []string {
 	benchtime, extra := s.Benchtime, s.Args
 	if short {
@@ -251,6 +253,9 @@ func args(s Section, count int, short bool, timeout time.Duration) []string {
 	a := []string{"test", "-run", "^$", "-bench", s.Bench}
 	if benchtime != "" {
 		a = append(a, "-benchtime", benchtime)
+	}
+	if short {
+		a = append(a, "-short")
 	}
 	a = append(a, "-count", strconv.Itoa(count))
 	if timeout > 0 {
