@@ -55,6 +55,11 @@ func TestMain(m *testing.M) {
 //     server's processes, which cpu-ms/s does not include.
 //   - handover and failover (storebench.Takeover): p50-ms, max-ms and
 //     overlaps, graceful (15 rounds) and by a crash (5 rounds).
+//   - transfer (storebench.Transfer): p50-ms and max-ms from the leader
+//     calling Elector.Transfer to the follower it named leading, overlaps,
+//     missed (transfers another candidate won: 0 unless the target did
+//     not take the claim within the bound) and failed (transfers whose
+//     store requests failed, timed all the same), over 15 rounds.
 //   - observe (storebench.Observer): p50-ms and max-ms from a new
 //     leader sending the request that took the claim to an observer in a process of its own
 //     reporting it, over 15 graceful handovers, and stale (observations
@@ -135,16 +140,20 @@ func measurements(cfg storebench.Config, st store) []measurement {
 	if st.steadyOnly {
 		return out
 	}
-	for _, crash := range []bool{false, true} {
+	takeover := func(crash bool) measurement {
 		name := "handover"
 		if crash {
 			name = "failover"
 		}
-		out = append(out, measurement{name, func(tb testing.TB, report storebench.Report) {
+		return measurement{name, func(tb testing.TB, report storebench.Report) {
 			open, _ := st.open(tb)
 			storebench.Takeover(tb, cfg, open, crash, report)
-		}})
+		}}
 	}
+	out = append(out, takeover(false), measurement{"transfer", func(tb testing.TB, report storebench.Report) {
+		open, _ := st.open(tb)
+		storebench.Transfer(tb, cfg, open, report)
+	}}, takeover(true))
 	out = append(out, measurement{"observe", func(tb testing.TB, report storebench.Report) {
 		open, _ := st.open(tb)
 		storebench.Observer(tb, cfg, open, report)

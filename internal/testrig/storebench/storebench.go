@@ -461,3 +461,158 @@ func Observer(tb testing.TB, cfg Config, open Open, report Report) {
 	report(float64(stale), "stale")
 	tb.Logf("observer: p50 %v, max %v over %d handovers, %d stale", p50, top, len(delays), stale)
 }
+
+// Transfer measures, over cfg.Handovers rounds, how long one claim of
+// cfg.Candidates processes takes to move when its leader hands it to a
+// named follower with Elector.Transfer: from the call to the target's
+// election. Each round's target is the follower started last, once it has
+// seen the claim held (so it waits on its watch, or on its timer where
+// the store has none, as any follower does); the old leader, a follower
+// now that waits out the transfer's bound, is then replaced by a fresh
+// process, as Takeover replaces an ended one. It reports p50-ms and
+// max-ms; overlaps, targets elected while the old leader still reported
+// that it led (must be 0); missed, transfers after which another
+// candidate than the target was elected (0 unless the target did not
+// take the claim within the bound, or the transfer failed), whose time
+// counts to that election; and failed, transfers whose store requests
+// failed (Transfer returned an error: the term ended all the same, and the
+// claim was released plainly or left to expire), each timed, as every
+// round is, from the call to the next election.
+func Transfer(tb testing.TB, cfg Config, open Open, report Report) {
+	tb.Helper()
+	type cand struct {
+		id   string
+		el   *elector.Elector
+		seen atomic.Int64 // the token of the last leader it observed
+	}
+	type election struct {
+		c       *cand
+		token   int64
+		at      time.Time
+		overlap bool // the candidate that led before still reported that it led
+	}
+	wall := clock.New()
+	var leading atomic.Pointer[cand] // the candidate elected last
+	elected := make(chan election, 16)
+	sawSignal := make(chan struct{}, 1) // some candidate observed a leader
+	var all []*cand
+	live := map[*cand]bool{}
+	defer func() {
+		els := make([]*elector.Elector, len(all))
+		for i, c := range all {
+			els[i] = c.el
+		}
+		stopAll(els)
+	}()
+	start := func() {
+		c := &cand{id: fmt.Sprintf("candidate-%d", len(all))}
+		locker, err := backends.NewLocker(open(tb).Store)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c.el, err = elector.New(locker, elector.Config{
+			Key: "transferred", Identity: c.id, TTL: cfg.TTL,
+			RenewPeriod: cfg.Renew, RetryPeriod: cfg.Renew,
+			OnElected: func(ctx context.Context, t elector.Term) {
+				at := wall.Now()
+				prev := leading.Swap(c)
+				elected <- election{c, t.Token, at, prev != nil && prev != c && prev.el.IsLeader()}
+				<-ctx.Done()
+			},
+			OnNewLeader: func(ld elector.Leader) {
+				c.seen.Store(ld.Token)
+				select {
+				case sawSignal <- struct{}{}:
+				default:
+				}
+			},
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := c.el.Start(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+		all = append(all, c)
+		live[c] = true
+	}
+	next := func() election {
+		select {
+		case e := <-elected:
+			return e
+		case <-wall.After(cfg.Limit):
+			tb.Fatalf("storebench: no election within %v", cfg.Limit)
+			return election{}
+		}
+	}
+	// await waits until c has observed the leader at token.
+	await := func(c *cand, token int64) {
+		timer := wall.Timer(cfg.Limit)
+		defer timer.Stop()
+		for c.seen.Load() < token {
+			select {
+			case <-sawSignal:
+			case <-timer.C:
+				tb.Fatalf("storebench: %s did not observe the leader at token %d within %v", c.id, token, cfg.Limit)
+			}
+		}
+	}
+	for range cfg.Candidates {
+		start()
+	}
+	cur := next()
+	var gaps []time.Duration
+	overlaps, missed, failed := 0, 0, 0
+	for range cfg.Handovers {
+		var target *cand
+		for _, c := range all {
+			if live[c] && c != cur.c {
+				target = c // the live follower started last
+			}
+		}
+		if target == nil {
+			tb.Fatal("storebench: no follower to transfer to")
+		}
+		await(target, cur.token)
+		from := wall.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.Limit)
+		err := cur.c.el.Transfer(ctx, target.id)
+		cancel()
+		if err != nil {
+			// The term has ended all the same; the claim is released or
+			// left to expire, and the round is timed to whoever leads next.
+			failed++
+			tb.Logf("storebench: transfer to %s: %v", target.id, err)
+		}
+		nxt := next()
+		if nxt.c != target {
+			missed++
+		}
+		if nxt.overlap {
+			overlaps++
+		}
+		gaps = append(gaps, nxt.at.Sub(from))
+		if nxt.c == cur.c { // after a failed transfer: it leads again
+			cur = nxt
+			continue
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), cfg.Limit)
+		err = cur.c.el.Stop(ctx)
+		cancel()
+		if err != nil {
+			tb.Fatalf("storebench: stop the old leader: %v", err)
+		}
+		live[cur.c] = false
+		start()
+		cur = nxt
+	}
+	slices.Sort(gaps)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	p50, top := gaps[(len(gaps)-1)/2], gaps[len(gaps)-1]
+	report(ms(p50), "p50-ms")
+	report(ms(top), "max-ms")
+	report(float64(overlaps), "overlaps")
+	report(float64(missed), "missed")
+	report(float64(failed), "failed")
+	tb.Logf("transfer: p50 %v, max %v over %d rounds, %d overlaps, %d missed, %d failed", p50, top, len(gaps), overlaps, missed, failed)
+}
