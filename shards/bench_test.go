@@ -74,12 +74,19 @@ func BenchmarkCrash(b *testing.B) {
 	})
 }
 
-// BenchmarkScale measures 100 members of a group of 10,000 shards over one
-// memstore in one process, with a TTL of 10 s: how long placement takes to
-// converge after the last member starts, a graceful leave and a crash to
-// be owned again, and the memory it all takes (see shardstest.BenchScale).
-// Run it with -benchtime=1x.
+// BenchmarkScale measures 100 members of a group of 10,000 shards (with
+// -short, 10 members of 1,000) over one memstore in one process, with a
+// TTL of 10 s: how long placement takes to converge after the last member
+// starts, a graceful leave and a crash to be owned again, and the memory
+// it all takes (see shardstest.BenchScale), in a sub-benchmark named by
+// the size (S=10000/M=100). Run it with -benchtime=1x.
 func BenchmarkScale(b *testing.B) {
-	store := memstore.New()
-	shardstest.BenchScale(b, 10000, 100, elector.Config{TTL: 10 * time.Second}, func(int) backends.Store { return store })
+	count, members := 10000, 100
+	if testing.Short() {
+		count, members = 1000, 10
+	}
+	b.Run(fmt.Sprintf("S=%d/M=%d", count, members), func(b *testing.B) {
+		store := memstore.New()
+		shardstest.BenchScale(b, count, members, elector.Config{TTL: 10 * time.Second}, func(int) backends.Store { return store })
+	})
 }
