@@ -78,7 +78,7 @@ func TestMain(m *testing.M) {
 func BenchmarkStores(b *testing.B) {
 	cfg := storebench.Default()
 	for _, st := range startStores(b, false) {
-		for _, m := range measurements(cfg, st) {
+		for _, m := range measurements(cfg, st, 1, 100) {
 			b.Run(st.name+"/"+m.name, func(b *testing.B) {
 				for range b.N {
 					m.run(b, b.ReportMetric)
@@ -99,7 +99,12 @@ func TestStoresBriefly(t *testing.T) {
 	cfg.Settle, cfg.Window = 0, 300*time.Millisecond
 	cfg.Handovers, cfg.Failovers = 2, 1
 	for _, st := range startStores(t, true) {
-		for _, m := range measurements(cfg, st) {
+		// 10 claims, not the benchmark's 100: at this TTL, 100 claims of
+		// three candidates ask 1,200 requests a second, more than
+		// dynalite (one node process) answers on a busy machine, and in a
+		// clean-clone run only 2 of 100 claims led before it stopped
+		// answering at all.
+		for _, m := range measurements(cfg, st, 1, 10) {
 			t.Run(st.name+"/"+m.name, func(t *testing.T) {
 				m.run(t, func(v float64, unit string) {
 					t.Logf("%s: %g %s", m.name, v, unit)
@@ -129,9 +134,11 @@ type measurement struct {
 	run  func(tb testing.TB, report storebench.Report)
 }
 
-func measurements(cfg storebench.Config, st store) []measurement {
+// measurements are what is measured of st: the steady cost of each of
+// claims, then the takeovers.
+func measurements(cfg storebench.Config, st store, claims ...int) []measurement {
 	var out []measurement
-	for _, n := range []int{1, 100} {
+	for _, n := range claims {
 		out = append(out, measurement{fmt.Sprintf("claims=%d", n), func(tb testing.TB, report storebench.Report) {
 			open, m := st.open(tb)
 			storebench.Steady(tb, cfg, open, n, m, report)
