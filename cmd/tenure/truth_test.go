@@ -64,7 +64,7 @@ func TestHoldersTellTheTruth(t *testing.T) {
 				t.Fatalf("holders of the dead holder's claim:\n%s\nwant a header and a line", table)
 			}
 			f := strings.Fields(lines[1])
-			if len(f) != 5 || f[0] != "a" || f[3] != "unverified" {
+			if len(f) != 6 || f[0] != "a" || f[3] != "unverified" {
 				t.Errorf("holders line %q: want a's claim with its time left \"unverified\"", lines[1])
 			}
 			if _, err := time.ParseDuration(f[3]); err == nil {
