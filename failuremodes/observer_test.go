@@ -80,11 +80,11 @@ func claimFor(t *testing.T, l backends.Locker, id string) (backends.Holder, back
 	return h, c
 }
 
-// TestFM41ObserverSeesReleaseAndExpiry: an observer that reports only new
-// leaders (etcd's Election.Observe delivers puts and never a deletion)
-// keeps showing a leader that released its claim or died, and a client
-// routing by it sends requests to nobody. Tenure's observer reports the
-// release, at the watch's signal, and the expiry, and then the next
+// TestFM41ObserverSeesReleaseAndExpiry reproduces FM-41: an observer that
+// reports only new leaders (etcd's Election.Observe delivers puts and never
+// a deletion) keeps showing a leader that released its claim or died, and a
+// client routing by it sends requests to nobody. Tenure's observer reports
+// the release, at the watch's signal, and the expiry, and then the next
 // leader at its greater token.
 func TestFM41ObserverSeesReleaseAndExpiry(t *testing.T) {
 	clk, _, sl := observerStore(t)
@@ -113,12 +113,12 @@ func TestFM41ObserverSeesReleaseAndExpiry(t *testing.T) {
 	}
 }
 
-// TestFM42ObserverCutOffFromTheStore: an observer cut off from the store
-// that keeps its last answer reports the leader long after that leader's
-// claim has expired, and a client keeps routing to it. Tenure's observer
-// reads again at the expiry the store reported; the read fails, and it
-// reports unknown rather than the leader. Once the store answers it
-// reports what the store holds.
+// TestFM42ObserverCutOffFromTheStore reproduces FM-42: an observer cut off
+// from the store that keeps its last answer reports the leader long after
+// that leader's claim has expired, and a client keeps routing to it.
+// Tenure's observer reads again at the expiry the store reported; the read
+// fails, and it reports unknown rather than the leader. Once the store
+// answers it reports what the store holds.
 func TestFM42ObserverCutOffFromTheStore(t *testing.T) {
 	clk, ms, sl := observerStore(t)
 	fs := faults.Wrap(ms, clk)
@@ -142,12 +142,12 @@ func TestFM42ObserverCutOffFromTheStore(t *testing.T) {
 	w.next("the store answers again", elector.ClaimFree)
 }
 
-// TestFM43ObserverOverASilentWatch: a watch stream that stays open and
-// delivers nothing (a stalled stream, a client retrying a lost connection
-// without telling) leaves a watch-only observer showing the old leader for
-// good. Tenure's observer reads the claim at the expiry the store reported
-// whatever the watch says, so a release the watch did not deliver is seen
-// there, and so is an expiry.
+// TestFM43ObserverOverASilentWatch reproduces FM-43: a watch stream that
+// stays open and delivers nothing (a stalled stream, a client retrying a
+// lost connection without telling) leaves a watch-only observer showing the
+// old leader for good. Tenure's observer reads the claim at the expiry the
+// store reported whatever the watch says, so a release the watch did not
+// deliver is seen there, and so is an expiry.
 func TestFM43ObserverOverASilentWatch(t *testing.T) {
 	clk, _, sl := observerStore(t)
 	fl := electortest.Wrap(sl)

@@ -60,6 +60,17 @@ type Open func(tb testing.TB) Process
 // Report receives one figure in a unit (testing.B's ReportMetric is one).
 type Report func(value float64, unit string)
 
+// reportSpread reports the median and the largest of ds (sorting ds) as
+// p50-ms and max-ms, and returns them.
+func reportSpread(report Report, ds []time.Duration) (p50, top time.Duration) {
+	slices.Sort(ds)
+	p50, top = ds[(len(ds)-1)/2], ds[len(ds)-1]
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	report(ms(p50), "p50-ms")
+	report(ms(top), "max-ms")
+	return p50, top
+}
+
 // Meters are the running totals a window measures the growth of.
 type Meters struct {
 	// Requests is how many requests every process opened so far has
@@ -304,11 +315,7 @@ func Takeover(tb testing.TB, cfg Config, open Open, crash bool, report Report) {
 		start()
 		cur = nxt
 	}
-	slices.Sort(gaps)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	p50, top := gaps[(len(gaps)-1)/2], gaps[len(gaps)-1]
-	report(ms(p50), "p50-ms")
-	report(ms(top), "max-ms")
+	p50, top := reportSpread(report, gaps)
 	report(float64(overlaps), "overlaps")
 	tb.Logf("crash=%v: p50 %v, max %v over %d rounds, %d overlaps", crash, p50, top, len(gaps), overlaps)
 }
@@ -453,11 +460,7 @@ func Observer(tb testing.TB, cfg Config, open Open, report Report) {
 		start()
 		ld = nxt
 	}
-	slices.Sort(delays)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	p50, top := delays[(len(delays)-1)/2], delays[len(delays)-1]
-	report(ms(p50), "p50-ms")
-	report(ms(top), "max-ms")
+	p50, top := reportSpread(report, delays)
 	report(float64(stale), "stale")
 	tb.Logf("observer: p50 %v, max %v over %d handovers, %d stale", p50, top, len(delays), stale)
 }
@@ -606,11 +609,7 @@ func Transfer(tb testing.TB, cfg Config, open Open, report Report) {
 		start()
 		cur = nxt
 	}
-	slices.Sort(gaps)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	p50, top := gaps[(len(gaps)-1)/2], gaps[len(gaps)-1]
-	report(ms(p50), "p50-ms")
-	report(ms(top), "max-ms")
+	p50, top := reportSpread(report, gaps)
 	report(float64(overlaps), "overlaps")
 	report(float64(missed), "missed")
 	report(float64(failed), "failed")
