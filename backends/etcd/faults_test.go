@@ -75,28 +75,6 @@ func nonLeader(t *testing.T, c *etcdtest.Cluster, not ...int) int {
 	return -1
 }
 
-// takeOver polls CreateIfAbsent on s until it succeeds, and returns the entry
-// and when (on wall) the successful call was answered.
-func takeOver(t *testing.T, s *etcd.Store, key string, ttl time.Duration, limit time.Duration, wall clock.Clock) (backends.Entry, time.Time) {
-	t.Helper()
-	var got backends.Entry
-	var at time.Time
-	waitFor(t, limit, "take over "+key, func(ctx context.Context) bool {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		e, err := s.CreateIfAbsent(rctx, key, []byte("taker"), ttl)
-		if err != nil {
-			if !errors.Is(err, backends.ErrExists) && backends.Classify(err) != backends.ClassTransient {
-				t.Fatalf("CreateIfAbsent(%q) while waiting to take over: %v", key, err)
-			}
-			return false
-		}
-		got, at = e, wall.Now()
-		return true
-	})
-	return got, at
-}
-
 // heldClaim is where the fault tests that cut a holder off start from: the
 // holder holds "claim" with a 1 s lease through a store on member h, and
 // other is a store on a second member, neither of the two the etcd leader.
@@ -126,6 +104,34 @@ func holdClaim(t *testing.T, c *etcdtest.Cluster, opts ...etcd.Option) *heldClai
 // deadline is the holder's deadline, without a safety margin.
 func (hc *heldClaim) deadline() time.Time { return hc.sent.Add(hc.e.TTL) }
 
+// takeOver polls CreateIfAbsent of the claim on the other store until it
+// succeeds, and returns the entry and when (on wall) the successful call
+// was answered. If none succeeds within limit, the test fails with the
+// last attempt's error and what each member says of the cluster.
+func (hc *heldClaim) takeOver(t *testing.T, ttl, limit time.Duration) (backends.Entry, time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	tk := clock.New().Ticker(pollEvery)
+	defer tk.Stop()
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		e, err := hc.other.CreateIfAbsent(rctx, "claim", []byte("taker"), ttl)
+		rcancel()
+		if err == nil {
+			return e, hc.wall.Now()
+		}
+		if !errors.Is(err, backends.ErrExists) && backends.Classify(err) != backends.ClassTransient {
+			t.Fatalf("CreateIfAbsent while waiting to take over: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("take over claim: not within %v; the last attempt: %v\n%s", limit, err, hc.c.Describe())
+		case <-tk.C:
+		}
+	}
+}
+
 // takeOverThenHeal has the other store take the claim over with ttl,
 // checks that it did so no sooner than the holder's deadline and with a
 // higher token, then calls heal to let the holder be heard again and waits
@@ -135,7 +141,7 @@ func (hc *heldClaim) takeOverThenHeal(t *testing.T, ttl time.Duration, heal func
 	// The bound is generous: a claim with a 1 s lease is taken over in
 	// about 2 s, but a cluster on a loaded machine can take many seconds
 	// to elect a leader and expire the lease.
-	taken, at := takeOver(t, hc.other, "claim", ttl, 30*time.Second, hc.wall)
+	taken, at := hc.takeOver(t, ttl, 30*time.Second)
 	if at.Before(hc.deadline()) {
 		t.Errorf("taken over %v before the holder's deadline: overlap", hc.deadline().Sub(at))
 	}

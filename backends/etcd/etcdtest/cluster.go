@@ -171,6 +171,10 @@ func (m *member) start(restart bool) error {
 		"--initial-cluster", m.initial,
 		"--initial-cluster-token", "etcdtest",
 		"--initial-cluster-state", state,
+		// Elections and leader changes are logged at info: Describe's
+		// log tails tell a failing fault test what the cluster went
+		// through.
+		"--log-level", "info",
 	}, true)
 	if err != nil {
 		return err
@@ -218,15 +222,24 @@ func (m *member) running() bool {
 // leaderOf returns the raft IDs of the member and of the leader it knows
 // (0 if none); ok is false if it is stopped or does not answer.
 func (m *member) leaderOf() (self, leader uint64, ok bool) {
-	if !m.running() {
+	resp, err := m.statusOf()
+	if err != nil {
 		return 0, 0, false
+	}
+	return resp.Header.MemberId, resp.Leader, true
+}
+
+// statusOf asks the member, on its own URL, for its status.
+func (m *member) statusOf() (*clientv3.StatusResponse, error) {
+	if !m.running() {
+		return nil, errors.New("stopped")
 	}
 	m.mu.Lock()
 	if m.status == nil {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.client.String()}, DialTimeout: dialTimeout, Logger: zap.NewNop()})
 		if err != nil {
 			m.mu.Unlock()
-			return 0, 0, false
+			return nil, err
 		}
 		m.status = cli
 	}
@@ -234,11 +247,28 @@ func (m *member) leaderOf() (self, leader uint64, ok bool) {
 	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	resp, err := cli.Status(ctx, m.client.String())
-	if err != nil {
-		return 0, 0, false
+	return cli.Status(ctx, m.client.String())
+}
+
+// Describe tells, for a failing test's message, what each member says of
+// the cluster (its raft ID, the leader it knows, its raft term and index,
+// or why it does not answer) and the last lines of its log.
+func (c *Cluster) Describe() string {
+	var b strings.Builder
+	for i, m := range c.members {
+		c.mu.Lock()
+		cut := c.cut[i]
+		c.mu.Unlock()
+		fmt.Fprintf(&b, "member %d (%s, partitioned %t): ", i, m.name, cut)
+		if resp, err := m.statusOf(); err != nil {
+			fmt.Fprintf(&b, "no status: %v\n", err)
+		} else {
+			fmt.Fprintf(&b, "id %x, leader %x, raft term %d, raft index %d\n", resp.Header.MemberId, resp.Leader, resp.RaftTerm, resp.RaftIndex)
+		}
+		b.WriteString(etcdproc.LogTail(m.log))
+		b.WriteString("\n")
 	}
-	return resp.Header.MemberId, resp.Leader, true
+	return b.String()
 }
 
 func (c *Cluster) close() {

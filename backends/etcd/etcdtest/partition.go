@@ -1,6 +1,8 @@
 package etcdtest
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -58,11 +60,15 @@ func (c *Cluster) admitPeer(j int) func(in net.Conn) (int, bool) {
 // dialer returns the index of the member whose process owns the other end
 // of in, or -1.
 func (c *Cluster) dialer(in net.Conn) int {
-	addr, ok := in.RemoteAddr().(*net.TCPAddr)
+	remote, ok := in.RemoteAddr().(*net.TCPAddr)
 	if !ok {
 		return -1
 	}
-	inode := socketInode(addr.Port)
+	local, ok := in.LocalAddr().(*net.TCPAddr)
+	if !ok {
+		return -1
+	}
+	inode := socketInode(remote, local)
 	if inode == "" {
 		return -1
 	}
@@ -86,10 +92,11 @@ func (c *Cluster) dialer(in net.Conn) int {
 	return -1
 }
 
-// socketInode returns the inode of the loopback TCP socket whose local
-// port is port, from /proc/net/tcp (and tcp6), or "".
-func socketInode(port int) string {
-	hexPort := fmt.Sprintf(":%04X", port)
+// socketInode returns the inode of the TCP socket whose local address is
+// local and whose peer is remote, from /proc/net/tcp (and tcp6), or "".
+// Both ends are matched: Linux gives connections to different peers the
+// same local port, so a port alone may name another process's socket.
+func socketInode(local, remote *net.TCPAddr) string {
 	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -97,7 +104,7 @@ func socketInode(port int) string {
 		}
 		for _, line := range strings.Split(string(b), "\n")[1:] {
 			f := strings.Fields(line)
-			if len(f) < 10 || !strings.HasSuffix(f[1], hexPort) {
+			if len(f) < 10 || !procAddrIs(f[1], local) || !procAddrIs(f[2], remote) {
 				continue
 			}
 			if _, err := strconv.ParseUint(f[9], 10, 64); err == nil && f[9] != "0" {
@@ -106,4 +113,29 @@ func socketInode(port int) string {
 		}
 	}
 	return ""
+}
+
+// procAddrIs reports whether field, an address as /proc/net/tcp writes it
+// (the IP in hexadecimal, in the kernel's byte order, a colon, the port),
+// is a. An IPv4 address in tcp6 is written mapped into IPv6.
+func procAddrIs(field string, a *net.TCPAddr) bool {
+	ipHex, portHex, ok := strings.Cut(field, ":")
+	if !ok {
+		return false
+	}
+	port, err := strconv.ParseUint(portHex, 16, 16)
+	if err != nil || int(port) != a.Port {
+		return false
+	}
+	raw, err := hex.DecodeString(ipHex)
+	if err != nil || len(raw)%4 != 0 {
+		return false
+	}
+	// The kernel prints each 32-bit word of the address as the number
+	// its bytes make in the machine's own order.
+	ip := make(net.IP, len(raw))
+	for w := 0; w < len(raw); w += 4 {
+		binary.NativeEndian.PutUint32(ip[w:], binary.BigEndian.Uint32(raw[w:]))
+	}
+	return ip.Equal(a.IP)
 }

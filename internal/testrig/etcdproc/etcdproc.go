@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,14 +141,17 @@ func (p *Process) start() error {
 }
 
 // Run starts the etcd binary bin with args, and the fast test timings if
-// fast, logging to the file logPath. The process dies with its starter
-// (package childproc).
+// fast, logging to the file logPath (warnings and errors only, unless args
+// name a --log-level). The process dies with its starter (package
+// childproc).
 func Run(bin, logPath string, args []string, fast bool) (*childproc.Process, error) {
 	argv := append([]string{bin}, args...)
 	if fast {
 		argv = append(argv, "--heartbeat-interval", "10", "--election-timeout", "100", "--unsafe-no-fsync")
 	}
-	argv = append(argv, "--log-level", "warn")
+	if !slices.Contains(args, "--log-level") {
+		argv = append(argv, "--log-level", "warn")
+	}
 	p, err := childproc.Start(childproc.Spec{Argv: argv, Log: logPath})
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
