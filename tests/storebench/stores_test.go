@@ -12,10 +12,13 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/crashtest"
 	"github.com/tenure-go/tenure/backends/dynamodb"
 	"github.com/tenure-go/tenure/backends/dynamodb/dynamotest"
 	etcdstore "github.com/tenure-go/tenure/backends/etcd"
 	"github.com/tenure-go/tenure/backends/etcd/etcdtest"
+	"github.com/tenure-go/tenure/backends/memstore"
 	natsstore "github.com/tenure-go/tenure/backends/nats"
 	"github.com/tenure-go/tenure/backends/nats/natstest"
 	"github.com/tenure-go/tenure/backends/postgres"
@@ -31,30 +34,37 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(pgtest.Main(m), append(etcdtest.LeakOptions(), natstest.LeakOptions()...)...)
 }
 
-// BenchmarkStores measures the etcd, NATS, PostgreSQL and DynamoDB stores in one run,
-// on one machine under one load, with storebench.Default's shape: TTL 2 s,
-// renew and retry every 500 ms, three candidates per claim, each candidate
-// a process of its own as far as the server can tell (its own connection
-// and Store). The servers: an embedded etcd with etcd's default timings
-// and fsync; a nats-server with JetStream syncing every write (sync
-// always); the package's shared PostgreSQL server (a child process,
-// fsync off) with a database of this run's own; a dynalite process (the
-// DynamoDB store is measured against it, not against AWS).
+// BenchmarkStores measures the memstore, etcd, NATS, PostgreSQL and
+// DynamoDB stores in one run, on one machine under one load, with
+// storebench.Default's shape: TTL 2 s, renew and retry every 500 ms, three
+// candidates per claim, each candidate a process of its own as far as the
+// server can tell (its own connection and Store). The servers: an embedded
+// etcd with etcd's default timings and fsync; a nats-server with JetStream
+// syncing every write (sync always); the package's shared PostgreSQL
+// server (a child process, fsync off) with a database of this run's own; a
+// dynalite process (the DynamoDB store is measured against it, not against
+// AWS). memstore has no server: it is the reference, in this process, one
+// Store shared by every candidate of a measurement (memstore has no handle
+// of its own; each candidate reaches it through a crashtest.Store of its
+// own, so that a crash cuts one candidate off without releasing).
 //
-// For each store (etcd, nats, postgres, postgres-batched: PostgreSQL with
-// WithBatchedKeepAlive, and postgres-pgbouncer: PostgreSQL through a
-// PgBouncer in transaction mode, with no direct connection and so no
-// watch, its followers timing their attempts to the claim's expiry, and
-// dynamodb, without a watch too):
+// For each store (memstore, etcd, nats, postgres, postgres-batched:
+// PostgreSQL with WithBatchedKeepAlive, and postgres-pgbouncer: PostgreSQL
+// through a PgBouncer in transaction mode, with no direct connection and
+// so no watch, its followers timing their attempts to the claim's expiry,
+// and dynamodb, without a watch too):
 //
 //   - claims=1 and claims=100 (storebench.Steady): req/s, req/renewal,
 //     terms (terms begun in the 6 s window: 0 when nothing was done to a
-//     leader), cpu-ms/s, the CPU time of this whole process (its clients)
-//     and, for etcd, NATS and DynamoDB, of their server's process (read from /proc)
-//     per second, and for PostgreSQL server-cpu-ms/s, that of the
-//     server's processes, which cpu-ms/s does not include.
+//     leader), cpu-ms/s, the CPU time of this whole process (its clients,
+//     and memstore itself) and, for etcd, NATS and DynamoDB, of their
+//     server's process (read from /proc) per second, and for PostgreSQL
+//     server-cpu-ms/s, that of the server's processes, which cpu-ms/s
+//     does not include.
 //   - handover and failover (storebench.Takeover): p50-ms, max-ms and
-//     overlaps, graceful (15 rounds) and by a crash (5 rounds).
+//     overlaps, graceful (15 rounds) and by a crash (5 rounds: the
+//     leader's connection closed, or, on memstore, its crashtest.Store
+//     crashed).
 //   - transfer (storebench.Transfer): p50-ms and max-ms from the leader
 //     calling Elector.Transfer to the follower it named leading, overlaps,
 //     missed (transfers another candidate won: 0 unless the target did
@@ -66,7 +76,10 @@ func TestMain(m *testing.M) {
 //     of an older leader after a newer one: must be 0).
 //
 // A request is what a candidate's connection sends, counted the same way
-// for every store, at the client: etcd, a gRPC client interceptor counting
+// for every store, at the client: memstore, which sends nothing, one per
+// call that reaches the shared Store (an operation, a transaction, the
+// opening of a watch; not the events a watch delivers); etcd, a gRPC
+// client interceptor counting
 // one per unary call and one per message sent on a stream (a keep-alive on
 // the lease stream, a watch creation); NATS, the messages the connection
 // published (nats.Conn's OutMsgs: a publish, a request, a JetStream API
@@ -168,8 +181,9 @@ func measurements(cfg storebench.Config, st store, claims ...int) []measurement 
 	return out
 }
 
-// startStores starts the three servers for tb, the etcd with its default
-// timings unless fast (a brief run's TTL is under etcd's default minimum).
+// startStores starts the stores' servers for tb, the etcd with its
+// default timings unless fast (a brief run's TTL is under etcd's default
+// minimum); memstore needs none.
 func startStores(tb testing.TB, fast bool) []store {
 	var etcdOpts []etcdtest.Option
 	if !fast {
@@ -186,6 +200,7 @@ func startStores(tb testing.TB, fast bool) []store {
 	// prepared, and there is no direct connection to listen on: no watch.
 	pooled := pg.StartBouncer(tb, 0).DSN(db) + "&default_query_exec_mode=exec"
 	return []store{
+		{name: "memstore", open: openMem},
 		{name: "etcd", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openEtcd(tb, etcdSrv) }},
 		{name: "nats", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openNATS(tb, natsSrv) }},
 		{name: "postgres", open: func(tb testing.TB) (storebench.Open, storebench.Meters) { return openPostgres(tb, dsn, pgCPU) }},
@@ -210,6 +225,77 @@ var processCPU = storebench.CPUMeter{Unit: "cpu-ms/s", Used: storebench.ProcessC
 // process's CPU time and the server's, as when the server ran inside it.
 func withServer(server func() time.Duration) storebench.CPUMeter {
 	return storebench.CPUMeter{Unit: "cpu-ms/s", Used: func() time.Duration { return storebench.ProcessCPU() + server() }}
+}
+
+// openMem measures memstore: one memstore.Store per measurement, in this
+// process, shared by all its candidates, each of which reaches it through
+// a crashtest.Store of its own (Crash cuts that candidate off: its
+// renewals fail and it releases nothing, while the others go on). Its
+// requests are the calls that reach the shared Store.
+func openMem(tb testing.TB) (storebench.Open, storebench.Meters) {
+	var n atomic.Int64
+	inner := memstore.New()
+	tb.Cleanup(func() { inner.Close() })
+	shared := calls{inner, &n}
+	open := func(tb testing.TB) storebench.Process {
+		s := crashtest.Wrap(shared)
+		tb.Cleanup(func() { s.Close() })
+		return storebench.Process{Store: s, Crash: s.Crash}
+	}
+	return open, storebench.Meters{Requests: n.Load, CPU: []storebench.CPUMeter{processCPU}}
+}
+
+// calls counts the calls made to a memstore: one per operation,
+// transaction or watch opened (the events a watch delivers are not
+// calls). Capabilities and Close are not counted.
+type calls struct {
+	*memstore.Store
+	n *atomic.Int64
+}
+
+var (
+	_ backends.Watcher = calls{}
+	_ backends.Txner   = calls{}
+)
+
+func (c calls) Get(ctx context.Context, key string) (backends.Entry, error) {
+	c.n.Add(1)
+	return c.Store.Get(ctx, key)
+}
+
+func (c calls) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
+	c.n.Add(1)
+	return c.Store.List(ctx, prefix)
+}
+
+func (c calls) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	c.n.Add(1)
+	return c.Store.CreateIfAbsent(ctx, key, value, ttl)
+}
+
+func (c calls) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
+	c.n.Add(1)
+	return c.Store.CompareAndSet(ctx, key, rev, value, ttl)
+}
+
+func (c calls) CompareAndDelete(ctx context.Context, key string, rev int64) error {
+	c.n.Add(1)
+	return c.Store.CompareAndDelete(ctx, key, rev)
+}
+
+func (c calls) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
+	c.n.Add(1)
+	return c.Store.KeepAlive(ctx, key, rev, ttl)
+}
+
+func (c calls) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
+	c.n.Add(1)
+	return c.Store.Txn(ctx, conds, ops)
+}
+
+func (c calls) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
+	c.n.Add(1)
+	return c.Store.Watch(ctx, prefix)
 }
 
 func openEtcd(tb testing.TB, srv *etcdtest.Server, opts ...etcdstore.Option) (storebench.Open, storebench.Meters) {
