@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/slots"
 	"github.com/tenure-go/tenure/storeurl"
 )
 
@@ -80,7 +79,7 @@ func client(ctx context.Context, cfg clientConfig, out io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	group, err := slots.New(store, slots.Config{Size: cfg.slots})
+	group, err := newLocker(store, cfg.slots)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +16,8 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/childproc/childproctest"
 )
 
@@ -61,5 +67,51 @@ func TestDemoIndexerOutlivesStartingThread(t *testing.T) {
 	var st status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.ID != "indexer 1" {
 		t.Errorf("status = %+v, %v; want the status of %q", st, err, "indexer 1")
+	}
+}
+
+// transferring is a leadership whose Transfer records its target and
+// returns err.
+type transferring struct {
+	fakeLeadership
+	err error
+	to  *string
+}
+
+func (f transferring) Transfer(_ context.Context, to string) error {
+	*f.to = to
+	return f.err
+}
+
+// TestTransferAnswers checks POST /transfer's answers: it passes the
+// target to Elector.Transfer, and tells a transfer made from one refused,
+// by its status code, with the term's token.
+func TestTransferAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		query  string
+		err    error
+		code   int
+		wantTo string
+	}{
+		{"to=indexer+3", nil, http.StatusOK, "indexer 3"},
+		{"", nil, http.StatusBadRequest, ""},
+		{"to=b", fmt.Errorf("elector: transfer: %w", elector.ErrNotLeader), http.StatusConflict, "b"},
+		{"to=b", fmt.Errorf("elector: transfer: %w", backends.ErrUnsupported), http.StatusNotImplemented, "b"},
+		{"to=b", fmt.Errorf("elector: transfer: %w", backends.ErrInvalid), http.StatusBadRequest, "b"},
+		{"to=b", errors.New("elector: transfer: the store failed"), http.StatusInternalServerError, "b"},
+	} {
+		var to string
+		ix := &indexer{cfg: serveConfig{id: "a"}, log: slog.New(slog.DiscardHandler), el: transferring{err: tc.err, to: &to}}
+		ix.token.Store(7)
+		rec := httptest.NewRecorder()
+		ix.routes().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/transfer?"+tc.query, nil))
+		var a transferAnswer
+		if err := json.NewDecoder(rec.Body).Decode(&a); err != nil {
+			t.Fatalf("POST /transfer?%s: %v", tc.query, err)
+		}
+		if rec.Code != tc.code || to != tc.wantTo || a.Token != 7 || (a.Err == "") != (tc.code == http.StatusOK) {
+			t.Errorf("POST /transfer?%s with Transfer returning %v = %d %+v, Transfer(%q); want %d, Transfer(%q), token 7",
+				tc.query, tc.err, rec.Code, a, to, tc.code, tc.wantTo)
+		}
 	}
 }

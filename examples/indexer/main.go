@@ -1,8 +1,12 @@
 // Command indexer is a served indexer that must be the only one serving in its
 // group: two unsynchronized indexers would make routing wrong. It wraps its
-// serving loop in a tenure Elector over an N-slot group (N = 1 by default),
-// publishes its endpoint with a write fenced by its token, and answers
-// GET /status.
+// serving loop in a tenure Elector over a single claim (or, with --slots N
+// above 1, an N-slot group), publishes its endpoint with a write fenced by
+// its token, and answers GET /status. POST /transfer?to=ID asks the
+// serving indexer to hand its claim to the indexer whose identity is ID
+// (Elector.Transfer): it stops serving, releases the claim reserved for
+// that one, which takes it at a greater token, and runs on as a follower.
+// A group of several slots cannot be transferred.
 //
 // A leader that cannot publish its endpoint (a record it cannot read, which
 // it must not overwrite since its token is unknown; a record of a later
@@ -83,7 +87,9 @@ func usage(w io.Writer) {
       one indexer. URL is file:///DIR (DIR must exist; file:///DIR?create=true
       makes it) or mem://; the etcd and Kubernetes stores are left out of
       this example's build (see serve.go to link them in). GET /status
-      answers JSON; GET /query?token=T answers only while serving at T.
+      answers JSON; GET /query?token=T answers only while serving at T;
+      POST /transfer?to=ID hands the claim to the indexer ID (not with
+      --slots above 1).
   indexer client --store URL --group G [--slots N] [--requests N] [--every D]
       sends requests to the indexer that serves now: it follows the group's
       claim with elector.Observe and sends each request, with the serving

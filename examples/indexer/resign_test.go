@@ -103,6 +103,9 @@ type fakeLeadership struct {
 func (f fakeLeadership) IsLeader() bool                 { return f.leading }
 func (f fakeLeadership) State() lifecycle.State         { return f.state }
 func (f fakeLeadership) Leader() (elector.Leader, bool) { return elector.Leader{}, false }
+func (f fakeLeadership) Transfer(context.Context, string) error {
+	return elector.ErrNotLeader
+}
 
 // TestStatusAgreesWithIsLeader checks that /status never says leader while
 // IsLeader is false, whichever way the lifecycle state and the deadline

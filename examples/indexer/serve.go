@@ -93,11 +93,13 @@ type indexer struct {
 	failures atomic.Int64 // terms resigned in a row, for the pause before the next campaign
 }
 
-// leadership is what GET /status reads of the Elector.
+// leadership is what GET /status reads of the Elector, and what POST
+// /transfer asks of it.
 type leadership interface {
 	IsLeader() bool
 	State() lifecycle.State
 	Leader() (elector.Leader, bool)
+	Transfer(ctx context.Context, to string) error
 }
 
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
@@ -128,7 +130,7 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return err
 	}
 	defer store.Close()
-	group, err := slots.New(store, slots.Config{Size: cfg.slots})
+	group, err := newLocker(store, cfg.slots)
 	if err != nil {
 		return err
 	}
@@ -169,6 +171,17 @@ func serve(ctx context.Context, cfg serveConfig, log *slog.Logger) error {
 		return runErr
 	}
 	return nil
+}
+
+// newLocker returns the Locker of a group of n indexers over store: a
+// single claim for n = 1, which Elector.Transfer can hand to a named
+// indexer, and an n-slot group above, whose slots cannot be transferred
+// (as tenure run chooses between them by --slots).
+func newLocker(store backends.Store, n int) (backends.Locker, error) {
+	if n == 1 {
+		return backends.NewLocker(store)
+	}
+	return slots.New(store, slots.Config{Size: n})
 }
 
 // newElector returns a fresh Elector for the indexer's group and makes it
@@ -379,7 +392,60 @@ func (ix *indexer) routes() http.Handler {
 		_ = json.NewEncoder(w).Encode(ix.status())
 	})
 	mux.HandleFunc("GET /query", ix.query)
+	mux.HandleFunc("POST /transfer", ix.transfer)
 	return mux
+}
+
+// transferAnswer is the body of POST /transfer's answer.
+type transferAnswer struct {
+	ID    string `json:"id"`
+	To    string `json:"to"`
+	Token int64  `json:"token"` // the token of the term handed over
+	// Err says why the claim was not handed over; empty once it was
+	// released and reserved for To.
+	Err string `json:"error,omitempty"`
+}
+
+// transfer hands the claim this indexer leads to the indexer whose
+// identity the request names (POST /transfer?to=ID), with
+// Elector.Transfer: this indexer stops serving first, as at any end of a
+// term, then releases the claim reserved for the target, which takes it
+// at a greater token; no other indexer can take it in between. This one
+// keeps running as a follower. The answer comes once the claim is
+// released and reserved: 200; or 400 without a target, 409 if this
+// indexer does not serve, 501 for a group of several slots (a slot cannot
+// be transferred), 500 if the store failed (the term has ended all the
+// same, and the claim was released plainly or left to expire).
+func (ix *indexer) transfer(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	a := transferAnswer{ID: ix.cfg.id, To: r.URL.Query().Get("to"), Token: ix.token.Load()}
+	if a.To == "" {
+		a.Err = "the request names no target (POST /transfer?to=ID)"
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(a)
+		return
+	}
+	ix.mu.Lock()
+	el := ix.el
+	ix.mu.Unlock()
+	err := el.Transfer(r.Context(), a.To)
+	switch {
+	case err == nil:
+		ix.log.Info("claim transferred", "token", a.Token, "to", a.To)
+		_ = json.NewEncoder(w).Encode(a)
+		return
+	case errors.Is(err, elector.ErrNotLeader):
+		w.WriteHeader(http.StatusConflict)
+	case errors.Is(err, backends.ErrUnsupported):
+		w.WriteHeader(http.StatusNotImplemented)
+	case errors.Is(err, backends.ErrInvalid):
+		w.WriteHeader(http.StatusBadRequest)
+	default:
+		ix.log.Warn("transfer failed", "token", a.Token, "to", a.To, "err", err)
+		w.WriteHeader(http.StatusInternalServerError)
+	}
+	a.Err = err.Error()
+	_ = json.NewEncoder(w).Encode(a)
 }
 
 // query answers a client's request, which carries the token of the term
