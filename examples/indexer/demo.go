@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -37,6 +38,19 @@ type demo struct {
 	failed  []string
 	killed  map[int]int64 // pid -> CLOCK_MONOTONIC once it was dead
 	timings []string
+	handed  *transferOutcome // the transfer step's, for check
+}
+
+// transferOutcome is what the journal showed of a transfer: the term
+// handed over, its end, the follower it was handed to and the term that
+// began next.
+type transferOutcome struct {
+	from, stop record // serve-start and serve-stop of the term handed over
+	to         string
+	next       record // the next serve-start
+	// follows: the old leader, asked afterwards, still ran and did not
+	// serve.
+	follows bool
 }
 
 type child struct {
@@ -119,8 +133,15 @@ func (d *demo) run(ctx context.Context) error {
 	d.say("%q serves (token %d); the others follow", first.ID, first.Token)
 	d.showStatus()
 
-	// 1. Crash: the serving indexer dies without releasing its claim.
-	victim := d.byID(first.ID)
+	// 1. Transfer: the serving indexer hands its claim to a named
+	// follower; nothing is killed.
+	handed, err := d.transfer(ctx, first)
+	if err != nil {
+		return err
+	}
+
+	// 2. Crash: the serving indexer dies without releasing its claim.
+	victim := d.byID(handed.ID)
 	d.say("SIGKILL %q: it cannot release its claim, so the others must wait out its TTL", victim.id)
 	if !victim.p.Signal(syscall.SIGKILL) {
 		return fmt.Errorf("%q exited before the kill: %v", victim.id, victim.p.Wait())
@@ -129,7 +150,7 @@ func (d *demo) run(ctx context.Context) error {
 	victim.exited = true
 	deadAt := monoNow()
 	d.killed[victim.p.Pid()] = deadAt
-	second, err := d.waitServing(ctx, first.Token)
+	second, err := d.waitServing(ctx, handed.Token)
 	if err != nil {
 		return err
 	}
@@ -137,12 +158,12 @@ func (d *demo) run(ctx context.Context) error {
 	d.say("%q took over (token %d), %v after the kill", second.ID, second.Token, takeover.Round(time.Millisecond))
 	d.timings = append(d.timings, fmt.Sprintf("crash takeover  %v (TTL %v)", takeover.Round(time.Millisecond), d.ttl))
 
-	// 2. A stale write: the dead indexer's token is refused by the store.
-	if err := d.staleWrite(ctx, first); err != nil {
+	// 3. A stale write: the dead indexer's token is refused by the store.
+	if err := d.staleWrite(ctx, handed); err != nil {
 		return err
 	}
 
-	// 3. Graceful handover: the serving indexer stops and releases.
+	// 4. Graceful handover: the serving indexer stops and releases.
 	leaving := d.byID(second.ID)
 	d.say("SIGTERM %q: it stops serving, releases its claim, and a follower takes over", leaving.id)
 	sentAt := monoNow()
@@ -169,6 +190,94 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.check()
 	return nil
+}
+
+// transfer asks the indexer serving in term cur to hand its claim to a
+// follower named by its identity (POST /transfer), once that follower has
+// seen cur's indexer lead; it waits for the next term and reports it, and
+// how long the claim went without a leader, from the journal: from the
+// old term's serve-stop to the new one's serve-start.
+func (d *demo) transfer(ctx context.Context, cur record) (record, error) {
+	leader := d.byID(cur.ID)
+	var target *child
+	for _, c := range d.procs {
+		if c != leader && !c.exited {
+			target = c // the follower started last
+		}
+	}
+	if leader == nil || target == nil {
+		return record{}, fmt.Errorf("no follower to hand %q's claim to", cur.ID)
+	}
+	if err := d.waitLeaderSeen(ctx, target, cur.ID); err != nil {
+		return record{}, err
+	}
+	d.say("POST /transfer?to=%s to %q: it stops serving and releases its claim reserved for %q, which takes it; nothing is killed",
+		url.QueryEscape(target.id), leader.id, target.id)
+	askedAt := monoNow()
+	hc := &http.Client{Timeout: d.ttl + 10*time.Second}
+	resp, err := hc.Post("http://"+leader.addr+"/transfer?to="+url.QueryEscape(target.id), "", nil)
+	if err != nil {
+		return record{}, fmt.Errorf("transfer from %q: %w", leader.id, err)
+	}
+	var a transferAnswer
+	err = json.NewDecoder(resp.Body).Decode(&a)
+	resp.Body.Close()
+	switch {
+	case err != nil:
+		return record{}, fmt.Errorf("transfer from %q: %s: %w", leader.id, resp.Status, err)
+	case resp.StatusCode != http.StatusOK:
+		return record{}, fmt.Errorf("transfer from %q: %s: %s", leader.id, resp.Status, a.Err)
+	}
+	next, err := d.waitServing(ctx, cur.Token)
+	if err != nil {
+		return record{}, err
+	}
+	stops, err := d.waitFor(ctx, d.ttl+10*time.Second, func(r record) bool {
+		return r.Event == "serve-stop" && r.Token == cur.Token
+	}, 1)
+	if err != nil {
+		return record{}, fmt.Errorf("%q did not record the end of its term: %w", cur.ID, err)
+	}
+	h := &transferOutcome{from: cur, stop: stops[0], to: target.id, next: next}
+	d.handed = h
+	gap := monoDuration(h.stop.Mono, next.Mono)
+	d.say("%q serves now (token %d > %d), %v after the request; no indexer served for %v",
+		next.ID, next.Token, cur.Token, monoDuration(askedAt, next.Mono).Round(time.Microsecond), gap.Round(time.Microsecond))
+	d.timings = append(d.timings, fmt.Sprintf("transfer        %v without a leader (serve-stop to serve-start), %v from the request",
+		gap.Round(time.Microsecond), monoDuration(askedAt, next.Mono).Round(time.Microsecond)))
+	// Every indexer reports the new leader before their status is shown.
+	d.say("the others, %q among them, follow: they learn who leads when they try again, once the transfer's bound (one TTL) has passed", leader.id)
+	for _, c := range d.procs {
+		if !c.exited {
+			if err := d.waitLeaderSeen(ctx, c, next.ID); err != nil {
+				return record{}, err
+			}
+		}
+	}
+	if st, err := d.status(leader); err == nil && st.ID == leader.id && !st.Serving {
+		h.follows = true
+	}
+	d.showStatus()
+	return next, nil
+}
+
+// waitLeaderSeen polls c's /status until it reports id as the leader, so
+// that a transfer to c goes to a follower that has seen the claim held.
+func (d *demo) waitLeaderSeen(ctx context.Context, c *child, id string) error {
+	ctx, cancel := d.clk.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tick := d.clk.Ticker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if st, err := d.status(c); err == nil && st.Leader == id {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%q did not see %q lead: %w", c.id, id, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 func (d *demo) spawn(id, jpath string) error {
@@ -259,21 +368,29 @@ func (d *demo) waitServing(ctx context.Context, after int64) (record, error) {
 	return recs[0], nil
 }
 
-func (d *demo) showStatus() {
+// status asks c for its GET /status.
+func (d *demo) status(c *child) (status, error) {
+	var st status
+	if c.exited || c.addr == "" {
+		return st, fmt.Errorf("%q is gone", c.id)
+	}
 	hc := &http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Get("http://" + c.addr + "/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	return st, err
+}
+
+func (d *demo) showStatus() {
 	for _, c := range d.procs {
 		if c.exited || c.addr == "" {
 			fmt.Fprintf(d.out, "           %-10s  (gone)\n", c.id)
 			continue
 		}
-		resp, err := hc.Get("http://" + c.addr + "/status")
-		if err != nil {
-			fmt.Fprintf(d.out, "           %-10s  status: %v\n", c.id, err)
-			continue
-		}
-		var st status
-		err = json.NewDecoder(resp.Body).Decode(&st)
-		resp.Body.Close()
+		st, err := d.status(c)
 		if err != nil {
 			fmt.Fprintf(d.out, "           %-10s  status: %v\n", c.id, err)
 			continue
@@ -364,7 +481,7 @@ func (d *demo) check() {
 				iv.id, iv.token, monoDuration(iv.start, terms[i-1].end), terms[i-1].id, terms[i-1].token)
 		}
 	}
-	verdict(d.out, overlaps == 0 && len(terms) >= 3, fmt.Sprintf("never two serving at once (%d serving terms checked)", len(terms)))
+	verdict(d.out, overlaps == 0 && len(terms) >= 4, fmt.Sprintf("never two serving at once (%d serving terms checked)", len(terms)))
 
 	var tokens []string
 	increasing := true
@@ -378,6 +495,24 @@ func (d *demo) check() {
 		d.fail("tokens did not strictly increase: %s", strings.Join(tokens, ", "))
 	}
 	verdict(d.out, increasing, "tokens strictly increase: "+strings.Join(tokens, " < "))
+	if h := d.handed; h != nil {
+		ok := h.next.ID == h.to && h.next.Token > h.from.Token && h.stop.Mono <= h.next.Mono && h.follows
+		switch {
+		case h.next.ID != h.to:
+			d.fail("the transfer to %q was taken by %q", h.to, h.next.ID)
+		case h.next.Token <= h.from.Token:
+			d.fail("the transfer to %q gave token %d, not above %d", h.to, h.next.Token, h.from.Token)
+		case h.stop.Mono > h.next.Mono:
+			d.fail("%q started serving %v before %q stopped, at the transfer", h.to, monoDuration(h.next.Mono, h.stop.Mono), h.from.ID)
+		case !h.follows:
+			d.fail("%q did not run on as a follower after the transfer", h.from.ID)
+		}
+		verdict(d.out, ok, fmt.Sprintf("a transfer hands the claim to the follower it names: %q (token %d) to %q (token %d), %v without a leader, and %q runs on",
+			h.from.ID, h.from.Token, h.next.ID, h.next.Token, monoDuration(h.stop.Mono, h.next.Mono).Round(time.Microsecond), h.from.ID))
+	} else {
+		d.fail("no transfer was made")
+		verdict(d.out, false, "a transfer hands the claim to the follower it names")
+	}
 	staleRefused := !d.hasFailure("stale token")
 	verdict(d.out, staleRefused, "a write under a dead term's token is refused")
 	for _, t := range d.timings {

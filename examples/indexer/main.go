@@ -35,9 +35,11 @@
 // directory must exist unless the URL asks for it with create=true.
 //
 // demo starts three indexers over a filestore in a fresh temporary directory,
-// kills the serving one, stops the next gracefully, and checks that no two
-// ever served at once and that tokens only grew. Its exit status is 0 only
-// if every check held.
+// has the serving one transfer its claim to a named follower, kills the one
+// serving then, stops the next gracefully, and checks that the transfer
+// went to the follower it named at a greater token, that no two ever
+// served at once and that tokens only grew, and reports its timings. Its
+// exit status is 0 only if every check held.
 package main
 
 import (
@@ -81,7 +83,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   indexer demo
       three indexers over a filestore in a temporary directory: the serving
-      one is killed, the next is stopped gracefully; prints what happened and
+      one transfers its claim to a named follower, the one serving then is
+      killed, the next is stopped gracefully; prints what happened and
       checks that never two served at once.
   indexer serve --store URL --group G --id ID --http ADDR [--slots N] [--ttl D]
       one indexer. URL is file:///DIR (DIR must exist; file:///DIR?create=true

@@ -25,7 +25,9 @@ func TestMain(m *testing.M) {
 }
 
 // TestDemo runs the demo end to end, with real processes over a filestore,
-// and requires every one of its checks to hold.
+// and requires every one of its checks to hold: the transfer's (the
+// follower it named took the claim at a greater token, after the old
+// leader stopped serving, and the old leader ran on) among them.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and waits out a real lease TTL")
@@ -39,6 +41,7 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		"ok   never two serving at once",
 		"ok   tokens strictly increase",
+		"ok   a transfer hands the claim to the follower it names",
 		"ok   a write under a dead term's token is refused",
 		"all checks held",
 	} {
