@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/tenure-go/tenure/internal/wire"
@@ -186,6 +188,24 @@ type ClaimWatcher interface {
 type StoreLocker struct {
 	store Store
 	txn   Txner // nil unless the store declares CapTxn
+
+	// reserved holds, per claim key, the reservation (a transfer's) the
+	// last event of a WatchClaim showed written. It is a hint, never a
+	// reason to refuse or to take a claim: an acquisition refused by one
+	// reads it first, and one that ends it is conditioned on its revision
+	// (see readAhead).
+	mu       sync.Mutex
+	reserved map[string]Entry // guarded by mu
+	// kept holds, per claim key, the reservation a target's acquisition
+	// found for itself on a store without CapTxn and left in place: its
+	// release deletes it first (see Release). Guarded by mu.
+	kept map[string]keptReservation
+}
+
+// keptReservation is a reservation a target left in place: the claim's
+// token and the reservation's revision.
+type keptReservation struct {
+	token, rev int64
 }
 
 var (
@@ -218,8 +238,10 @@ func (l *StoreLocker) Store() Store { return l.store }
 // a group started at once on one key at most one leads, on every store.
 //
 // A claim that a transfer reserves for another candidate (see Transfer)
-// is refused with a *ReservedError; the target's acquisition ends the
-// reservation.
+// is refused with a *ReservedError. The target's acquisition ends the
+// reservation, on a store with CapTxn in the same transaction; on one
+// without, the target leaves it in place while it holds the claim, and its
+// Release or Transfer ends it (docs/transfer.md has the steps).
 //
 // On a store without CapTxn, a claim refused either way is released at
 // once; until then a reader may see it, and its holder never gets a lease
@@ -234,8 +256,12 @@ func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder,
 		// Too long to be a group's key: no group can exist.
 		return acquireKey(ctx, l.store, key, holder, ttl)
 	}
+	r, err := l.readAhead(ctx, key, holder)
+	if err != nil {
+		return Claim{}, err
+	}
 	if l.txn != nil {
-		return l.acquireTxn(ctx, key, holder, ttl)
+		return l.acquireTxn(ctx, key, holder, ttl, r)
 	}
 	lease, err := acquireKey(ctx, l.store, key, holder, ttl)
 	if err != nil {
@@ -244,8 +270,12 @@ func (l *StoreLocker) TryAcquire(ctx context.Context, key string, holder Holder,
 	size, err := l.store.Get(ctx, wire.SizeKey(key))
 	switch {
 	case errors.Is(err, ErrNotFound):
-		err = l.checkTransfer(ctx, key, holder)
+		var kept int64
+		kept, err = l.checkTransfer(ctx, key, holder)
 		if err == nil {
+			if kept != 0 {
+				l.keep(key, lease.Token, kept)
+			}
 			return lease, nil
 		}
 	case err == nil:
@@ -273,10 +303,61 @@ func claimTTL(ttl time.Duration) error {
 	return nil
 }
 
+// readAhead looks at the reservation of claim key before an acquisition
+// writes anything, if a watch last showed one written (see reserved). One
+// for holder, as the watch showed it, is returned, so that the acquiring
+// transaction can end it in its first attempt (conditioned on its
+// revision: if it changed since, the transaction fails on it and is tried
+// again as without a hint). One for another candidate is read again, and
+// if the store confirms it, refuses the acquisition with a *ReservedError
+// at the cost of that read, instead of a write (and, on a store without
+// CapTxn, a release). Otherwise, and if the read fails, it returns nil and
+// the acquisition goes on as without a hint, making every check itself.
+func (l *StoreLocker) readAhead(ctx context.Context, key string, holder Holder) (*Entry, error) {
+	tkey := wire.TransferKey(key)
+	l.mu.Lock()
+	r, hinted := l.reserved[key]
+	l.mu.Unlock()
+	if !hinted || ValidateKey(tkey) != nil {
+		return nil, nil
+	}
+	if reservedFor(key, holder, r) == nil {
+		return &r, nil
+	}
+	r, err := l.store.Get(ctx, tkey)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		l.noteReservation(key, Event{Kind: EventDelete, Entry: Entry{Key: tkey}})
+		return nil, nil
+	case err != nil:
+		return nil, nil
+	}
+	if err := reservedFor(key, holder, r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// noteReservation records what a watch (or a read) last showed of claim
+// key's reservation.
+func (l *StoreLocker) noteReservation(key string, ev Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ev.Kind != EventPut {
+		delete(l.reserved, key)
+		return
+	}
+	if l.reserved == nil {
+		l.reserved = make(map[string]Entry)
+	}
+	l.reserved[key] = ev.Entry
+}
+
 // acquireTxn takes key for holder in one transaction: create key if it is
 // absent and the slot group's size entry is absent too. If key is held,
-// the error is a *HeldError listing its holder.
-func (l *StoreLocker) acquireTxn(ctx context.Context, key string, holder Holder, ttl time.Duration) (Claim, error) {
+// the error is a *HeldError listing its holder. r, if not nil, is the
+// reservation for holder readAhead found: the first attempt ends it.
+func (l *StoreLocker) acquireTxn(ctx context.Context, key string, holder Holder, ttl time.Duration, r *Entry) (Claim, error) {
 	if err := validateHolder(holder); err != nil {
 		return Claim{}, err
 	}
@@ -291,16 +372,34 @@ func (l *StoreLocker) acquireTxn(ctx context.Context, key string, holder Holder,
 	if transfers {
 		conds = append(conds, Cond{Key: tkey})
 	}
-	res, err := l.txn.Txn(ctx, conds, ops)
-	var ce *ConflictError
-	if transfers && errors.As(err, &ce) && ce.Found && ce.Key == tkey {
+	take := func(rev int64) (TxnResult, error) {
+		conds[len(conds)-1].Revision = rev
+		if rev == 0 {
+			return l.txn.Txn(ctx, conds, ops)
+		}
 		// Free, but a transfer reserves it: only its target takes it,
 		// and its take ends the reservation in the same step.
-		if rerr := reservedFor(key, holder, ce.Current); rerr != nil {
-			return Claim{}, rerr
+		return l.txn.Txn(ctx, conds, append(slices.Clip(ops), Op{Kind: OpDelete, Key: tkey}))
+	}
+	var rev int64
+	if transfers && r != nil {
+		rev = r.Revision
+	}
+	res, err := take(rev)
+	var ce *ConflictError
+	if transfers && errors.As(err, &ce) && ce.Key == tkey && (ce.Found || rev != 0) {
+		// The reservation is not what the attempt expected: one was
+		// written, or the one read ahead is gone (its target took the
+		// claim and gave it up, or it expired). Try once more with what
+		// the conflict reports.
+		rev = 0
+		if ce.Found {
+			if rerr := reservedFor(key, holder, ce.Current); rerr != nil {
+				return Claim{}, rerr
+			}
+			rev = ce.Current.Revision
 		}
-		conds[len(conds)-1].Revision = ce.Current.Revision
-		res, err = l.txn.Txn(ctx, conds, append(ops, Op{Kind: OpDelete, Key: tkey}))
+		res, err = take(rev)
 	}
 	if err != nil {
 		return Claim{}, l.refused(key, err)
@@ -362,8 +461,56 @@ func (l *StoreLocker) Renew(ctx context.Context, c Claim) (Claim, error) {
 }
 
 // Release implements Locker, at the store key c.Key as Renew does.
+//
+// A claim taken as a transfer's target on a store without CapTxn carries
+// the reservation it ended in place until then: Release deletes that
+// reservation (by its revision; if that fails, it expires) before the
+// claim, so that the claim is not freed reserved for its last holder.
 func (l *StoreLocker) Release(ctx context.Context, c Claim) error {
+	l.dropKept(ctx, c)
 	return releaseKey(ctx, l.store, c.Key, c)
+}
+
+// keep records that the target's claim at token left its reservation at
+// revision rev in place.
+func (l *StoreLocker) keep(key string, token, rev int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kept == nil {
+		l.kept = make(map[string]keptReservation)
+	}
+	l.kept[key] = keptReservation{token: token, rev: rev}
+}
+
+// keptRev is the revision of the reservation claim c left in place, or 0.
+func (l *StoreLocker) keptRev(c Claim) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if k, ok := l.kept[c.Key]; ok && k.token == c.Token {
+		return k.rev
+	}
+	return 0
+}
+
+// forgetKept forgets the reservation claim c left in place: a transfer
+// replaced it.
+func (l *StoreLocker) forgetKept(c Claim) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if k, ok := l.kept[c.Key]; ok && k.token == c.Token {
+		delete(l.kept, c.Key)
+	}
+}
+
+// dropKept deletes the reservation claim c left in place, if it did, and
+// forgets it.
+func (l *StoreLocker) dropKept(ctx context.Context, c Claim) {
+	rev := l.keptRev(c)
+	if rev == 0 {
+		return
+	}
+	l.forgetKept(c)
+	_ = l.store.CompareAndDelete(ctx, wire.TransferKey(c.Key), rev)
 }
 
 // acquireKey takes the store key key for holder with create-if-absent. If
@@ -489,9 +636,13 @@ func (l *StoreLocker) WatchClaim(ctx context.Context, key string) (<-chan struct
 	out := make(chan struct{}, 1)
 	go func() {
 		defer close(out)
+		tkey := wire.TransferKey(key)
 		for ev := range events {
 			if !match(ev.Entry.Key) {
 				continue
+			}
+			if ev.Entry.Key == tkey {
+				l.noteReservation(key, ev)
 			}
 			select {
 			case out <- struct{}{}:

@@ -64,9 +64,10 @@ func (l *StoreLocker) Transfer(ctx context.Context, c Claim, to string, within t
 	}
 	value := wire.EncodeTransfer(to, c.Holder.ID, c.Holder.Nonce, c.Token)
 	var err error
-	// Most often no reservation is left: try with none, and on a
-	// conflict with one, again at the revision the conflict reports.
-	var rev int64
+	// Most often no reservation is left, or the one this claim's take
+	// left in place (see checkTransfer): try with that, and on a conflict,
+	// again at the revision the conflict reports.
+	rev := l.keptRev(c)
 	for range transferAttempts {
 		if l.txn != nil {
 			err = l.transferTxn(ctx, c, tkey, rev, value, within)
@@ -75,6 +76,9 @@ func (l *StoreLocker) Transfer(ctx context.Context, c Claim, to string, within t
 		}
 		var ce *ConflictError
 		if !errors.As(err, &ce) || ce.Key != tkey {
+			if err == nil {
+				l.forgetKept(c)
+			}
 			return err
 		}
 		if rev = 0; ce.Found {
@@ -151,23 +155,25 @@ func reservedFor(key string, holder Holder, r Entry) error {
 
 // checkTransfer runs after holder created claim key on a store without
 // transactions: it reads the reservation, if any. A reservation for holder
-// is deleted (best effort: left, it expires); one for another candidate is
-// a *ReservedError, and the caller gives the claim up unused.
-func (l *StoreLocker) checkTransfer(ctx context.Context, key string, holder Holder) error {
+// is left in place, and its revision returned: the target holds the claim
+// now, so no one else can take it, and deleting the reservation at once
+// would put one more write between the old leader's work and the new
+// one's (Release deletes it). One for another candidate is a
+// *ReservedError, and the caller gives the claim up unused.
+func (l *StoreLocker) checkTransfer(ctx context.Context, key string, holder Holder) (int64, error) {
 	tkey := wire.TransferKey(key)
 	if ValidateKey(tkey) != nil {
-		return nil // too long to have a reservation beside it
+		return 0, nil // too long to have a reservation beside it
 	}
 	r, err := l.store.Get(ctx, tkey)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return nil
+		return 0, nil
 	case err != nil:
-		return fmt.Errorf("backends: acquire %q: check for a transfer: %w", key, err)
+		return 0, fmt.Errorf("backends: acquire %q: check for a transfer: %w", key, err)
 	}
 	if err := reservedFor(key, holder, r); err != nil {
-		return err
+		return 0, err
 	}
-	_ = l.store.CompareAndDelete(ctx, tkey, r.Revision)
-	return nil
+	return r.Revision, nil
 }

@@ -1,0 +1,241 @@
+package backends_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/backends/memstore"
+)
+
+// writeCounter is a store (a memstore) that counts the writes made through
+// it and, unlike the memstore, declares no Txn.
+type writeCounter struct {
+	backends.Store
+	writes atomic.Int64
+}
+
+func (s *writeCounter) Capabilities() backends.Capabilities {
+	c := s.Store.Capabilities()
+	c.Atomic &^= backends.CapTxn
+	return c
+}
+
+func (s *writeCounter) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
+	return s.Store.(backends.Watcher).Watch(ctx, prefix)
+}
+
+func (s *writeCounter) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	s.writes.Add(1)
+	return s.Store.CreateIfAbsent(ctx, key, value, ttl)
+}
+
+func (s *writeCounter) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
+	s.writes.Add(1)
+	return s.Store.CompareAndSet(ctx, key, rev, value, ttl)
+}
+
+func (s *writeCounter) CompareAndDelete(ctx context.Context, key string, rev int64) error {
+	s.writes.Add(1)
+	return s.Store.CompareAndDelete(ctx, key, rev)
+}
+
+// txnCounter is a memstore with its Txn, counting the transactions.
+type txnCounter struct {
+	*memstore.Store
+	txns atomic.Int64
+}
+
+func (s *txnCounter) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
+	s.txns.Add(1)
+	return s.Store.Txn(ctx, conds, ops)
+}
+
+// transferred has a leader on locker lead transfer "k" to "target" while
+// watcher watches the claim, and returns once watcher's watch has signalled
+// the change (the reservation is written before the claim is released, so
+// the signal follows its event), with a func that ends the watch.
+func transferred(t *testing.T, lead, watcher *backends.StoreLocker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ch, err := watcher.WatchClaim(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := backends.NewHolder("leader")
+	c, err := lead.TryAcquire(ctx, "k", h, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch // the acquisition's event
+	if err := lead.Transfer(ctx, c, "target", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	return func() {
+		cancel()
+		for range ch { // until the watch's goroutine is done
+		}
+	}
+}
+
+// TestReservationRefusedWithoutWrites has a candidate that is not a
+// transfer's target try the reserved claim, on a store without Txn, after
+// its watch reported the reservation: it is refused with a
+// *ReservedError, having written nothing (it used to create the claim and
+// release it again).
+func TestReservationRefusedWithoutWrites(t *testing.T) {
+	store := &writeCounter{Store: memstore.New()}
+	other, err := backends.NewLocker(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := backends.NewLocker(&writeCounter{Store: store.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	transferred(t, lead, other)
+	before := store.writes.Load()
+	h, _ := backends.NewHolder("other")
+	_, err = other.TryAcquire(context.Background(), "k", h, 10*time.Second)
+	var re *backends.ReservedError
+	if !errors.As(err, &re) || re.To != "target" {
+		t.Fatalf("TryAcquire by a candidate the claim is not reserved for = %v, want a *ReservedError for target", err)
+	}
+	if n := store.writes.Load() - before; n != 0 {
+		t.Errorf("the refused acquisition made %d writes, want 0", n)
+	}
+	// The target still takes it.
+	target, _ := backends.NewHolder("target")
+	if _, err := other.TryAcquire(context.Background(), "k", target, 10*time.Second); err != nil {
+		t.Errorf("TryAcquire by the target: %v", err)
+	}
+}
+
+// TestReservedTargetTakesInOneTxn has a transfer's target take the claim
+// on a store with Txn after its watch reported the reservation: one
+// transaction takes the claim and ends the reservation (it used to take
+// two, the first refused by the reservation it did not know of).
+func TestReservedTargetTakesInOneTxn(t *testing.T) {
+	store := &txnCounter{Store: memstore.New()}
+	tl, err := backends.NewLocker(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := backends.NewLocker(store.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transferred(t, lead, tl)
+	before := store.txns.Load()
+	target, _ := backends.NewHolder("target")
+	c, err := tl.TryAcquire(context.Background(), "k", target, 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryAcquire by the target: %v", err)
+	}
+	if n := store.txns.Load() - before; n != 1 {
+		t.Errorf("the target's acquisition took %d transactions, want 1", n)
+	}
+	if _, err := store.Get(context.Background(), "k"); err != nil {
+		t.Errorf("the claim after the take: %v", err)
+	}
+	// The reservation is gone: another candidate takes the claim once the
+	// target releases it.
+	if err := tl.Release(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := backends.NewHolder("other")
+	if _, err := tl.TryAcquire(context.Background(), "k", h, 10*time.Second); err != nil {
+		t.Errorf("TryAcquire after the target released: %v", err)
+	}
+}
+
+// TestStaleReservationHint has a candidate whose watch reported a
+// reservation and then ended, and which tries once the reservation is
+// gone (its target took the claim and released it): the acquisition goes
+// on as without the hint.
+func TestStaleReservationHint(t *testing.T) {
+	for _, txn := range []bool{false, true} {
+		var s backends.Store = &writeCounter{Store: memstore.New()}
+		if txn {
+			s = memstore.New()
+		}
+		l, err := backends.NewLocker(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := backends.NewLocker(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := transferred(t, other, l)
+		stop()
+		target, _ := backends.NewHolder("target")
+		c, err := other.TryAcquire(context.Background(), "k", target, 10*time.Second)
+		if err != nil {
+			t.Fatalf("txn %t: TryAcquire by the target: %v", txn, err)
+		}
+		if err := other.Release(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+		h, _ := backends.NewHolder("late")
+		if _, err := l.TryAcquire(context.Background(), "k", h, 10*time.Second); err != nil {
+			t.Errorf("txn %t: TryAcquire with a stale hint: %v", txn, err)
+		}
+	}
+}
+
+// TestTargetKeepsReservationUntilRelease has a transfer's target take the
+// claim on a store without Txn: its acquisition writes only the claim (it
+// used to delete the reservation too, one more write before it led), and
+// its release ends the reservation before the claim, so that the claim is
+// open to all once released, and its own transfer replaces the
+// reservation in one write.
+func TestTargetKeepsReservationUntilRelease(t *testing.T) {
+	for _, then := range []string{"release", "transfer"} {
+		t.Run(then, func(t *testing.T) {
+			store := &writeCounter{Store: memstore.New()}
+			tl, err := backends.NewLocker(store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lead, err := backends.NewLocker(&writeCounter{Store: store.Store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			transferred(t, lead, tl)
+			ctx := context.Background()
+			before := store.writes.Load()
+			target, _ := backends.NewHolder("target")
+			c, err := tl.TryAcquire(ctx, "k", target, 10*time.Second)
+			if err != nil {
+				t.Fatalf("TryAcquire by the target: %v", err)
+			}
+			if n := store.writes.Load() - before; n != 1 {
+				t.Errorf("the target's acquisition made %d writes, want 1 (the claim's create)", n)
+			}
+			next, _ := backends.NewHolder("next")
+			switch then {
+			case "release":
+				if err := tl.Release(ctx, c); err != nil {
+					t.Fatal(err)
+				}
+			case "transfer":
+				before = store.writes.Load()
+				if err := tl.Transfer(ctx, c, "next", 10*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				if n := store.writes.Load() - before; n != 2 {
+					t.Errorf("the target's transfer made %d writes, want 2 (the reservation, then the claim's delete)", n)
+				}
+			}
+			if _, err := lead.TryAcquire(ctx, "k", next, 10*time.Second); err != nil {
+				t.Errorf("TryAcquire after the target's %s: %v", then, err)
+			}
+		})
+	}
+}
