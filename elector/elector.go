@@ -51,8 +51,12 @@ type Elector struct {
 	// candDone is closed when the candidacy goroutine has exited; nil
 	// without Candidacy.
 	candDone chan struct{}
-	candKick chan struct{}         // buffered; see kickCandidacy
-	watcher  backends.ClaimWatcher // nil when the locker cannot watch
+	candKick chan struct{} // buffered; see kickCandidacy
+	// settled is closed when the campaign goroutine has given up its
+	// claim at the end (released or handed over, or found nothing to give
+	// up); the candidacy is withdrawn after it. Nil without Candidacy.
+	settled chan struct{}
+	watcher backends.ClaimWatcher // nil when the locker cannot watch
 	// expiryWatch: the watcher also signals expiry, so a follower whose
 	// watch runs needs no timer for the holder's expiry.
 	expiryWatch bool
@@ -119,6 +123,7 @@ func New(locker backends.Locker, cfg Config) (*Elector, error) {
 		e.cands = cands
 		e.candDone = make(chan struct{})
 		e.candKick = make(chan struct{}, 1)
+		e.settled = make(chan struct{})
 	}
 	if w, ok := locker.(backends.ClaimWatcher); ok {
 		e.watcher = w

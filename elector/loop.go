@@ -82,7 +82,8 @@ func (e *Elector) run(ctx context.Context) {
 	}
 	l.stopWatch()
 	if e.candDone != nil {
-		<-e.candDone // withdrawn, bounded by ReleaseTimeout
+		close(e.settled)
+		<-e.candDone // withdrawn, within Stop's bound (see withdraw)
 	}
 	e.disp.close()
 	<-e.disp.done

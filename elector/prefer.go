@@ -187,11 +187,21 @@ func (e *Elector) candidacy(ctx context.Context) {
 }
 
 // withdraw deletes the candidacy c (if have), bounded by ReleaseTimeout
-// even though ctx is done.
+// even though ctx is done. It waits first until the campaign goroutine has
+// given its claim up (settled), so that on a leader the withdrawal does not
+// contend with the release or the handover for the store while the next
+// leader waits; but no longer than RenewTimeout + DrainTimeout, the rest of
+// Stop's bound, after which it withdraws beside the release as before.
 func (e *Elector) withdraw(ctx context.Context, c backends.Candidate, have bool) {
 	if !have {
 		return
 	}
+	wait := e.clock.Timer(e.cfg.RenewTimeout + e.cfg.DrainTimeout)
+	select {
+	case <-e.settled:
+	case <-wait.C:
+	}
+	wait.Stop()
 	err := e.bounded(context.WithoutCancel(ctx), e.cfg.ReleaseTimeout, func(ctx context.Context) error {
 		return e.cands.WithdrawCandidacy(ctx, c)
 	})

@@ -113,3 +113,66 @@ func TestCandidacyNeedsALockerThatKeepsThem(t *testing.T) {
 		t.Errorf("New with Candidacy over a Locker without candidacies = %v, want an error saying so", err)
 	}
 }
+
+// withdrawLog is a Store (without Watch or Txn) that records, each time a
+// candidacy of claim key is deleted, whether the claim was still held. It
+// closes declared once a candidacy was written.
+type withdrawLog struct {
+	backends.Store
+	declared chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	held     []bool // guarded by mu
+}
+
+func (s *withdrawLog) CreateIfAbsent(ctx context.Context, k string, value []byte, ttl time.Duration) (backends.Entry, error) {
+	e, err := s.Store.CreateIfAbsent(ctx, k, value, ttl)
+	if err == nil && strings.HasPrefix(k, key+"/candidate-") {
+		s.once.Do(func() { close(s.declared) })
+	}
+	return e, err
+}
+
+func (s *withdrawLog) CompareAndDelete(ctx context.Context, k string, rev int64) error {
+	if strings.HasPrefix(k, key+"/candidate-") {
+		_, err := s.Store.Get(ctx, key)
+		s.mu.Lock()
+		s.held = append(s.held, err == nil)
+		s.mu.Unlock()
+	}
+	return s.Store.CompareAndDelete(ctx, k, rev)
+}
+
+// TestStopWithdrawsAfterRelease checks that a stopping leader withdraws
+// its candidacy only once its claim is released: beside the release, the
+// withdrawal would contend with it for the store while the next leader
+// waits (it used to run as soon as Stop began, while the leader's work
+// drained).
+func TestStopWithdrawsAfterRelease(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	ms := memstore.New(memstore.WithClock(clk))
+	t.Cleanup(func() { ms.Close() })
+	log := &withdrawLog{Store: ms, declared: make(chan struct{})}
+	sl, err := backends.NewLocker(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, rec, _, _ := loggedConfig(t, clk, "a")
+	cfg.Candidacy, cfg.Priority = true, 1
+	a := startElector(t, sl, cfg)
+	rec.Await(t, ctx, electortest.Elected, 1)
+	select {
+	case <-log.declared:
+	case <-ctx.Done():
+		t.Fatal("no candidacy declared")
+	}
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.held) != 1 || log.held[0] {
+		t.Errorf("candidacy withdrawals, each noting whether the claim was still held: %v, want [false]", log.held)
+	}
+}
