@@ -9,14 +9,17 @@
 // Each iteration is one rollout. Reported per rollout: leader changes
 // (changes/rollout), terms that overlapped another's work (overlaps),
 // and the time from one leader's work ending to the next one's starting,
-// summed over the rollout (leaderless-ms/rollout); beside it, the same
-// gap for one graceful handover without candidacies (Stop, and a
-// follower's watch takes the claim), as handover-ms.
+// summed over the rollout, as a mean over the rollouts
+// (leaderless-ms/rollout) and their median (leaderless-p50-ms); beside
+// them, the median of the same gap for one graceful handover without
+// candidacies (Stop, and a follower's watch takes the claim), as
+// handover-ms.
 package rollout
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -199,8 +202,10 @@ func BenchmarkRollout(b *testing.B) {
 				await(b, id+" declared", func() bool { return declared(procs[0], id) })
 			}
 			terms0, over0, gap0, _ := l.snapshot()
+			var gaps []time.Duration // each rollout's leaderless time
 			b.ResetTimer()
 			for n := 1; n <= b.N; n++ {
+				_, _, before, _ := l.snapshot()
 				for i := range procs {
 					id := fmt.Sprintf("g%d-p%d", n, i)
 					next := start(b, open, l, id, true, int64(n))
@@ -215,6 +220,8 @@ func BenchmarkRollout(b *testing.B) {
 					_, _, _, ld := l.snapshot()
 					return len(ld) > len(gen) && ld[:len(gen)] == gen
 				})
+				_, _, after, _ := l.snapshot()
+				gaps = append(gaps, after-before)
 			}
 			b.StopTimer()
 			terms, over, gap, _ := l.snapshot()
@@ -222,6 +229,7 @@ func BenchmarkRollout(b *testing.B) {
 			b.ReportMetric(float64(terms-terms0)/rollouts, "changes/rollout")
 			b.ReportMetric(float64(over-over0), "overlaps")
 			b.ReportMetric(float64((gap-gap0).Microseconds())/1000/rollouts, "leaderless-ms/rollout")
+			b.ReportMetric(float64(median(gaps).Microseconds())/1000, "leaderless-p50-ms")
 			b.ReportMetric(float64(handover.Microseconds())/1000, "handover-ms")
 			for _, p := range procs {
 				stop(b, p)
@@ -251,10 +259,12 @@ func measureHandover(b *testing.B, open opener) time.Duration {
 		cur = next
 	}
 	stop(b, cur)
-	for i := range gaps { // insertion sort: twenty values
-		for j := i; j > 0 && gaps[j] < gaps[j-1]; j-- {
-			gaps[j], gaps[j-1] = gaps[j-1], gaps[j]
-		}
-	}
-	return gaps[len(gaps)/2]
+	return median(gaps)
+}
+
+// median is the middle of ds (the upper one of an even count).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
