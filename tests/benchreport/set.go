@@ -90,7 +90,7 @@ var Sections = []Section{
 	},
 	{
 		Title:     "Rolling updates with preferred candidates",
-		About:     "Three candidates with Candidacy, replaced one by one by three of higher priority, each new process started (and its candidacy listed) before its old one stops, over the filestore and a real etcd server process, TTL 2 s; one iteration is one rollout. changes/rollout: leader changes per rollout (one is the aim; plain resignation moves the claim up to three times); overlaps: terms whose work overlapped another's (must be 0); leaderless-ms/rollout: the time from one leader's work ending to the next one's starting, summed over a rollout; handover-ms: beside it, the median of 20 graceful handovers without candidacies on the same store.",
+		About:     "Three candidates with Candidacy, replaced one by one by three of higher priority, each new process started (and its candidacy listed) before its old one stops, over the filestore and a real etcd server process, TTL 2 s; one iteration is one rollout. changes/rollout: leader changes per rollout (one is the aim; plain resignation moves the claim up to three times); overlaps: terms whose work overlapped another's (must be 0); leaderless-ms/rollout: the time from one leader's work ending to the next one's starting, summed over a rollout, as a mean over the rollouts; leaderless-p50-ms: the same, the median rollout; handover-ms: beside them, the median of 20 graceful handovers without candidacies on the same store.",
 		Pkg:       "./tests/rollout",
 		Bench:     "^BenchmarkRollout$",
 		Benchtime: "100x", Short: "5x",
