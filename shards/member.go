@@ -781,7 +781,7 @@ func (m *Member) reconcile() {
 		if h := placing.Load(); h != nil {
 			(*h)(members)
 		}
-		placed = Place(m.cfg.Count, members)
+		placed = placements.place(m.cfg.Count, members)
 	}
 	m.mu.Lock()
 	if replace {

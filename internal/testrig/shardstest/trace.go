@@ -113,9 +113,19 @@ func (s *tracedStore) Watch(ctx context.Context, prefix string) (<-chan backends
 	return out, nil
 }
 
-// Txn implements backends.Txner if the inner store does.
+// Txn implements backends.Txner if the inner store does. A transaction
+// that creates a key (a put conditioned on the key's absence: how a
+// Locker over a store with Txn acquires) is recorded as a create of it.
 func (s *tracedStore) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
-	return s.Store.(backends.Txner).Txn(ctx, conds, ops)
+	sent := time.Now()
+	res, err := s.Store.(backends.Txner).Txn(ctx, conds, ops)
+	at := time.Now()
+	for _, op := range ops {
+		if op.Kind == backends.OpPut && slices.Contains(conds, backends.Cond{Key: op.Key}) {
+			s.t.add(trace{at: at, member: s.member, what: "create", key: op.Key, sent: sent, ok: err == nil})
+		}
+	}
+	return res, err
 }
 
 // traced wraps inner for member: the wrapper has Watch and Txn only if
