@@ -87,6 +87,6 @@ func BenchmarkScale(b *testing.B) {
 	}
 	b.Run(fmt.Sprintf("S=%d/M=%d", count, members), func(b *testing.B) {
 		store := memstore.New()
-		shardstest.BenchScale(b, count, members, elector.Config{TTL: 10 * time.Second}, func(int) backends.Store { return store })
+		shardstest.BenchScale(b, count, members, elector.Config{TTL: 10 * time.Second}, func(int) backends.Store { return store }, shardstest.Steady{})
 	})
 }

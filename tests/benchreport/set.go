@@ -181,6 +181,16 @@ var Sections = []Section{
 		Hide:      []string{"ns/op"},
 	},
 	{
+		Title:     "Shards at scale on etcd",
+		About:     "32 members of a group of 10,000 shards (8 of 2,000 in a short run) over one etcd server process, each member with a client and a shared lease of its own, batched every batch, at the elector's default timings (TTL 15 s, renewals every 5 s). converge_s, leave_s, crash_s and the rest as in the memstore section above; req/s/member: every etcd request of the members once converged and settled for a TTL, over 20 s (5 s in a short run), per second and per member.",
+		Pkg:       "./tests/shards",
+		Bench:     "^BenchmarkEtcdScale$",
+		Benchtime: "1x", Short: "1x",
+		Args:      []string{"-shards.steady=20s"},
+		ShortArgs: []string{"-shards.steady=5s"},
+		Hide:      []string{"ns/op"},
+	},
+	{
 		Title: "ID allocator",
 		About: "Allocate of a key this process already uses (from memory), of a key the watched cache knows (requests per call), new IDs per second with 8 allocators at once, and one garbage-collection pass over 10 000 referenced IDs (memstore, filestore in the test's temp dir).",
 		Pkg:   "./allocator",

@@ -40,6 +40,44 @@ func BenchmarkEtcdCrash(b *testing.B) {
 	})
 }
 
+// BenchmarkEtcdScale measures 32 members of a group of 10,000 shards
+// (with -short, 8 members of 2,000) over one etcd server process, each
+// member with a client and a shared lease of its own, with the elector's
+// default timings (TTL 15 s, renewals every 5 s): convergence, a graceful
+// leave and a crash, as shardstest.BenchScale measures them on memstore,
+// and the requests per second per member once converged (req/s/member,
+// over -shards.steady). It runs with the shared lease's default batch
+// interval and with a batch of 1 s: at the default timings the elector's
+// renewal grid has a step of 750 ms (Jitter × RenewPeriod), and a batch
+// shorter than the step sends a keep-alive at each point of the grid that
+// renewals land on, a longer one one keep-alive for two of them. Run it
+// with -benchtime=1x.
+func BenchmarkEtcdScale(b *testing.B) {
+	count, members := 10000, 32
+	if testing.Short() {
+		count, members = 2000, 8
+	}
+	for _, batch := range []time.Duration{etcd.DefaultSharedBatch, time.Second} {
+		b.Run(fmt.Sprintf("S=%d/M=%d/batch=%v", count, members, batch), func(b *testing.B) {
+			srv := etcdtest.Start(b)
+			var c counter
+			newStore := func(int) backends.Store {
+				cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: c.dialOptions()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = cli.Close() })
+				s, err := etcd.New(context.Background(), cli, "/tenure/", etcd.WithSharedLease(batch))
+				if err != nil {
+					b.Fatal(err)
+				}
+				return s
+			}
+			shardstest.BenchScale(b, count, members, elector.Config{}, newStore, shardstest.Steady{Requests: c.n.Load, Window: *steadyWindow})
+		})
+	}
+}
+
 // counter counts the gRPC requests of the clients it is dialled into: each
 // unary call and each message sent on a stream (a lease keep-alive, a watch
 // request).

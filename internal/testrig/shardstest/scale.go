@@ -129,10 +129,14 @@ func (g *Group) overlaps() int {
 // compare with. It also reports the process's resident memory once the
 // group has converged (rss_mb), its goroutines then (goroutines), and how
 // many pairs of terms of one shard acted at once or kept a token over the
-// whole run (violations, which fails the benchmark too). Each iteration
-// starts a group of its own; -benchtime=1x is the intended run.
-func BenchScale(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store) {
-	var ramp, conv, leave, leaveSet, crash, crashSet []float64
+// whole run (violations, which fails the benchmark too). With a
+// steady.Requests, it also counts, once the group has converged and its
+// renewals have run for a TTL, the members' requests over steady.Window,
+// and reports them per second and per member (req/s/member), failing if
+// any shard changed owner meanwhile. Each iteration starts a group of its
+// own; -benchtime=1x is the intended run.
+func BenchScale(b *testing.B, count, members int, timing elector.Config, newStore func(int) backends.Store, steady Steady) {
+	var ramp, conv, leave, leaveSet, crash, crashSet, perMember []float64
 	var rss, gor float64
 	violations := 0
 	for i := range b.N {
@@ -149,6 +153,9 @@ func BenchScale(b *testing.B, count, members int, timing elector.Config, newStor
 		ramp = append(ramp, time.Since(first).Seconds())
 		conv = append(conv, g.awaitCond("converge", 5*time.Minute, func() bool { return g.whole(ids) }).Seconds())
 		rss, gor = max(rss, residentMB(b)), max(gor, float64(runtime.NumGoroutine()))
+		if steady.Requests != nil {
+			perMember = append(perMember, g.steadyRate(b, ids, timing, steady))
+		}
 
 		leaver := g.Member(ids[0])
 		rest := ids[1:]
@@ -177,9 +184,44 @@ func BenchScale(b *testing.B, count, members int, timing elector.Config, newStor
 	b.ReportMetric(slices.Max(crash), "crash_s")
 	b.ReportMetric(slices.Max(crashSet), "crash_settled_s")
 	b.ReportMetric(timing.TTL.Seconds(), "ttl_s")
+	if len(perMember) > 0 {
+		b.ReportMetric(slices.Max(perMember), "req/s/member")
+	}
 	b.ReportMetric(rss, "rss_mb")
 	b.ReportMetric(gor, "goroutines")
 	b.ReportMetric(float64(violations), "violations")
+}
+
+// Steady is what BenchScale needs to count a converged group's requests:
+// the members' requests so far (Requests; nil for no count), and how long
+// to count them (Window).
+type Steady struct {
+	Requests func() int64
+	Window   time.Duration
+}
+
+// steadyRate waits a TTL for the group's renewals to run at their pace,
+// then counts the members' requests over st.Window, and returns them per
+// second and per member. It fails b if a term began meanwhile.
+func (g *Group) steadyRate(b *testing.B, ids []string, timing elector.Config, st Steady) float64 {
+	ttl := timing.TTL
+	if ttl == 0 {
+		ttl = elector.DefaultTTL
+	}
+	<-time.After(ttl)
+	g.mu.Lock()
+	terms := len(g.terms)
+	g.mu.Unlock()
+	before, start := st.Requests(), time.Now()
+	<-time.After(st.Window)
+	n, elapsed := st.Requests()-before, time.Since(start)
+	g.mu.Lock()
+	changed := len(g.terms) != terms
+	g.mu.Unlock()
+	if changed || !g.whole(ids) {
+		b.Fatal("a shard changed owner during the steady window")
+	}
+	return float64(n) / elapsed.Seconds() / float64(len(ids))
 }
 
 // residentMB is the process's resident memory, in MiB.
