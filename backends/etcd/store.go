@@ -254,31 +254,60 @@ type leaseTTL struct {
 }
 
 // leaseTTLs asks etcd for the granted and remaining TTL of each distinct
-// lease in ids (one request per lease).
+// lease in ids (one request per lease, sent at once).
 func (s *Store) leaseTTLs(ctx context.Context, ids []clientv3.LeaseID) (map[clientv3.LeaseID]leaseTTL, error) {
-	out := make(map[clientv3.LeaseID]leaseTTL, len(ids))
+	var uniq []clientv3.LeaseID
+	seen := make(map[clientv3.LeaseID]bool, len(ids))
 	for _, id := range ids {
-		if id == clientv3.NoLease {
-			continue
+		if id != clientv3.NoLease && !seen[id] {
+			seen[id] = true
+			uniq = append(uniq, id)
 		}
-		if _, ok := out[id]; ok {
-			continue
+	}
+	ttls := make([]leaseTTL, len(uniq))
+	errs := make([]error, len(uniq))
+	if len(uniq) == 1 {
+		ttls[0], errs[0] = s.leaseTTL(ctx, uniq[0])
+	} else {
+		// The leases are asked at once, at most leaseLookups at a time: a
+		// listing of candidates or of a group's slots, each entry on a
+		// lease of its own, waits for one round trip, not one per lease.
+		sem := make(chan struct{}, leaseLookups)
+		var wg sync.WaitGroup
+		for i, id := range uniq {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				ttls[i], errs[i] = s.leaseTTL(ctx, id)
+			})
 		}
-		resp, err := s.cli.TimeToLive(opctx(ctx), id)
-		switch {
-		case isLeaseNotFound(err):
-			out[id] = leaseTTL{gone: true}
-			continue
-		case err != nil:
-			return nil, err
+		wg.Wait()
+	}
+	out := make(map[clientv3.LeaseID]leaseTTL, len(uniq))
+	for i, id := range uniq {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		if resp.TTL < 0 {
-			out[id] = leaseTTL{gone: true}
-			continue
-		}
-		out[id] = leaseTTL{granted: seconds(resp.GrantedTTL), remaining: seconds(resp.TTL)}
+		out[id] = ttls[i]
 	}
 	return out, nil
+}
+
+// leaseLookups bounds the TimeToLive requests one listing has in flight.
+const leaseLookups = 16
+
+// leaseTTL asks etcd for the TTL of lease id.
+func (s *Store) leaseTTL(ctx context.Context, id clientv3.LeaseID) (leaseTTL, error) {
+	resp, err := s.cli.TimeToLive(opctx(ctx), id)
+	switch {
+	case isLeaseNotFound(err):
+		return leaseTTL{gone: true}, nil
+	case err != nil:
+		return leaseTTL{}, err
+	case resp.TTL < 0:
+		return leaseTTL{gone: true}, nil
+	}
+	return leaseTTL{granted: seconds(resp.GrantedTTL), remaining: seconds(resp.TTL)}, nil
 }
 
 // current converts the entry a failed compare found into the Current of a
