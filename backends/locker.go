@@ -332,7 +332,7 @@ func (l *StoreLocker) readAhead(ctx context.Context, key string, holder Holder) 
 	case err != nil:
 		return nil, nil
 	}
-	if err := reservedFor(key, holder, r); err != nil {
+	if err := l.reservedFor(key, holder, r); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -394,7 +394,7 @@ func (l *StoreLocker) acquireTxn(ctx context.Context, key string, holder Holder,
 		// the conflict reports.
 		rev = 0
 		if ce.Found {
-			if rerr := reservedFor(key, holder, ce.Current); rerr != nil {
+			if rerr := l.reservedFor(key, holder, ce.Current); rerr != nil {
 				return Claim{}, rerr
 			}
 			rev = ce.Current.Revision

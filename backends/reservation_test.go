@@ -239,3 +239,41 @@ func TestTargetKeepsReservationUntilRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalRemembersTheReservation has a candidate that no watch told
+// of a reservation try the reserved claim twice on a store without Txn:
+// the first attempt finds the reservation after its create (and releases
+// the claim unused), the second reads it first and writes nothing (it
+// used to create and release again).
+func TestRefusalRemembersTheReservation(t *testing.T) {
+	store := &writeCounter{Store: memstore.New()}
+	other, err := backends.NewLocker(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := backends.NewLocker(&writeCounter{Store: store.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	h, _ := backends.NewHolder("leader")
+	c, err := lead.TryAcquire(ctx, "k", h, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lead.Transfer(ctx, c, "target", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := backends.NewHolder("other")
+	for i, want := range []int64{2, 0} {
+		before := store.writes.Load()
+		_, err := other.TryAcquire(ctx, "k", o, 10*time.Second)
+		var re *backends.ReservedError
+		if !errors.As(err, &re) {
+			t.Fatalf("attempt %d = %v, want a *ReservedError", i+1, err)
+		}
+		if n := store.writes.Load() - before; n != want {
+			t.Errorf("attempt %d made %d writes, want %d", i+1, n, want)
+		}
+	}
+}

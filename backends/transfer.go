@@ -153,6 +153,18 @@ func reservedFor(key string, holder Holder, r Entry) error {
 	return &ReservedError{Key: key, To: to, From: fromHolder, Token: token, Remaining: r.Remaining}
 }
 
+// reservedFor is reservedFor, noting a reservation that refuses holder
+// (see reserved): the next attempt reads it before it writes anything,
+// even if no watch showed it.
+func (l *StoreLocker) reservedFor(key string, holder Holder, r Entry) error {
+	err := reservedFor(key, holder, r)
+	var re *ReservedError
+	if errors.As(err, &re) {
+		l.noteReservation(key, Event{Kind: EventPut, Entry: r})
+	}
+	return err
+}
+
 // checkTransfer runs after holder created claim key on a store without
 // transactions: it reads the reservation, if any. A reservation for holder
 // is left in place, and its revision returned: the target holds the claim
@@ -172,7 +184,7 @@ func (l *StoreLocker) checkTransfer(ctx context.Context, key string, holder Hold
 	case err != nil:
 		return 0, fmt.Errorf("backends: acquire %q: check for a transfer: %w", key, err)
 	}
-	if err := reservedFor(key, holder, r); err != nil {
+	if err := l.reservedFor(key, holder, r); err != nil {
 		return 0, err
 	}
 	return r.Revision, nil

@@ -426,11 +426,15 @@ func (l *loop) rejected(ctx context.Context, err error, latency time.Duration) {
 		}
 		l.bo.Reset()
 		// Nothing is this Elector's to take until the reservation ends:
-		// its target's take, or its expiry. Waking on the watch
-		// meanwhile would answer every other candidate's attempt with
-		// one of its own; on a store without transactions an attempt is
-		// a create and a release, which wakes the others in turn.
-		l.wait, l.hold = l.expiryWait([]backends.Claim{{Remaining: reserved.Remaining}}), true
+		// its target's take (and, on a store without transactions, the
+		// target's release), or its expiry. It waits for the watch to
+		// signal a change, or for the expiry: a follower that waited out
+		// the whole reservation would not see its target's term start,
+		// nor answer at once when that term ends. An attempt answered
+		// by a reservation it knows of is one read and no write (see
+		// backends.StoreLocker.TryAcquire), so waking on the others'
+		// attempts wakes no one in turn.
+		l.wait = l.expiryWait([]backends.Claim{{Remaining: reserved.Remaining}})
 		e.log.Debug("elector: claim reserved for another candidate", "err", err, "retry_in", l.wait.String())
 		return
 	}

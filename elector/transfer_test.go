@@ -76,3 +76,42 @@ func TestTransferBoundValidated(t *testing.T) {
 		t.Errorf("Validate with the default transfer bound = %v", err)
 	}
 }
+
+// TestRefusedCandidateFollowsTheTarget checks that a candidate refused by
+// a transfer's reservation follows the claim once the target takes it:
+// when the target then stops, the candidate takes the claim at once, the
+// clock standing still (it used to wait out the reservation's remaining
+// time, whatever its watch signalled).
+func TestRefusedCandidateFollowsTheTarget(t *testing.T) {
+	clk := clocktest.New(t0)
+	ctx := barrier(t)
+	store := memstore.New(memstore.WithClock(clk))
+	t.Cleanup(func() { store.Close() })
+	locker := func() *backends.StoreLocker {
+		sl, err := backends.NewLocker(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sl
+	}
+	cfgA, recA, _, _ := loggedConfig(t, clk, "a")
+	a := startElector(t, locker(), cfgA)
+	recA.Await(t, ctx, electortest.Elected, 1)
+	cfgC, recC, oC, _ := loggedConfig(t, clk, "c")
+	startElector(t, locker(), cfgC)
+	oC.Await(t, ctx, electortest.Lost, 1) // held by a
+
+	// The target is not running yet: c's next attempt meets the
+	// reservation.
+	if err := a.Transfer(ctx, "b"); err != nil {
+		t.Fatalf("Transfer to b: %v", err)
+	}
+	oC.Await(t, ctx, electortest.Lost, 2)
+	cfgB, recB, _, _ := loggedConfig(t, clk, "b")
+	b := startElector(t, locker(), cfgB)
+	recB.Await(t, ctx, electortest.Elected, 1)
+	if err := b.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recC.Await(t, ctx, electortest.Elected, 1)
+}
