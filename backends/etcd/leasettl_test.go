@@ -74,4 +74,3 @@ func TestListAsksLeasesAtOnce(t *testing.T) {
 		t.Errorf("at most %d lease TTL requests in flight at once, want %d", most, n)
 	}
 }
-
