@@ -127,16 +127,18 @@ bench-report:
 # The fault campaign (package chaos). Each run's line, a table per backend and
 # "chaos: runs=R violations=V worst-recovery=D" last; a failing run's history
 # is kept (under $$TMPDIR/tenure-chaos unless CHAOS_OUT names a directory) with
-# the seed that replays its schedule.
+# the seed that replays its schedule. TRANSFERS=1s has each leader hand its
+# claim to another worker about that long into its term (Elector.Transfer).
 RUNS      ?= 20
 DURATION  ?= 60s
 BACKENDS  ?= filestore,etcd,etcd3,kube,etcd-shared,etcd3-shared,kube-session,nats,nats3,postgres,postgres-ha
 CHAOS_OUT ?=
+TRANSFERS ?=
 .PHONY: chaos chaos-smoke
 
 chaos:
 	@$(TOOLS_BESIDE) \
-	$(GO) run ./tests/chaos -runs $(RUNS) -duration $(DURATION) -backends $(BACKENDS) $(if $(CHAOS_OUT),-out $(CHAOS_OUT))
+	$(GO) run ./tests/chaos -runs $(RUNS) -duration $(DURATION) -backends $(BACKENDS) $(if $(CHAOS_OUT),-out $(CHAOS_OUT)) $(if $(TRANSFERS),-transfers $(TRANSFERS))
 
 chaos-smoke:
 	@$(TOOLS_BESIDE) \

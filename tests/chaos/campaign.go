@@ -34,8 +34,11 @@ type campaignConfig struct {
 	keep     bool
 	svg      bool
 	broken   string
-	kinds    []string // fault kinds to draw from; empty: all the backend has
-	exe      string
+	// transfers: 0, or about how long into each term a leader transfers
+	// its claim to another worker.
+	transfers time.Duration
+	kinds     []string // fault kinds to draw from; empty: all the backend has
+	exe       string
 	// toxiproxy is the toxiproxy server binary each run starts for its
 	// proxies.
 	toxiproxy string
@@ -60,6 +63,7 @@ func campaignFlags(args []string) (campaignConfig, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the history of runs that passed too")
 	fs.BoolVar(&c.svg, "svg", false, "write the SVG timeline of runs that passed too (a failing run's is always written)")
 	fs.StringVar(&c.broken, "broken", "", "make the workers misbehave (late, notoken, release): the campaign must fail")
+	fs.DurationVar(&c.transfers, "transfers", 0, "have each leader transfer its claim to another worker about this long into its term (0: never; a single claim only)")
 	ks := fs.String("kinds", "", "comma-separated fault kinds to draw from (default: all the backend supports)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -80,6 +84,9 @@ func campaignFlags(args []string) (campaignConfig, error) {
 	}
 	if *ks != "" {
 		c.kinds = strings.Split(*ks, ",")
+	}
+	if c.transfers < 0 || (c.transfers > 0 && c.slots > 0) {
+		return c, errors.New("chaos: -transfers must be positive and needs a single claim (no -slots)")
 	}
 	if c.workers < 3 || c.runs < 1 || len(c.backends) == 0 {
 		return c, errors.New("chaos: need -workers >= 3, -runs >= 1 and a backend")
@@ -140,8 +147,8 @@ func runCampaign(args []string, out io.Writer) (ok bool, err error) {
 			fmt.Fprintf(out, "run %d/%d %s seed=%d %s\n", i+1, c.runs, b, seed, line)
 			printViolations(out, res.Violations)
 			if len(res.Violations) > 0 {
-				fmt.Fprintf(out, "    history kept in %s (replay: -seed %d -runs 1 -backends %s -duration %v -ttl %v -workers %d -slots %d)\n",
-					dir, seed, b, c.duration, c.ttl, c.workers, c.slots)
+				fmt.Fprintf(out, "    history kept in %s (replay: -seed %d -runs 1 -backends %s -duration %v -ttl %v -workers %d -slots %d -transfers %v)\n",
+					dir, seed, b, c.duration, c.ttl, c.workers, c.slots, c.transfers)
 			}
 		}
 		if t.longPauses >= 3 && t.stale == 0 {
@@ -239,7 +246,7 @@ func runOne(c campaignConfig, b string, seed uint64) (res check.Result, dir stri
 		fmt.Fprintf(os.Stderr, "chaos: %s seed %d: starting the backend: %v; trying again\n", b, seed, err)
 	}
 	r := &runEnv{
-		spec: journal.RunSpec{Backend: b, Seed: seed, Duration: c.duration, TTL: c.ttl, Workers: c.workers, Slots: c.slots, Broken: c.broken,
+		spec: journal.RunSpec{Backend: b, Seed: seed, Duration: c.duration, TTL: c.ttl, Workers: c.workers, Slots: c.slots, Broken: c.broken, Transfers: c.transfers,
 			Faults: schedule.Schedule(seed, pickKinds(be.Kinds(), c.kinds), c.duration, c.ttl), Settle: servers.SettleOf(be, c.ttl)},
 		dir: dir, exe: c.exe, j: j, fence: f, be: be,
 		workers: make([]*childproc.Process, c.workers), busy: make([]bool, c.workers),

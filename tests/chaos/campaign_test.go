@@ -85,6 +85,38 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// TestSmokeTransfers runs one short run on the filestore whose leaders
+// hand their claim to another worker about every second, with every fault
+// the filestore has: no two holders, tokens rising, and recovery as
+// without transfers.
+func TestSmokeTransfers(t *testing.T) {
+	ok, out := campaign(t, "-runs", "1", "-duration", "12s", "-backends", "filestore", "-transfers", "1s", "-svg", "-keep")
+	if !ok {
+		t.Errorf("smoke run with transfers failed:\n%s", out)
+	}
+	if m := lastLine.FindStringSubmatch(out); m == nil || m[1] != "1" || m[2] != "0" {
+		t.Errorf("last line is not \"chaos: runs=1 violations=0 worst-recovery=...\":\n%s", out)
+	}
+	m := timelineOf.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the run's line names no timeline:\n%s", out)
+	}
+	recs, err := journal.Read(filepath.Join(filepath.Dir(m[1]), "journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	transferred := 0
+	for _, r := range recs {
+		if r.Ev == journal.EvDemoted && r.Reason == "transferred" {
+			transferred++
+		}
+	}
+	if transferred == 0 {
+		t.Errorf("no term ended in a transfer in the run:\n%s", out)
+	}
+	t.Logf("%d terms ended in a transfer", transferred)
+}
+
 var timelineOf = regexp.MustCompile(`(?m)^run 1/1 .* timeline=(\S+)$`)
 
 // checkRunTimeline reads the timeline that the run's line in out names,

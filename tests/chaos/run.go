@@ -47,6 +47,9 @@ func (r *runEnv) startWorker(i int) error {
 	if r.spec.Broken != "" {
 		argv = append(argv, "-broken", r.spec.Broken)
 	}
+	if r.spec.Transfers > 0 {
+		argv = append(argv, "-transfers", r.spec.Transfers.String())
+	}
 	p, err := servers.Spawn(fmt.Sprintf("w%d", i), filepath.Join(r.dir, "procs.log"), argv)
 	if err != nil {
 		return err

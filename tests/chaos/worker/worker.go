@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -49,6 +50,9 @@ type workerConfig struct {
 	journal string        // journal path
 	work    time.Duration // time between checking the term and writing
 	broken  string        // one of the broken* modes
+	// transfers: 0 for none; else a leader hands its claim, about this
+	// long into its term, to another worker whose candidacy it reads.
+	transfers time.Duration
 }
 
 func workerFlags(args []string) (workerConfig, error) {
@@ -63,8 +67,12 @@ func workerFlags(args []string) (workerConfig, error) {
 	fs.StringVar(&c.journal, "journal", "", "journal file")
 	fs.DurationVar(&c.work, "work", 40*time.Millisecond, "work between check and write")
 	fs.StringVar(&c.broken, "broken", "", "misbehave on purpose: late, notoken or release")
+	fs.DurationVar(&c.transfers, "transfers", 0, "hand the claim, this long (jittered) into each term, to another worker that declared its candidacy (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.transfers < 0 || (c.transfers > 0 && c.slots > 0) {
+		return c, errors.New("chaos worker: -transfers must be positive and needs a single claim (-slots 0)")
 	}
 	if c.store == "" || c.id == "" || c.fence == "" || c.journal == "" {
 		return c, errors.New("chaos worker: -store, -id, -fence and -journal are required")
@@ -118,6 +126,7 @@ func Run(args []string) error {
 		Key:       c.key,
 		Identity:  c.id,
 		TTL:       c.ttl,
+		Candidacy: c.transfers > 0,
 		OnElected: w.lead,
 		OnDemoted: func(t elector.Term, cause elector.Cause) {
 			j.Write(journal.Record{Ev: journal.EvDemoted, Worker: c.id, PID: w.pid, Tok: t.Token, Slot: t.Slot, Reason: cause.Reason.String()})
@@ -125,6 +134,9 @@ func Run(args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if c.transfers > 0 {
+		w.el, w.cands = e, locker.(backends.Candidacies)
 	}
 	return e.Run(ctx)
 }
@@ -136,11 +148,21 @@ type worker struct {
 	http     *http.Client
 	shutdown <-chan struct{} // closed when the process was told to stop
 	work     sync.WaitGroup  // work that outlives OnElected (brokenRelease)
+
+	el    *elector.Elector     // with -transfers: the worker's elector
+	cands backends.Candidacies // and its candidacies
 }
 
 // lead is OnElected: the leader's work.
 func (w *worker) lead(ctx context.Context, t elector.Term) {
 	w.j.Write(journal.Record{Ev: journal.EvElected, Worker: w.cfg.id, PID: w.pid, Tok: t.Token, Slot: t.Slot})
+	if w.el != nil {
+		w.work.Add(1)
+		go func() {
+			defer w.work.Done()
+			w.transferLater(ctx)
+		}()
+	}
 	switch w.cfg.broken {
 	case BrokenRelease:
 		// The work runs beside the callback, which returns as soon as the
@@ -218,4 +240,40 @@ func (w *worker) act(now int64, t elector.Term) {
 	}
 	w.j.Write(journal.Record{Ev: journal.EvWrite, Worker: w.cfg.id, PID: w.pid, Tok: tok, Slot: t.Slot, Act: now, OK: ok})
 	time.Sleep(w.cfg.work / 8)
+}
+
+// transferLater waits about cfg.transfers (jittered by half either way)
+// into the term that ctx belongs to, then hands the claim to another
+// worker whose candidacy is listed, chosen at random. Transfer must not
+// be called from OnElected, which it waits for: this runs beside it. A
+// transfer that fails leaves the claim as Stop would; the elector
+// campaigns again either way.
+func (w *worker) transferLater(ctx context.Context) {
+	d := w.cfg.transfers/2 + rand.N(w.cfg.transfers)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	lctx, cancel := context.WithTimeout(ctx, w.cfg.ttl)
+	cs, _, err := w.cands.Candidates(lctx, w.cfg.key)
+	cancel()
+	if err != nil {
+		return
+	}
+	var others []string
+	for _, c := range cs {
+		if c.Holder.ID != w.cfg.id {
+			others = append(others, c.Holder.ID)
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	to := others[rand.N(len(others))]
+	tctx, cancel := context.WithTimeout(context.Background(), 2*w.cfg.ttl)
+	defer cancel()
+	_ = w.el.Transfer(tctx, to)
 }
