@@ -183,7 +183,11 @@ func BenchScale(b *testing.B, count, members int, timing elector.Config, newStor
 	b.ReportMetric(slices.Max(leaveSet), "leave_settled_s")
 	b.ReportMetric(slices.Max(crash), "crash_s")
 	b.ReportMetric(slices.Max(crashSet), "crash_settled_s")
-	b.ReportMetric(timing.TTL.Seconds(), "ttl_s")
+	ttl := timing.TTL
+	if ttl == 0 {
+		ttl = elector.DefaultTTL
+	}
+	b.ReportMetric(ttl.Seconds(), "ttl_s")
 	if len(perMember) > 0 {
 		b.ReportMetric(slices.Max(perMember), "req/s/member")
 	}
