@@ -43,6 +43,23 @@ func (s *writeCounter) CompareAndDelete(ctx context.Context, key string, rev int
 	return s.Store.CompareAndDelete(ctx, key, rev)
 }
 
+// noTxnLockers returns a writeCounter over a new memstore, a locker over
+// it (its writes counted), and a leader's locker over the same memstore
+// through a writeCounter of its own (its writes not counted in store's).
+func noTxnLockers(t *testing.T) (store *writeCounter, counted, lead *backends.StoreLocker) {
+	t.Helper()
+	store = &writeCounter{Store: memstore.New()}
+	counted, err := backends.NewLocker(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err = backends.NewLocker(&writeCounter{Store: store.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, counted, lead
+}
+
 // txnCounter is a memstore with its Txn, counting the transactions.
 type txnCounter struct {
 	*memstore.Store
@@ -89,19 +106,11 @@ func transferred(t *testing.T, lead, watcher *backends.StoreLocker) (stop func()
 // *ReservedError, having written nothing (it used to create the claim and
 // release it again).
 func TestReservationRefusedWithoutWrites(t *testing.T) {
-	store := &writeCounter{Store: memstore.New()}
-	other, err := backends.NewLocker(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lead, err := backends.NewLocker(&writeCounter{Store: store.Store})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, other, lead := noTxnLockers(t)
 	transferred(t, lead, other)
 	before := store.writes.Load()
 	h, _ := backends.NewHolder("other")
-	_, err = other.TryAcquire(context.Background(), "k", h, 10*time.Second)
+	_, err := other.TryAcquire(context.Background(), "k", h, 10*time.Second)
 	var re *backends.ReservedError
 	if !errors.As(err, &re) || re.To != "target" {
 		t.Fatalf("TryAcquire by a candidate the claim is not reserved for = %v, want a *ReservedError for target", err)
@@ -198,15 +207,7 @@ func TestStaleReservationHint(t *testing.T) {
 func TestTargetKeepsReservationUntilRelease(t *testing.T) {
 	for _, then := range []string{"release", "transfer"} {
 		t.Run(then, func(t *testing.T) {
-			store := &writeCounter{Store: memstore.New()}
-			tl, err := backends.NewLocker(store)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lead, err := backends.NewLocker(&writeCounter{Store: store.Store})
-			if err != nil {
-				t.Fatal(err)
-			}
+			store, tl, lead := noTxnLockers(t)
 			transferred(t, lead, tl)
 			ctx := context.Background()
 			before := store.writes.Load()
@@ -246,15 +247,7 @@ func TestTargetKeepsReservationUntilRelease(t *testing.T) {
 // the claim unused), the second reads it first and writes nothing (it
 // used to create and release again).
 func TestRefusalRemembersTheReservation(t *testing.T) {
-	store := &writeCounter{Store: memstore.New()}
-	other, err := backends.NewLocker(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lead, err := backends.NewLocker(&writeCounter{Store: store.Store})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, other, lead := noTxnLockers(t)
 	ctx := context.Background()
 	h, _ := backends.NewHolder("leader")
 	c, err := lead.TryAcquire(ctx, "k", h, 10*time.Second)

@@ -61,20 +61,27 @@ func BenchmarkEtcdScale(b *testing.B) {
 		b.Run(fmt.Sprintf("S=%d/M=%d/batch=%v", count, members, batch), func(b *testing.B) {
 			srv := etcdtest.Start(b)
 			var c counter
-			newStore := func(int) backends.Store {
-				cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: c.dialOptions()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = cli.Close() })
-				s, err := etcd.New(context.Background(), cli, "/tenure/", etcd.WithSharedLease(batch))
-				if err != nil {
-					b.Fatal(err)
-				}
-				return s
-			}
+			newStore := countedStores(b, srv, &c, batch)
 			shardstest.BenchScale(b, count, members, elector.Config{}, newStore, shardstest.Steady{Requests: c.n.Load, Window: *steadyWindow})
 		})
+	}
+}
+
+// countedStores returns a store factory over srv whose stores each have a
+// client of their own, counted by c, and a shared lease batched every
+// batch.
+func countedStores(b *testing.B, srv *etcdtest.Server, c *counter, batch time.Duration) func(int) backends.Store {
+	return func(int) backends.Store {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: c.dialOptions()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cli.Close() })
+		s, err := etcd.New(context.Background(), cli, "/tenure/", etcd.WithSharedLease(batch))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
 	}
 }
 
@@ -124,18 +131,7 @@ func BenchmarkEtcdSteady(b *testing.B) {
 		b.Run(fmt.Sprintf("S=%d/batch=%v", count, interval), func(b *testing.B) {
 			srv := etcdtest.Start(b)
 			var c counter
-			newStore := func(int) backends.Store {
-				cli, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: c.dialOptions()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = cli.Close() })
-				s, err := etcd.New(context.Background(), cli, "/tenure/", etcd.WithSharedLease(interval))
-				if err != nil {
-					b.Fatal(err)
-				}
-				return s
-			}
+			newStore := countedStores(b, srv, &c, interval)
 			g := shardstest.New(b, count, elector.Config{}, newStore)
 			ids := []string{"m0", "m1", "m2", "m3"}
 			for _, id := range ids {
