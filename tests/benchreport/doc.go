@@ -1,4 +1,4 @@
-// Benchreport runs the benchmarks the docs quote and writes
+// Command benchreport runs the benchmarks the docs quote and writes
 // docs/performance.md from their output: the machine (CPU model, cores,
 // memory, load), the Go version, the date and commit, and every figure with
 // its benchmark's name and unit. `make bench-report` runs it from the
