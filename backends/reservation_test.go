@@ -3,72 +3,38 @@ package backends_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 )
 
-// writeCounter is a store (a memstore) that counts the writes made through
-// it and, unlike the memstore, declares no Txn.
-type writeCounter struct {
-	backends.Store
-	writes atomic.Int64
-}
-
-func (s *writeCounter) Capabilities() backends.Capabilities {
-	c := s.Store.Capabilities()
-	c.Atomic &^= backends.CapTxn
-	return c
-}
-
-func (s *writeCounter) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
-	return s.Store.(backends.Watcher).Watch(ctx, prefix)
-}
-
-func (s *writeCounter) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
-	s.writes.Add(1)
-	return s.Store.CreateIfAbsent(ctx, key, value, ttl)
-}
-
-func (s *writeCounter) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
-	s.writes.Add(1)
-	return s.Store.CompareAndSet(ctx, key, rev, value, ttl)
-}
-
-func (s *writeCounter) CompareAndDelete(ctx context.Context, key string, rev int64) error {
-	s.writes.Add(1)
-	return s.Store.CompareAndDelete(ctx, key, rev)
-}
-
-// noTxnLockers returns a writeCounter over a new memstore, a locker over
-// it (its writes counted), and a leader's locker over the same memstore
-// through a writeCounter of its own (its writes not counted in store's).
-func noTxnLockers(t *testing.T) (store *writeCounter, counted, lead *backends.StoreLocker) {
+// noTxnLockers returns a memstore without its Txn (faults.Hide), counted
+// by store, a locker over store, and a leader's locker over the same
+// memstore whose calls store does not count.
+func noTxnLockers(t *testing.T) (store *faults.Store, counted, lead *backends.StoreLocker) {
 	t.Helper()
-	store = &writeCounter{Store: memstore.New()}
+	base := faults.Hide(memstore.New(), backends.CapTxn)
+	store = faults.Wrap(base, nil)
+	if backends.Require(store, backends.CapTxn) == nil {
+		t.Fatal("the store without Txn declares it: its lockers would write by transactions, which writes does not count")
+	}
 	counted, err := backends.NewLocker(store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lead, err = backends.NewLocker(&writeCounter{Store: store.Store})
+	lead, err = backends.NewLocker(faults.Wrap(base, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return store, counted, lead
 }
 
-// txnCounter is a memstore with its Txn, counting the transactions.
-type txnCounter struct {
-	*memstore.Store
-	txns atomic.Int64
-}
-
-func (s *txnCounter) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
-	s.txns.Add(1)
-	return s.Store.Txn(ctx, conds, ops)
+// writes counts the writes store has passed on.
+func writes(store *faults.Store) int {
+	return store.Calls(faults.OpCreate | faults.OpCompareAndSet | faults.OpCompareAndDelete)
 }
 
 // transferred has a leader on locker lead transfer "k" to "target" while
@@ -108,14 +74,14 @@ func transferred(t *testing.T, lead, watcher *backends.StoreLocker) (stop func()
 func TestReservationRefusedWithoutWrites(t *testing.T) {
 	store, other, lead := noTxnLockers(t)
 	transferred(t, lead, other)
-	before := store.writes.Load()
+	before := writes(store)
 	h, _ := backends.NewHolder("other")
 	_, err := other.TryAcquire(context.Background(), "k", h, 10*time.Second)
 	var re *backends.ReservedError
 	if !errors.As(err, &re) || re.To != "target" {
 		t.Fatalf("TryAcquire by a candidate the claim is not reserved for = %v, want a *ReservedError for target", err)
 	}
-	if n := store.writes.Load() - before; n != 0 {
+	if n := writes(store) - before; n != 0 {
 		t.Errorf("the refused acquisition made %d writes, want 0", n)
 	}
 	// The target still takes it.
@@ -130,23 +96,24 @@ func TestReservationRefusedWithoutWrites(t *testing.T) {
 // transaction takes the claim and ends the reservation (it used to take
 // two, the first refused by the reservation it did not know of).
 func TestReservedTargetTakesInOneTxn(t *testing.T) {
-	store := &txnCounter{Store: memstore.New()}
+	ms := memstore.New()
+	store := faults.Wrap(ms, nil)
 	tl, err := backends.NewLocker(store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lead, err := backends.NewLocker(store.Store)
+	lead, err := backends.NewLocker(ms)
 	if err != nil {
 		t.Fatal(err)
 	}
 	transferred(t, lead, tl)
-	before := store.txns.Load()
+	before := store.Calls(faults.OpTxn)
 	target, _ := backends.NewHolder("target")
 	c, err := tl.TryAcquire(context.Background(), "k", target, 10*time.Second)
 	if err != nil {
 		t.Fatalf("TryAcquire by the target: %v", err)
 	}
-	if n := store.txns.Load() - before; n != 1 {
+	if n := store.Calls(faults.OpTxn) - before; n != 1 {
 		t.Errorf("the target's acquisition took %d transactions, want 1", n)
 	}
 	if _, err := store.Get(context.Background(), "k"); err != nil {
@@ -169,7 +136,7 @@ func TestReservedTargetTakesInOneTxn(t *testing.T) {
 // on as without the hint.
 func TestStaleReservationHint(t *testing.T) {
 	for _, txn := range []bool{false, true} {
-		var s backends.Store = &writeCounter{Store: memstore.New()}
+		var s backends.Store = faults.Wrap(faults.Hide(memstore.New(), backends.CapTxn), nil)
 		if txn {
 			s = memstore.New()
 		}
@@ -210,13 +177,13 @@ func TestTargetKeepsReservationUntilRelease(t *testing.T) {
 			store, tl, lead := noTxnLockers(t)
 			transferred(t, lead, tl)
 			ctx := context.Background()
-			before := store.writes.Load()
+			before := writes(store)
 			target, _ := backends.NewHolder("target")
 			c, err := tl.TryAcquire(ctx, "k", target, 10*time.Second)
 			if err != nil {
 				t.Fatalf("TryAcquire by the target: %v", err)
 			}
-			if n := store.writes.Load() - before; n != 1 {
+			if n := writes(store) - before; n != 1 {
 				t.Errorf("the target's acquisition made %d writes, want 1 (the claim's create)", n)
 			}
 			next, _ := backends.NewHolder("next")
@@ -226,11 +193,11 @@ func TestTargetKeepsReservationUntilRelease(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "transfer":
-				before = store.writes.Load()
+				before = writes(store)
 				if err := tl.Transfer(ctx, c, "next", 10*time.Second); err != nil {
 					t.Fatal(err)
 				}
-				if n := store.writes.Load() - before; n != 2 {
+				if n := writes(store) - before; n != 2 {
 					t.Errorf("the target's transfer made %d writes, want 2 (the reservation, then the claim's delete)", n)
 				}
 			}
@@ -258,14 +225,14 @@ func TestRefusalRemembersTheReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	o, _ := backends.NewHolder("other")
-	for i, want := range []int64{2, 0} {
-		before := store.writes.Load()
+	for i, want := range []int{2, 0} {
+		before := writes(store)
 		_, err := other.TryAcquire(ctx, "k", o, 10*time.Second)
 		var re *backends.ReservedError
 		if !errors.As(err, &re) {
 			t.Fatalf("attempt %d = %v, want a *ReservedError", i+1, err)
 		}
-		if n := store.writes.Load() - before; n != want {
+		if n := writes(store) - before; n != want {
 			t.Errorf("attempt %d made %d writes, want %d", i+1, n, want)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
-	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/crashtest"
 	"github.com/tenure-go/tenure/backends/dynamodb"
 	"github.com/tenure-go/tenure/backends/dynamodb/dynamotest"
@@ -23,6 +22,7 @@ import (
 	"github.com/tenure-go/tenure/backends/nats/natstest"
 	"github.com/tenure-go/tenure/backends/postgres"
 	"github.com/tenure-go/tenure/backends/postgres/pgtest"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 	"github.com/tenure-go/tenure/internal/testrig/storebench"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
@@ -231,71 +231,20 @@ func withServer(server func() time.Duration) storebench.CPUMeter {
 // process, shared by all its candidates, each of which reaches it through
 // a crashtest.Store of its own (Crash cuts that candidate off: its
 // renewals fail and it releases nothing, while the others go on). Its
-// requests are the calls that reach the shared Store.
+// requests are the calls that reach the shared Store (an operation, a
+// transaction, a watch opened; not the events a watch delivers), counted
+// by a faults.Store that installs no fault.
 func openMem(tb testing.TB) (storebench.Open, storebench.Meters) {
-	var n atomic.Int64
 	inner := memstore.New()
 	tb.Cleanup(func() { inner.Close() })
-	shared := calls{inner, &n}
+	shared := faults.Wrap(inner, nil)
 	open := func(tb testing.TB) storebench.Process {
 		s := crashtest.Wrap(shared)
 		tb.Cleanup(func() { s.Close() })
 		return storebench.Process{Store: s, Crash: s.Crash}
 	}
-	return open, storebench.Meters{Requests: n.Load, CPU: []storebench.CPUMeter{processCPU}}
-}
-
-// calls counts the calls made to a memstore: one per operation,
-// transaction or watch opened (the events a watch delivers are not
-// calls). Capabilities and Close are not counted.
-type calls struct {
-	*memstore.Store
-	n *atomic.Int64
-}
-
-var (
-	_ backends.Watcher = calls{}
-	_ backends.Txner   = calls{}
-)
-
-func (c calls) Get(ctx context.Context, key string) (backends.Entry, error) {
-	c.n.Add(1)
-	return c.Store.Get(ctx, key)
-}
-
-func (c calls) List(ctx context.Context, prefix string) ([]backends.Entry, error) {
-	c.n.Add(1)
-	return c.Store.List(ctx, prefix)
-}
-
-func (c calls) CreateIfAbsent(ctx context.Context, key string, value []byte, ttl time.Duration) (backends.Entry, error) {
-	c.n.Add(1)
-	return c.Store.CreateIfAbsent(ctx, key, value, ttl)
-}
-
-func (c calls) CompareAndSet(ctx context.Context, key string, rev int64, value []byte, ttl time.Duration) (backends.Entry, error) {
-	c.n.Add(1)
-	return c.Store.CompareAndSet(ctx, key, rev, value, ttl)
-}
-
-func (c calls) CompareAndDelete(ctx context.Context, key string, rev int64) error {
-	c.n.Add(1)
-	return c.Store.CompareAndDelete(ctx, key, rev)
-}
-
-func (c calls) KeepAlive(ctx context.Context, key string, rev int64, ttl time.Duration) (backends.Entry, error) {
-	c.n.Add(1)
-	return c.Store.KeepAlive(ctx, key, rev, ttl)
-}
-
-func (c calls) Txn(ctx context.Context, conds []backends.Cond, ops []backends.Op) (backends.TxnResult, error) {
-	c.n.Add(1)
-	return c.Store.Txn(ctx, conds, ops)
-}
-
-func (c calls) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
-	c.n.Add(1)
-	return c.Store.Watch(ctx, prefix)
+	calls := func() int64 { return int64(shared.Calls(faults.AllOps)) }
+	return open, storebench.Meters{Requests: calls, CPU: []storebench.CPUMeter{processCPU}}
 }
 
 func openEtcd(tb testing.TB, srv *etcdtest.Server, opts ...etcdstore.Option) (storebench.Open, storebench.Meters) {
