@@ -492,25 +492,25 @@ func (l *StoreLocker) keptRev(c Claim) int64 {
 	return 0
 }
 
-// forgetKept forgets the reservation claim c left in place: a transfer
-// replaced it.
-func (l *StoreLocker) forgetKept(c Claim) {
+// takeKept forgets the reservation claim c left in place, and returns its
+// revision, or 0.
+func (l *StoreLocker) takeKept(c Claim) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if k, ok := l.kept[c.Key]; ok && k.token == c.Token {
-		delete(l.kept, c.Key)
+	k, ok := l.kept[c.Key]
+	if !ok || k.token != c.Token {
+		return 0
 	}
+	delete(l.kept, c.Key)
+	return k.rev
 }
 
 // dropKept deletes the reservation claim c left in place, if it did, and
-// forgets it.
+// forgets it. A delete that fails leaves the reservation to expire.
 func (l *StoreLocker) dropKept(ctx context.Context, c Claim) {
-	rev := l.keptRev(c)
-	if rev == 0 {
-		return
+	if rev := l.takeKept(c); rev != 0 {
+		_ = l.store.CompareAndDelete(ctx, wire.TransferKey(c.Key), rev)
 	}
-	l.forgetKept(c)
-	_ = l.store.CompareAndDelete(ctx, wire.TransferKey(c.Key), rev)
 }
 
 // acquireKey takes the store key key for holder with create-if-absent. If

@@ -77,7 +77,7 @@ func (l *StoreLocker) Transfer(ctx context.Context, c Claim, to string, within t
 		var ce *ConflictError
 		if !errors.As(err, &ce) || ce.Key != tkey {
 			if err == nil {
-				l.forgetKept(c)
+				l.takeKept(c) // replaced by the transfer's own
 			}
 			return err
 		}

@@ -147,7 +147,7 @@ type worker struct {
 	pid      int
 	http     *http.Client
 	shutdown <-chan struct{} // closed when the process was told to stop
-	work     sync.WaitGroup  // work that outlives OnElected (brokenRelease)
+	work     sync.WaitGroup  // work that outlives OnElected (brokenRelease, a pending transfer)
 
 	el    *elector.Elector     // with -transfers: the worker's elector
 	cands backends.Candidacies // and its candidacies
