@@ -1,5 +1,5 @@
-// Package shards spreads a fixed number of shards over the live members of a
-// group, with one fenced owner per shard, so that work keyed by a string can be
+// Package shards spreads a number of shards, which Resize changes while the
+// group runs, over the live members of a group, with one fenced owner per shard, so that work keyed by a string can be
 // routed to one serialization point per key: ShardOf(key) names the shard,
 // Owner(shard) the member to send the work to, and that member acts under the
 // shard's term and its fencing token.
@@ -14,15 +14,57 @@
 //
 // A group G owns the store keys
 //
-//	G/count        the shard count S, written once, without TTL
+//	G/count        the shard count S, written without TTL
 //	G/member/<id>  one claim per live member, held by its membership elector
 //	G/shard/<i>    the claim of shard i, 0 ≤ i < S
 //
 // The first member to start records S; a member configured with another
-// count refuses to start (ErrCountMismatch). Changing S is not an operation
-// of this package, because a new count moves nearly every key: stop every
-// member, delete G/count, and start the members with the new count once
-// every claim of the old one has ended.
+// count refuses to start (ErrCountMismatch).
+//
+// # Changing the count
+//
+// Resize moves a running group from S to S′ shards. Each count is a
+// generation: the group's first is generation 0, whose shard claims are
+// G/shard/<i>; generation N ≥ 1 has its claims at G/shard/gN/<i>, and the
+// record at G/count names the generation and, while the change is in
+// flight, the count before it. Resize writes that record (one
+// compare-and-set), and from then on:
+//
+//   - Every member, as soon as its watch (or its next read of the group)
+//     shows the record, stops its electors of the old count, each draining
+//     and releasing as at any handover, and campaigns for the shards of
+//     the new count placed on it (Place over the same members).
+//   - A key k is in shard h(k) mod S under the old count and h(k) mod S′
+//     under the new one, so a shard j of S′ draws keys from the old
+//     shards i ≡ j (mod gcd(S, S′)): one when S′ is a multiple of S
+//     (doubling splits each old shard in two), two when S′ is half of S.
+//     A member starts the elector of j only once each of those old claims
+//     has been released or has expired, as the store judges it, and is
+//     sealed: a permanent entry written by create-if-absent where the
+//     claim was, which no elector can take (a member of the old count that
+//     has not seen the change yet finds the key present and no claim in
+//     it). So the owner under the old count has stopped acting on a key,
+//     by its own deadline, before any owner under the new count starts,
+//     and no key ever has two owners. On one member, the callbacks of an
+//     old shard have returned before those of a new shard that draws on
+//     it are called.
+//   - Resize seals the old claims no member holds, waits until all are
+//     sealed, and records the new count alone; a member configured with
+//     either count may start meanwhile, only the new one after.
+//
+// While the change is in flight, a member routes by the new count as soon
+// as it has seen the change (ShardOf, Count, Owner and Term answer for the
+// new count); a key's shard under it has no owner until the old shards
+// it draws on have ended, which for a graceful handover is one release and
+// one create later, and Owner reports none meanwhile: work routed there
+// waits, or is retried, as for any handover. A term's own keys are those
+// of its Span (SpanOf), fixed for the term's life. Each old shard moves
+// once: its term ends, and the new shards drawing on it are taken once
+// each. The tokens of a new count's claims are those of new keys: on a
+// store whose tokens are per key (Kubernetes, DynamoDB) they may be lower
+// than the old count's, so a resource fenced across a change compares the
+// span's Generation first, then the token. The seals stay in the store,
+// one per shard of every earlier count.
 //
 // # Placement
 //

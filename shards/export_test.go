@@ -20,8 +20,14 @@ func (m *Member) AtRest() int {
 	if m.member != nil {
 		els = append(els, m.member)
 	}
+	sealing := 0 // runs whose start waits on a timer of the sealing
 	for _, r := range m.runs {
-		els = append(els, r.el)
+		switch r.sealing.Load() {
+		case 0:
+			els = append(els, r.el)
+		case 1:
+			sealing++
+		}
 	}
 	m.mu.Unlock()
 	select {
@@ -29,7 +35,7 @@ func (m *Member) AtRest() int {
 		return 0
 	default:
 	}
-	n := 1
+	n := 1 + sealing
 	select {
 	case <-m.stopCh:
 		n = 0 // the loop is leaving

@@ -54,7 +54,9 @@ type Config struct {
 	// Count is the group's shard count S, recorded in the store by the
 	// first member to start; 1 ≤ Count ≤ MaxCount. A member configured
 	// with another count than the recorded one fails to start with
-	// ErrCountMismatch.
+	// ErrCountMismatch, except while a change of count (Resize) is in
+	// flight, when either end of it is accepted. A running member follows
+	// every change of the recorded count, whatever it was configured with.
 	Count int
 
 	// Elector is the template of every elector the member runs (one for
@@ -160,24 +162,39 @@ type Member struct {
 	stopOnce sync.Once
 
 	mu       sync.Mutex
-	started  bool          // guarded by mu
-	view     *view         // the members and owners known; guarded by mu
-	resync   bool          // the watch broke and could not be reopened at once: read the whole group; guarded by mu
-	mended   bool          // the watch broke and was reopened at once; guarded by mu
-	members  []string      // the live members the placement was computed from; guarded by mu
-	runs     map[int]*run  // the elector of each shard campaigned or being stopped; guarded by mu
-	placed   []string      // the last placement computed; guarded by mu
-	mine     []int         // the shards placed here, in order; guarded by mu
-	err      error         // the last error reading the group; guarded by mu
-	listened chan struct{} // closed and replaced after each reconcile (a test hook); guarded by mu
+	started  bool            // guarded by mu
+	view     *view           // the members and owners known; guarded by mu
+	resync   bool            // the watch broke and could not be reopened at once: read the whole group; guarded by mu
+	mended   bool            // the watch broke and was reopened at once; guarded by mu
+	members  []string        // the live members the placement was computed from; guarded by mu
+	runs     map[int]*run    // the elector of each shard of the current count campaigned or being stopped; guarded by mu
+	retiring map[string]*run // by claim key, the electors of an earlier count still stopping; guarded by mu
+	from     int             // the earlier count whose claims a shard is sealed from before its elector starts; 0: none; guarded by mu
+	halted   map[int]bool    // shards whose elector ended with an error, not campaigned again before the next full read; guarded by mu
+	placed   []string        // the last placement computed; guarded by mu
+	mine     []int           // the shards placed here, in order; guarded by mu
+	err      error           // the last error reading the group; guarded by mu
+	listened chan struct{}   // closed and replaced after each reconcile (a test hook); guarded by mu
 	member   *elector.Elector
 }
 
 // run is the elector of one shard.
 type run struct {
 	el       *elector.Elector
-	stopping bool          // Stop has been asked; guarded by Member.mu
-	done     chan struct{} // closed once el is done and the run is forgotten
+	key      string             // its claim key
+	cancel   context.CancelFunc // ends the sealing that precedes its start
+	stopping bool               // Stop has been asked; guarded by Member.mu
+	done     chan struct{}      // closed once el is done and the run is forgotten
+	// sealing: 1 while the sealing before its start waits on a timer, 2
+	// while it waits otherwise (a test counts the armed timers).
+	sealing atomic.Int32
+}
+
+// stop ends the run: the sealing its start waits for, if any, and its
+// elector, which drains and releases.
+func (r *run) stop() {
+	r.cancel()
+	_ = r.el.Stop(context.Background())
 }
 
 // New returns a Member of cfg.Group over store. It fails if cfg does not
@@ -213,7 +230,9 @@ func New(store backends.Store, cfg Config) (*Member, error) {
 		stopCh:    make(chan struct{}),
 		done:      make(chan struct{}),
 		runs:      make(map[int]*run),
-		view:      newView(cfg.Group, cfg.Count),
+		retiring:  make(map[string]*run),
+		halted:    make(map[int]bool),
+		view:      newView(cfg.Group, layout{count: cfg.Count}),
 		listened:  make(chan struct{}),
 	}
 	// Without expiry events, a member's departure by crash shows only when
@@ -242,8 +261,50 @@ func New(store backends.Store, cfg Config) (*Member, error) {
 	return m, nil
 }
 
-// ShardOf returns the shard of key in this group: ShardOf(key, Config.Count).
-func (m *Member) ShardOf(key string) int { return ShardOf(key, m.cfg.Count) }
+// ShardOf returns the shard of key in this group: ShardOf(key, m.Count()).
+func (m *Member) ShardOf(key string) int { return ShardOf(key, m.Count()) }
+
+// Count returns the shard count this member routes by: the group's
+// recorded count once the member has started (Config.Count before), the
+// new one as soon as the member has seen a change of count begin. Like
+// Owner it is a hint: which keys a term covers is its Span's to say.
+func (m *Member) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.view.count
+}
+
+// Span is the set of keys one shard claim covers: the shard of a count,
+// in a generation of the group's counts (0 for the count the group began
+// with, one more at each change of count).
+type Span struct {
+	Shard      int
+	Count      int
+	Generation int
+}
+
+// Has reports whether key lies in the span: ShardOf(key, s.Count) == s.Shard.
+func (s Span) Has(key string) bool { return ShardOf(key, s.Count) == s.Shard }
+
+// SpanOf returns the span of a term of this member's (OnAcquired's term,
+// or Term's), and false for a term of a count this member no longer
+// knows. A term's span never changes: across a change of count, terms of
+// the old count end and terms of the new one begin, under other claim
+// keys, so a term's work covers exactly the keys its span has.
+func (m *Member) SpanOf(term elector.Term) (Span, bool) {
+	m.mu.Lock()
+	gen, count, from := m.view.gen, m.view.count, m.from
+	m.mu.Unlock()
+	if shard, ok := parseShardKey(m.cfg.Group, gen, count, term.Key); ok {
+		return Span{Shard: shard, Count: count, Generation: gen}, true
+	}
+	if from != 0 && gen > 0 {
+		if shard, ok := parseShardKey(m.cfg.Group, gen-1, from, term.Key); ok {
+			return Span{Shard: shard, Count: from, Generation: gen - 1}, true
+		}
+	}
+	return Span{}, false
+}
 
 // Members returns the identities of the group's live members as last read
 // (sorted), this member's included once it has joined.
@@ -258,10 +319,11 @@ func (m *Member) Members() []string {
 // one. It is a hint for routing: the claim may have changed hands since,
 // and only the owner's own Term says it may act.
 func (m *Member) Owner(shard int) (Owner, bool) {
-	if shard < 0 || shard >= m.cfg.Count {
+	m.mu.Lock()
+	if shard < 0 || shard >= m.view.count {
+		m.mu.Unlock()
 		return Owner{}, false
 	}
-	m.mu.Lock()
 	o, r := m.view.owners[shard], m.runs[shard]
 	m.mu.Unlock()
 	// This member's own term is an observation too, and may be newer than
@@ -334,10 +396,15 @@ func (m *Member) Start(ctx context.Context) error {
 	}
 	m.started = true
 	m.mu.Unlock()
-	if err := m.checkCount(ctx); err != nil {
+	lay, err := m.checkCount(ctx)
+	if err != nil {
 		close(m.done)
 		return err
 	}
+	m.mu.Lock()
+	m.view = newView(m.cfg.Group, lay)
+	m.from = lay.from
+	m.mu.Unlock()
 	mcfg := m.cfg.Elector
 	mcfg.Key, mcfg.Identity = memberKey(m.cfg.Group, m.cfg.Identity), m.cfg.Identity
 	el, err := elector.New(m.locker, mcfg)
@@ -396,27 +463,29 @@ func (m *Member) Stop(ctx context.Context) error {
 	}
 }
 
-// checkCount records the configured count, or checks it against the stored one.
-func (m *Member) checkCount(ctx context.Context) error {
+// checkCount records the configured count if the group has none, or
+// checks it against the stored one, and returns the group's record.
+func (m *Member) checkCount(ctx context.Context) (layout, error) {
 	key := countKey(m.cfg.Group)
-	want := strconv.Itoa(m.cfg.Count)
+	want := layout{count: m.cfg.Count}
 	for {
 		e, err := m.store.Get(ctx, key)
 		if err == nil {
-			if string(e.Value) != want {
-				return fmt.Errorf("shards: group %q: stored count %q, configured %d: %w", m.cfg.Group, storedCount(e.Value), m.cfg.Count, ErrCountMismatch)
+			l, ok := parseLayout(e.Value)
+			if !ok || (l.count != m.cfg.Count && (!l.changing() || l.from != m.cfg.Count)) {
+				return layout{}, fmt.Errorf("shards: group %q: stored count %q, configured %d: %w", m.cfg.Group, storedCount(e.Value), m.cfg.Count, ErrCountMismatch)
 			}
-			return nil
+			return l, nil
 		}
 		if !errors.Is(err, backends.ErrNotFound) {
-			return fmt.Errorf("shards: read count of %q: %w", m.cfg.Group, err)
+			return layout{}, fmt.Errorf("shards: read count of %q: %w", m.cfg.Group, err)
 		}
-		_, err = m.store.CreateIfAbsent(ctx, key, []byte(want), 0)
+		_, err = m.store.CreateIfAbsent(ctx, key, []byte(want.String()), 0)
 		if err == nil {
-			return nil
+			return want, nil
 		}
 		if !errors.Is(err, backends.ErrExists) {
-			return fmt.Errorf("shards: record count of %q: %w", m.cfg.Group, err)
+			return layout{}, fmt.Errorf("shards: record count of %q: %w", m.cfg.Group, err)
 		}
 		// Another member recorded it first: read theirs.
 	}
@@ -463,6 +532,9 @@ func (m *Member) loop(startCtx context.Context, cancelWatch context.CancelFunc) 
 		switch {
 		case !now.Before(fullDue):
 			if m.read(ctx, true) {
+				m.mu.Lock()
+				clear(m.halted) // campaigned again, at most once per full read
+				m.mu.Unlock()
 				bo.Reset()
 				retry = time.Time{}
 				fullDue = now.Add(m.fullEvery)
@@ -750,15 +822,21 @@ func (m *Member) follow(st stream) {
 // alone, and reports whether it could.
 func (m *Member) read(ctx context.Context, whole bool) bool {
 	m.mu.Lock()
-	start := m.view.seq
+	start, gen, count := m.view.seq, m.view.gen, m.view.count
 	m.mu.Unlock()
-	members, owners, err := m.list(ctx, whole)
+	members, owners, lay, err := m.list(ctx, whole, gen, count)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.err = err
 	if err != nil {
 		m.log.Warn("shards: read group", "err", err)
 		return false
+	}
+	if whole {
+		m.view.noteLayout(start, lay)
+	}
+	if m.view.gen != gen {
+		owners = nil // read under another count
 	}
 	m.view.applyRead(start, members, owners)
 	return true
@@ -773,7 +851,11 @@ func (m *Member) read(ctx context.Context, whole bool) bool {
 // wakes the loop, which reconciles again.
 func (m *Member) reconcile() {
 	m.mu.Lock()
+	if m.view.lay.gen > m.view.gen {
+		m.reshardLocked()
+	}
 	members := m.view.memberList()
+	count := m.view.count
 	replace := m.placed == nil || !slices.Equal(members, m.members)
 	m.mu.Unlock()
 	var placed []string
@@ -781,7 +863,7 @@ func (m *Member) reconcile() {
 		if h := placing.Load(); h != nil {
 			(*h)(members)
 		}
-		placed = placements.place(m.cfg.Count, members)
+		placed = placements.place(count, members)
 	}
 	m.mu.Lock()
 	if replace {
@@ -796,14 +878,14 @@ func (m *Member) reconcile() {
 	}
 	var start []int
 	for _, shard := range m.mine {
-		if m.runs[shard] == nil {
+		if m.runs[shard] == nil && !m.halted[shard] {
 			start = append(start, shard)
 		}
 	}
 	for shard, r := range m.runs {
 		if m.placed[shard] != m.cfg.Identity && !r.stopping {
 			r.stopping = true
-			go func() { _ = r.el.Stop(context.Background()) }()
+			go r.stop()
 		}
 	}
 	m.mu.Unlock()
@@ -819,12 +901,54 @@ func (m *Member) reconcile() {
 	m.mu.Unlock()
 }
 
+// reshardLocked moves the member to the count the group's record names:
+// it stops every elector of the old count (each drains and releases, as
+// at any handover; they finish as retiring runs), and forgets the old
+// count's owners and placement, so that reconcile campaigns for the new
+// count's shards placed here. Their electors start once the old count's
+// claims they draw keys from are sealed (campaign).
+func (m *Member) reshardLocked() {
+	lay := m.view.lay
+	m.log.Info("shards: the shard count changes", "from", m.view.count, "to", lay.count, "generation", lay.gen)
+	for _, r := range m.runs {
+		m.retiring[r.key] = r
+		if !r.stopping {
+			r.stopping = true
+			go r.stop()
+		}
+	}
+	m.runs = make(map[int]*run)
+	clear(m.halted)
+	m.from = lay.from
+	if lay.gen > m.view.gen+1 {
+		// Generations passed unseen: the one before lay's was sealed
+		// whole before lay's began, and this member holds none of its
+		// claims (a change ends only once every claim of its old count
+		// has), so its new shards wait for nothing.
+		m.from = 0
+	}
+	m.view.reshard(lay)
+	m.placed, m.mine = nil, nil
+}
+
 // list lists the group's live members (with their entries' tokens) and, if
-// whole, its shards' owners (else owners is nil).
-func (m *Member) list(ctx context.Context, whole bool) (map[string]int64, []Owner, error) {
+// whole, the group's record and the owners of its shards of generation gen,
+// which has count shards (else owners is nil).
+func (m *Member) list(ctx context.Context, whole bool, gen, count int) (map[string]int64, []Owner, layout, error) {
+	var lay layout
+	if whole {
+		e, err := m.store.Get(ctx, countKey(m.cfg.Group))
+		if err != nil {
+			return nil, nil, lay, fmt.Errorf("shards: read the count of %q: %w", m.cfg.Group, err)
+		}
+		var ok bool
+		if lay, ok = parseLayout(e.Value); !ok {
+			return nil, nil, lay, fmt.Errorf("shards: group %q: stored count %q: %w", m.cfg.Group, storedCount(e.Value), ErrCountMismatch)
+		}
+	}
 	entries, err := m.store.List(ctx, memberPrefix(m.cfg.Group))
 	if err != nil {
-		return nil, nil, fmt.Errorf("shards: list members of %q: %w", m.cfg.Group, err)
+		return nil, nil, lay, fmt.Errorf("shards: list members of %q: %w", m.cfg.Group, err)
 	}
 	members := map[string]int64{}
 	for _, e := range entries {
@@ -837,33 +961,39 @@ func (m *Member) list(ctx context.Context, whole bool) (map[string]int64, []Owne
 		members[id] = e.CreateRevision
 	}
 	if !whole {
-		return members, nil, nil
+		return members, nil, lay, nil
 	}
-	entries, err = m.store.List(ctx, shardPrefix(m.cfg.Group))
+	entries, err = m.store.List(ctx, genShardPrefix(m.cfg.Group, gen))
 	if err != nil {
-		return nil, nil, fmt.Errorf("shards: list shards of %q: %w", m.cfg.Group, err)
+		return nil, nil, lay, fmt.Errorf("shards: list shards of %q: %w", m.cfg.Group, err)
 	}
-	owners := make([]Owner, m.cfg.Count)
+	owners := make([]Owner, count)
 	for _, e := range entries {
-		shard, ok := m.view.shardOf(e.Key)
+		shard, ok := parseShardKey(m.cfg.Group, gen, count, e.Key)
 		if !ok {
 			continue
 		}
 		c, err := wire.DecodeClaim(e.Value)
 		if err != nil {
-			return nil, nil, fmt.Errorf("shards: shard %d of %q: %v: %w", shard, m.cfg.Group, err, backends.ErrCorrupt)
+			return nil, nil, lay, fmt.Errorf("shards: shard %d of %q: %v: %w", shard, m.cfg.Group, err, backends.ErrCorrupt)
 		}
 		owners[shard] = Owner{Holder: backends.Holder{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}, Token: e.CreateRevision}
 	}
-	return members, owners, nil
+	return members, owners, lay, nil
 }
 
 // campaign starts the elector of shard, registered in m.runs before it
 // starts, so that Term and Owner see it from its first term on. Only the
 // loop calls it, so no other run of shard can be registered meanwhile.
+// While a change of count is in flight, the elector starts only once
+// every claim of the old count that the shard draws keys from has ended
+// and is sealed (seal).
 func (m *Member) campaign(shard int) {
+	m.mu.Lock()
+	gen, count, from := m.view.gen, m.view.count, m.from
+	m.mu.Unlock()
 	cfg := m.cfg.Elector
-	cfg.Key, cfg.Identity = shardKey(m.cfg.Group, shard), m.cfg.Identity
+	cfg.Key, cfg.Identity = genShardKey(m.cfg.Group, gen, shard), m.cfg.Identity
 	onAcquired := m.cfg.OnAcquired
 	if onAcquired != nil {
 		cfg.OnElected = func(ctx context.Context, term elector.Term) { onAcquired(ctx, shard, term) }
@@ -872,32 +1002,148 @@ func (m *Member) campaign(shard int) {
 		cfg.OnDemoted = func(term elector.Term, cause elector.Cause) { f(shard, term, cause) }
 	}
 	el, err := elector.New(m.locker, cfg)
-	if err != nil { // the config was validated: not expected
-		m.log.Error("shards: start shard elector", "shard", shard, "err", err)
-		return
-	}
-	r := &run{el: el, done: make(chan struct{})}
-	m.mu.Lock()
-	m.runs[shard] = r
-	m.mu.Unlock()
-	if err := el.Start(context.Background()); err != nil { // not expected either
+	if err != nil { // a key of a later count the template refuses
 		m.log.Error("shards: start shard elector", "shard", shard, "err", err)
 		m.mu.Lock()
-		delete(m.runs, shard)
+		m.halted[shard] = true
 		m.mu.Unlock()
 		return
 	}
+	sctx, cancel := context.WithCancel(context.Background())
+	r := &run{el: el, key: cfg.Key, cancel: cancel, done: make(chan struct{})}
+	if from != 0 {
+		r.sealing.Store(2)
+	}
+	m.mu.Lock()
+	m.runs[shard] = r
+	m.mu.Unlock()
+	start := func() {
+		defer cancel()
+		if from != 0 && !m.seal(sctx, r, gen, from, count, shard) {
+			return // stopped while it waited: r.stop stops el too
+		}
+		r.sealing.Store(0)
+		if err := el.Start(context.Background()); err != nil {
+			m.mu.Lock()
+			stopping := r.stopping
+			m.mu.Unlock()
+			if !stopping { // not expected
+				m.log.Error("shards: start shard elector", "shard", shard, "err", err)
+				_ = el.Stop(context.Background())
+			}
+		}
+	}
+	if from == 0 {
+		start()
+	} else {
+		go start()
+	}
 	go func() {
 		<-el.Done()
-		if err := el.Err(); err != nil {
+		err := el.Err()
+		if err != nil {
 			m.log.Error("shards: shard elector ended", "shard", shard, "err", err)
 		}
 		m.mu.Lock()
-		delete(m.runs, shard)
+		if m.runs[shard] == r {
+			delete(m.runs, shard)
+			if err != nil && !r.stopping {
+				// Not campaigned again before the next full read, which
+				// also shows a change of count this member missed (whose
+				// sealed claims end an elector of the old count so).
+				m.halted[shard] = true
+			}
+		}
+		if m.retiring[r.key] == r {
+			delete(m.retiring, r.key)
+		}
 		m.mu.Unlock()
 		close(r.done)
 		m.wake()
 	}()
+}
+
+// seal waits until every claim of generation gen-1 (from shards) that
+// shard of generation gen (count shards) draws keys from has ended, and
+// seals each, so that no elector of the old count takes it again. A run
+// of this member's own on such a claim finishes first, its callbacks
+// included, so that callbacks of one shard number never overlap here.
+// It returns false if ctx ended first.
+func (m *Member) seal(ctx context.Context, run *run, gen, from, count, shard int) bool {
+	for _, s := range sources(from, count, shard) {
+		key := genShardKey(m.cfg.Group, gen-1, s)
+		m.mu.Lock()
+		r := m.retiring[key]
+		m.mu.Unlock()
+		if r != nil {
+			select {
+			case <-r.done:
+			case <-ctx.Done():
+				return false
+			}
+		}
+		if !m.sealKey(ctx, run, key, gen) {
+			return false
+		}
+	}
+	return true
+}
+
+// sealKey writes the seal of generation gen at key once the claim there,
+// if any, has ended, as the store judges it: a create that succeeds only
+// where the key is absent, as an elector takes a claim. It waits for the
+// claim's end on the group watch where the store has one, and reads the
+// claim again every TTL/6 (which, where expiry is judged by local
+// observation, keeps this store's sighting of its last keep-alive
+// recent), backing off from TTL/6 to a TTL while the store fails.
+func (m *Member) sealKey(ctx context.Context, run *run, key string, gen int) bool {
+	seal := sealValue(gen)
+	bo := m.newBackoff()
+	for {
+		wctx, cancel := context.WithCancel(ctx)
+		changed, _ := m.hub.subscribe(wctx, key) // nil while the group watch is down
+		var wait time.Duration
+		_, err := m.store.CreateIfAbsent(ctx, key, seal, 0)
+		var ce *backends.ConflictError
+		switch {
+		case err == nil:
+			cancel()
+			return true
+		case errors.As(err, &ce) && ce.Found && isSeal(ce.Current.Value, gen):
+			cancel()
+			return true // sealed by another member, or by Resize
+		case errors.Is(err, backends.ErrExists) && (ce == nil || !ce.Found):
+			// The store did not say what is there: read it.
+			if e, gerr := m.store.Get(ctx, key); gerr == nil && isSeal(e.Value, gen) {
+				cancel()
+				return true
+			}
+			wait = m.ttl / 6
+		case errors.Is(err, backends.ErrExists):
+			bo.Reset()
+			wait = m.ttl / 6 // a claim of the old count: wait for its end
+		default:
+			if ctx.Err() != nil {
+				cancel()
+				return false
+			}
+			m.log.Warn("shards: seal a claim of the earlier count", "key", key, "err", err)
+			wait = bo.NextBackOff()
+		}
+		run.sealing.Store(1)
+		t := m.clk.Timer(wait)
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+		run.sealing.Store(2)
+		cancel()
+		if ctx.Err() != nil {
+			return false
+		}
+	}
 }
 
 // placing, when a test sets it, is called by reconcile with the members it
@@ -927,8 +1173,11 @@ func (m *Member) shutdown() {
 		runs = append(runs, r)
 		if !r.stopping {
 			r.stopping = true
-			go func() { _ = r.el.Stop(context.Background()) }()
+			go r.stop()
 		}
+	}
+	for _, r := range m.retiring {
+		runs = append(runs, r) // stopping already
 	}
 	m.mu.Unlock()
 	if err := member.Stop(context.Background()); err != nil {

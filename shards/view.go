@@ -2,7 +2,6 @@ package shards
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/tenure-go/tenure/backends"
@@ -23,7 +22,13 @@ import (
 // (expiry on a filestore).
 type view struct {
 	group string
-	count int
+	gen   int // the generation whose shards owners describes
+	count int // its shard count
+
+	// lay is the group's record as last seen (zero until seen), and
+	// laySeq the seq of the last event on its key.
+	lay    layout
+	laySeq uint64
 
 	seq       uint64            // events applied so far
 	members   map[string]int64  // live member identity -> its entry's token
@@ -33,25 +38,34 @@ type view struct {
 	ownerSeq  []uint64          // by shard, seq of the last event on its key
 }
 
-func newView(group string, count int) *view {
+func newView(group string, lay layout) *view {
 	return &view{
-		group: group, count: count,
+		group: group, gen: lay.gen, count: lay.count, lay: lay,
 		members: map[string]int64{}, memberSeq: map[string]uint64{},
-		owners: make([]Owner, count), ownerSeq: make([]uint64, count),
+		owners: make([]Owner, lay.count), ownerSeq: make([]uint64, lay.count),
+	}
+}
+
+// reshard makes the view describe the shards of generation lay: their
+// owners are unknown until events or a read show them. The members stay.
+func (v *view) reshard(lay layout) {
+	v.gen, v.count = lay.gen, lay.count
+	v.owners, v.ownerSeq = make([]Owner, lay.count), make([]uint64, lay.count)
+}
+
+// noteLayout records a read of the group's record made when seq was
+// start, unless an event on its key came since.
+func (v *view) noteLayout(start uint64, lay layout) {
+	if v.laySeq <= start && lay.gen >= v.lay.gen {
+		v.lay = lay
 	}
 }
 
 // shardOf parses a shard key of the group.
 func (v *view) shardOf(key string) (int, bool) {
-	rest, ok := strings.CutPrefix(key, shardPrefix(v.group))
-	if !ok {
-		return 0, false
-	}
-	shard, err := strconv.Atoi(rest)
-	if err != nil || shard < 0 || shard >= v.count || shardKey(v.group, shard) != key {
-		return 0, false // a key of a nested group, or not a shard of this count
-	}
-	return shard, true
+	// Not a shard of this generation and count: a key of a nested group,
+	// another generation's, or none.
+	return parseShardKey(v.group, v.gen, v.count, key)
 }
 
 // apply applies a watch event. An event about an older entry than the one
@@ -60,6 +74,13 @@ func (v *view) shardOf(key string) (int, bool) {
 func (v *view) apply(ev backends.Event) {
 	v.seq++
 	e := ev.Entry
+	if e.Key == countKey(v.group) {
+		v.laySeq = v.seq
+		if l, ok := parseLayout(e.Value); ok && ev.Kind == backends.EventPut && l.gen >= v.lay.gen {
+			v.lay = l
+		}
+		return
+	}
 	if id, ok := strings.CutPrefix(e.Key, memberPrefix(v.group)); ok {
 		v.memberSeq[id] = v.seq
 		switch {

@@ -19,7 +19,7 @@ func del(key string, token int64) backends.Event {
 // event touched since it began; events about older entries than the one known
 // change nothing.
 func TestViewOrdersReadsAndEvents(t *testing.T) {
-	v := newView("g", 3)
+	v := newView("g", layout{count: 3})
 	start := v.seq
 	// Events that arrive while a read is under way: member b joins, shard 1
 	// is taken with token 7.
