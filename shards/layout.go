@@ -335,3 +335,20 @@ const (
 	resizePoll    = time.Second
 	resizePollMin = 100 * time.Millisecond
 )
+
+// StoredCount returns the shard count group's record in store names: the
+// count its members route by, the new one while a change is in flight. It
+// fails with an error wrapping backends.ErrNotFound if no member of group
+// has started, and with one wrapping backends.ErrCorrupt if the record is
+// in no form this release writes.
+func StoredCount(ctx context.Context, store backends.Store, group string) (int, error) {
+	e, err := store.Get(ctx, countKey(group))
+	if err != nil {
+		return 0, fmt.Errorf("shards: read the count of %q: %w", group, err)
+	}
+	l, ok := parseLayout(e.Value)
+	if !ok {
+		return 0, fmt.Errorf("shards: group %q: stored count %q is not one this release writes: %w", group, storedCount(e.Value), backends.ErrCorrupt)
+	}
+	return l.count, nil
+}

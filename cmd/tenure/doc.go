@@ -5,7 +5,7 @@
 //	tenure run --store URL --key KEY [--slots N] [--ttl D] [--id ID] [--advertise V] [--kill-grace D] [--once] [--try D] [--forward-hup] [--priority N] [--metrics ADDR] [--timeout D] -- COMMAND [ARG...]
 //	tenure holders --store URL (--key KEY | --prefix P) [--json] [--wait] [--timeout D]
 //	tenure watch --store URL --key KEY [--json] [--interval D] [--timeout D]
-//	tenure resize --store URL --key KEY --slots N [--timeout D]
+//	tenure resize --store URL (--key KEY --slots N | --group G --shards N) [--timeout D]
 //	tenure release --store URL --key KEY --holder ID --force [--slot N] [--timeout D]
 //	tenure transfer --store URL --key KEY [--to ID] [--within D] [--timeout D]
 //
@@ -214,6 +214,14 @@
 // next renewal. It refuses a key that is not a slot group. Exit status 0,
 // 2 for bad usage (a KEY that is not a slot group included), 69 if the
 // store cannot be opened, read or written.
+//
+// With --group G --shards N it changes the shard count of the shard group
+// G (package shards' Resize) while its members run, and returns once every
+// shard of the old count has ended: no key has two owners meanwhile. A
+// change cut short by --timeout goes on, and the same command finishes
+// it. Exit status 0, 2 for bad usage (a G no member started, or a change
+// towards another count in flight), 69 if the store cannot be opened,
+// read or written, or the change is not done within --timeout.
 //
 // # tenure release
 //

@@ -12,16 +12,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tenure-go/tenure/backends"
+	"github.com/tenure-go/tenure/shards"
 	"github.com/tenure-go/tenure/slots"
 	"github.com/tenure-go/tenure/storeurl"
 )
 
 func newResizeCmd(o *options) *cobra.Command {
-	var store, key string
-	var size int
+	var store, key, group string
+	var size, count int
 	cmd := &cobra.Command{
-		Use:   "resize --store URL --key KEY --slots N",
-		Short: "Change how many holders a slot group allows",
+		Use:   "resize --store URL (--key KEY --slots N | --group G --shards N)",
+		Short: "Change how many holders a slot group allows, or how many shards a shard group has",
 		Long: strings.TrimSpace(`
 Resize sets the size of the slot group KEY, which tenure run --slots
 created, to N. The size is kept in the store and shared by every tenure
@@ -34,11 +35,22 @@ terms at their next renewal (their commands get SIGTERM).
 It refuses a key that is not a slot group: tenure run --slots N with N above
 1 makes one.
 
-Exit status: 0 when the group has size N; 2 for bad usage, a KEY that is
-not a slot group included; 69 if the store cannot be opened within
---timeout, read or written.`),
+With --group and --shards, resize changes the shard count of the shard
+group G (package shards) to N while its members run: each member drains
+and releases its shards of the old count and takes those of the new one,
+each new shard only once the old shards its keys come from have ended, so
+no key has two owners. Resize returns once every shard of the old count
+has ended; a change cut short by --timeout goes on, and the same command
+finishes it.
+
+Exit status: 0 when the group has size N (or N shards); 2 for bad usage, a
+KEY that is not a slot group or a G that is no shard group included, and a
+change of G's count towards another N in flight; 69 if the store cannot be
+opened within --timeout, read or written, or the change is not done by
+then.`),
 		Example: examples(`
-  tenure resize --store file:///var/lib/tenure --key workers --slots 5`),
+  tenure resize --store file:///var/lib/tenure --key workers --slots 5
+  tenure resize --store etcd://10.0.0.1:2379 --group kv --shards 512`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			loc, err := parseExistingStore(store)
@@ -47,6 +59,31 @@ not a slot group included; 69 if the store cannot be opened within
 			}
 			if loc, err = o.withPassword(loc); err != nil {
 				return err
+			}
+			if group != "" || count != 0 {
+				if key != "" || size != 0 {
+					return usagef("--group and --shards change a shard group, --key and --slots a slot group: give one pair")
+				}
+				if err := checkKey(group); err != nil {
+					return err
+				}
+				if count < 1 || count > shards.MaxCount {
+					return usagef("--shards %d: want 1 to %d", count, shards.MaxCount)
+				}
+				log, err := o.logger()
+				if err != nil {
+					return err
+				}
+				from, err := resizeShards(context.Background(), log, loc, group, count, o.timeout)
+				if err != nil {
+					return err
+				}
+				if from == count {
+					fmt.Fprintf(o.stdout, "shard group %q: %d shards\n", group, count)
+				} else {
+					fmt.Fprintf(o.stdout, "shard group %q: %d shards, was %d\n", group, count, from)
+				}
+				return nil
 			}
 			if err := checkKey(key); err != nil {
 				return err
@@ -73,7 +110,9 @@ not a slot group included; 69 if the store cannot be opened within
 	f := cmd.Flags()
 	f.StringVar(&store, "store", "", storeFlagHelp())
 	f.StringVar(&key, "key", "", "slot group key (required)")
-	f.IntVar(&size, "slots", 0, "the group's new size (required)")
+	f.IntVar(&size, "slots", 0, "the slot group's new size (with --key)")
+	f.StringVar(&group, "group", "", "shard group name (with --shards)")
+	f.IntVar(&count, "shards", 0, "the shard group's new count (with --group)")
 	return cmd
 }
 
@@ -106,5 +145,39 @@ func resize(ctx context.Context, log *slog.Logger, loc *storeurl.Location, key s
 		return 0, storeError{fmt.Errorf("resize %q in %s: %w", key, loc, err)}
 	}
 	log.Info("resized", "key", key, "from", from, "to", n)
+	return from, nil
+}
+
+// errNotShardGroup is a resize of a group no shard member has started.
+var errNotShardGroup = errors.New("not a shard group (no count in the store); its first member records one")
+
+// resizeShards changes the shard count of group to n and returns the
+// count it had. Opening the store, then the change, may each take up to
+// timeout.
+func resizeShards(ctx context.Context, log *slog.Logger, loc *storeurl.Location, group string, n int, timeout time.Duration) (int, error) {
+	s, err := openStore(ctx, log, loc, timeout)
+	if err != nil {
+		return 0, storeError{err}
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	from, err := shards.StoredCount(ctx, s, group)
+	if errors.Is(err, backends.ErrNotFound) {
+		return 0, usageError{fmt.Errorf("resize %q: %w", group, errNotShardGroup)}
+	}
+	if err != nil {
+		return 0, storeError{fmt.Errorf("resize %q in %s: %w", group, loc, err)}
+	}
+	err = shards.Resize(ctx, s, group, n)
+	switch {
+	case errors.Is(err, shards.ErrResizing):
+		return 0, usageError{fmt.Errorf("resize %q in %s: %w", group, loc, err)}
+	case errors.Is(err, context.DeadlineExceeded):
+		return 0, storeError{fmt.Errorf("resize %q in %s: not done within --timeout %v, and going on (run the same command to finish it): %w", group, loc, timeout, err)}
+	case err != nil:
+		return 0, storeError{fmt.Errorf("resize %q in %s: %w", group, loc, err)}
+	}
+	log.Info("resized", "group", group, "from", from, "to", n)
 	return from, nil
 }
