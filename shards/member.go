@@ -970,8 +970,8 @@ func (m *Member) list(ctx context.Context, whole bool, gen, count int) (map[stri
 	owners := make([]Owner, count)
 	for _, e := range entries {
 		shard, ok := parseShardKey(m.cfg.Group, gen, count, e.Key)
-		if !ok {
-			continue
+		if !ok || isSeal(e.Value, 0) {
+			continue // a sealed shard of a count this member has not seen replaced: no owner
 		}
 		c, err := wire.DecodeClaim(e.Value)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/testrig/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/faults"
 	"github.com/tenure-go/tenure/internal/testrig/shardstest"
 	"github.com/tenure-go/tenure/shards"
 )
@@ -71,7 +72,13 @@ func newResizeGroup(t *testing.T, count int) *resizeGroup {
 
 func (g *resizeGroup) add(id string, count int) *resizeMember {
 	g.t.Helper()
-	m := &resizeMember{id: id, Link: shardstest.NewLink(g.store, nil)}
+	return g.addOver(g.store, id, count)
+}
+
+// addOver starts a member whose store is inner (behind its Link).
+func (g *resizeGroup) addOver(inner backends.Store, id string, count int) *resizeMember {
+	g.t.Helper()
+	m := &resizeMember{id: id, Link: shardstest.NewLink(inner, nil)}
 	sm, err := shards.New(m.Store, shards.Config{
 		Group: "g", Identity: id, Count: count, Elector: resizeTiming,
 		OnAcquired: func(ctx context.Context, shard int, term elector.Term) {
@@ -272,5 +279,53 @@ func TestResizeRefusals(t *testing.T) {
 	// finds no claim there: the create fails, and the seal stays.
 	if _, err := store.CreateIfAbsent(ctx, "g/shard/2", []byte(`{"v":1,"id":"y"}`), time.Hour); !errors.Is(err, backends.ErrExists) {
 		t.Errorf("create over a seal = %v, want ErrExists", err)
+	}
+}
+
+// countBlind is a memory store whose watch never reports the group's
+// count record: a member over it learns of a change of count only at its
+// next full read of the group (every ten TTLs), as one whose watch missed
+// the event would.
+type countBlind struct{ *memstore.Store }
+
+func (c countBlind) Watch(ctx context.Context, prefix string) (<-chan backends.Event, error) {
+	return filterWatch(ctx, c.Store, prefix, func(ev backends.Event) bool { return ev.Entry.Key != "g/count" })
+}
+
+// TestResizeMemberThatMissedIt runs a change of count with a member, b,
+// that does not see it begin. b keeps its shards of the old count, so the
+// new shards drawing on them wait; when c leaves, b campaigns for c's old
+// shards, which are sealed: its electors find no claim there and end, and
+// b tries them again only at its next full read (it tried them in a loop
+// before), which also shows it the change. No key has two owners
+// throughout, and the change completes with b's switch.
+func TestResizeMemberThatMissedIt(t *testing.T) {
+	g := newResizeGroup(t, 4)
+	a := g.add("a", 4)
+	b := g.addOver(countBlind{g.store}, "b", 4)
+	c := g.add("c", 4)
+	g.await("4 shards settle", func() bool { return g.settled(4, "a", "b", "c") })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resized := make(chan error, 1)
+	go func() { resized <- shards.Resize(ctx, g.store, "g", 8) }()
+	g.await("a and c see the change", func() bool { return a.Count() == 8 && c.Count() == 8 })
+	if b.Count() != 4 {
+		t.Fatalf("b saw the change: its watch was to hide it")
+	}
+	const claimOps = faults.OpCreate | faults.OpGet | faults.OpTxn // what a campaign for a claim sends
+	before := b.Store.Calls(claimOps)
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.await("8 shards settle on a and b", func() bool { return g.settled(8, "a", "b") })
+	if err := <-resized; err != nil {
+		t.Fatalf("Resize: %v", err)
+	}
+	// b campaigned for c's old shards (at most four) once when c left,
+	// then for its new shards, and sealed the old shards they draw on:
+	// 123 requests before, 13 after, in one run each.
+	if n := b.Store.Calls(claimOps) - before; n > 2*4+8 {
+		t.Errorf("b sent %d campaign requests between c's leave and the end of the change, want at most %d", n, 2*4+8)
 	}
 }

@@ -100,6 +100,8 @@ func (v *view) apply(ev backends.Event) {
 	v.ownerSeq[shard] = v.seq
 	cur := v.owners[shard].Token
 	switch {
+	case ev.Kind == backends.EventPut && e.CreateRevision >= cur && isSeal(e.Value, 0):
+		v.owners[shard] = Owner{} // sealed by a later count: no owner here
 	case ev.Kind == backends.EventPut && e.CreateRevision >= cur:
 		if c, err := wire.DecodeClaim(e.Value); err == nil {
 			v.owners[shard] = Owner{Holder: backends.Holder{ID: c.ID, Nonce: c.Nonce, Advertised: c.Advertised}, Token: e.CreateRevision}
