@@ -3,63 +3,29 @@ package shards_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
-	"sync"
+
 	"testing"
 	"time"
 
 	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/backends/memstore"
 	"github.com/tenure-go/tenure/elector"
-	"github.com/tenure-go/tenure/internal/testrig/electortest"
 	"github.com/tenure-go/tenure/internal/testrig/faults"
 	"github.com/tenure-go/tenure/internal/testrig/shardstest"
 	"github.com/tenure-go/tenure/shards"
 )
 
 // resizeGroup is members of one group over one memstore in real time, each
-// through a Link that can cut it off, recording every term with its span:
-// no key may be in the spans of two terms acting at once, whatever their
-// counts.
+// through a Link that can cut it off, their terms recorded with their spans.
 type resizeGroup struct {
 	t     *testing.T
 	store *memstore.Store
-	count int
-	sig   electortest.Signal
-
-	mu      sync.Mutex
-	members map[string]*resizeMember
-	acting  []*spanTerm // guarded by mu
-	terms   []*spanTerm // every term begun; guarded by mu
+	*shardstest.Spans
 }
 
 type resizeMember struct {
 	*shards.Member
 	*shardstest.Link
-	id string
-}
-
-type spanTerm struct {
-	id    string
-	span  shards.Span
-	token int64
-	ended bool
-}
-
-// overlap reports whether some key lies in both spans: a key of hash h is
-// in shard h mod c, so shards a of count p and b of count q share keys
-// exactly when a ≡ b (mod gcd(p, q)).
-func overlap(a, b shards.Span) bool {
-	g := gcdInt(a.Count, b.Count)
-	return a.Shard%g == b.Shard%g
-}
-
-func gcdInt(a, b int) int {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }
 
 var resizeTiming = elector.Config{TTL: time.Second, RenewPeriod: 250 * time.Millisecond, RetryPeriod: 50 * time.Millisecond}
@@ -67,7 +33,7 @@ var resizeTiming = elector.Config{TTL: time.Second, RenewPeriod: 250 * time.Mill
 func newResizeGroup(t *testing.T, count int) *resizeGroup {
 	store := memstore.New()
 	t.Cleanup(func() { store.Close() })
-	return &resizeGroup{t: t, store: store, count: count, members: map[string]*resizeMember{}}
+	return &resizeGroup{t: t, store: store, Spans: shardstest.NewSpans(t)}
 }
 
 func (g *resizeGroup) add(id string, count int) *resizeMember {
@@ -78,33 +44,8 @@ func (g *resizeGroup) add(id string, count int) *resizeMember {
 // addOver starts a member whose store is inner (behind its Link).
 func (g *resizeGroup) addOver(inner backends.Store, id string, count int) *resizeMember {
 	g.t.Helper()
-	m := &resizeMember{id: id, Link: shardstest.NewLink(inner, nil)}
-	sm, err := shards.New(m.Store, shards.Config{
-		Group: "g", Identity: id, Count: count, Elector: resizeTiming,
-		OnAcquired: func(ctx context.Context, shard int, term elector.Term) {
-			span, ok := m.SpanOf(term)
-			if !ok || span.Shard != shard {
-				g.t.Errorf("%s: SpanOf(term of shard %d, key %q) = %+v, %v", id, shard, term.Key, span, ok)
-			}
-			st := &spanTerm{id: id, span: span, token: term.Token}
-			g.mu.Lock()
-			for _, o := range g.acting {
-				if overlap(o.span, span) {
-					g.t.Errorf("%s acts on %+v (token %d) while %s acts on %+v (token %d): keys with two owners", id, span, term.Token, o.id, o.span, o.token)
-				}
-			}
-			g.acting = append(g.acting, st)
-			g.terms = append(g.terms, st)
-			g.mu.Unlock()
-			g.sig.Notify()
-			<-ctx.Done()
-			g.mu.Lock()
-			st.ended = true
-			g.acting = slices.DeleteFunc(g.acting, func(o *spanTerm) bool { return o == st })
-			g.mu.Unlock()
-			g.sig.Notify()
-		},
-	})
+	m := &resizeMember{Link: shardstest.NewLink(inner, nil)}
+	sm, err := shards.New(m.Store, shards.Config{Group: "g", Identity: id, Count: count, Elector: resizeTiming, OnAcquired: g.OnAcquired(id, &m.Member)})
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -112,9 +53,6 @@ func (g *resizeGroup) addOver(inner backends.Store, id string, count int) *resiz
 	if err := sm.Start(context.Background()); err != nil {
 		g.t.Fatal(err)
 	}
-	g.mu.Lock()
-	g.members[id] = m
-	g.mu.Unlock()
 	g.t.Cleanup(func() {
 		m.Heal()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -126,102 +64,51 @@ func (g *resizeGroup) addOver(inner backends.Store, id string, count int) *resiz
 	return m
 }
 
-// settled reports whether the acting terms are exactly the shards of
-// count placed on the live members ids, one term each.
-func (g *resizeGroup) settled(count int, ids ...string) bool {
-	want := shards.Place(count, ids)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	got := make([]string, count)
-	for _, st := range g.acting {
-		if st.span.Count != count || got[st.span.Shard] != "" {
-			return false
-		}
-		got[st.span.Shard] = st.id
-	}
-	return slices.Equal(got, want)
-}
-
 func (g *resizeGroup) await(what string, cond func() bool) {
 	g.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := electortest.Until(ctx, what, cond, &g.sig); err != nil {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		var acting []string
-		for _, st := range g.acting {
-			acting = append(acting, fmt.Sprintf("%s:%d/%d", st.id, st.span.Shard, st.span.Count))
-		}
-		g.t.Fatalf("%v; acting %v", err, acting)
-	}
-}
-
-// begun counts the terms begun of count shards, by shard.
-func (g *resizeGroup) begun(count int) map[int]int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := map[int]int{}
-	for _, st := range g.terms {
-		if st.span.Count == count {
-			out[st.span.Shard]++
-		}
-	}
-	return out
+	g.Await(what, time.Minute, cond)
 }
 
 // TestResizeLive doubles and then halves the count of a running group of
-// three members: no key has two owners acting at once (checked at every
-// term's start, over the spans of every acting term), each shard of the
-// new count is taken once, by the member it is placed on, and the record
-// names the new count alone once Resize has returned.
+// three members (shardstest.ResizeScenario: no key has two owners acting at
+// once, each shard of the new count is taken once, by the member it is
+// placed on); then the record names the new count alone, a Resize to it
+// does nothing, and a member configured with the old count is refused
+// while one with the new count starts.
 func TestResizeLive(t *testing.T) {
-	g := newResizeGroup(t, 8)
-	ids := []string{"a", "b", "c"}
-	for _, id := range ids {
-		g.add(id, 8)
-	}
-	g.await("8 shards settle", func() bool { return g.settled(8, ids...) })
+	store := memstore.New()
+	t.Cleanup(func() { store.Close() })
+	shardstest.ResizeScenario(t, resizeTiming, func(int) backends.Store { return unclosed{store} }, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-
-	for _, step := range []struct{ from, to int }{{8, 16}, {16, 8}} {
-		before := g.begun(step.to)
-		if err := shards.Resize(ctx, g.store, "g", step.to); err != nil {
-			t.Fatalf("Resize(%d): %v", step.to, err)
-		}
-		g.await(fmt.Sprintf("%d shards settle", step.to), func() bool { return g.settled(step.to, ids...) })
-		after := g.begun(step.to)
-		for shard := range step.to {
-			if n := after[shard] - before[shard]; n != 1 {
-				t.Errorf("%d to %d: shard %d of %d began %d terms, want 1", step.from, step.to, shard, step.to, n)
-			}
-		}
-		for _, id := range ids {
-			if got := g.members[id].Count(); got != step.to {
-				t.Errorf("%s: Count() = %d after the change to %d", id, got, step.to)
-			}
-		}
-	}
-	e, err := g.store.Get(ctx, "g/count")
+	e, err := store.Get(ctx, "g/count")
 	if err != nil || string(e.Value) != "8 g2" {
 		t.Errorf("record after two changes: %q, %v; want \"8 g2\"", e.Value, err)
 	}
-	// A second Resize to the count there is has nothing to do.
-	if err := shards.Resize(ctx, g.store, "g", 8); err != nil {
+	if err := shards.Resize(ctx, store, "g", 8); err != nil {
 		t.Errorf("Resize to the count in force: %v", err)
 	}
-	// A member configured with the old count is refused; the new one joins.
-	m, err := shards.New(g.store, shards.Config{Group: "g", Identity: "d", Count: 16, Elector: resizeTiming})
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		count int
+		want  error
+	}{{16, shards.ErrCountMismatch}, {8, nil}} {
+		m, err := shards.New(store, shards.Config{Group: "g", Identity: "d", Count: c.count, Elector: resizeTiming})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Start(ctx); !errors.Is(err, c.want) {
+			t.Errorf("a member of count %d: Start = %v, want %v", c.count, err, c.want)
+		}
+		if err := m.Stop(ctx); err != nil {
+			t.Error(err)
+		}
 	}
-	if err := m.Start(ctx); !errors.Is(err, shards.ErrCountMismatch) {
-		t.Errorf("a member of the old count: Start = %v, want ErrCountMismatch", err)
-	}
-	g.add("d", 8)
-	g.await("a member joins at the new count", func() bool { return g.settled(8, "a", "b", "c", "d") })
 }
+
+// unclosed is a store shared by members whose Close leaves it open.
+type unclosed struct{ *memstore.Store }
+
+func (unclosed) Close() error { return nil }
 
 // TestResizeWaitsForCrashedOwner cuts off a member, as a crash would, just
 // before a change of count: the shards of the new count that draw keys
@@ -231,7 +118,7 @@ func TestResizeWaitsForCrashedOwner(t *testing.T) {
 	g := newResizeGroup(t, 4)
 	a := g.add("a", 4)
 	g.add("b", 4)
-	g.await("4 shards settle", func() bool { return g.settled(4, "a", "b") })
+	g.await("4 shards settle", func() bool { return g.Settled(4, "a", "b") })
 	a.Cut()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -239,7 +126,7 @@ func TestResizeWaitsForCrashedOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a's membership expired as well: the 8 shards are b's.
-	g.await("8 shards on b", func() bool { return g.settled(8, "b") })
+	g.await("8 shards on b", func() bool { return g.Settled(8, "b") })
 }
 
 // TestResizeRefusals checks Resize's errors: a group no member started,
@@ -304,7 +191,7 @@ func TestResizeMemberThatMissedIt(t *testing.T) {
 	a := g.add("a", 4)
 	b := g.addOver(countBlind{g.store}, "b", 4)
 	c := g.add("c", 4)
-	g.await("4 shards settle", func() bool { return g.settled(4, "a", "b", "c") })
+	g.await("4 shards settle", func() bool { return g.Settled(4, "a", "b", "c") })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	resized := make(chan error, 1)
@@ -318,7 +205,7 @@ func TestResizeMemberThatMissedIt(t *testing.T) {
 	if err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	g.await("8 shards settle on a and b", func() bool { return g.settled(8, "a", "b") })
+	g.await("8 shards settle on a and b", func() bool { return g.Settled(8, "a", "b") })
 	if err := <-resized; err != nil {
 		t.Fatalf("Resize: %v", err)
 	}

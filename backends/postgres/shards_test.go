@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tenure-go/tenure/backends"
 	"github.com/tenure-go/tenure/elector"
 	"github.com/tenure-go/tenure/internal/testrig/electortest"
+	"github.com/tenure-go/tenure/internal/testrig/shardstest"
 	"github.com/tenure-go/tenure/shards"
 )
 
@@ -104,4 +106,14 @@ func TestShards(t *testing.T) {
 	stop(a)
 	wait("b owns every shard", func() bool { return log.owned("b") == count })
 	stop(b)
+}
+
+// TestShardsResize changes the count of a running group of three members,
+// each on its own store, from 8 to 16 shards and back
+// (shardstest.ResizeScenario): no key has two owners acting at once, and
+// each new shard is taken once.
+func TestShardsResize(t *testing.T) {
+	srv := sharedServer(t)
+	dsn, tbl := srv.DSN(srv.NewDatabase(t)), newTable()
+	shardstest.ResizeScenario(t, elector.Config{TTL: time.Second}, func(int) backends.Store { return open(t, dsn, tbl) }, time.Minute)
 }

@@ -57,6 +57,13 @@ func TestEtcdSharedLease(t *testing.T) {
 	shardstest.Scenario(t, g, time.Minute)
 }
 
+// TestEtcdResize changes the count of a running group of three members on
+// etcd with shared leases from 8 to 16 shards and back
+// (shardstest.ResizeScenario).
+func TestEtcdResize(t *testing.T) {
+	shardstest.ResizeScenario(t, timing(), etcdStores(t, etcd.WithSharedLease(0)), time.Minute)
+}
+
 func TestKube(t *testing.T) {
 	shardstest.Scenario(t, shardstest.New(t, 8, timing(), kubeStores(t)), 2*time.Minute)
 }
