@@ -60,49 +60,38 @@ then.`),
 			if loc, err = o.withPassword(loc); err != nil {
 				return err
 			}
+			// Either form is a name checked as a key, a number in range, and
+			// a change; they differ in what they change and how they say it.
+			name, n, most, flag := key, size, slots.MaxSize, "--slots"
+			change := resize
+			now, was, same := "group %q: size %d", ", was %d", ", unchanged"
 			if group != "" || count != 0 {
 				if key != "" || size != 0 {
 					return usagef("--group and --shards change a shard group, --key and --slots a slot group: give one pair")
 				}
-				if err := checkKey(group); err != nil {
-					return err
-				}
-				if count < 1 || count > shards.MaxCount {
-					return usagef("--shards %d: want 1 to %d", count, shards.MaxCount)
-				}
-				log, err := o.logger()
-				if err != nil {
-					return err
-				}
-				from, err := resizeShards(context.Background(), log, loc, group, count, o.timeout)
-				if err != nil {
-					return err
-				}
-				if from == count {
-					fmt.Fprintf(o.stdout, "shard group %q: %d shards\n", group, count)
-				} else {
-					fmt.Fprintf(o.stdout, "shard group %q: %d shards, was %d\n", group, count, from)
-				}
-				return nil
+				name, n, most, flag = group, count, shards.MaxCount, "--shards"
+				change = resizeShards
+				now, was, same = "shard group %q: %d shards", ", was %d", ""
 			}
-			if err := checkKey(key); err != nil {
+			if err := checkKey(name); err != nil {
 				return err
 			}
-			if size < 1 || size > slots.MaxSize {
-				return usagef("--slots %d: want 1 to %d", size, slots.MaxSize)
+			if n < 1 || n > most {
+				return usagef("%s %d: want 1 to %d", flag, n, most)
 			}
 			log, err := o.logger()
 			if err != nil {
 				return err
 			}
-			from, err := resize(context.Background(), log, loc, key, size, o.timeout)
+			from, err := change(context.Background(), log, loc, name, n, o.timeout)
 			if err != nil {
 				return err
 			}
-			if from == size {
-				fmt.Fprintf(o.stdout, "group %q: size %d, unchanged\n", key, size)
+			fmt.Fprintf(o.stdout, now, name, n)
+			if from == n {
+				fmt.Fprint(o.stdout, same+"\n")
 			} else {
-				fmt.Fprintf(o.stdout, "group %q: size %d, was %d\n", key, size, from)
+				fmt.Fprintf(o.stdout, was+"\n", from)
 			}
 			return nil
 		},
