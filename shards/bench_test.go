@@ -90,3 +90,10 @@ func BenchmarkScale(b *testing.B) {
 		shardstest.BenchScale(b, count, members, elector.Config{TTL: 10 * time.Second}, func(int) backends.Store { return store }, shardstest.Steady{})
 	})
 }
+
+// BenchmarkResize doubles and halves back the count of a running group of
+// four members of 256 shards over one memstore (shardstest.BenchResize).
+func BenchmarkResize(b *testing.B) {
+	store := memstore.New()
+	shardstest.BenchResize(b, 256, 4, liveTiming(), func(int) backends.Store { return unclosed{store} })
+}

@@ -216,3 +216,20 @@ func TestResizeMemberThatMissedIt(t *testing.T) {
 		t.Errorf("b sent %d campaign requests between c's leave and the end of the change, want at most %d", n, 2*4+8)
 	}
 }
+
+// TestResizeBenchBriefly runs BenchResize's measurement on a small group,
+// so that the benchmark cannot rot: it completes, finds each old shard
+// ended once per change and no overlap.
+func TestResizeBenchBriefly(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	r := testing.Benchmark(func(b *testing.B) {
+		shardstest.BenchResize(b, 8, 2, resizeTiming, func(int) backends.Store { return unclosed{store} })
+	})
+	if r.N == 0 {
+		t.Fatal("BenchResize failed")
+	}
+	if r.Extra["overlaps"] != 0 || r.Extra["ends/old-shard"] != 1 {
+		t.Errorf("BenchResize: %v, want 0 overlaps and 1 end per old shard", r.Extra)
+	}
+}
