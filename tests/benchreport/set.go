@@ -139,6 +139,14 @@ var Sections = []Section{
 		Show: []string{"handover-ms", "handover-max-ms", "all-owned-ms", "all-owned-max-ms", "shards/leave", "cpu-ms/leave"},
 	},
 	{
+		Title:     "Changing the shard count",
+		About:     "Four members of a group of 256 shards over one memstore in real time, TTL 2 s: each iteration doubles the count with shards.Resize while they run and then halves it back. settled-ms and settled-max-ms: the median and the longest, over the changes, from Resize's call until every shard of the new count acts on the member it is placed on; resize-ms: until Resize returned (every old claim sealed; it looks at most every 100 ms); ends/old-shard: the terms of the old count that ended per old shard (1: one handover each); overlaps: pairs of acting terms that shared a key (must be 0).",
+		Pkg:       "./shards",
+		Bench:     "^BenchmarkResize$",
+		Benchtime: "10x", Short: "3x",
+		Hide: []string{"ns/op"},
+	},
+	{
 		Title:     "Shard crash",
 		About:     "Four members, 256 shards; one owning 64 is cut off from the store, as a crashed process is: the time until all its shards are owned elsewhere (at least a TTL of 2 s).",
 		Pkg:       "./shards",
