@@ -95,8 +95,8 @@
 // Each member holds one watch of the group (on stores that can watch), which
 // also serves the claim watches of all its electors, and follows the group
 // through its events, received as they come whatever else the member is
-// doing; it reads the group whole (a List of the members and one of the
-// shards) only when it starts, when its watch broke and could not be
+// doing; it reads the group whole (a Get of its count record, a List of the
+// members and one of the shards) only when it starts, when its watch broke and could not be
 // reopened at once, and every ten TTLs, and on a store without expiry
 // events it lists the members every TTL/6 (and the shards with them where
 // expiry is judged by local observation). A watch the store ended (one

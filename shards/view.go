@@ -21,9 +21,10 @@ import (
 // on a schedule) is needed only for what a store's watch does not report
 // (expiry on a filestore).
 type view struct {
-	group string
-	gen   int // the generation whose shards owners describes
-	count int // its shard count
+	group    string
+	countKey string // the group's record, compared with every event's key
+	gen      int    // the generation whose shards owners describes
+	count    int    // its shard count
 
 	// lay is the group's record as last seen (zero until seen), and
 	// laySeq the seq of the last event on its key.
@@ -40,7 +41,7 @@ type view struct {
 
 func newView(group string, lay layout) *view {
 	return &view{
-		group: group, gen: lay.gen, count: lay.count, lay: lay,
+		group: group, countKey: countKey(group), gen: lay.gen, count: lay.count, lay: lay,
 		members: map[string]int64{}, memberSeq: map[string]uint64{},
 		owners: make([]Owner, lay.count), ownerSeq: make([]uint64, lay.count),
 	}
@@ -74,7 +75,7 @@ func (v *view) shardOf(key string) (int, bool) {
 func (v *view) apply(ev backends.Event) {
 	v.seq++
 	e := ev.Entry
-	if e.Key == countKey(v.group) {
+	if e.Key == v.countKey {
 		v.laySeq = v.seq
 		if l, ok := parseLayout(e.Value); ok && ev.Kind == backends.EventPut && l.gen >= v.lay.gen {
 			v.lay = l

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -64,14 +63,14 @@ then.`),
 			// a change; they differ in what they change and how they say it.
 			name, n, most, flag := key, size, slots.MaxSize, "--slots"
 			change := resize
-			now, was, same := "group %q: size %d", ", was %d", ", unchanged"
+			now, same := "group %q: size %d", ", unchanged"
 			if group != "" || count != 0 {
 				if key != "" || size != 0 {
 					return usagef("--group and --shards change a shard group, --key and --slots a slot group: give one pair")
 				}
 				name, n, most, flag = group, count, shards.MaxCount, "--shards"
 				change = resizeShards
-				now, was, same = "shard group %q: %d shards", ", was %d", ""
+				now, same = "shard group %q: %d shards", ""
 			}
 			if err := checkKey(name); err != nil {
 				return err
@@ -83,7 +82,15 @@ then.`),
 			if err != nil {
 				return err
 			}
-			from, err := change(context.Background(), log, loc, name, n, o.timeout)
+			// Opening the store, then the change, may each take up to --timeout.
+			s, err := openStore(context.Background(), log, loc, o.timeout)
+			if err != nil {
+				return storeError{err}
+			}
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+			defer cancel()
+			from, err := change(ctx, log, s, loc, name, n)
 			if err != nil {
 				return err
 			}
@@ -91,7 +98,7 @@ then.`),
 			if from == n {
 				fmt.Fprint(o.stdout, same+"\n")
 			} else {
-				fmt.Fprintf(o.stdout, was+"\n", from)
+				fmt.Fprintf(o.stdout, ", was %d\n", from)
 			}
 			return nil
 		},
@@ -108,16 +115,9 @@ then.`),
 // errNotGroup is a resize of a key that is no slot group.
 var errNotGroup = errors.New("not a slot group (no size in the store); tenure run --slots N makes one")
 
-// resize sets the size of group key to n and returns the size it had.
-// Opening the store, then the resize, may each take up to timeout.
-func resize(ctx context.Context, log *slog.Logger, loc *storeurl.Location, key string, n int, timeout time.Duration) (int, error) {
-	s, err := openStore(ctx, log, loc, timeout)
-	if err != nil {
-		return 0, storeError{err}
-	}
-	defer s.Close()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// resize sets the size of group key in s, the store at loc, to n and
+// returns the size it had.
+func resize(ctx context.Context, log *slog.Logger, s backends.Store, loc *storeurl.Location, key string, n int) (int, error) {
 	e, err := s.Get(ctx, slots.SizeKey(key))
 	if errors.Is(err, backends.ErrNotFound) {
 		return 0, usageError{fmt.Errorf("resize %q: %w", key, errNotGroup)}
@@ -140,17 +140,9 @@ func resize(ctx context.Context, log *slog.Logger, loc *storeurl.Location, key s
 // errNotShardGroup is a resize of a group no shard member has started.
 var errNotShardGroup = errors.New("not a shard group (no count in the store); its first member records one")
 
-// resizeShards changes the shard count of group to n and returns the
-// count it had. Opening the store, then the change, may each take up to
-// timeout.
-func resizeShards(ctx context.Context, log *slog.Logger, loc *storeurl.Location, group string, n int, timeout time.Duration) (int, error) {
-	s, err := openStore(ctx, log, loc, timeout)
-	if err != nil {
-		return 0, storeError{err}
-	}
-	defer s.Close()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// resizeShards changes the shard count of group in s, the store at loc,
+// to n and returns the count it had.
+func resizeShards(ctx context.Context, log *slog.Logger, s backends.Store, loc *storeurl.Location, group string, n int) (int, error) {
 	from, err := shards.StoredCount(ctx, s, group)
 	if errors.Is(err, backends.ErrNotFound) {
 		return 0, usageError{fmt.Errorf("resize %q: %w", group, errNotShardGroup)}
@@ -163,7 +155,7 @@ func resizeShards(ctx context.Context, log *slog.Logger, loc *storeurl.Location,
 	case errors.Is(err, shards.ErrResizing):
 		return 0, usageError{fmt.Errorf("resize %q in %s: %w", group, loc, err)}
 	case errors.Is(err, context.DeadlineExceeded):
-		return 0, storeError{fmt.Errorf("resize %q in %s: not done within --timeout %v, and going on (run the same command to finish it): %w", group, loc, timeout, err)}
+		return 0, storeError{fmt.Errorf("resize %q in %s: not done within --timeout, and going on (run the same command to finish it): %w", group, loc, err)}
 	case err != nil:
 		return 0, storeError{fmt.Errorf("resize %q in %s: %w", group, loc, err)}
 	}
